@@ -1,0 +1,103 @@
+"""The Game interface: one small protocol the env, the recorder and the trainer talk to.
+
+Two implementations exist so that nothing above this layer cares which game is behind it:
+
+* ``SimGame`` (``env.sim.game``): the simulator in-process and lock-step. Its clock is game time;
+  waiting advances simulated ticks, with no sockets and no sleeping.
+* ``SiphonGame`` (below, over ``env.siphon``): a Siphon server, which is either the real game or
+  ``python -m env.sim``. Its clock is ``time.monotonic()``; waiting sleeps until a deadline.
+
+Both use one notion of time: ``now()`` on the game's own clock, and ``wait_until(t)`` on that same
+clock. The env schedules steps on absolute deadlines over this pair, so timing code is shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+AttributeValue = int | float | bool
+
+
+class GameError(RuntimeError):
+    """Anything that went wrong talking to a game, with a message that says what to do about it."""
+
+
+@dataclass(frozen=True, slots=True)
+class GameState(Mapping[str, AttributeValue]):
+    """One consistent snapshot of every attribute of a profile, taken at ``timestamp``.
+
+    ``timestamp`` is on the game's clock (see ``Game.now``). Values keep the profile's types:
+    HP as ``int``, positions as ``float``, flags as ``bool``. A snapshot never holds ``None``:
+    a failed read raises instead.
+    """
+
+    values: Mapping[str, AttributeValue]
+    timestamp: float
+
+    def __getitem__(self, name: str) -> AttributeValue:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise KeyError(
+                f"attribute {name!r} is not in this snapshot; it has: {', '.join(self.values)}"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """A captured frame: RGB ``uint8`` (H, W, 3), its capture time on the game's clock, and the
+    game's frame number (ticks for the simulator), so stale or repeated frames are visible."""
+
+    rgb: np.ndarray = field(repr=False)
+    timestamp: float
+    number: int
+
+
+@runtime_checkable
+class Game(Protocol):
+    """What every game backend offers. Key names are Siphon names (``W``, ``LEFT_SHIFT``, ...)."""
+
+    def now(self) -> float:
+        """The game's clock in seconds (game time in-process, ``time.monotonic()`` live)."""
+        ...
+
+    def read_state(self) -> GameState:
+        """All profile attributes, read together as one snapshot."""
+        ...
+
+    def capture_frame(self) -> Frame:
+        ...
+
+    def hold_keys(self, keys: Collection[str]) -> None:
+        """Hold exactly ``keys``: press the new ones, release every other key held before."""
+        ...
+
+    def tap_keys(self, keys: Collection[str], hold_ms: int = 50) -> None:
+        """Press ``keys`` and release them ``hold_ms`` later, without blocking the caller."""
+        ...
+
+    def wait_until(self, deadline: float) -> None:
+        """Let game time pass until ``now() >= deadline`` (returns at once if already past)."""
+        ...
+
+    def set_speed(self, speed: float) -> None:
+        """Scale game time; 0 pauses the game, 1 is normal speed."""
+        ...
+
+    def reset_fight(self, seed: int | None = None) -> GameState:
+        """Restart the boss fight in place, verify that it restarted, and return the new state."""
+        ...
+
+    def close(self) -> None:
+        """Release every key and free the connection. Safe to call twice."""
+        ...

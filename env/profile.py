@@ -1,0 +1,102 @@
+"""Profiles: everything game- and boss-specific, loaded from ``env/profiles/<name>/``.
+
+A profile folder holds ``siphon.toml`` (the Siphon attribute config, sent to the server) and
+``profile.toml`` (keybinds, the discrete action table, animation vocabularies, and how to restart
+the fight). Loading validates it all up front, so a typo in a key name fails here with the file
+and the name, not silently in the game (the real server turns unknown keys into scancode 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from env.keys import normalize_key
+from env.siphon_config import ConfigError, SiphonConfig, load_siphon_config, read_toml
+
+PROFILES_DIR = Path(__file__).parent / "profiles"
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteAction:
+    """One entry of the discrete action table, in semantic action names (``move_forward``...)."""
+
+    name: str
+    hold: tuple[str, ...] = ()
+    tap: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    boss_name: str
+    directory: Path
+    siphon: SiphonConfig
+    keybinds: dict[str, str]  # semantic action -> Siphon key name
+    discrete_actions: tuple[DiscreteAction, ...]
+    player_animations: tuple[int, ...]
+    boss_animations: tuple[int, ...]
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        return tuple(self.siphon.attributes)
+
+    def key_for(self, action: str) -> str:
+        try:
+            return self.keybinds[action]
+        except KeyError:
+            raise ConfigError(
+                f"profile {self.name!r} binds no key to {action!r}; bound: {', '.join(self.keybinds)}"
+            ) from None
+
+
+def available_profiles() -> list[str]:
+    return sorted(p.name for p in PROFILES_DIR.iterdir() if (p / "profile.toml").is_file())
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a bundled profile by name (``"sim_margit"``) or any profile folder by path."""
+    directory = Path(name_or_path)
+    if not (directory / "profile.toml").is_file():
+        directory = PROFILES_DIR / str(name_or_path)
+    path = directory / "profile.toml"
+    if not path.is_file():
+        raise ConfigError(
+            f"no profile {str(name_or_path)!r}: give a folder holding profile.toml or one of "
+            f"{', '.join(available_profiles())}"
+        )
+    data = read_toml(path)
+    siphon = load_siphon_config(directory / str(data.get("siphon_config", "siphon.toml")))
+
+    keybinds_raw = data.get("keybinds")
+    if not isinstance(keybinds_raw, dict) or not keybinds_raw:
+        raise ConfigError(f"{path}: needs a [keybinds] table of action = \"KEY\"")
+    keybinds = {}
+    for action, key in keybinds_raw.items():
+        try:
+            keybinds[action] = normalize_key(str(key))
+        except ValueError as e:
+            raise ConfigError(f"{path}: keybinds.{action}: {e}") from None
+
+    actions = []
+    for i, entry in enumerate(data.get("discrete_actions", [])):
+        unknown = [a for a in (*entry.get("hold", []), *entry.get("tap", [])) if a not in keybinds]
+        if unknown or "name" not in entry:
+            raise ConfigError(
+                f"{path}: discrete_actions[{i}] ({entry.get('name', 'unnamed')}) uses "
+                f"{', '.join(unknown) or 'no name'}; every action needs a name and may only use "
+                f"bound actions: {', '.join(keybinds)}"
+            )
+        actions.append(DiscreteAction(entry["name"], tuple(entry.get("hold", ())), tuple(entry.get("tap", ()))))
+
+    anims = data.get("animations", {})
+    return Profile(
+        name=str(data.get("name", directory.name)),
+        boss_name=str(data.get("boss_name", "")),
+        directory=directory,
+        siphon=siphon,
+        keybinds=keybinds,
+        discrete_actions=tuple(actions),
+        player_animations=tuple(int(a) for a in anims.get("player", ())),
+        boss_animations=tuple(int(a) for a in anims.get("boss", ())),
+    )

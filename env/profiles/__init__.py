@@ -1,0 +1,1 @@
+"""Per-game, per-boss data: Siphon configs, keybinds, discrete action tables, animation vocabularies."""

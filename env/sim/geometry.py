@@ -1,0 +1,79 @@
+"""Hitbox shapes and the arena, in the arena's local frame (X, Y horizontal, Z up, metres).
+
+Angles are radians counter-clockwise from +X. A hitbox is anchored at its owner and oriented by
+the owner's facing when it is tested, so one shape serves every position.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+ARENA_RADIUS = 10.0
+"""Margit's arena is a disc; fighters are kept inside it (the fog wall)."""
+
+PLAYER_RADIUS = 0.4
+BOSS_RADIUS = 0.9
+
+
+class Shape(Enum):
+    SECTOR = "sector"  # a pie slice in front: reach, half_angle
+    CIRCLE = "circle"  # a disc centred `offset` ahead: radius = reach
+    LINE = "line"  # a rectangle ahead: length = reach, half_width
+
+
+@dataclass(frozen=True, slots=True)
+class Hitbox:
+    shape: Shape
+    reach: float
+    half_angle: float = 0.0  # SECTOR: radians either side of facing
+    half_width: float = 0.0  # LINE
+    offset: float = 0.0  # CIRCLE: centre distance ahead of the owner
+    low: bool = False  # only hits a target on the ground (a jump clears it)
+
+    def hits(
+        self, ox: float, oy: float, facing: float, tx: float, ty: float, tz: float, radius: float
+    ) -> bool:
+        """Does this hitbox, held by an owner at (ox, oy) facing ``facing``, touch a round target
+        of ``radius`` standing at (tx, ty) with feet at height ``tz``?"""
+        if self.low and tz > 0.3:
+            return False
+        fx, fy = math.cos(facing), math.sin(facing)
+        dx, dy = tx - ox, ty - oy
+        if self.shape is Shape.CIRCLE:
+            cx, cy = dx - fx * self.offset, dy - fy * self.offset
+            return cx * cx + cy * cy <= (self.reach + radius) ** 2
+        along = dx * fx + dy * fy
+        if self.shape is Shape.LINE:
+            across = abs(dy * fx - dx * fy)
+            return -radius <= along <= self.reach + radius and across <= self.half_width + radius
+        dist = math.hypot(dx, dy)
+        if dist > self.reach + radius:
+            return False
+        if dist <= radius:
+            return True
+        return along >= dist * math.cos(self.half_angle)
+
+
+def clamp_to_arena(x: float, y: float, radius: float) -> tuple[float, float]:
+    limit = ARENA_RADIUS - radius
+    d2 = x * x + y * y
+    if d2 <= limit * limit:
+        return x, y
+    scale = limit / math.sqrt(d2)
+    return x * scale, y * scale
+
+
+def wrap_angle(a: float) -> float:
+    """Map an angle to [-pi, pi)."""
+    return (a + math.pi) % (2.0 * math.pi) - math.pi
+
+
+def turn_towards(current: float, target: float, max_step: float) -> float:
+    diff = wrap_angle(target - current)
+    if diff > max_step:
+        diff = max_step
+    elif diff < -max_step:
+        diff = -max_step
+    return wrap_angle(current + diff)

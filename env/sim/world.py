@@ -1,0 +1,621 @@
+"""The duel itself: a fixed 60 Hz, seeded, deterministic Margit-like fight in a circular arena.
+
+``World.tick`` takes the buttons held, pressed and released since the previous tick and advances
+exactly 1/60 s. Same seed and same inputs at the same ticks give the same fight, bit for bit: the
+only randomness is the boss's ``random.Random(seed)``, and nothing reads the wall clock.
+
+Presses and releases are passed as events, not just the held set, so a tap that starts and ends
+between two ticks still counts (a dodge tap is a roll even if it never spans a tick).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, replace
+
+from env.sim import TICK_HZ
+from env.sim.controls import Button
+from env.sim.geometry import (
+    BOSS_RADIUS,
+    PLAYER_RADIUS,
+    clamp_to_arena,
+    turn_towards,
+    wrap_angle,
+)
+from env.sim.moves import (
+    BACKSTEP,
+    BOSS_MOVES,
+    BUFFER_TICKS,
+    DAGGER_RADIUS,
+    DAGGER_RANGE,
+    DAGGER_SPEED,
+    DODGE_TAP_TICKS,
+    HEAL_AMOUNT,
+    HEAL_AT,
+    HEAL_TICKS,
+    HIT_TICKS,
+    JUMP_HEIGHT,
+    JUMP_TICKS,
+    KNOCKDOWN_DAMAGE,
+    KNOCKDOWN_IFRAMES,
+    KNOCKDOWN_TICKS,
+    PHASE_SHIFT_TICKS,
+    PHASE_TWO_WINDUP_SCALE,
+    PLAYER_ATTACKS,
+    ROLL,
+    BossAnim,
+    BossMove,
+    Dodge,
+    PlayerAnim,
+    Strike,
+)
+
+DT = 1.0 / TICK_HZ
+
+PLAYER_MAX_HP = 1100
+PLAYER_MAX_FP = 80
+PLAYER_MAX_SP = 120
+PLAYER_FLASKS = 4
+BOSS_MAX_HP = 4174
+PLAYER_START = (0.0, -6.0)
+BOSS_START = (0.0, 5.5)
+
+WALK_SPEED = 3.2
+SPRINT_SPEED = 5.6
+CROUCH_SPEED = 1.6
+HEAL_MOVE_SPEED = 1.0
+SPRINT_DRAIN = 14.0  # stamina per second
+STAMINA_REGEN = 50.0  # per second, after the delay below
+STAMINA_REGEN_DELAY = 24  # ticks after spending stamina
+CAMERA_TURN = 10.0  # rad/s while locked on
+MOUSE_YAW_PER_PIXEL = 0.0025  # rad per mouse count while not locked on
+LOCK_ON_RANGE = 20.0
+
+BOSS_WALK = 2.4
+BOSS_RUN = 4.2
+BOSS_TURN = 4.0  # rad/s between moves
+BOSS_KEEP_DISTANCE = 2.8
+BOSS_DECIDE_TICKS = {1: (24, 60), 2: (12, 42)}  # pause between moves, per phase
+FREE_ANIMS = (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)
+
+
+def _phase_two(move: BossMove) -> BossMove:
+    """The same move with its wind-up shortened: everything after the wind-up moves earlier."""
+    cut = move.windup - round(move.windup * PHASE_TWO_WINDUP_SCALE)
+    return replace(
+        move,
+        windup=move.windup - cut,
+        strikes=tuple(replace(s, start=s.start - cut) for s in move.strikes),
+        travel_start=max(0, move.travel_start - cut),
+        track_stop=move.track_stop,
+    )
+
+
+MOVES_BY_PHASE = {
+    1: tuple(m for m in BOSS_MOVES if 1 in m.phases),
+    2: tuple(_phase_two(m) for m in BOSS_MOVES if 2 in m.phases),
+}
+
+
+class Player:
+    __slots__ = (
+        "x", "y", "z", "angle", "hp", "max_hp", "fp", "max_fp", "sp", "max_sp", "flasks",
+        "anim", "anim_t", "anim_len", "action", "dir_x", "dir_y", "hit_done", "healed",
+        "dodge_down_at", "sprinting", "crouching", "locked_on", "buffered", "regen_wait",
+        "no_gravity", "hit_flash", "iframes_until",
+    )
+
+    def __init__(self) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        self.x, self.y = PLAYER_START
+        self.z = 0.0
+        self.angle = math.pi / 2
+        self.hp = self.max_hp = PLAYER_MAX_HP
+        self.fp = self.max_fp = PLAYER_MAX_FP
+        self.sp = float(PLAYER_MAX_SP)
+        self.max_sp = PLAYER_MAX_SP
+        self.flasks = PLAYER_FLASKS
+        self.anim = PlayerAnim.IDLE
+        self.anim_t = 0
+        self.anim_len = TICK_HZ
+        self.action: object = None  # the PlayerAttack / Dodge being performed, if any
+        self.dir_x = self.dir_y = 0.0
+        self.hit_done = False
+        self.healed = False
+        self.dodge_down_at = -1
+        self.sprinting = False
+        self.crouching = False
+        self.locked_on = False
+        self.buffered = 0
+        self.regen_wait = 0
+        self.no_gravity = False
+        self.hit_flash = 0
+        self.iframes_until = -1
+
+    @property
+    def dead(self) -> bool:
+        return self.hp <= 0
+
+    @property
+    def free(self) -> bool:
+        return self.anim in FREE_ANIMS
+
+    @property
+    def invulnerable(self) -> bool:
+        if self.anim_t < self.iframes_until:
+            return True
+        action = self.action
+        return isinstance(action, Dodge) and action.iframe_start <= self.anim_t < action.iframe_end
+
+    def start(self, anim: PlayerAnim, length: int, action: object = None) -> None:
+        self.anim = anim
+        self.anim_t = 0
+        self.anim_len = length
+        self.action = action
+        self.hit_done = False
+        self.healed = False
+        self.iframes_until = -1
+        self.sprinting = False
+
+
+class Boss:
+    __slots__ = (
+        "x", "y", "angle", "hp", "max_hp", "phase", "move", "move_t", "decide_in", "anim",
+        "anim_len", "strikes_hit", "travel_dx", "travel_dy", "last_move", "hit_flash", "moving",
+        "target_x", "target_y",
+    )
+
+    def __init__(self) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        self.x, self.y = BOSS_START
+        self.angle = -math.pi / 2
+        self.hp = self.max_hp = BOSS_MAX_HP
+        self.phase = 1
+        self.move: BossMove | None = None
+        self.move_t = 0
+        self.decide_in = 40
+        self.anim = BossAnim.IDLE
+        self.anim_len = TICK_HZ
+        self.strikes_hit = 0  # bit i set: strike i already hit the player
+        self.travel_dx = self.travel_dy = 0.0
+        self.target_x = self.target_y = 0.0
+        self.last_move = ""
+        self.hit_flash = 0
+        self.moving = False
+
+    @property
+    def dead(self) -> bool:
+        return self.hp <= 0
+
+    def cancel_move(self) -> None:
+        """Drop whatever the boss was doing (a teleport by memory write does this)."""
+        if self.dead:
+            return
+        self.move = None
+        self.move_t = 0
+        self.anim = BossAnim.IDLE
+        self.anim_len = TICK_HZ
+        self.decide_in = 30
+
+
+@dataclass(slots=True)
+class Dagger:
+    x: float
+    y: float
+    vx: float
+    vy: float
+    travelled: float
+    damage: int
+
+
+class World:
+    """The whole game state plus ``tick``. Attribute reads and writes go through ``memory``."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.player = Player()
+        self.boss = Boss()
+        self.daggers: list[Dagger] = []
+        self.tick_count = 0
+        self.camera_yaw = math.pi / 2
+        self.seed = seed
+        self.rng = random.Random(seed)
+        # The game-speed pair of the game's memory: the value applies only while the flag is set.
+        self.game_speed_flag = False
+        self.game_speed_val = 1.0
+
+    @property
+    def speed(self) -> float:
+        """How fast game time runs against real time (0: paused). Real-time clocks read this."""
+        return self.game_speed_val if self.game_speed_flag else 1.0
+
+    # ----------------------------------------------------------------------------------- setup
+    def restart(self, seed: int | None = None) -> None:
+        """Restart the fight in place: HP, stamina, FP, flasks, positions and the boss restored,
+        no reload, as a reset by memory writes does in the game. ``seed`` reseeds the boss."""
+        self.player.restore()
+        self.boss.restore()
+        self.daggers.clear()
+        self.camera_yaw = math.pi / 2
+        if seed is not None:
+            self.seed = seed
+            self.rng = random.Random(seed)
+
+    @property
+    def time(self) -> float:
+        """Game time in seconds since the world was created."""
+        return self.tick_count / TICK_HZ
+
+    @property
+    def over(self) -> bool:
+        return self.player.dead or self.boss.dead
+
+    def distance(self) -> float:
+        return math.hypot(self.boss.x - self.player.x, self.boss.y - self.player.y)
+
+    def angle_to_boss(self) -> float:
+        return math.atan2(self.boss.y - self.player.y, self.boss.x - self.player.x)
+
+    # ------------------------------------------------------------------------------------ tick
+    def tick(self, held: int = 0, pressed: int = 0, released: int = 0, mouse_dx: float = 0.0) -> None:
+        """Advance one tick with the buttons ``held`` now and those ``pressed``/``released`` since
+        the previous tick (bit masks of ``Button``), and ``mouse_dx`` counts of camera turn."""
+        self._update_camera(mouse_dx)
+        self._update_player(held, pressed, released)
+        self._update_boss()
+        self._update_daggers()
+        self.tick_count += 1
+
+    # ---------------------------------------------------------------------------------- camera
+    def _update_camera(self, mouse_dx: float) -> None:
+        p = self.player
+        if p.locked_on and not self.boss.dead:
+            self.camera_yaw = turn_towards(self.camera_yaw, self.angle_to_boss(), CAMERA_TURN * DT)
+        else:
+            p.locked_on = False
+            if mouse_dx:
+                self.camera_yaw = wrap_angle(self.camera_yaw - mouse_dx * MOUSE_YAW_PER_PIXEL)
+
+    # ---------------------------------------------------------------------------------- player
+    def _update_player(self, held: int, pressed: int, released: int) -> None:
+        p = self.player
+        if p.hit_flash:
+            p.hit_flash -= 1
+        if p.dead:
+            self._advance_anim(p)
+            return
+        if pressed & Button.LOCK_ON and self.distance() <= LOCK_ON_RANGE and not self.boss.dead:
+            p.locked_on = not p.locked_on
+        if pressed & Button.CROUCH:
+            p.crouching = not p.crouching
+        request = self._requested_action(held, pressed, released)
+
+        if p.free:
+            if not request and p.buffered:
+                request, p.buffered = p.buffered, 0
+            if request:
+                self._begin_action(request, held)
+        elif request and p.anim_len - p.anim_t <= BUFFER_TICKS:
+            p.buffered = request
+
+        if p.free:
+            self._walk(held)
+        else:
+            self._act(held)
+        self._regen_stamina()
+
+    def _requested_action(self, held: int, pressed: int, released: int) -> int:
+        """The one action this tick's button events ask for, highest priority first."""
+        p = self.player
+        roll = False
+        if pressed & Button.DODGE:
+            p.dodge_down_at = self.tick_count
+        if released & Button.DODGE and p.dodge_down_at >= 0:
+            roll = self.tick_count - p.dodge_down_at <= DODGE_TAP_TICKS
+            p.dodge_down_at = -1
+        if roll:
+            return Button.DODGE
+        for button in (Button.ATTACK, Button.STRONG_ATTACK, Button.SKILL, Button.USE_ITEM, Button.JUMP):
+            if pressed & button:
+                return button
+        return 0
+
+    def _move_vector(self, held: int) -> tuple[float, float]:
+        """The held movement keys as a unit vector in the world, relative to the camera."""
+        fwd = bool(held & Button.MOVE_FORWARD) - bool(held & Button.MOVE_BACK)
+        right = bool(held & Button.MOVE_RIGHT) - bool(held & Button.MOVE_LEFT)
+        if not fwd and not right:
+            return 0.0, 0.0
+        c, s = math.cos(self.camera_yaw), math.sin(self.camera_yaw)
+        x = fwd * c + right * s
+        y = fwd * s - right * c
+        n = math.hypot(x, y)
+        return x / n, y / n
+
+    def _begin_action(self, request: int, held: int) -> None:
+        p = self.player
+        if request == Button.DODGE:
+            if p.sp <= 0:
+                return
+            mx, my = self._move_vector(held)
+            dodge = ROLL
+            if not mx and not my:  # no direction: a backstep away from where the player faces
+                dodge = BACKSTEP
+                mx, my = -math.cos(p.angle), -math.sin(p.angle)
+            else:
+                p.angle = math.atan2(my, mx)
+            p.start(dodge.anim, dodge.length, dodge)
+            p.dir_x, p.dir_y = mx, my
+            self._spend_stamina(dodge.stamina)
+        elif request in (Button.ATTACK, Button.STRONG_ATTACK, Button.SKILL):
+            anim = {
+                Button.ATTACK: PlayerAnim.LIGHT_ATTACK,
+                Button.STRONG_ATTACK: PlayerAnim.HEAVY_ATTACK,
+                Button.SKILL: PlayerAnim.SKILL,
+            }[request]
+            attack = PLAYER_ATTACKS[anim]
+            if p.sp <= 0 or p.fp < attack.fp:
+                return
+            if p.locked_on:
+                p.angle = self.angle_to_boss()
+            p.start(anim, attack.length, attack)
+            p.fp -= attack.fp
+            self._spend_stamina(attack.stamina)
+        elif request == Button.USE_ITEM:
+            if p.flasks <= 0:
+                return
+            p.flasks -= 1
+            p.start(PlayerAnim.HEAL, HEAL_TICKS)
+        elif request == Button.JUMP:
+            if p.sp <= 0:
+                return
+            p.start(PlayerAnim.JUMP, JUMP_TICKS)
+            p.dir_x, p.dir_y = self._move_vector(held)
+            self._spend_stamina(10)
+
+    def _walk(self, held: int) -> None:
+        p = self.player
+        mx, my = self._move_vector(held)
+        moving = bool(mx or my)
+        p.sprinting = (
+            moving
+            and bool(held & Button.DODGE)
+            and p.dodge_down_at >= 0
+            and self.tick_count - p.dodge_down_at > DODGE_TAP_TICKS
+            and p.sp > 0
+        )
+        if p.sprinting:
+            speed, anim = SPRINT_SPEED, PlayerAnim.SPRINT
+            self._spend_stamina(SPRINT_DRAIN * DT)
+        elif p.crouching:
+            speed, anim = CROUCH_SPEED, PlayerAnim.CROUCH
+        else:
+            speed, anim = WALK_SPEED, PlayerAnim.WALK
+        if not moving:
+            anim = PlayerAnim.CROUCH if p.crouching else PlayerAnim.IDLE
+        if anim != p.anim:
+            p.start(anim, TICK_HZ)
+        else:
+            self._advance_anim(p)
+        if moving:
+            self._slide(p, mx * speed * DT, my * speed * DT)
+        if p.locked_on:
+            p.angle = self.angle_to_boss()
+        elif moving:
+            p.angle = math.atan2(my, mx)
+        self._fall(p)
+
+    def _act(self, held: int) -> None:
+        """Advance a committed action: a dodge, an attack, a heal, a jump or a stagger."""
+        p = self.player
+        action, t = p.action, p.anim_t
+        if isinstance(action, Dodge):
+            if t < action.move_ticks:
+                v = 2.0 * action.distance / action.move_ticks * (1.0 - (t + 0.5) / action.move_ticks)
+                self._slide(p, p.dir_x * v, p.dir_y * v)
+        elif p.anim in PLAYER_ATTACKS:
+            attack = PLAYER_ATTACKS[p.anim]
+            if (
+                not p.hit_done
+                and attack.hit_start <= t < attack.hit_start + attack.hit_ticks
+                and attack.hitbox.hits(p.x, p.y, p.angle, self.boss.x, self.boss.y, 0.0, BOSS_RADIUS)
+                and not self.boss.dead
+            ):
+                p.hit_done = True
+                self._damage_boss(attack.damage)
+        elif p.anim == PlayerAnim.HEAL:
+            if t == HEAL_AT:
+                p.hp = min(p.max_hp, p.hp + HEAL_AMOUNT)
+            mx, my = self._move_vector(held)
+            self._slide(p, mx * HEAL_MOVE_SPEED * DT, my * HEAL_MOVE_SPEED * DT)
+        elif p.anim == PlayerAnim.JUMP:
+            s = (t + 1) / JUMP_TICKS
+            p.z = 4.0 * JUMP_HEIGHT * s * (1.0 - s)
+            self._slide(p, p.dir_x * WALK_SPEED * DT, p.dir_y * WALK_SPEED * DT)
+        elif p.anim in (PlayerAnim.HIT, PlayerAnim.KNOCKDOWN):
+            if t < 10:
+                self._slide(p, p.dir_x * 0.08, p.dir_y * 0.08)
+        self._advance_anim(p)
+
+    def _advance_anim(self, p: Player) -> None:
+        p.anim_t += 1
+        if p.anim_t >= p.anim_len:
+            if p.dead:
+                p.anim_t = p.anim_len
+                return
+            if not p.free:
+                if p.anim == PlayerAnim.JUMP and not p.no_gravity:
+                    p.z = 0.0
+                p.start(PlayerAnim.IDLE, TICK_HZ)
+            else:
+                p.anim_t = 0
+
+    def _fall(self, p: Player) -> None:
+        if p.z > 0.0 and not p.no_gravity:
+            p.z = max(0.0, p.z - 9.0 * DT)
+
+    def _slide(self, p: Player, dx: float, dy: float) -> None:
+        p.x, p.y = clamp_to_arena(p.x + dx, p.y + dy, PLAYER_RADIUS)
+
+    def _spend_stamina(self, amount: float) -> None:
+        p = self.player
+        p.sp = max(0.0, p.sp - amount)
+        p.regen_wait = STAMINA_REGEN_DELAY
+
+    def _regen_stamina(self) -> None:
+        p = self.player
+        if p.regen_wait > 0:
+            p.regen_wait -= 1
+        elif p.sp < p.max_sp:
+            p.sp = min(float(p.max_sp), p.sp + STAMINA_REGEN * DT)
+
+    def _hurt_player(self, damage: int, from_x: float, from_y: float) -> None:
+        p = self.player
+        p.hp = max(0, p.hp - damage)
+        p.hit_flash = 8
+        dx, dy = p.x - from_x, p.y - from_y
+        n = math.hypot(dx, dy) or 1.0
+        p.buffered = 0
+        if p.hp <= 0:
+            p.start(PlayerAnim.DEATH, 3 * TICK_HZ)
+            p.z = 0.0
+            p.locked_on = False
+            return
+        knockdown = damage >= KNOCKDOWN_DAMAGE
+        p.start(PlayerAnim.KNOCKDOWN if knockdown else PlayerAnim.HIT, KNOCKDOWN_TICKS if knockdown else HIT_TICKS)
+        if knockdown:
+            p.iframes_until = KNOCKDOWN_IFRAMES
+        p.dir_x, p.dir_y = dx / n, dy / n
+        p.z = 0.0
+
+    def _damage_boss(self, damage: int) -> None:
+        b = self.boss
+        b.hp = max(0, b.hp - damage)
+        b.hit_flash = 8
+        if b.hp <= 0:
+            b.move = None
+            b.anim = BossAnim.DEATH
+            b.anim_len = 4 * TICK_HZ
+            self.daggers.clear()
+
+    # ------------------------------------------------------------------------------------ boss
+    def _update_boss(self) -> None:
+        b, p = self.boss, self.player
+        if b.hit_flash:
+            b.hit_flash -= 1
+        if b.dead:
+            return
+        if b.move is None:
+            self._boss_between_moves()
+            return
+        move, t = b.move, b.move_t
+        first = move.strikes[0].start
+        if t < first - move.track_stop:
+            b.angle = turn_towards(b.angle, self._angle_to_player(), move.track_rate * DT)
+        if move.travel_ticks and move.travel_start <= t < move.travel_start + move.travel_ticks:
+            if t == move.travel_start:
+                b.target_x, b.target_y = p.x, p.y
+                dx, dy = p.x - b.x, p.y - b.y
+                dist = math.hypot(dx, dy) or 1.0
+                reach = min(move.travel_max, max(0.0, dist - 1.4))
+                b.travel_dx = dx / dist * reach / move.travel_ticks
+                b.travel_dy = dy / dist * reach / move.travel_ticks
+            b.x, b.y = clamp_to_arena(b.x + b.travel_dx, b.y + b.travel_dy, BOSS_RADIUS)
+        for i, strike in enumerate(move.strikes):
+            if strike.start <= t < strike.end:
+                if t == strike.start:
+                    self._begin_strike(strike)
+                if not b.strikes_hit & (1 << i) and strike.hitbox is not None and not p.dead:
+                    if not p.invulnerable and strike.hitbox.hits(
+                        b.x, b.y, b.angle, p.x, p.y, p.z, PLAYER_RADIUS
+                    ):
+                        b.strikes_hit |= 1 << i
+                        self._hurt_player(strike.damage, b.x, b.y)
+        b.move_t += 1
+        if b.move_t >= move.length:
+            b.last_move = move.name
+            b.move = None
+            b.anim = BossAnim.IDLE
+            b.anim_len = TICK_HZ
+            b.decide_in = self.rng.randint(*BOSS_DECIDE_TICKS[b.phase])
+
+    def _begin_strike(self, strike: Strike) -> None:
+        b = self.boss
+        fx, fy = math.cos(b.angle), math.sin(b.angle)
+        if strike.step:
+            b.x, b.y = clamp_to_arena(b.x + fx * strike.step, b.y + fy * strike.step, BOSS_RADIUS)
+        for k in range(strike.projectiles):
+            a = b.angle + (k - (strike.projectiles - 1) / 2) * strike.spread
+            vx, vy = math.cos(a) * DAGGER_SPEED * DT, math.sin(a) * DAGGER_SPEED * DT
+            self.daggers.append(Dagger(b.x + fx * BOSS_RADIUS, b.y + fy * BOSS_RADIUS, vx, vy, 0.0, strike.damage))
+
+    def _angle_to_player(self) -> float:
+        return math.atan2(self.player.y - self.boss.y, self.player.x - self.boss.x)
+
+    def _boss_between_moves(self) -> None:
+        b, p = self.boss, self.player
+        if b.phase == 1 and b.hp * 2 <= b.max_hp:
+            b.phase = 2
+            b.move = PHASE_SHIFT
+            b.move_t = 0
+            b.anim = BossAnim.PHASE_SHIFT
+            b.anim_len = PHASE_SHIFT.length
+            b.strikes_hit = 0
+            return
+        b.angle = turn_towards(b.angle, self._angle_to_player(), BOSS_TURN * DT)
+        dist = self.distance()
+        b.moving = dist > BOSS_KEEP_DISTANCE and not p.dead
+        if b.moving:
+            speed = BOSS_RUN if dist > 8.0 else BOSS_WALK
+            step = min(speed * DT, dist - BOSS_KEEP_DISTANCE)
+            b.x, b.y = clamp_to_arena(
+                b.x + math.cos(b.angle) * step, b.y + math.sin(b.angle) * step, BOSS_RADIUS
+            )
+        b.anim = (BossAnim.RUN if dist > 8.0 else BossAnim.WALK) if b.moving else BossAnim.IDLE
+        if b.decide_in > 0:
+            b.decide_in -= 1
+            return
+        if p.dead:
+            return
+        choices = [m for m in MOVES_BY_PHASE[b.phase] if m.min_range <= dist <= m.max_range]
+        if not choices:
+            return
+        weights = [m.weight * (0.35 if m.name == b.last_move else 1.0) for m in choices]
+        move = self.rng.choices(choices, weights)[0]
+        b.move = move
+        b.move_t = 0
+        b.anim = move.anim_id
+        b.anim_len = move.length
+        b.strikes_hit = 0
+        b.moving = False
+
+    # --------------------------------------------------------------------------------- daggers
+    def _update_daggers(self) -> None:
+        if not self.daggers:
+            return
+        p = self.player
+        keep = []
+        reach = (PLAYER_RADIUS + DAGGER_RADIUS) ** 2
+        for d in self.daggers:
+            d.x += d.vx
+            d.y += d.vy
+            d.travelled += DAGGER_SPEED * DT
+            if not p.dead and (d.x - p.x) ** 2 + (d.y - p.y) ** 2 <= reach:
+                if not p.invulnerable:
+                    self._hurt_player(d.damage, d.x - d.vx, d.y - d.vy)
+                    continue
+            if d.travelled < DAGGER_RANGE:
+                keep.append(d)
+        self.daggers = keep
+
+
+PHASE_SHIFT = BossMove(
+    "phase_shift", BossAnim.PHASE_SHIFT, windup=PHASE_SHIFT_TICKS,
+    strikes=(Strike(PHASE_SHIFT_TICKS, 1, 0, None),), recovery=0,
+    min_range=0.0, max_range=0.0, weight=0.0, track_rate=0.0,
+)
+"""Below half HP the boss stops to roar for two seconds before its second phase."""

@@ -35,22 +35,22 @@ class GameState(Mapping[str, AttributeValue]):
     a failed read raises instead.
     """
 
-    values: Mapping[str, AttributeValue]
+    attributes: Mapping[str, AttributeValue]
     timestamp: float
 
     def __getitem__(self, name: str) -> AttributeValue:
         try:
-            return self.values[name]
+            return self.attributes[name]
         except KeyError:
             raise KeyError(
-                f"attribute {name!r} is not in this snapshot; it has: {', '.join(self.values)}"
+                f"attribute {name!r} is not in this snapshot; it has: {', '.join(self.attributes)}"
             ) from None
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.values)
+        return iter(self.attributes)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.attributes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ which the boss neither turns nor moves: the window a player punishes. Each move 
 animation id, as in the game, so a policy (or the scripted expert) can read what is coming from
 ``NpcAnimId`` and, from the frame, how far the wind-up has gone.
 
-Times are in ticks of 1/60 s. Damage is in HP; the player has 1100, the boss 4174 (Margit's).
+Times are in ticks of 1/60 s. Damage is in HP; the player has 1100, the boss 4174 (Margit's):
+like Margit, the boss kills in two or three blows, so every mistake counts.
 """
 
 from __future__ import annotations
@@ -71,12 +72,12 @@ WIDE_SWIPE = Hitbox(Shape.SECTOR, reach=3.6, half_angle=deg(95))
 BOSS_MOVES: tuple[BossMove, ...] = (
     BossMove(
         "cane_swipe", 3000, windup=t(0.60),
-        strikes=(_strike(0.60, 0.15, 190, SWIPE),), recovery=t(1.00),
+        strikes=(_strike(0.60, 0.15, 340, SWIPE),), recovery=t(1.00),
         min_range=0.0, max_range=3.6, weight=3.0,
     ),
     BossMove(
         "overhead_smash", 3010, windup=t(0.90),
-        strikes=(_strike(0.90, 0.15, 270, Hitbox(Shape.LINE, reach=4.4, half_width=0.9)),),
+        strikes=(_strike(0.90, 0.15, 490, Hitbox(Shape.LINE, reach=4.4, half_width=0.9)),),
         recovery=t(1.25), min_range=0.0, max_range=4.8, weight=2.5,
         travel_start=t(0.35), travel_ticks=t(0.45), travel_max=1.5,
     ),
@@ -85,28 +86,28 @@ BOSS_MOVES: tuple[BossMove, ...] = (
         # boss keeps turning until just before it falls, so a roll made on the usual rhythm is
         # spent before the blow and the boss re-aims at where the player ended up.
         "delayed_slam", 3020, windup=t(1.55),
-        strikes=(_strike(1.55, 0.20, 320, Hitbox(Shape.CIRCLE, reach=2.1, offset=2.2)),),
+        strikes=(_strike(1.55, 0.15, 560, Hitbox(Shape.CIRCLE, reach=2.1, offset=2.2)),),
         recovery=t(1.35), min_range=0.0, max_range=5.0, weight=2.0,
-        track_rate=deg(300), track_stop=t(0.12),
+        track_rate=deg(300), track_stop=t(0.25),
         travel_start=t(0.80), travel_ticks=t(0.55), travel_max=1.8,
     ),
     BossMove(
         # A low sweep all around the boss: jump over it, or roll through it.
         "low_sweep", 3030, windup=t(0.75),
-        strikes=(_strike(0.75, 0.25, 170, Hitbox(Shape.CIRCLE, reach=3.6, low=True)),),
+        strikes=(_strike(0.75, 0.25, 310, Hitbox(Shape.CIRCLE, reach=3.6, low=True)),),
         recovery=t(1.00), min_range=0.0, max_range=3.4, weight=1.5,
     ),
     BossMove(
         # Ranged: golden daggers thrown in a fan; roll through them or step out of the fan.
         "dagger_volley", 3040, windup=t(0.60),
-        strikes=(Strike(t(0.60), 1, 110, None, projectiles=3, spread=deg(9)),),
+        strikes=(Strike(t(0.60), 1, 200, None, projectiles=3, spread=deg(9)),),
         recovery=t(0.80), min_range=4.5, max_range=20.0, weight=2.0,
         track_rate=deg(360),
     ),
     BossMove(
         # A leap at where the player stands as it takes off, landing with a shockwave.
         "leaping_strike", 3050, windup=t(0.70),
-        strikes=(_strike(1.20, 0.20, 300, Hitbox(Shape.CIRCLE, reach=2.2, offset=0.6)),),
+        strikes=(_strike(1.20, 0.20, 520, Hitbox(Shape.CIRCLE, reach=2.2, offset=0.6)),),
         recovery=t(1.30), min_range=4.0, max_range=12.0, weight=2.5,
         track_stop=t(0.55), travel_start=t(0.70), travel_ticks=t(0.50), travel_max=9.0,
         airborne=True,
@@ -114,8 +115,8 @@ BOSS_MOVES: tuple[BossMove, ...] = (
     BossMove(
         "swipe_combo", 3060, windup=t(0.55),
         strikes=(
-            _strike(0.55, 0.12, 170, SWIPE),
-            _strike(1.05, 0.12, 190, WIDE_SWIPE, step=0.8),
+            _strike(0.55, 0.12, 300, SWIPE),
+            _strike(1.05, 0.12, 325, WIDE_SWIPE, step=0.8),
         ),
         recovery=t(1.10), min_range=0.0, max_range=3.6, weight=3.0, phases=(2,),
         track_stop=t(0.05),
@@ -123,7 +124,7 @@ BOSS_MOVES: tuple[BossMove, ...] = (
     BossMove(
         # Phase two: a golden hammer conjured overhead and brought down in a wide blast.
         "holy_hammer", 3070, windup=t(1.20),
-        strikes=(_strike(1.20, 0.25, 360, Hitbox(Shape.CIRCLE, reach=3.0, offset=2.4)),),
+        strikes=(_strike(1.20, 0.25, 620, Hitbox(Shape.CIRCLE, reach=2.6, offset=2.4)),),
         recovery=t(1.60), min_range=0.0, max_range=6.0, weight=2.0, phases=(2,),
         track_stop=t(0.25),
     ),
@@ -178,16 +179,17 @@ class PlayerAttack:
     hitbox: Hitbox
     stamina: float = 0.0
     fp: int = 0
+    lunge: float = 0.0  # metres stepped forward during the wind-up, as attacks do in the game
 
 
 PLAYER_ATTACKS = {
     PlayerAnim.LIGHT_ATTACK: PlayerAttack(
-        PlayerAnim.LIGHT_ATTACK, t(0.70), t(0.25), t(0.10), 130,
-        Hitbox(Shape.SECTOR, reach=2.3, half_angle=deg(60)), stamina=12,
+        PlayerAnim.LIGHT_ATTACK, t(0.70), t(0.25), t(0.10), 150,
+        Hitbox(Shape.SECTOR, reach=2.3, half_angle=deg(60)), stamina=12, lunge=0.6,
     ),
     PlayerAnim.HEAVY_ATTACK: PlayerAttack(
         PlayerAnim.HEAVY_ATTACK, t(1.10), t(0.55), t(0.10), 270,
-        Hitbox(Shape.SECTOR, reach=2.5, half_angle=deg(60)), stamina=22,
+        Hitbox(Shape.SECTOR, reach=2.5, half_angle=deg(60)), stamina=22, lunge=0.8,
     ),
     PlayerAnim.SKILL: PlayerAttack(
         PlayerAnim.SKILL, t(1.00), t(0.40), t(0.12), 340,
@@ -207,7 +209,7 @@ class Dodge:
     stamina: float
 
 
-ROLL = Dodge(PlayerAnim.ROLL, t(0.60), 2, t(0.40), 3.6, t(0.42), 14)
+ROLL = Dodge(PlayerAnim.ROLL, t(0.60), 2, t(0.43), 3.0, t(0.40), 14)
 BACKSTEP = Dodge(PlayerAnim.BACKSTEP, t(0.40), 1, t(0.22), 1.6, t(0.25), 10)
 
 DODGE_TAP_TICKS = t(0.30)
@@ -215,12 +217,12 @@ DODGE_TAP_TICKS = t(0.30)
 
 HEAL_TICKS = t(0.90)
 HEAL_AT = t(0.45)
-HEAL_AMOUNT = 450
+HEAL_AMOUNT = 400
 JUMP_TICKS = t(0.70)
 JUMP_HEIGHT = 0.9
 HIT_TICKS = t(0.45)
 KNOCKDOWN_TICKS = t(1.10)
-KNOCKDOWN_DAMAGE = 280  # a blow at least this hard knocks the player down (with wake-up i-frames)
+KNOCKDOWN_DAMAGE = 480  # a blow at least this hard knocks the player down (with wake-up i-frames)
 KNOCKDOWN_IFRAMES = t(0.90)
 BUFFER_TICKS = t(0.25)
 """An action pressed this close to the end of the current one is buffered, as in the game."""

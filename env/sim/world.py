@@ -56,7 +56,7 @@ DT = 1.0 / TICK_HZ
 PLAYER_MAX_HP = 1100
 PLAYER_MAX_FP = 80
 PLAYER_MAX_SP = 120
-PLAYER_FLASKS = 4
+PLAYER_FLASKS = 3
 BOSS_MAX_HP = 4174
 PLAYER_START = (0.0, -6.0)
 BOSS_START = (0.0, 5.5)
@@ -71,6 +71,7 @@ STAMINA_REGEN_DELAY = 24  # ticks after spending stamina
 CAMERA_TURN = 10.0  # rad/s while locked on
 MOUSE_YAW_PER_PIXEL = 0.0025  # rad per mouse count while not locked on
 LOCK_ON_RANGE = 20.0
+BODY_GAP = PLAYER_RADIUS + BOSS_RADIUS  # fighters' bodies do not overlap
 
 BOSS_WALK = 2.4
 BOSS_RUN = 4.2
@@ -128,7 +129,7 @@ class Player:
         self.dodge_down_at = -1
         self.sprinting = False
         self.crouching = False
-        self.locked_on = False
+        self.locked_on = True  # fights start locked on to the boss, as a player does at the fog
         self.buffered = 0
         self.regen_wait = 0
         self.no_gravity = False
@@ -419,6 +420,9 @@ class World:
                 self._slide(p, p.dir_x * v, p.dir_y * v)
         elif p.anim in PLAYER_ATTACKS:
             attack = PLAYER_ATTACKS[p.anim]
+            if t < attack.hit_start and attack.lunge:
+                step = attack.lunge / attack.hit_start
+                self._slide(p, math.cos(p.angle) * step, math.sin(p.angle) * step)
             if (
                 not p.hit_done
                 and attack.hit_start <= t < attack.hit_start + attack.hit_ticks
@@ -459,7 +463,15 @@ class World:
             p.z = max(0.0, p.z - 9.0 * DT)
 
     def _slide(self, p: Player, dx: float, dy: float) -> None:
-        p.x, p.y = clamp_to_arena(p.x + dx, p.y + dy, PLAYER_RADIUS)
+        """Move the player, kept inside the arena and outside the boss's body."""
+        x, y = clamp_to_arena(p.x + dx, p.y + dy, PLAYER_RADIUS)
+        b = self.boss
+        ox, oy = x - b.x, y - b.y
+        d2 = ox * ox + oy * oy
+        if d2 < BODY_GAP * BODY_GAP and not b.dead:
+            d = math.sqrt(d2) or 1e-6
+            x, y = clamp_to_arena(b.x + ox / d * BODY_GAP, b.y + oy / d * BODY_GAP, PLAYER_RADIUS)
+        p.x, p.y = x, y
 
     def _spend_stamina(self, amount: float) -> None:
         p = self.player

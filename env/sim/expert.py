@@ -1,0 +1,125 @@
+"""The scripted expert: plays the simulator from game state alone, one decision per step.
+
+It reads what a player reads: which attack the boss has started (``NpcAnimId``), how long ago
+(it notes when the id changed), the distance, its own HP, stamina and animation. From the move
+table it knows when each blow falls, so it rolls to put its invincibility frames over the blow,
+attacks only in the boss's recovery, and drinks a flask when low and safe. Its knowledge of when
+a move began is only as fine as its decision step, which is why it wins most fights but not all.
+
+It answers with names from the profile's discrete action table (``"roll_left"``, ``"attack"``),
+so the same expert drives the env (evaluation's reference policy) and, through key presses, the
+game itself (the recorder's autopilot).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from env.sim.moves import ROLL, BossMove, PlayerAnim
+from env.sim.world import MOVES_BY_PHASE
+
+PLAYER_FREE = {int(a) for a in (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)}
+ROLL_DELAY = 0.05 + ROLL.iframe_start / 60
+"""From the decision to the first invincible frame: the dodge tap's hold, then the roll's start."""
+IFRAMES = (ROLL.iframe_end - ROLL.iframe_start) / 60
+ATTACK_REACH = 3.6
+LIGHT_HIT_TIME = 0.25
+HEAL_BELOW = 0.45
+
+
+class ScriptedExpert:
+    """``act(state) -> action name``. Call ``reset()`` at the start of every fight."""
+
+    def __init__(self, step_seconds: float = 0.2) -> None:
+        self.step = step_seconds
+        self.reset()
+
+    def reset(self) -> None:
+        self._anim = -1
+        self._anim_start = 0.0
+        self._flasks_used = 0
+        self._dodged_for = -1.0
+
+    def act(self, state: Mapping[str, float]) -> str:
+        now = float(state.timestamp) if hasattr(state, "timestamp") else 0.0
+        anim = int(state["NpcAnimId"])
+        if anim != self._anim:
+            # The move began at some point during the last step: assume the middle of it.
+            self._anim, self._anim_start = anim, now - self.step / 2
+        if state["HeroHp"] <= 0 or state["NpcHp"] <= 0:
+            return "idle"
+        phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
+        move = next((m for m in MOVES_BY_PHASE[phase] if m.anim_id == anim), None)
+        if move is None and phase == 2:  # the phase-one move still running as HP crossed half
+            move = next((m for m in MOVES_BY_PHASE[1] if m.anim_id == anim), None)
+        elapsed = now - self._anim_start
+        dist = math.hypot(
+            state["NpcLocalPosX"] - state["HeroLocalPosX"], state["NpcLocalPosY"] - state["HeroLocalPosY"]
+        )
+        free = int(state["HeroAnimId"]) in PLAYER_FREE
+        if move is not None:
+            dodge = self._dodge(move, elapsed, dist, state)
+            if dodge:
+                return dodge
+            if self._in_recovery(move, elapsed, need=0.55):
+                return self._punish_or_heal(state, dist, move, elapsed)
+            return "idle" if dist < 6.0 else "move_forward"
+        # Between moves: the boss walks in and will attack within a second.
+        if self._should_heal(state) and dist > 6.0:
+            return self._heal()
+        return "move_forward" if dist > 3.0 else "idle"
+
+    # ------------------------------------------------------------------------------ decisions
+    def _dodge(self, move: BossMove, elapsed: float, dist: float, state: Mapping[str, float]) -> str | None:
+        for strike in move.strikes:
+            hit_at = strike.start / 60
+            if strike.hitbox is None:  # daggers: they take time to fly to the player
+                hit_at += max(0.0, dist - 1.0) / 15.0
+            until = hit_at - elapsed
+            if until < -0.05:
+                continue
+            if strike.hitbox is not None and dist > self._threat_range(move) + 0.8:
+                return None
+            # Roll now if waiting one more step would put the blow past the invincible frames'
+            # start, i.e. this is the last decision before it lands.
+            if until - self.step < ROLL_DELAY + 0.02:
+                if until < ROLL_DELAY - 0.12:
+                    return None  # too late to roll through it: take it rather than waste a roll
+                if state["HeroSp"] < 10:
+                    return None
+                return self._roll_direction(move, strike.hitbox)
+            return None
+        return None
+
+    def _threat_range(self, move: BossMove) -> float:
+        reach = max(
+            (s.hitbox.reach + s.hitbox.offset for s in move.strikes if s.hitbox is not None), default=0.0
+        )
+        return reach + move.travel_max + max((s.step for s in move.strikes), default=0.0)
+
+    def _roll_direction(self, move: BossMove, hitbox) -> str:
+        if hitbox is not None and hitbox.low:
+            return "roll_back"
+        # Sideways out of frontal blows; alternate sides so the boss's tracking is not predictable.
+        return "roll_left" if int(self._anim_start * 10) % 2 else "roll_right"
+
+    def _in_recovery(self, move: BossMove, elapsed: float, need: float) -> bool:
+        last_end = move.strikes[-1].end / 60
+        return last_end <= elapsed and move.length / 60 - elapsed >= need
+
+    def _punish_or_heal(self, state, dist: float, move: BossMove, elapsed: float) -> str:
+        remaining = move.length / 60 - elapsed
+        if self._should_heal(state) and remaining >= 0.9:
+            return self._heal()
+        if dist <= ATTACK_REACH:
+            return "attack" if state["HeroSp"] > 12 else "idle"
+        return "move_forward"
+
+    def _should_heal(self, state: Mapping[str, float]) -> bool:
+        flasks = state["HeroFlaskCharges"] if "HeroFlaskCharges" in state else 3 - self._flasks_used
+        return flasks > 0 and state["HeroHp"] < HEAL_BELOW * state["HeroMaxHp"]
+
+    def _heal(self) -> str:
+        self._flasks_used += 1
+        return "heal"

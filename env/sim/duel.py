@@ -90,3 +90,47 @@ def run_fights(policy_name: str, seeds: range, profile: str = "sim_margit") -> l
         policy = POLICIES[policy_name](actions, seed)
         results.append(play_fight(game, policy, seed))
     return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m env.sim.duel``: watch policies fight the simulator, one line per fight."""
+    import argparse
+    import statistics
+
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(
+        prog="python -m env.sim.duel",
+        description="Play whole fights against the in-process simulator (no server, no frames) and "
+        "print each outcome. The scripted expert should win most fights, a random policy and "
+        "attack-every-step almost none: this is the difficulty check.",
+        epilog="example: python -m env.sim.duel --policy expert random --fights 20",
+    )
+    parser.add_argument("--policy", nargs="+", choices=sorted(POLICIES), default=["expert"],
+                        help="which policies fight (default: expert)")
+    parser.add_argument("--fights", type=int, default=10, help="fights per policy (default 10)")
+    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first fight")
+    parser.add_argument("--quiet", action="store_true", help="print only the summary per policy")
+    args = parser.parse_args(argv)
+    console = Console()
+    for name in args.policy:
+        results = []
+        for seed in range(args.first_seed, args.first_seed + args.fights):
+            (result,) = run_fights(name, range(seed, seed + 1))
+            results.append(result)
+            if not args.quiet:
+                outcome = "[green]WIN [/]" if result.win else "[red]LOSS[/]"
+                console.print(
+                    f"{name:>7} seed {seed:4d}  {outcome}  {result.steps * 0.2:6.1f} s  "
+                    f"boss damage {result.boss_damage_dealt:6.1%}  damage taken {result.player_damage_taken:6.1%}"
+                )
+        wins = sum(r.win for r in results)
+        console.print(
+            f"[bold]{name}: won {wins}/{len(results)} ({wins / len(results):.0%}), mean boss damage "
+            f"{statistics.mean(r.boss_damage_dealt for r in results):.0%}[/]"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

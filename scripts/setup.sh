@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One command from a fresh Linux machine with Python 3.11 to a working elden-il:
+# system packages, a virtual environment with everything installed, then the main job.
+#   bash scripts/setup.sh            set up, then run the main job on the simulator
+#   bash scripts/setup.sh --no-run   set up only (what CI does before the tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_main_job=1
+[ "${1:-}" = "--no-run" ] && run_main_job=0
+
+# System packages: Xvfb and xdotool drive the play window and the recorder's tests headless.
+need_apt=()
+command -v Xvfb >/dev/null || need_apt+=(xvfb)
+command -v xdotool >/dev/null || need_apt+=(xdotool)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
+  echo "installing system packages: ${need_apt[*]}"
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null \
+    || echo "warning: could not install ${need_apt[*]} (needs root); the window and recorder tests will be skipped" >&2
+fi
+
+python=python3.11
+command -v $python >/dev/null || python=python3
+if [ ! -x .venv/bin/python ]; then
+  $python -m venv .venv
+fi
+# torch first, pinned: the CPU build is on disk here, while an unpinned torch pulls GBs of CUDA.
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q torch==2.13.0
+.venv/bin/python -m pip install -q -e ".[test]"
+
+export DVC_NO_ANALYTICS=1
+if [ $run_main_job -eq 1 ]; then
+  .venv/bin/python -m env.sim.duel --policy expert random attack --fights 5
+fi

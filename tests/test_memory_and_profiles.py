@@ -1,0 +1,108 @@
+"""The simulator's memory map against the game's attribute names, and profile loading."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from env.profile import load_profile
+from env.siphon_config import ConfigError, load_siphon_config
+from env.sim import memory
+from env.sim.world import World
+
+ER_CONFIG = Path(__file__).parents[1] / "env/profiles/eldenring_margit/siphon.toml"
+
+
+def test_the_simulator_serves_every_attribute_of_the_games_config_with_its_type():
+    config = load_siphon_config(ER_CONFIG)
+    assert config.process_name == "eldenring.exe"
+    assert len(config.attributes) == 33
+    world = World()
+    for name, spec in config.attributes.items():
+        assert memory.ATTRIBUTES[name].type == spec.type, name
+        value = memory.read(world, name)
+        assert type(value) is {"int": int, "float": float, "bool": bool}[spec.type], name
+    assert set(config.attributes) == memory.ELDEN_RING_ATTRIBUTES
+
+
+def test_positions_are_local_and_global_with_z_up():
+    world = World()
+    world.player.z = 0.5
+    assert memory.read(world, "HeroLocalPosZ") == 0.5
+    gx, lx = memory.read(world, "HeroGlobalPosX"), memory.read(world, "HeroLocalPosX")
+    assert gx - lx == pytest.approx(memory.MAP_ORIGIN[0], abs=1e-3)
+
+
+def test_writes_change_the_world_as_in_the_game():
+    world = World()
+    memory.write(world, "HeroHp", 100)
+    memory.write(world, "NpcLocalPosX", 3.0)
+    memory.write(world, "gameSpeedFlag", True)
+    memory.write(world, "gameSpeedVal", 0.0)
+    assert world.player.hp == 100 and world.boss.x == 3.0 and world.speed == 0.0
+    memory.write(world, "NpcHp", 1000)
+    assert world.boss.hp == 1000
+    memory.write(world, "HeroHp", 0)
+    assert world.player.dead
+
+
+def test_reads_and_writes_that_cannot_work_say_why():
+    world = World()
+    with pytest.raises(memory.MemoryError_, match="no attribute 'HeroHP'.*HeroHp"):
+        memory.read(world, "HeroHP")
+    with pytest.raises(memory.MemoryError_, match="read-only"):
+        memory.write(world, "NpcAnimId", 3000)
+
+
+def test_floats_are_32_bit_like_game_memory():
+    world = World()
+    memory.write(world, "HeroLocalPosX", 0.1)
+    assert memory.read(world, "HeroLocalPosX") == float(__import__("numpy").float32(0.1))
+
+
+def test_both_bundled_profiles_load():
+    sim = load_profile("sim_margit")
+    assert sim.keybinds["dodge"] == "LEFT_SHIFT" and len(sim.discrete_actions) == 13
+    assert all(name in memory.ATTRIBUTES for name in sim.attribute_names)
+
+
+@pytest.fixture
+def profile_copy(tmp_path: Path) -> Path:
+    target = tmp_path / "profile"
+    shutil.copytree(Path(__file__).parents[1] / "env/profiles/sim_margit", target)
+    return target
+
+
+def test_a_wrong_key_name_in_keybinds_is_refused_naming_file_and_key(profile_copy: Path):
+    path = profile_copy / "profile.toml"
+    path.write_text(path.read_text().replace('dodge = "LEFT_SHIFT"', 'dodge = "LSHIFT"'))
+    with pytest.raises(ConfigError, match=r"profile.toml: keybinds.dodge: unknown Siphon key name 'LSHIFT'"):
+        load_profile(profile_copy)
+
+
+def test_malformed_toml_is_refused_with_the_line(profile_copy: Path):
+    path = profile_copy / "siphon.toml"
+    path.write_text(path.read_text().replace('type = "int"', 'type = int', 1))
+    with pytest.raises(ConfigError, match=r"siphon.toml: malformed TOML: .*line \d+"):
+        load_profile(profile_copy)
+
+
+def test_a_discrete_action_using_an_unbound_button_is_refused(profile_copy: Path):
+    path = profile_copy / "profile.toml"
+    path.write_text(path.read_text().replace('tap = ["use_item"]', 'tap = ["drink"]'))
+    with pytest.raises(ConfigError, match=r"discrete_actions\[11\] \(heal\) uses drink"):
+        load_profile(profile_copy)
+
+
+def test_an_unknown_profile_lists_the_available_ones():
+    with pytest.raises(ConfigError, match="sim_margit"):
+        load_profile("no_such_profile")
+
+
+def test_a_bad_attribute_type_is_refused(tmp_path: Path):
+    path = tmp_path / "bad.toml"
+    path.write_text('[process_info]\nname = "x.exe"\n[attributes.HeroHp]\ntype = "double"\n')
+    with pytest.raises(ConfigError, match="attributes.HeroHp has type 'double'"):
+        load_siphon_config(path)

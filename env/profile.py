@@ -36,6 +36,8 @@ class Profile:
     discrete_actions: tuple[DiscreteAction, ...]
     player_animations: tuple[int, ...]
     boss_animations: tuple[int, ...]
+    reset_writes: tuple[tuple[str, object], ...]  # attribute writes that restart the fight
+    start_position: tuple[float, float, float] | None  # global X, Y, Z to teleport to on reset
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -89,6 +91,19 @@ def load_profile(name_or_path: str | Path) -> Profile:
             )
         actions.append(DiscreteAction(entry["name"], tuple(entry.get("hold", ())), tuple(entry.get("tap", ()))))
 
+    reset = data.get("reset", {})
+    writes = []
+    for i, write in enumerate(reset.get("writes", [])):
+        if not (isinstance(write, list) and len(write) == 2 and write[0] in siphon.attributes):
+            raise ConfigError(
+                f"{path}: reset.writes[{i}] = {write!r}: each write is [\"<attribute in "
+                f"{siphon.path.name}>\", <number | \"{{seed}}\" | \"<attribute to copy>\">]"
+            )
+        writes.append((write[0], write[1]))
+    start = reset.get("start_position")
+    if start is not None and not (isinstance(start, list) and len(start) == 3):
+        raise ConfigError(f"{path}: reset.start_position must be [x, y, z] (global, Z up)")
+
     anims = data.get("animations", {})
     return Profile(
         name=str(data.get("name", directory.name)),
@@ -99,4 +114,6 @@ def load_profile(name_or_path: str | Path) -> Profile:
         discrete_actions=tuple(actions),
         player_animations=tuple(int(a) for a in anims.get("player", ())),
         boss_animations=tuple(int(a) for a in anims.get("boss", ())),
+        reset_writes=tuple(writes),
+        start_position=tuple(float(c) for c in start) if start is not None else None,
     )

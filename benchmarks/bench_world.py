@@ -1,0 +1,80 @@
+"""World ticks per second without rendering, on one core (target: at least 20,000).
+
+Two workloads side by side: an idle player (the boss walks in and kills them: the boss's AI and
+hit tests run every tick) and a busy fight (random buttons every 7 ticks: rolls, attacks, heals,
+daggers in flight). Also the lock-step ``SimGame`` stepping overhead on top of the world.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+
+from benchmarks.machine import describe
+from env.sim.game import SimGame
+from env.sim.world import World
+
+TICKS = 60_000
+
+
+def idle_ticks() -> float:
+    world = World(0)
+    start = time.perf_counter()
+    for i in range(TICKS):
+        if world.over:
+            world.restart(i)
+        world.tick()
+    return TICKS / (time.perf_counter() - start)
+
+
+def busy_ticks() -> float:
+    world = World(0)
+    rng = random.Random(0)
+    inputs = [rng.getrandbits(13) for _ in range(TICKS // 7 + 1)]
+    held = 0
+    start = time.perf_counter()
+    for i in range(TICKS):
+        if world.over:
+            world.restart(i)
+        new = inputs[i // 7]
+        world.tick(new, new & ~held, held & ~new, 0.0)
+        held = new
+    return TICKS / (time.perf_counter() - start)
+
+
+def simgame_ticks() -> float:
+    game = SimGame(seed=0)
+    keys = ["W", "P", "LEFT_SHIFT", "A"]
+    start = time.perf_counter()
+    for i in range(TICKS // 12):
+        if game.world.over:
+            game.reset_fight(i)
+        game.hold_keys({keys[i % 4]})
+        game.tap_keys(["P"])
+        game.wait_until(game.now() + 0.2)
+    return (TICKS // 12) * 12 / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    results = {}
+    for name, fn in [("idle world", idle_ticks), ("busy world", busy_ticks), ("SimGame 200 ms steps", simgame_ticks)]:
+        results[name] = statistics.median(fn() for _ in range(args.repeats))
+    print(f"Machine: {describe()}\n")
+    print("| workload | ticks/s (median of %d) | vs. 20,000 target |" % args.repeats)
+    print("|---|---:|---:|")
+    for name, rate in results.items():
+        print(f"| {name} | {rate:,.0f} | {rate / 20_000:.1f}x |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": describe(), "ticks_per_second": results}, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

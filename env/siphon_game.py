@@ -1,0 +1,148 @@
+"""``SiphonGame``: the Game interface over a Siphon server, the real game or ``python -m env.sim``.
+
+The game runs on its own clock, so this backend's clock is ``time.monotonic()`` and waiting is
+sleeping until a deadline. Keys held are tracked here and released on ``close()``, at
+interpreter exit, and before a fight restarts: nothing on the server releases keys when a
+client dies, and a key left down keeps the character running into a wall.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import time
+from collections.abc import Collection
+
+import grpc
+
+from env.game import Frame, GameError, GameState
+from env.keys import normalize_key
+from env.profile import Profile, load_profile
+from env.siphon import SiphonClient
+
+log = logging.getLogger(__name__)
+
+
+class SiphonGame:
+    def __init__(
+        self,
+        host: str = "127.0.0.1:50051",
+        profile: Profile | str = "sim_margit",
+        timeout: float = 2.0,
+        reset_timeout: float = 10.0,
+    ) -> None:
+        self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
+        self.reset_timeout = reset_timeout
+        self.client = SiphonClient(host, timeout=timeout)
+        self.client.configure(self.profile.siphon)
+        self._names = self.profile.attribute_names
+        self._held: set[str] = set()
+        self._taps: list[grpc.Future] = []
+        self._speed = 1.0
+        self._speed_flag_set = False
+        self._frames = 0
+        self._closed = False
+        atexit.register(self.close)
+
+    # ---------------------------------------------------------------------------- the protocol
+    def now(self) -> float:
+        return time.monotonic()
+
+    def read_state(self) -> GameState:
+        start = time.monotonic()
+        values = self.client.read(self._names)
+        return GameState(values, (start + time.monotonic()) / 2)
+
+    def capture_frame(self) -> Frame:
+        start = time.monotonic()
+        rgb = self.client.capture_rgb()
+        self._frames += 1
+        return Frame(rgb, (start + time.monotonic()) / 2, self._frames)
+
+    def hold_keys(self, keys: Collection[str]) -> None:
+        wanted = {normalize_key(k) for k in keys}
+        self._finish_taps()
+        for key in sorted(self._held - wanted):
+            self.client.toggle_key(key, False)
+            self._held.discard(key)
+        for key in sorted(wanted - self._held):
+            self.client.toggle_key(key, True)
+            self._held.add(key)
+
+    def tap_keys(self, keys: Collection[str], hold_ms: int = 50) -> None:
+        """Start a tap without waiting for it, unless the game is paused: then wait, so the press
+        and the release have both reached the game before it resumes."""
+        future = self.client.tap_keys(keys, hold_ms)
+        if self._speed <= 0:
+            self.client.check_tap(future)
+        else:
+            self._taps.append(future)
+
+    def wait_until(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            time.sleep(remaining)
+
+    def set_speed(self, speed: float) -> None:
+        if speed < 0:
+            raise ValueError(f"game speed must be >= 0 (0 pauses), got {speed}")
+        if not self._speed_flag_set:
+            self.client.write("gameSpeedFlag", True)
+            self._speed_flag_set = True
+        self.client.write("gameSpeedVal", float(speed))
+        self._speed = speed
+
+    def reset_fight(self, seed: int | None = None) -> GameState:
+        """Restart the fight with the profile's reset writes, then read memory until the fight is
+        back at full HP on both sides, or fail with what was read."""
+        self.hold_keys(())
+        for name, value in self.profile.reset_writes:
+            self.client.write(name, self._resolve(value, seed))
+        if self.profile.start_position is not None:
+            self._teleport(self.profile.start_position)
+        deadline = time.monotonic() + self.reset_timeout
+        while True:
+            state = self.read_state()
+            if state["HeroHp"] == state["HeroMaxHp"] > 0 and state["NpcHp"] == state["NpcMaxHp"] > 0:
+                return state
+            if time.monotonic() > deadline:
+                raise GameError(
+                    f"the fight did not restart within {self.reset_timeout:g} s: HeroHp "
+                    f"{state['HeroHp']}/{state['HeroMaxHp']}, NpcHp {state['NpcHp']}/{state['NpcMaxHp']}. "
+                    "Is the character in the boss arena with the boss targeted (lock on)?"
+                )
+            time.sleep(0.05)
+
+    def _resolve(self, value: object, seed: int | None) -> object:
+        """A reset value: a number, ``"{seed}"``, or the name of an attribute to copy."""
+        if value == "{seed}":
+            return 0 if seed is None else int(seed)
+        if isinstance(value, str):
+            return self.client.read([value])[value]
+        return value
+
+    def _teleport(self, target: tuple[float, float, float]) -> None:
+        """Put the player at a global position the way the game allows it: the local position is
+        writable, so shift it by how far the global position is from the target."""
+        names = [f"Hero{kind}Pos{axis}" for kind in ("Local", "Global") for axis in "XYZ"]
+        now = self.client.read(names)
+        for axis, goal in zip("XYZ", target):
+            local, world = now[f"HeroLocalPos{axis}"], now[f"HeroGlobalPos{axis}"]
+            self.client.write(f"HeroLocalPos{axis}", local + (goal - world))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        try:
+            self.hold_keys(())
+        except GameError as e:
+            log.warning("could not release keys on close: %s", e)
+        finally:
+            self.client.close()
+
+    def _finish_taps(self) -> None:
+        taps, self._taps = self._taps, []
+        for future in taps:
+            self.client.check_tap(future)

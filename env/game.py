@@ -13,11 +13,13 @@ clock. The env schedules steps on absolute deadlines over this pair, so timing c
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from env.profile import Profile
 
 AttributeValue = int | float | bool
 
@@ -67,15 +69,25 @@ class Frame:
 class Game(Protocol):
     """What every game backend offers. Key names are Siphon names (``W``, ``LEFT_SHIFT``, ...)."""
 
+    profile: Profile
+
     def now(self) -> float:
         """The game's clock in seconds (game time in-process, ``time.monotonic()`` live)."""
         ...
 
-    def read_state(self) -> GameState:
-        """All profile attributes, read together as one snapshot."""
+    def read_state(self, names: Sequence[str] | None = None) -> GameState:
+        """``names`` (default: every profile attribute), read together as one snapshot."""
         ...
 
     def capture_frame(self) -> Frame:
+        ...
+
+    def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
+        """A snapshot and a frame, taken together (concurrently where the backend can)."""
+        ...
+
+    def write(self, name: str, value: AttributeValue) -> None:
+        """Write one attribute with its configured type (HP, positions: what the game allows)."""
         ...
 
     def hold_keys(self, keys: Collection[str]) -> None:

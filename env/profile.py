@@ -38,6 +38,8 @@ class Profile:
     boss_animations: tuple[int, ...]
     reset_writes: tuple[tuple[str, object], ...]  # attribute writes that restart the fight
     start_position: tuple[float, float, float] | None  # global X, Y, Z to teleport to on reset
+    player_position: tuple[str, str]  # the attributes giving X, Y of the player ...
+    boss_position: tuple[str, str]  # ... and of the boss, in one frame (for the distance)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -104,6 +106,13 @@ def load_profile(name_or_path: str | Path) -> Profile:
     if start is not None and not (isinstance(start, list) and len(start) == 3):
         raise ConfigError(f"{path}: reset.start_position must be [x, y, z] (global, Z up)")
 
+    positions = data.get("positions", {})
+    player_xy = tuple(positions.get("player", ("HeroLocalPosX", "HeroLocalPosY")))
+    boss_xy = tuple(positions.get("boss", ("NpcLocalPosX", "NpcLocalPosY")))
+    for key, names in (("player", player_xy), ("boss", boss_xy)):
+        if len(names) != 2 or any(n not in siphon.attributes for n in names):
+            raise ConfigError(f"{path}: positions.{key} must name two attributes of {siphon.path.name} (X, Y)")
+
     anims = data.get("animations", {})
     return Profile(
         name=str(data.get("name", directory.name)),
@@ -116,4 +125,6 @@ def load_profile(name_or_path: str | Path) -> Profile:
         boss_animations=tuple(int(a) for a in anims.get("boss", ())),
         reset_writes=tuple(writes),
         start_position=tuple(float(c) for c in start) if start is not None else None,
+        player_position=player_xy,
+        boss_position=boss_xy,
     )

@@ -118,10 +118,27 @@ class SiphonClient:
     # ------------------------------------------------------------------------------- memory
     def read(self, names: Sequence[str]) -> dict[str, AttributeValue]:
         """Read ``names`` concurrently; all values or a ``SiphonError`` naming every failure."""
-        futures = [
+        return self._collect(names, self._request_attributes(names))
+
+    def read_and_capture(self, names: Sequence[str]) -> tuple[dict[str, AttributeValue], np.ndarray]:
+        """Attributes and a frame in one concurrent round: the env's observation costs about
+        the slower of the two, not their sum."""
+        capture = self._stub.CaptureFrame.future(pb2.CaptureFrameRequest(), timeout=self.timeout)
+        attributes = self._request_attributes(names)
+        values = self._collect(names, attributes)
+        try:
+            response = self._checked("CaptureFrame", capture.result())
+        except grpc.RpcError as e:
+            raise self._rpc_error("CaptureFrame", e) from None
+        return values, bgra_bytes_to_rgb(response.frame, response.width, response.height)
+
+    def _request_attributes(self, names: Sequence[str]) -> list[grpc.Future]:
+        return [
             self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=n), timeout=self.timeout)
             for n in names
         ]
+
+    def _collect(self, names: Sequence[str], futures: list[grpc.Future]) -> dict[str, AttributeValue]:
         values: dict[str, AttributeValue] = {}
         failures = []
         for name, future in zip(names, futures):
@@ -129,12 +146,9 @@ class SiphonClient:
                 response = future.result()
             except grpc.RpcError as e:
                 raise self._rpc_error(f"GetAttribute({name})", e) from None
-            if not response.success:
-                failures.append(f"{name}: {response.message}")
-                continue
-            field = response.WhichOneof("value")
+            field = response.WhichOneof("value") if response.success else None
             if field is None:
-                failures.append(f"{name}: the server returned no value")
+                failures.append(f"{name}: {response.message or 'the server returned no value'}")
                 continue
             values[name] = getattr(response, field)
         if failures:

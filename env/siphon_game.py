@@ -11,11 +11,11 @@ from __future__ import annotations
 import atexit
 import logging
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import grpc
 
-from env.game import Frame, GameError, GameState
+from env.game import AttributeValue, Frame, GameError, GameState
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.siphon import SiphonClient
@@ -48,9 +48,9 @@ class SiphonGame:
     def now(self) -> float:
         return time.monotonic()
 
-    def read_state(self) -> GameState:
+    def read_state(self, names: Sequence[str] | None = None) -> GameState:
         start = time.monotonic()
-        values = self.client.read(self._names)
+        values = self.client.read(names or self._names)
         return GameState(values, (start + time.monotonic()) / 2)
 
     def capture_frame(self) -> Frame:
@@ -58,6 +58,16 @@ class SiphonGame:
         rgb = self.client.capture_rgb()
         self._frames += 1
         return Frame(rgb, (start + time.monotonic()) / 2, self._frames)
+
+    def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
+        start = time.monotonic()
+        values, rgb = self.client.read_and_capture(names or self._names)
+        taken = (start + time.monotonic()) / 2
+        self._frames += 1
+        return GameState(values, taken), Frame(rgb, taken, self._frames)
+
+    def write(self, name: str, value: AttributeValue) -> None:
+        self.client.write(name, value)
 
     def hold_keys(self, keys: Collection[str]) -> None:
         wanted = {normalize_key(k) for k in keys}

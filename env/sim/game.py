@@ -11,11 +11,11 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 import cv2
 
-from env.game import Frame, GameError, GameState
+from env.game import AttributeValue, Frame, GameError, GameState
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
@@ -53,10 +53,10 @@ class SimGame:
     def now(self) -> float:
         return self.world.time
 
-    def read_state(self) -> GameState:
+    def read_state(self, names: Sequence[str] | None = None) -> GameState:
         world = self.world
         return GameState(
-            {name: memory.read(world, name) for name in self.profile.attribute_names}, world.time
+            {name: memory.read(world, name) for name in names or self.profile.attribute_names}, world.time
         )
 
     def capture_frame(self) -> Frame:
@@ -65,6 +65,15 @@ class SimGame:
             rgb = cv2.cvtColor(self._renderer.render_bgr(world), cv2.COLOR_BGR2RGB)
             self._frame = Frame(rgb, world.time, world.tick_count)
         return self._frame
+
+    def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
+        return self.read_state(names), self.capture_frame()
+
+    def write(self, name: str, value: AttributeValue) -> None:
+        try:
+            memory.write(self.world, name, value)
+        except memory.MemoryError_ as e:
+            raise GameError(str(e)) from None
 
     def hold_keys(self, keys: Collection[str]) -> None:
         self._latch.set_held(set(keys))

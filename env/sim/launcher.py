@@ -1,0 +1,74 @@
+"""Start and stop ``python -m env.sim`` servers from Python: for vector envs, tests and benchmarks.
+
+Each server is its own process on its own loopback port; ``SimServer`` waits until it answers
+``GetServerStatus`` before handing out its address, and stops it (SIGTERM, then SIGKILL) on
+``stop()`` or when used as a context manager.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+from pysiphon.generated import siphon_service_pb2 as pb2
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
+
+from env.game import GameError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class SimServer:
+    def __init__(
+        self, seed: int = 0, size: tuple[int, int] = (84, 84), port: int | None = None,
+        extra_args: tuple[str, ...] = (), log_path: Path | None = None, start_timeout: float = 30.0,
+    ) -> None:
+        self.port = port or free_port()
+        self.host = f"127.0.0.1:{self.port}"
+        command = [
+            sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
+            "--size", f"{size[0]}x{size[1]}", *extra_args,
+        ]
+        self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready(start_timeout)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(self.host) as channel:
+            stub = pb2_grpc.SiphonServiceStub(channel)
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise GameError(f"the simulator server on {self.host} exited with code {self.process.returncode}")
+                try:
+                    stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=0.5)
+                    return
+                except grpc.RpcError:
+                    time.sleep(0.1)
+        self.stop()
+        raise GameError(f"the simulator server on {self.host} did not answer within {timeout:g} s")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+    def __enter__(self) -> SimServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

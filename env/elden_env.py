@@ -120,6 +120,7 @@ class EldenRingEnv(gym.Env):
         self._steps = 0
         self._episode_reward = 0.0
         self._start_state: GameState | None = None
+        self._start_frame = 0
         self._damage_taken = 0.0
 
     # --------------------------------------------------------------------------------- reset
@@ -143,6 +144,7 @@ class EldenRingEnv(gym.Env):
             self._release_keys()
             raise
         self._start_state = self._state
+        self._start_frame = self._frame.number
         self._steps = 0
         self._episode_reward = 0.0
         self._damage_taken = 0.0
@@ -180,12 +182,14 @@ class EldenRingEnv(gym.Env):
         if terminated or truncated:
             self._release_keys()
         obs = self._obs.step(state, frame.rgb, action)
-        info = self._info(
-            step_wall_ms=(time.perf_counter() - started) * 1000.0,
-            overrun_ms=overrun * 1000.0,
-            frame_age_ms=max(0.0, self.game.now() - frame.timestamp) * 1000.0,
-        )
-        return obs, reward, terminated, truncated, info
+        timing = {}
+        if self.game.realtime:  # in lock-step, wall time says nothing about the game
+            timing = {
+                "step_wall_ms": (time.perf_counter() - started) * 1000.0,
+                "overrun_ms": overrun * 1000.0,
+                "frame_age_ms": max(0.0, self.game.now() - frame.timestamp) * 1000.0,
+            }
+        return obs, reward, terminated, truncated, self._info(**timing)
 
     def _command(self, action: Any) -> KeyCommand:
         if self.action_mode == "discrete":
@@ -223,8 +227,8 @@ class EldenRingEnv(gym.Env):
             "win": bool(state["NpcHp"] <= 0 < state["HeroHp"]),
             "boss_damage_dealt": max(0.0, (start["NpcHp"] - state["NpcHp"]) / max(1, state["NpcMaxHp"])),
             "player_damage_taken": self._damage_taken,
-            "frame_number": self._frame.number if self._frame is not None else -1,
-            "game_time": state.timestamp,
+            "frame_number": self._frame.number - self._start_frame,
+            "game_time": round(state.timestamp - start.timestamp, 6),
             **extra,
         }
 

@@ -70,6 +70,8 @@ class Game(Protocol):
     """What every game backend offers. Key names are Siphon names (``W``, ``LEFT_SHIFT``, ...)."""
 
     profile: Profile
+    realtime: bool
+    """True when the game runs on its own clock (a Siphon server), False when lock-step."""
 
     def now(self) -> float:
         """The game's clock in seconds (game time in-process, ``time.monotonic()`` live)."""

@@ -53,7 +53,7 @@ class FrameSpec:
         if (left, top, right, bottom) != (0.0, 0.0, 1.0, 1.0):
             rgb = rgb[round(top * h) : round(bottom * h), round(left * w) : round(right * w)]
         if rgb.shape[1] == self.size[0] and rgb.shape[0] == self.size[1]:
-            return np.ascontiguousarray(rgb)
+            return rgb.copy()  # observations are the caller's to keep: never alias the game's frame
         return cv2.resize(rgb, self.size, interpolation=cv2.INTER_AREA)
 
 

@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 
 class SiphonGame:
+    realtime = True
+
     def __init__(
         self,
         host: str = "127.0.0.1:50051",

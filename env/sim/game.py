@@ -29,6 +29,8 @@ class SimGame:
     game's window; render straight at the observation size for speed, or at the server's size to
     mirror the live path pixel for pixel."""
 
+    realtime = False
+
     def __init__(
         self,
         profile: Profile | str = "sim_margit",
@@ -123,6 +125,7 @@ class SimGame:
         self._releases.clear()
         self._latch.drain()
         self.world.restart(seed)
+        self._frame = None  # the tick count did not move, but the picture did
         state = self.read_state()
         if state["HeroHp"] != state["HeroMaxHp"] or state["NpcHp"] != state["NpcMaxHp"]:
             raise GameError("the simulator did not restart the fight (HP not full after restart)")

@@ -1,0 +1,226 @@
+"""EldenRingEnv on the in-process simulator: the PRD contract, action semantics, bad input."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import env  # noqa: F401 - registers EldenIL/Margit-v0
+from env.elden_env import EldenRingEnv
+from env.game import GameError
+from env.sim.controls import Button
+from env.sim.game import SimGame
+from env.sim.moves import PlayerAnim
+from env.wrappers import BossHpCurriculum, RewardOverride
+
+
+@pytest.mark.parametrize("mode", ["discrete", "multi_binary"])
+def test_gymnasium_and_sb3_env_checkers_pass(mode: str):
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    check_env(EldenRingEnv(action_mode=mode, frame_stack=4, action_history=4), skip_render_check=False)
+    sb3_check_env(EldenRingEnv(action_mode=mode), warn=True)
+
+
+def test_spaces_are_exactly_the_prds_and_exist_before_reset():
+    e = EldenRingEnv(frame_stack=4, action_history=4)
+    space = e.observation_space
+    assert space["frame"] == gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)
+    for key in ("player_hp", "boss_hp"):
+        assert space[key] == gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    assert space["distance"] == gym.spaces.Box(0.0, 20.0, (1,), np.float32)
+    assert space["player_animation"] == gym.spaces.Discrete(100)
+    assert space["boss_animation"] == gym.spaces.Discrete(200)
+    assert space["frame_stack"] == gym.spaces.Box(0, 255, (4, 84, 84, 3), np.uint8)
+    assert space["action_history"] == gym.spaces.Box(0, 12, (4,), np.int32)
+    assert e.action_space == gym.spaces.Discrete(13)
+    obs, info = e.reset(seed=0)
+    assert space.contains(obs)
+    assert set(info) >= {"episode_length", "episode_reward", "win", "boss_damage_dealt", "player_damage_taken"}
+
+
+def test_registered_with_gymnasium():
+    e = gym.make("EldenIL/Margit-v0", frame_size=(64, 48))
+    obs, _ = e.reset(seed=1)
+    assert obs["frame"].shape == (48, 64, 3)
+    e.close()
+
+
+def test_a_fight_terminates_with_prd_info_and_a_real_reward():
+    e = EldenRingEnv()
+    e.reset(seed=3)
+    total, steps, terminated, truncated = 0.0, 0, False, False
+    while not (terminated or truncated):
+        obs, reward, terminated, truncated, info = e.step(0)  # idle: the boss wins
+        total += reward
+        steps += 1
+    assert terminated and not info["win"] and obs["player_hp"][0] == 0.0
+    assert info["episode_length"] == steps and info["episode_reward"] == pytest.approx(total)
+    assert info["player_damage_taken"] == pytest.approx(1.0) and total < -5.0
+
+
+def test_truncation_at_max_steps():
+    e = EldenRingEnv(max_steps=5)
+    e.reset(seed=0)
+    for i in range(5):
+        *_, terminated, truncated, _ = e.step(0)
+    assert truncated and not terminated
+
+
+class TickSpy:
+    """Records the button events the world receives, tick by tick."""
+
+    def __init__(self, game: SimGame) -> None:
+        self.events: list[tuple[int, int, int]] = []
+        tick = game.world.tick
+
+        def spy(held=0, pressed=0, released=0, mouse_dx=0.0):
+            self.events.append((held, pressed, released))
+            tick(held, pressed, released, mouse_dx)
+
+        game.world.tick = spy
+
+    def count(self, which: int, button: Button) -> int:
+        return sum(bool(e[which] & button) for e in self.events)
+
+
+@pytest.mark.parametrize("persistence, presses", [(True, 1), (False, 5)])
+def test_action_persistence_holds_keys_across_equal_actions(persistence: bool, presses: int):
+    game = SimGame()
+    e = EldenRingEnv(game_interface=game, action_persistence=persistence)
+    e.reset(seed=0)
+    spy = TickSpy(game)
+    forward = e._discrete.index("move_forward")
+    for _ in range(5):
+        e.step(forward)
+    e.step(0)
+    assert spy.count(1, Button.MOVE_FORWARD) == presses
+    assert spy.count(2, Button.MOVE_FORWARD) == presses
+
+
+def test_a_discrete_roll_is_a_dodge_tap_not_a_sprint():
+    game = SimGame()
+    e = EldenRingEnv(game_interface=game)
+    e.reset(seed=0)
+    seen = []
+    spy = TickSpy(game)
+    original = game.world.tick
+
+    def watch(*args):
+        original(*args)
+        seen.append(game.world.player.anim)
+
+    game.world.tick = watch
+    e.step(e._discrete.index("roll_forward"))
+    assert PlayerAnim.ROLL in seen and PlayerAnim.SPRINT not in seen
+    assert spy.count(1, Button.DODGE) == 1 and spy.count(2, Button.DODGE) == 1
+
+
+def test_pause_between_steps_runs_exactly_one_timestep_per_step():
+    game = SimGame()
+    e = EldenRingEnv(game_interface=game, pause_between_steps=True, timestep_ms=200)
+    e.reset(seed=0)
+    start = game.world.tick_count
+    for _ in range(3):
+        e.step(0)
+    assert game.world.tick_count - start == 36 and game.world.speed == 0.0
+
+
+def test_invalid_actions_are_refused_clearly():
+    e = EldenRingEnv()
+    e.reset(seed=0)
+    with pytest.raises(ValueError, match="invalid action 13"):
+        e.step(13)
+    e2 = EldenRingEnv(action_mode="multi_binary")
+    e2.reset(seed=0)
+    with pytest.raises(ValueError, match="invalid action"):
+        e2.step([1, 0])
+
+
+def test_bad_constructor_arguments_are_refused_clearly():
+    with pytest.raises(ValueError, match="action_mode must be one of"):
+        EldenRingEnv(action_mode="continuous")
+    with pytest.raises(ValueError, match="boss_name 'malenia' does not match"):
+        EldenRingEnv(boss_name="malenia")
+    with pytest.raises(ValueError, match="unknown backend"):
+        EldenRingEnv(backend="xbox")
+
+
+def test_a_profile_asking_for_attributes_the_game_lacks_fails_at_construction(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    target = tmp_path / "p"
+    shutil.copytree(Path(env.__file__).parent / "profiles/sim_margit", target)
+    (target / "siphon.toml").write_text((target / "siphon.toml").read_text() + '\n[attributes.HeroLuck]\ntype = "int"\n')
+    with pytest.raises(GameError, match="HeroLuck"):
+        SimGame(str(target))
+
+
+def test_keys_are_released_when_the_env_closes_or_a_step_fails():
+    game = SimGame()
+    e = EldenRingEnv(game_interface=game)
+    e.reset(seed=0)
+    e.step(e._discrete.index("move_forward"))
+    assert game._latch.held_keys() == {"W"}
+    e.close()
+    assert game._latch.held_keys() == set()
+
+    e = EldenRingEnv(game_interface=game)
+    e.reset(seed=0)
+    e.step(e._discrete.index("move_forward"))
+
+    def broken(*a, **k):
+        raise GameError("the game went away")
+
+    game.observe = broken
+    with pytest.raises(GameError):
+        e.step(e._discrete.index("move_forward"))
+    assert game._latch.held_keys() == set()
+
+
+def test_frame_stack_and_action_history_follow_the_episode():
+    e = EldenRingEnv(frame_stack=3, action_history=3)
+    obs, _ = e.reset(seed=0)
+    assert (obs["frame_stack"] == obs["frame"]).all() and list(obs["action_history"]) == [0, 0, 0]
+    for a in (1, 9):
+        obs, *_ = e.step(a)
+    assert list(obs["action_history"]) == [0, 1, 9]
+    assert (obs["frame_stack"][-1] == obs["frame"]).all()
+
+
+def test_reward_override_and_boss_hp_curriculum():
+    e = RewardOverride(EldenRingEnv(), lambda before, after: 1.0)
+    e.reset(seed=0)
+    assert e.step(0)[1] == 1.0
+    c = BossHpCurriculum(EldenRingEnv(), levels=(0.25, 1.0), window=1, promote_at=0.0)
+    obs, info = c.reset(seed=0)
+    assert info["curriculum_level"] == 0 and obs["boss_hp"][0] == pytest.approx(0.25, abs=1e-3)
+    terminated = truncated = False
+    while not (terminated or truncated):
+        *_, terminated, truncated, info = c.step(0)
+    obs, info = c.reset(seed=1)
+    assert info["curriculum_level"] == 1 and obs["boss_hp"][0] == 1.0
+
+
+def test_vector_env_over_four_in_process_sims():
+    from env.vector import make_vector_env
+
+    envs = make_vector_env(4, backend="sim")
+    obs, _ = envs.reset(seed=0)
+    assert obs["frame"].shape == (4, 84, 84, 3)
+    for _ in range(3):
+        obs, rewards, *_ = envs.step(np.zeros(4, dtype=np.int64))
+    assert rewards.shape == (4,)
+    envs.close()
+
+
+@pytest.mark.slow
+def test_sb3_ppo_trains_2000_steps():
+    from stable_baselines3 import PPO
+
+    model = PPO("MultiInputPolicy", EldenRingEnv(), n_steps=500, batch_size=100, n_epochs=1, seed=0)
+    model.learn(2000)
+    assert model.num_timesteps >= 2000

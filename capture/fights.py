@@ -1,0 +1,37 @@
+"""Where episodes begin and end, read from game memory: a fight starts when both fighters are
+alive at full boss HP (a fresh or restarted fight) and ends when one of them dies."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+
+class FightTracker:
+    """Feed every sampled state to ``update``; it answers ``"start"``, ``"win"``, ``"death"`` or
+    ``None``. Recording may begin mid-fight: the first state with both alive starts one."""
+
+    def __init__(self) -> None:
+        self.fighting = False
+        self._seen_any = False
+
+    def update(self, state: Mapping[str, float]) -> str | None:
+        hero_alive, boss_alive = state["HeroHp"] > 0, state["NpcHp"] > 0
+        if self.fighting:
+            if not hero_alive:
+                self.fighting = False
+                return "death"
+            if not boss_alive:
+                self.fighting = False
+                return "win"
+            return None
+        fresh = state["NpcHp"] >= state["NpcMaxHp"]
+        if hero_alive and boss_alive and (fresh or not self._seen_any):
+            self._seen_any = True
+            self.fighting = True
+            return "start"
+        self._seen_any = True
+        return None
+
+    def stop(self) -> None:
+        """A manual stop: the fight in progress no longer counts, wait for a fresh one."""
+        self.fighting = False

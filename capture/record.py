@@ -1,0 +1,278 @@
+"""``python -m capture.record``: record boss fights while you play (or while the autopilot does).
+
+Run it next to the game (the Siphon server on the gaming PC, or ``python -m env.sim --window``)
+and fight. It samples frames, game memory and your keyboard and mouse on one clock, cuts the
+stream into episodes at each fight's start and end, and writes each episode to its own HDF5
+file the moment it ends (durable while it grows: a crash loses at most the last second).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from env.game import GameError
+from env.observations import FrameSpec
+from env.profile import load_profile
+from env.elden_env import make_game
+
+from capture.autopilot import Autopilot
+from capture.episode import EpisodeMeta, EpisodeWriter, discard_finished
+from capture.fights import FightTracker
+from capture.inputs import InputLog
+from capture.sampler import Sampler
+from capture.status import RecorderStatus
+from capture.video import VideoSidecar
+
+log = logging.getLogger("capture.record")
+
+EXAMPLES = """
+examples:
+  # the simulator, played by you in its window, recorded at 30 Hz into datasets/raw/
+  python -m env.sim --window &
+  python -m capture.record --profile sim_margit
+
+  # 20 demonstrations by the scripted expert against a simulator server, no human needed
+  python -m env.sim &
+  python -m capture.record --profile sim_margit --autopilot --max-episodes 20
+
+  # the same, lock-step in-process (no server, no waiting: as fast as the simulator renders)
+  python -m capture.record --backend sim --autopilot --max-episodes 20
+
+  # the real game on the gaming PC at 192.168.1.20 (Siphon server running, game in the fight)
+  python -m capture.record --host 192.168.1.20:50051 --profile eldenring_margit --video
+
+hotkeys (human recording; never recorded as actions):
+  F5 start/stop an episode by hand   F6 discard the last episode   F8 quit
+"""
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must look like 84x84 or 160x90, got {text!r}") from None
+    return w, h
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m capture.record",
+        description=__doc__.split("\n\n")[1],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--backend", choices=("siphon", "sim"), default="siphon",
+                   help="siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; "
+                        "sim: the simulator in-process, lock-step (autopilot only)")
+    p.add_argument("--host", default="127.0.0.1:50051", help="Siphon server host:port (default: %(default)s)")
+    p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
+    p.add_argument("--rate", type=float, default=30.0, help="samples per second (default: %(default)s)")
+    p.add_argument("--frame-size", type=parse_size, default=(84, 84), help="stored frame size WxH (default: 84x84)")
+    p.add_argument("--out", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
+    p.add_argument("--max-episodes", type=int, default=0, help="stop after this many episodes (0: until quit)")
+    p.add_argument("--max-episode-seconds", type=float, default=300.0, help="end an episode after this long (default: %(default)s)")
+    p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
+    p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
+    p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=True,
+                   help="restart the fight in place after each episode (the profile's reset writes; default: on)")
+    p.add_argument("--restart-delay", type=float, default=1.0,
+                   help="seconds of game time to wait before restarting a fight (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="simulator seed of the first fight (the next ones count up)")
+    p.add_argument("--video", action="store_true", help="also write a full-resolution MP4 per episode, for review")
+    p.add_argument("--hotkeys", default="F5,F6,F8", help="start/stop, discard-last, quit keys (default: %(default)s)")
+    p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+@dataclass
+class Requests:
+    """Hotkeys and signals arrive on other threads; the sampling loop acts on them."""
+
+    toggle: threading.Event
+    discard: threading.Event
+    quit: threading.Event
+
+
+class Recorder:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        if args.backend == "sim" and not args.autopilot:
+            raise SystemExit("--backend sim runs lock-step with no human at the keys: add --autopilot, "
+                             "or play the simulator in its window (python -m env.sim --window) and record that")
+        self.profile = load_profile(args.profile)
+        self.game = make_game(args.backend, args.host, self.profile, seed=args.seed, window_size=args.frame_size)
+        self.key_names = tuple(dict.fromkeys(self.profile.keybinds.values()))
+        self.inputs = InputLog(self.key_names, clock=self.game.now)
+        self.sampler = Sampler(self.game, self.inputs, FrameSpec(args.frame_size), args.rate)
+        self.tracker = FightTracker()
+        self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
+        self.writer: EpisodeWriter | None = None
+        self._episode_t0 = 0.0
+        self.video: VideoSidecar | None = None
+        self.saved: list[Path] = []
+        self.fight_seed = args.seed
+        self.has_seed = args.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
+        self.autopilot = Autopilot(self.game, self.inputs) if args.autopilot else None
+        self.listener = None if args.autopilot else self._listen()
+
+    def _listen(self):
+        if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+            raise SystemExit(
+                "capture.record needs an X display to hear your keyboard (set DISPLAY), or use --autopilot"
+            )
+        from capture.listener import PynputListener
+
+        toggle, discard, quit_ = self.args.hotkeys.split(",")
+        listener = PynputListener(
+            self.inputs,
+            {toggle: self.requests.toggle.set, discard: self.requests.discard.set, quit_: self.requests.quit.set},
+        )
+        listener.start()
+        return listener
+
+    # ------------------------------------------------------------------------------ episodes
+    def _start_episode(self, window_size: tuple[int, int]) -> None:
+        meta = EpisodeMeta(
+            profile=self.profile.name,
+            attribute_names=self.profile.attribute_names,
+            key_names=self.key_names,
+            sample_rate_hz=self.args.rate,
+            frame_size=self.args.frame_size,
+            window_size=window_size,
+            source="autopilot" if self.autopilot else "human",
+            sim_seed=self.fight_seed if self.has_seed else None,
+            host=self.args.host,
+        )
+        self.writer = EpisodeWriter(self.args.out, meta)
+        self._episode_t0 = self.game.now()
+        if self.args.video:
+            self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.args.rate)
+        if self.autopilot:
+            self.autopilot.new_fight()
+        log.info("episode started: %s", self.writer.path.name)
+
+    def _finish_episode(self, outcome: str) -> None:
+        if self.writer is None:
+            return
+        stats = self.sampler.stats
+        path = self.writer.finish(
+            outcome,
+            {"achieved_rate_hz": stats.achieved_rate_hz, "late_samples": stats.late, "dropped_samples": stats.dropped},
+        )
+        self.writer = None
+        if self.video is not None:
+            self.video.close()
+            self.video = None
+        self.saved.append(path)
+        log.info("episode saved (%s): %s", outcome, path)
+
+    def _restart_fight(self) -> None:
+        self.fight_seed += 1
+        self.game.wait_until(self.game.now() + self.args.restart_delay)
+        if self.autopilot:
+            self.autopilot.release()
+        self.game.reset_fight(self.fight_seed)
+        self.sampler.restart_clock()
+
+    # ---------------------------------------------------------------------------------- loop
+    def run(self, status: RecorderStatus) -> int:
+        args = self.args
+        if args.restart:
+            self.game.reset_fight(self.fight_seed)
+        self.sampler.restart_clock()
+        try:
+            while not self.requests.quit.is_set():
+                sample, state, frame, events = self.sampler.next_sample()
+                if self.autopilot:
+                    self.autopilot.maybe_act(state)
+                outcome = self._handle_requests((frame.rgb.shape[1], frame.rgb.shape[0]))
+                if outcome is None and not args.manual:
+                    event = self.tracker.update(state)
+                    if event == "start":
+                        self._start_episode((frame.rgb.shape[1], frame.rgb.shape[0]))
+                    elif event is not None:
+                        outcome = event
+                if self.writer is not None:
+                    self.writer.append(sample)
+                    self.writer.append_events(events)
+                    if self.video is not None:
+                        self.video.add(frame.rgb)
+                    if sample.t - self._episode_t0 >= args.max_episode_seconds:
+                        outcome = "timeout"
+                if outcome is not None and self.writer is not None:
+                    self._finish_episode(outcome)
+                    self.tracker.stop()
+                    if args.max_episodes and len(self.saved) >= args.max_episodes:
+                        break
+                    if args.restart:
+                        self._restart_fight()
+                status.update(
+                    state, len(self.saved), self.writer is not None, self.sampler.stats.samples,
+                    self.sampler.stats.achieved_rate_hz, self.sampler.stats.late, self.sampler.stats.dropped,
+                )
+        except GameError as e:
+            self._finish_episode("server_lost")
+            log.error("%s", e)
+            log.error("the game stopped answering; %d episode(s) saved in %s, none lost", len(self.saved), args.out)
+            return 2
+        finally:
+            if self.writer is not None:
+                self._finish_episode("stopped")
+            self.close()
+        log.info("%d episode(s) saved in %s", len(self.saved), args.out)
+        return 0
+
+    def _handle_requests(self, window_size: tuple[int, int]) -> str | None:
+        """Hotkeys: toggle an episode by hand, discard the last one."""
+        if self.requests.discard.is_set():
+            self.requests.discard.clear()
+            if self.writer is not None:
+                self.writer.discard()
+                self.writer = None
+                self.tracker.stop()
+                log.info("discarded the episode in progress")
+            elif self.saved:
+                discard_finished(self.saved.pop())
+                log.info("discarded the last saved episode")
+        if self.requests.toggle.is_set():
+            self.requests.toggle.clear()
+            if self.writer is not None:
+                return "stopped"
+            self._start_episode(window_size)
+            self.tracker.fighting = True
+        return None
+
+    def close(self) -> None:
+        if self.autopilot:
+            self.autopilot.release()
+        if self.listener:
+            self.listener.stop()
+        self.game.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        recorder = Recorder(args)
+    except GameError as e:
+        log.error("%s", e)
+        return 2
+    quit_event = recorder.requests.quit
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: quit_event.set())
+    with RecorderStatus(args.rate, enabled=not args.no_status and sys.stdout.isatty()) as status:
+        return recorder.run(status)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

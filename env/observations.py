@@ -70,6 +70,33 @@ class AnimationVocabulary:
         return self._index.get(int(anim_id), 0)
 
 
+def observation_space(
+    frame: FrameSpec,
+    frame_stack: int | None = None,
+    action_history: int | None = None,
+    action_space: spaces.Space | None = None,
+) -> spaces.Dict:
+    """The PRD's observation Dict for these settings (the optional keys only when asked for)."""
+    space = {
+        "frame": spaces.Box(0, 255, frame.shape, np.uint8),
+        "player_hp": spaces.Box(0.0, 1.0, (1,), np.float32),
+        "boss_hp": spaces.Box(0.0, 1.0, (1,), np.float32),
+        "distance": spaces.Box(0.0, MAX_DISTANCE, (1,), np.float32),
+        "player_animation": spaces.Discrete(PLAYER_ANIMATIONS),
+        "boss_animation": spaces.Discrete(BOSS_ANIMATIONS),
+    }
+    if frame_stack:
+        space["frame_stack"] = spaces.Box(0, 255, (frame_stack, *frame.shape), np.uint8)
+    if action_history:
+        if isinstance(action_space, spaces.Discrete):
+            space["action_history"] = spaces.Box(0, int(action_space.n) - 1, (action_history,), np.int32)
+        elif isinstance(action_space, spaces.MultiBinary):
+            space["action_history"] = spaces.Box(0, 1, (action_history, int(np.prod(action_space.shape))), np.int32)
+        else:
+            raise ValueError("action_history needs a Discrete or MultiBinary action space")
+    return spaces.Dict(space)
+
+
 STATE_ATTRIBUTES = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp", "HeroAnimId", "NpcAnimId")
 
 
@@ -95,29 +122,9 @@ class ObservationBuilder:
         if unknown:
             raise ValueError(f"profile {profile.name!r} lacks attributes the observation needs: {', '.join(unknown)}")
 
-        space = {
-            "frame": spaces.Box(0, 255, frame.shape, np.uint8),
-            "player_hp": spaces.Box(0.0, 1.0, (1,), np.float32),
-            "boss_hp": spaces.Box(0.0, 1.0, (1,), np.float32),
-            "distance": spaces.Box(0.0, MAX_DISTANCE, (1,), np.float32),
-            "player_animation": spaces.Discrete(PLAYER_ANIMATIONS),
-            "boss_animation": spaces.Discrete(BOSS_ANIMATIONS),
-        }
-        if frame_stack:
-            space["frame_stack"] = spaces.Box(0, 255, (frame_stack, *frame.shape), np.uint8)
-        if action_history:
-            space["action_history"] = self._history_space(action_space, action_history)
-        self.space = spaces.Dict(space)
+        self.space = observation_space(frame, frame_stack, action_history, action_space)
         self._frames: deque[np.ndarray] = deque(maxlen=frame_stack or 1)
         self._actions: deque[np.ndarray] = deque(maxlen=action_history or 1)
-
-    @staticmethod
-    def _history_space(action_space: spaces.Space | None, length: int) -> spaces.Box:
-        if isinstance(action_space, spaces.Discrete):
-            return spaces.Box(0, int(action_space.n) - 1, (length,), np.int32)
-        if isinstance(action_space, spaces.MultiBinary):
-            return spaces.Box(0, 1, (length, int(np.prod(action_space.shape))), np.int32)
-        raise ValueError("action_history needs a Discrete or MultiBinary action space")
 
     def scalars(self, state: Mapping[str, float]) -> dict[str, np.ndarray | int]:
         hero_max = max(1, state["HeroMaxHp"])

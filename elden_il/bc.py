@@ -1,0 +1,142 @@
+"""Behaviour cloning: fit the policy's action distribution to the demonstrations.
+
+The network is the stable-baselines3 actor-critic that RL fine-tuning will continue from, so
+nothing is converted between the two stages: BC maximises the log-likelihood of the
+demonstrated actions under ``policy.evaluate_actions``. Episodes, not steps, are split into
+training and validation, so validation measures generalisation to unseen fights; training stops
+early when validation loss stops improving and keeps the best checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from stable_baselines3.common.policies import ActorCriticPolicy
+from tqdm import tqdm
+
+from env.observations import FrameSpec, observation_space
+
+from elden_il.data import Demonstrations
+from elden_il.policy import make_policy
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    epochs: int = 10
+    batch_size: int = 128
+    learning_rate: float = 3e-4
+    weight_decay: float = 1e-5
+    validation_fraction: float = 0.1
+    patience: int = 3  # epochs without validation improvement before stopping
+    frame_stack: int | None = None
+    action_history: int | None = 4
+    seed: int = 0
+
+
+def device() -> torch.device:
+    """The GPU when there is one, the CPU otherwise."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def split_episodes(demos: Demonstrations, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    episodes = np.unique(demos.episode)
+    rng = np.random.default_rng(seed)
+    n_val = max(1, round(len(episodes) * fraction)) if len(episodes) > 1 and fraction > 0 else 0
+    val_episodes = rng.choice(episodes, n_val, replace=False) if n_val else np.array([], int)
+    is_val = np.isin(demos.episode, val_episodes)
+    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+
+
+def env_observation_space(demos: Demonstrations, config: BCConfig):
+    """The env's observation space for these settings (what the policy will see live)."""
+    h, w, _ = demos.observation_space["frame"].shape
+    return observation_space(FrameSpec((w, h)), config.frame_stack, config.action_history, demos.action_space)
+
+
+def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
+    """Train, checkpoint the best policy to ``out / 'policy.zip'``, return the metrics."""
+    torch.manual_seed(config.seed)
+    dev = device()
+    space = env_observation_space(demos, config)
+    policy = make_policy(space, demos.action_space).to(dev)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed)
+    rng = np.random.default_rng(config.seed)
+    out.mkdir(parents=True, exist_ok=True)
+    history: list[dict] = []
+    best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
+
+    for epoch in range(1, config.epochs + 1):
+        policy.train()
+        order = rng.permutation(train_idx)
+        losses = []
+        started = time.perf_counter()
+        for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False):
+            index = order[start : start + config.batch_size]
+            loss = -log_likelihood(policy, demos, index, config, dev).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            samples += len(index)
+        train_seconds += time.perf_counter() - started
+        val_loss, val_acc = evaluate_bc(policy, demos, val_idx, config, dev)
+        record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_loss": val_loss, "val_accuracy": val_acc}
+        history.append(record)
+        log.info("BC epoch %d: %s", epoch, record)
+        score = val_loss if len(val_idx) else record["train_loss"]
+        if score < best - 1e-4:
+            best, stale = score, 0
+            policy.save(str(out / "policy.zip"))
+        else:
+            stale += 1
+            if stale >= config.patience:
+                log.info("validation loss stopped improving: stopping after epoch %d", epoch)
+                break
+
+    metrics = {
+        "epochs_run": len(history),
+        "best_val_loss": best,
+        "final": history[-1],
+        "train_samples_per_second": samples / train_seconds if train_seconds else 0.0,
+        "train_steps": len(train_idx),
+        "val_steps": len(val_idx),
+        "episodes": demos.source_episodes,
+        "device": str(dev),
+        "config": asdict(config),
+    }
+    (out / "history.json").write_text(json.dumps(history, indent=2))
+    return metrics
+
+
+def log_likelihood(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, config: BCConfig, dev: torch.device) -> torch.Tensor:
+    obs, _ = policy.obs_to_tensor(demos.batch(index, config.frame_stack, config.action_history))
+    actions = torch.as_tensor(demos.actions[index], device=dev)
+    _, log_prob, _ = policy.evaluate_actions(obs, actions)
+    return log_prob
+
+
+@torch.no_grad()
+def evaluate_bc(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, config: BCConfig, dev: torch.device) -> tuple[float, float]:
+    """Validation loss, and how often the most likely action is the demonstrated one."""
+    if len(index) == 0:
+        return float("nan"), float("nan")
+    policy.eval()
+    losses, hits = [], 0
+    for start in range(0, len(index), 512):
+        chunk = index[start : start + 512]
+        obs, _ = policy.obs_to_tensor(demos.batch(chunk, config.frame_stack, config.action_history))
+        actions = torch.as_tensor(demos.actions[chunk], device=dev)
+        _, log_prob, _ = policy.evaluate_actions(obs, actions)
+        losses.append(-log_prob.sum().item())
+        predicted = policy._predict(obs, deterministic=True)
+        hits += (predicted.reshape(actions.shape) == actions).reshape(len(chunk), -1).all(dim=1).sum().item()
+    return sum(losses) / len(index), hits / len(index)

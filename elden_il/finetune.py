@@ -1,0 +1,135 @@
+"""RL fine-tuning from the behaviour-cloned policy, kept near it (the VPT recipe).
+
+PPO from stable-baselines3 does the learning, unchanged. The one addition is where PPO already
+has a regulariser: its entropy bonus. ``KLToPriorPolicy`` reports, in place of the entropy,
+minus the KL divergence from a frozen copy of the BC policy, so PPO's ``ent_coef * entropy``
+term becomes ``kl_coef * KL(pi || pi_BC)`` in the loss: the policy improves reward while
+paying for every step it strays from what the demonstrations taught.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+
+from elden_il.policy import policy_kwargs
+
+log = logging.getLogger(__name__)
+
+
+class KLToPriorPolicy(ActorCriticPolicy):
+    """An actor-critic whose "entropy" is ``-KL(pi || prior)`` once a prior is set."""
+
+    prior: ActorCriticPolicy | None = None
+
+    def set_prior(self, prior: ActorCriticPolicy) -> None:
+        frozen = copy.deepcopy(prior).to(self.device)
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+        frozen.eval()
+        object.__setattr__(self, "prior", frozen)  # not a submodule: never trained, never saved twice
+
+    def evaluate_actions(self, obs, actions):
+        values, log_prob, entropy = super().evaluate_actions(obs, actions)
+        if self.prior is None:
+            return values, log_prob, entropy
+        current = self.get_distribution(obs).distribution
+        with torch.no_grad():
+            reference = self.prior.get_distribution(obs).distribution
+        kl = torch.distributions.kl_divergence(current, reference)
+        if kl.ndim > 1:  # multi-binary: independent Bernoullis, sum over keys
+            kl = kl.sum(dim=1)
+        return values, log_prob, -kl
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    total_steps: int = 50_000
+    num_envs: int = 4
+    subprocesses: bool = True
+    kl_coef: float = 0.05
+    learning_rate: float = 1e-4
+    n_steps: int = 256  # per env per rollout
+    batch_size: int = 256
+    n_epochs: int = 4
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.1
+    seed: int = 0
+
+
+class LearningCurve(BaseCallback):
+    """Episode returns and wins as training goes, for the learning-curve plot."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[dict] = []
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if "episode" in info:
+                self.rows.append({
+                    "timesteps": self.num_timesteps,
+                    "return": float(info["episode"]["r"]),
+                    "length": int(info["episode"]["l"]),
+                    "win": bool(info.get("win", False)),
+                })
+        return True
+
+
+def make_env_fns(config: FinetuneConfig, env_kwargs: dict):
+    from env.elden_env import EldenRingEnv
+
+    def make(i: int):
+        def thunk():
+            env = EldenRingEnv(**env_kwargs)
+            env.reset(seed=config.seed * 1000 + i)
+            return env
+
+        return thunk
+
+    return [make(i) for i in range(config.num_envs)]
+
+
+def finetune(bc_policy_path: Path, config: FinetuneConfig, env_kwargs: dict, out: Path) -> dict:
+    """PPO from the BC checkpoint with a KL penalty to it; saves ``out/policy.zip``."""
+    fns = make_env_fns(config, env_kwargs)
+    vec = SubprocVecEnv(fns) if config.subprocesses and config.num_envs > 1 else DummyVecEnv(fns)
+    vec = VecMonitor(vec, info_keywords=("win",))
+    bc = ActorCriticPolicy.load(str(bc_policy_path))
+    model = PPO(
+        KLToPriorPolicy, vec,
+        learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
+        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range, ent_coef=config.kl_coef, seed=config.seed,
+        policy_kwargs=policy_kwargs(), device=bc.device, verbose=0,
+    )
+    model.policy.load_state_dict(bc.state_dict())
+    model.policy.set_prior(bc)
+    curve = LearningCurve()
+    started = time.perf_counter()
+    model.learn(config.total_steps, callback=curve, progress_bar=True)
+    seconds = time.perf_counter() - started
+    vec.close()
+    out.mkdir(parents=True, exist_ok=True)
+    ActorCriticPolicy.save(model.policy, str(out / "policy.zip"))
+    (out / "learning_curve.json").write_text(json.dumps(curve.rows))
+    wins = [r["win"] for r in curve.rows]
+    return {
+        "timesteps": model.num_timesteps,
+        "env_steps_per_second": model.num_timesteps / seconds,
+        "episodes": len(curve.rows),
+        "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
+        "config": asdict(config),
+    }

@@ -1,0 +1,104 @@
+"""The policy: a CNN over the frame (or the frame stack) and an MLP over the game state, as a
+stable-baselines3 actor-critic so that behaviour cloning and RL fine-tuning train one network.
+
+SB3 feeds image observations channel-first (it transposes them with ``VecTransposeImage``), so
+the policy is built on that transposed space; offline batches go through the policy's own
+``obs_to_tensor``, which applies the same transpose: behaviour cloning sees exactly what PPO will.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+from torch import nn
+
+
+def policy_space(space: spaces.Dict) -> spaces.Dict:
+    """The env's observation space as SB3's policy sees it: image keys channel-first."""
+    keys = {}
+    for key, sub in space.spaces.items():
+        if is_image_space(sub) and not is_image_space_channels_first(sub):
+            h, w, c = sub.shape
+            sub = spaces.Box(0, 255, (c, h, w), np.uint8)
+        keys[key] = sub
+    return spaces.Dict(keys)
+
+
+class FightFeatures(BaseFeaturesExtractor):
+    """Nature-CNN over the frame or frame stack, plus an MLP over HP, distance, animations and
+    the recent actions. Works on both the env's spaces after SB3's preprocessing."""
+
+    def __init__(self, observation_space: spaces.Dict, cnn_dim: int = 512, state_dim: int = 128) -> None:
+        stacked = "frame_stack" in observation_space.spaces
+        if stacked:
+            k, h, w, c = observation_space["frame_stack"].shape
+            channels = k * c
+        else:
+            c, h, w = observation_space["frame"].shape
+            channels = c
+        super().__init__(observation_space, cnn_dim + state_dim)
+        self.stacked = stacked
+        self.cnn = nn.Sequential(
+            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            n_flat = self.cnn(torch.zeros(1, channels, h, w)).shape[1]
+        self.cnn_head = nn.Sequential(nn.Linear(n_flat, cnn_dim), nn.ReLU())
+        self.history_classes = 0
+        state_in = 3 + int(observation_space["player_animation"].n) + int(observation_space["boss_animation"].n)
+        if "action_history" in observation_space.spaces:
+            hist = observation_space["action_history"]
+            if hist.shape and len(hist.shape) == 1:  # discrete actions: one-hot each
+                self.history_classes = int(hist.high.max()) + 1
+                state_in += hist.shape[0] * self.history_classes
+            else:
+                state_in += int(np.prod(hist.shape))
+        self.state = nn.Sequential(nn.Linear(state_in, state_dim), nn.ReLU(), nn.Linear(state_dim, state_dim), nn.ReLU())
+
+    def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.stacked:
+            stack = obs["frame_stack"]  # (N, k, H, W, C) as floats 0..255 (not an SB3 image space)
+            n, k, h, w, c = stack.shape
+            pixels = stack.permute(0, 1, 4, 2, 3).reshape(n, k * c, h, w) / 255.0
+        else:
+            pixels = obs["frame"]  # (N, C, H, W), already scaled to [0, 1] by SB3
+        parts = [
+            obs["player_hp"], obs["boss_hp"], obs["distance"] / 20.0,
+            obs["player_animation"], obs["boss_animation"],
+        ]
+        if "action_history" in obs:
+            history = obs["action_history"]
+            if self.history_classes:
+                history = nn.functional.one_hot(history.long(), self.history_classes).float()
+            parts.append(history.flatten(1))
+        return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(torch.cat(parts, dim=1))], dim=1)
+
+
+def make_policy(observation_space: spaces.Dict, action_space: gym.Space, **kwargs: Any) -> ActorCriticPolicy:
+    """A fresh actor-critic over ``observation_space`` (the env's; transposed here)."""
+    return ActorCriticPolicy(
+        policy_space(observation_space),
+        action_space,
+        lr_schedule=lambda _: 3e-4,
+        **policy_kwargs(**kwargs),
+    )
+
+
+def policy_kwargs(net_arch: tuple[int, ...] = (256,)) -> dict[str, Any]:
+    """The same architecture for BC and for PPO (``PPO(..., policy_kwargs=policy_kwargs())``)."""
+    return {
+        "features_extractor_class": FightFeatures,
+        "net_arch": {"pi": list(net_arch), "vf": list(net_arch)},
+        "activation_fn": nn.ReLU,
+        "ortho_init": True,
+    }

@@ -81,7 +81,9 @@ class FightFeatures(BaseFeaturesExtractor):
             if self.history_classes:
                 history = nn.functional.one_hot(history.long(), self.history_classes).float()
             parts.append(history.flatten(1))
-        return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(torch.cat(parts, dim=1))], dim=1)
+        # flatten(1): SB3's rollout buffer keeps Discrete observations as (N, 1), one-hot (N, 1, n)
+        state = torch.cat([p.flatten(1) for p in parts], dim=1)
+        return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(state)], dim=1)
 
 
 def make_policy(observation_space: spaces.Dict, action_space: gym.Space, **kwargs: Any) -> ActorCriticPolicy:

@@ -73,6 +73,7 @@ class EldenRingEnv(gym.Env):
         reward_fn: RewardFn | None = None,
         pause_between_steps: bool = False,
         tap_ms: int = 50,
+        state_attributes: tuple[str, ...] = (),
         render_mode: str | None = "rgb_array",
         backend: str = "sim",
         host: str = "127.0.0.1:50051",
@@ -113,7 +114,11 @@ class EldenRingEnv(gym.Env):
             self.profile, FrameSpec(tuple(frame_size), tuple(frame_crop)), frame_stack, action_history, self.action_space
         )
         self.observation_space = self._obs.space
-        self._names = self._obs.attributes
+        unknown = [a for a in state_attributes if a not in self.profile.siphon.attributes]
+        if unknown:
+            raise ValueError(f"state_attributes {unknown} are not in profile {self.profile.name!r}")
+        # read each step: what the observation and reward need, plus what the caller asked for
+        self._names = tuple(dict.fromkeys((*self._obs.attributes, *state_attributes)))
         self._state: GameState | None = None
         self._frame: Frame | None = None
         self._deadline = 0.0

@@ -31,6 +31,12 @@ HEAL_BELOW = 0.45
 class ScriptedExpert:
     """``act(state) -> action name``. Call ``reset()`` at the start of every fight."""
 
+    ATTRIBUTES = (
+        "HeroHp", "HeroMaxHp", "HeroSp", "HeroAnimId", "HeroLocalPosX", "HeroLocalPosY",
+        "NpcHp", "NpcMaxHp", "NpcAnimId", "NpcLocalPosX", "NpcLocalPosY", "HeroFlaskCharges",
+    )
+    """What it reads (``HeroFlaskCharges`` only where the game has it; else it counts flasks)."""
+
     def __init__(self, step_seconds: float = 0.2) -> None:
         self.step = step_seconds
         self.reset()

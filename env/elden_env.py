@@ -139,11 +139,11 @@ class EldenRingEnv(gym.Env):
             raise ValueError(f"options['boss_hp'] must be a fraction in (0, 1], got {boss_hp!r}")
         try:
             self.game.hold_keys(())
+            if self.pause_between_steps:  # freeze first, so the restarted fight waits for step 1
+                self.game.set_speed(0.0)
             state = self.game.reset_fight(fight_seed)
             if boss_hp < 1:
                 self.game.write("NpcHp", max(1, round(state["NpcMaxHp"] * boss_hp)))
-            if self.pause_between_steps:
-                self.game.set_speed(0.0)
             self._state, self._frame = self.game.observe(self._names)
         except BaseException:
             self._release_keys()

@@ -1,10 +1,16 @@
 """The simulator's real-time clock: ticks the world at 60 Hz of game time, game time running at
 ``world.speed`` times real time (0 pauses), on absolute deadlines so no drift accumulates.
 
-Whenever the game resumes or changes speed, the schedule restarts with its first tick *half* a
-tick after that moment. A client that unpauses, sleeps exactly N/60 s and pauses again thus gets
-exactly N ticks even with several milliseconds of RPC jitter either side: the live path can be
-stepped as exactly as the in-process one.
+Two rules make the live path as exact as the in-process one:
+
+* Whenever the game resumes or changes speed, the schedule restarts with its first tick *half*
+  a tick later. A client that unpauses, sleeps exactly N/60 s and pauses again gets exactly N
+  ticks, with about 8 ms of slack for RPC jitter either side.
+* Every RPC first ``settle()``s the clock: any tick whose deadline has passed runs before the
+  request is served. The state a request sees is then a function of when requests arrive, not of
+  when the OS happened to wake the clock's thread on a busy machine.
+
+All methods except ``start``/``stop`` expect the world lock to be held by the caller.
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ class RealtimeClock:
         self.world = world
         self.latch = latch
         self.lock = lock
-        self.ticked = threading.Condition(lock)  # notified after every tick, under the world lock
-        self.last_tick_at = time.monotonic()
+        self.ticked = threading.Condition(lock)  # notified after every tick
+        self._speed = 0.0
+        self._deadline: float | None = None
         self._wake = threading.Event()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="sim-clock", daemon=True)
+        with lock:
+            self.reschedule()
 
     def start(self) -> None:
         self._thread.start()
@@ -36,35 +45,33 @@ class RealtimeClock:
         self._wake.set()
         self._thread.join(timeout=2)
 
-    def poke(self) -> None:
-        """The speed may have changed: re-read it now rather than at the next deadline."""
+    def settle(self) -> None:
+        """Run every tick that is due by now (lock held)."""
+        now = time.monotonic()
+        ticked = False
+        while self._deadline is not None and self._deadline <= now:
+            self.world.tick(*self.latch.drain())
+            self._deadline += 1.0 / (TICK_HZ * self._speed)
+            ticked = True
+            if now - self._deadline > 0.25:  # a long stall: skip ahead rather than burst
+                self._deadline = now
+        if ticked:
+            self.ticked.notify_all()
+
+    def reschedule(self) -> None:
+        """Call after anything that may change the game speed (lock held)."""
+        speed = self.world.speed
+        if speed == self._speed and (self._deadline is not None or speed <= 0):
+            return
+        self._speed = speed
+        self._deadline = time.monotonic() + 0.5 / (TICK_HZ * speed) if speed > 0 else None
         self._wake.set()
 
     def _run(self) -> None:
-        deadline: float | None = None
-        speed = 0.0
         while not self._stopped:
             with self.lock:
-                current = self.world.speed
-            if current <= 0:
-                deadline = None
-                self._wake.wait(0.1)
+                self.settle()
+                deadline = self._deadline
+            timeout = 0.1 if deadline is None else max(0.0, deadline - time.monotonic())
+            if self._wake.wait(timeout):
                 self._wake.clear()
-                continue
-            if deadline is None or current != speed:
-                speed = current
-                deadline = time.monotonic() + 0.5 / (TICK_HZ * speed)
-            remaining = deadline - time.monotonic()
-            if remaining > 0:
-                if self._wake.wait(remaining):
-                    self._wake.clear()
-                    continue  # woken early: re-read the speed before ticking
-            with self.lock:
-                if self.world.speed != speed:
-                    continue
-                self.world.tick(*self.latch.drain())
-                self.last_tick_at = time.monotonic()
-                self.ticked.notify_all()
-            deadline += 1.0 / (TICK_HZ * speed)
-            if time.monotonic() - deadline > 0.25:  # fell far behind (a stall): do not burst
-                deadline = time.monotonic()

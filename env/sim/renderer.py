@@ -1,16 +1,19 @@
 """Drawing the duel with OpenCV, at any resolution, only when a frame is asked for.
 
-A frame is what a policy learns from, so what matters must be readable at 84x84: the fighters
-and which way they face, and above all the boss's wind-ups. Each upcoming blow's hit area is
-drawn on the floor: its outline from the first tick of the wind-up, and a fill that grows from
-the boss outwards as the wind-up runs, so *when* the blow lands is visible in the pixels (how
-far the fill has grown), not only *what* is coming. Low sweeps you can jump are drawn cyan,
-other blows orange; a blow in its active window is solid red.
+A frame is all a policy sees, so everything it must react to has to survive being drawn at
+84x84: where the fighters stand and which way they face, and above all *when* the boss's next
+blow lands. That is why each upcoming blow's hit area is painted on the floor from the first tick
+of its wind-up, with a fill that grows out of the boss and brightens as the wind-up runs: the
+timing is in the pixels, not only in ``NpcAnimId``. A blow that lunges or leaps is announced
+where it will land, since that is where the player must not be. Low sweeps (jump them) are cyan,
+other blows orange, a blow in its active window solid red.
 
-The view is a chase camera from above: the camera's heading points up, the player sits low in
-the frame so more of what is ahead is shown. The HUD is Elden Ring's: HP, FP and stamina bars at
-the top left, the boss's name and bar at the bottom. Same world, same pixels: nothing here reads
-a clock or a random number.
+The camera chases the player from above with its heading pointing up and the player low in the
+frame, so the screen shows more of what is ahead, as the game's third-person camera does; the
+floor is seamed so that turning and moving show in the frame. The HUD mirrors Elden Ring's,
+which lets frames from the simulator and from the game be read alike. Line widths, sizes and
+fonts follow the image size. Nothing here reads a clock or draws a random number: the same world
+gives the same pixels, which recorded demonstrations and tests rely on.
 """
 
 from __future__ import annotations
@@ -20,242 +23,383 @@ import math
 import cv2
 import numpy as np
 
-from env.sim.geometry import ARENA_RADIUS, BOSS_RADIUS, PLAYER_RADIUS, Hitbox, Shape
-from env.sim.moves import PLAYER_ATTACKS, BossMove
-from env.sim.world import World
+from env.sim.geometry import ARENA_RADIUS, BOSS_RADIUS, PLAYER_RADIUS, Hitbox, Shape, clamp_to_arena
+from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove
+from env.sim.world import PLAYER_FLASKS, Boss, Player, World
 
-# BGR colours
-BACKGROUND = (12, 10, 10)
-FLOOR = (48, 52, 58)
-FLOOR_RING = (62, 68, 76)
-FOG_WALL = (120, 170, 190)
-PLAYER = (215, 225, 235)
-PLAYER_DODGING = (240, 210, 120)
-PLAYER_DEAD = (90, 90, 90)
-FLASH = (255, 255, 255)
-BOSS = (40, 40, 150)
-BOSS_DEAD = (60, 60, 70)
-PHASE_TWO = (60, 200, 240)
-TELEGRAPH = (0, 140, 255)
-TELEGRAPH_LOW = (230, 210, 0)
-ACTIVE = (0, 0, 255)
-DAGGER = (80, 215, 255)
-SLASH = (250, 250, 250)
-HP_BAR = (40, 40, 200)
-FP_BAR = (200, 90, 40)
-SP_BAR = (60, 170, 60)
-BOSS_BAR = (20, 20, 150)
-BAR_FRAME = (25, 25, 25)
-TEXT = (225, 225, 225)
+Colour = tuple[int, int, int]  # BGR
 
-VIEW_AHEAD_M = 11.0  # metres shown above the player
-PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the top
+BACKGROUND: Colour = (14, 11, 10)
+FLOOR: Colour = (54, 58, 64)
+FLOOR_SEAM: Colour = (42, 45, 50)
+FOG_WALL: Colour = (125, 170, 190)
+SHADOW: Colour = (24, 24, 26)
+PLAYER: Colour = (225, 232, 238)
+PLAYER_IFRAMES: Colour = (255, 210, 120)
+PLAYER_HURT: Colour = (70, 70, 255)
+DEAD: Colour = (110, 110, 110)
+BOSS: Colour = (40, 40, 155)
+BOSS_HURT: Colour = (255, 255, 255)
+GOLD: Colour = (40, 200, 250)
+TELEGRAPH: Colour = (0, 140, 255)
+TELEGRAPH_LOW: Colour = (240, 220, 0)
+ACTIVE: Colour = (0, 0, 255)
+DAGGER: Colour = (70, 215, 255)
+SLASH: Colour = (255, 255, 255)
+LOCK_ON: Colour = (255, 255, 255)
+HP_BAR: Colour = (40, 40, 195)
+FP_BAR: Colour = (190, 85, 40)
+SP_BAR: Colour = (55, 155, 60)
+BOSS_BAR: Colour = (25, 25, 140)
+BAR_BACK: Colour = (18, 18, 18)
+BAR_EDGE: Colour = (70, 95, 110)
+FLASK: Colour = (50, 90, 220)
+TEXT: Colour = (215, 225, 230)
+
 BOSS_NAME = "Margit, the Fell Omen"
+PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the top
+VIEW_AHEAD = 11.0  # metres of arena shown above the player ...
+MIN_VIEW_WIDTH = 12.0  # ... unless that would show less than this across (portrait frames)
+SEAMS = 12  # radial joints of the floor's stone ring: they show the view turning
+LEAP_HEIGHT = 2.0  # metres the boss rises at the top of a leap, for drawing only
+LUNGE_STOPS_SHORT = 1.4  # metres: World._update_boss ends a lunge or leap this far from its target
+
+
+def _mix(base: Colour, colour: Colour, amount: float) -> Colour:
+    """``amount`` of ``colour`` over ``base``: translucency at the price of one solid fill."""
+    return (
+        round(base[0] + (colour[0] - base[0]) * amount),
+        round(base[1] + (colour[1] - base[1]) * amount),
+        round(base[2] + (colour[2] - base[2]) * amount),
+    )
+
+
+class _Camera:
+    """World metres to pixels for one frame: the player at ``anchor``, the camera heading up."""
+
+    __slots__ = ("_x", "_y", "_c", "_s", "_ax", "_ay", "ppm", "_yaw_degrees")
+
+    def __init__(self, world: World, anchor: tuple[float, float], ppm: float) -> None:
+        self._x, self._y = world.player.x, world.player.y
+        self._c, self._s = math.cos(world.camera_yaw), math.sin(world.camera_yaw)
+        self._ax, self._ay = anchor
+        self.ppm = ppm
+        self._yaw_degrees = math.degrees(world.camera_yaw)
+
+    def point(self, x: float, y: float) -> tuple[int, int]:
+        dx, dy = x - self._x, y - self._y
+        right = dx * self._s - dy * self._c
+        ahead = dx * self._c + dy * self._s
+        return round(self._ax + right * self.ppm), round(self._ay - ahead * self.ppm)
+
+    def degrees(self, heading: float) -> float:
+        """A world heading as OpenCV draws angles: degrees clockwise from the image's +x."""
+        return self._yaw_degrees - math.degrees(heading) - 90.0
+
+    def pixels(self, metres: float) -> int:
+        return max(1, round(metres * self.ppm))
 
 
 class Renderer:
-    """Renders a ``World`` into a new (height, width, 3) uint8 BGR image per call."""
+    """Draws a ``World`` as a new (height, width, 3) uint8 BGR image per call.
+
+    Meant for 64x64 up to 3840x2160 (84x84 is the training size); anything down to 16x16 is
+    accepted so that tiny test observations work, legible or not.
+    """
 
     def __init__(self, width: int, height: int) -> None:
         if width < 16 or height < 16:
-            raise ValueError(f"frames must be at least 16x16, got {width}x{height}")
+            raise ValueError(f"frames must be at least 16x16 pixels, got {width}x{height}")
         self.width, self.height = width, height
-        self.scale = PLAYER_ROW * height / VIEW_AHEAD_M  # pixels per metre
-        self.origin = (width / 2.0, PLAYER_ROW * height)
-        self.small = min(width, height) < 160
-        self.line = 1 if self.small else max(1, round(min(width, height) / 240))
-        self.antialias = cv2.LINE_8 if self.small else cv2.LINE_AA
-        self._background = np.empty((height, width, 3), np.uint8)
-        self._background[:] = BACKGROUND
-        self._font_scale = max(0.35, height / 1800)
+        short = min(width, height)
+        self._ppm = min(PLAYER_ROW * height / VIEW_AHEAD, width / MIN_VIEW_WIDTH)
+        self._anchor = (width / 2.0, PLAYER_ROW * height)
+        # Anti-aliasing blurs 2-pixel bodies into mush at training sizes; it pays off above.
+        self._line_type = cv2.LINE_AA if short >= 200 else cv2.LINE_8
+        self._thin = max(1, round(short / 360))
+        self._thick = max(2, round(short / 180))
+        self._background = np.full((height, width, 3), BACKGROUND, np.uint8)
+        self._layout_hud(width, height)
 
-    # ------------------------------------------------------------------------------ geometry
-    def _view(self, world: World) -> tuple[float, float, float, float]:
-        c = world.camera_yaw
-        return world.player.x, world.player.y, math.cos(c), math.sin(c)
+    def _layout_hud(self, width: int, height: int) -> None:
+        """Place the HUD once: Elden Ring's bars at the top left, the boss's at the bottom."""
+        bar = max(2, round(height / 60))
+        gap = max(1, round(bar / 3))
+        x, y = max(2, round(width * 0.025)), max(2, round(height * 0.03))
+        self._bar_height = bar
+        self._framed = bar >= 6  # a gilt edge only where it can be seen
+        self._hp_bar = (x, y, round(width * 0.30))
+        self._fp_bar = (x, y + bar + gap, round(width * 0.20))
+        self._sp_bar = (x, y + 2 * (bar + gap), round(width * 0.25))
+        self._flask_origin = (x, y + 3 * (bar + gap) + gap)
+        self._flask_size = (max(2, round(bar * 0.8)), max(3, round(bar * 1.2)))
+        self._flask_step = self._flask_size[0] + max(1, gap)
+        length = round(width * 0.56)
+        self._boss_bar = ((width - length) // 2, height - max(3, round(height * 0.06)) - bar, length)
+        self._name_origin: tuple[int, int] | None = None
+        if width >= 320:
+            font = cv2.FONT_HERSHEY_TRIPLEX
+            (_, text_height), _ = cv2.getTextSize(BOSS_NAME, font, 1.0, 1)
+            self._font_scale = max(7, 0.022 * height) / text_height
+            self._font_thickness = max(1, round(height / 700))
+            self._name_origin = (self._boss_bar[0], self._boss_bar[1] - 2 * gap - self._framed)
 
-    def _to_screen(self, view: tuple[float, float, float, float], x: float, y: float) -> tuple[float, float]:
-        px, py, c, s = view
-        dx, dy = x - px, y - py
-        forward = dx * c + dy * s
-        right = dx * s - dy * c
-        return self.origin[0] + right * self.scale, self.origin[1] - forward * self.scale
-
-    def _screen_angle(self, view: tuple[float, float, float, float], angle: float) -> float:
-        """A world heading as an OpenCV angle (degrees, clockwise from screen +x)."""
-        _, _, c, s = view
-        fx, fy = math.cos(angle), math.sin(angle)
-        forward = fx * c + fy * s
-        right = fx * s - fy * c
-        return math.degrees(math.atan2(-forward, right))
-
-    @staticmethod
-    def _pt(p: tuple[float, float]) -> tuple[int, int]:
-        return int(round(p[0])), int(round(p[1]))
-
-    def _px(self, metres: float) -> int:
-        return max(1, int(round(metres * self.scale)))
-
-    # -------------------------------------------------------------------------------- render
+    # ----------------------------------------------------------------------------------- frame
     def render_bgr(self, world: World) -> np.ndarray:
         img = self._background.copy()
-        view = self._view(world)
-        self._draw_arena(img, view)
-        self._draw_telegraphs(img, view, world)
-        self._draw_daggers(img, view, world)
-        self._draw_boss(img, view, world)
-        self._draw_player(img, view, world)
-        self._draw_hud(img, world)
+        cam = _Camera(world, self._anchor, self._ppm)
+        wall = self._arena_edge(cam)
+        self._draw_floor(img, cam, wall)
+        if world.boss.move is not None and not world.boss.dead:
+            self._draw_telegraphs(img, cam, world)
+        cv2.polylines(img, [wall], True, FOG_WALL, self._thick, self._line_type)
+        for d in world.daggers:  # a short streak behind each blade shows where it flies
+            tail = cam.point(d.x - 6 * d.vx, d.y - 6 * d.vy)
+            cv2.line(img, tail, cam.point(d.x, d.y), DAGGER, self._thick, self._line_type)
+        self._draw_boss(img, cam, world.boss, world.player.locked_on)
+        self._draw_player(img, cam, world.player)
+        self._draw_hud(img, world.player, world.boss)
         return img
 
-    def _draw_arena(self, img: np.ndarray, view) -> None:
-        centre = self._pt(self._to_screen(view, 0.0, 0.0))
-        cv2.circle(img, centre, self._px(ARENA_RADIUS), FLOOR, -1, self.antialias)
-        cv2.circle(img, centre, self._px(ARENA_RADIUS / 2), FLOOR_RING, self.line, self.antialias)
-        cv2.circle(img, centre, self._px(ARENA_RADIUS), FOG_WALL, self.line + 1, self.antialias)
+    @staticmethod
+    def _arena_edge(cam: _Camera) -> np.ndarray:
+        """The fog wall as a polygon within half a pixel of a circle: OpenCV's own anti-aliased
+        circles are 5-degree polygons, whose facets show on a wall this big at 4K."""
+        radius = cam.pixels(ARENA_RADIUS)
+        step = 2.0 * math.degrees(math.acos(1.0 - 0.5 / max(radius, 1.0)))
+        return cv2.ellipse2Poly(cam.point(0.0, 0.0), (radius, radius), 0, 0, 360, min(5, int(step)))
 
-    def _draw_telegraphs(self, img: np.ndarray, view, world: World) -> None:
+    def _draw_floor(self, img: np.ndarray, cam: _Camera, wall: np.ndarray) -> None:
+        cv2.fillPoly(img, [wall], FLOOR, self._line_type)
+        centre = cam.point(0.0, 0.0)
+        inner = 0.45 * ARENA_RADIUS
+        cv2.circle(img, centre, cam.pixels(inner), FLOOR_SEAM, self._thin, self._line_type)
+        for k in range(SEAMS):
+            a = 2.0 * math.pi * k / SEAMS
+            c, s = math.cos(a), math.sin(a)
+            start = cam.point(inner * c, inner * s)
+            end = cam.point(ARENA_RADIUS * c, ARENA_RADIUS * s)
+            cv2.line(img, start, end, FLOOR_SEAM, self._thin, self._line_type)
+
+    # ------------------------------------------------------------------------------ telegraphs
+    def _draw_telegraphs(self, img: np.ndarray, cam: _Camera, world: World) -> None:
+        """Every blow of the current move that has not ended, the next one drawn last (on top)."""
         boss = world.boss
-        move: BossMove | None = boss.move
-        if move is None or boss.dead:
-            return
+        move: BossMove = boss.move
         t = boss.move_t
-        facing = self._screen_angle(view, boss.angle)
-        ox, oy = self._landing(world, move, t)
-        for strike in move.strikes:
+        facing = boss.angle
+        fx, fy = math.cos(facing), math.sin(facing)
+        ox, oy = _landing(world, move, t)
+        anchors = []
+        for strike in move.strikes:  # a strike's step is taken as it begins: add those to come
+            if strike.start >= t and strike.step:
+                ox, oy = clamp_to_arena(ox + fx * strike.step, oy + fy * strike.step, BOSS_RADIUS)
+            anchors.append((ox, oy))
+        for i in reversed(range(len(move.strikes))):
+            strike = move.strikes[i]
             if t >= strike.end:
                 continue
-            if strike.hitbox is None:  # a volley: golden sparks gathering at the boss's hand
-                if t < strike.start:
-                    progress = t / max(1, strike.start)
-                    tip = (boss.x + math.cos(boss.angle) * BOSS_RADIUS * 1.6, boss.y + math.sin(boss.angle) * BOSS_RADIUS * 1.6)
-                    cv2.circle(img, self._pt(self._to_screen(view, *tip)), self._px(0.25 + 0.45 * progress), DAGGER, -1, self.antialias)
-                continue
-            colour = TELEGRAPH_LOW if strike.hitbox.low else TELEGRAPH
-            if t >= strike.start:
-                self._shape(img, view, ox, oy, facing, boss.angle, strike.hitbox, 1.0, ACTIVE, -1)
-            else:
-                progress = t / max(1, strike.start)
-                fill = tuple(int(f + (c - f) * (0.35 + 0.4 * progress)) for f, c in zip(FLOOR, colour))
-                self._shape(img, view, ox, oy, facing, boss.angle, strike.hitbox, max(0.05, progress), fill, -1)
-                self._shape(img, view, ox, oy, facing, boss.angle, strike.hitbox, 1.0, colour, self.line)
-            break  # only the next blow is announced
+            ax, ay = anchors[i]
+            if strike.hitbox is not None:
+                if t >= strike.start:
+                    self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, 1.0, ACTIVE, -1)
+                    continue
+                colour = TELEGRAPH_LOW if strike.hitbox.low else TELEGRAPH
+                progress = _windup_progress(move, i, t)
+                fill = _mix(FLOOR, colour, 0.3 + 0.5 * progress)
+                extent = 0.2 + 0.8 * progress  # from the first tick, not hidden under the boss
+                self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, extent, fill, -1)
+                self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, 1.0, colour, self._thin)
+            elif t < strike.start:
+                progress = _windup_progress(move, i, t)
+                if strike.projectiles:
+                    self._draw_volley_windup(img, cam, boss, strike.projectiles, strike.spread, progress)
+                else:  # the phase-shift roar: a golden ring swelling around the boss
+                    radius = cam.pixels(BOSS_RADIUS * (1.3 + 2.0 * progress))
+                    cv2.circle(img, cam.point(boss.x, boss.y), radius, GOLD, self._thick, self._line_type)
 
-    @staticmethod
-    def _landing(world: World, move: BossMove, t: int) -> tuple[float, float]:
-        """Where the boss will stand when the blow falls: lunges and leaps are announced where
-        they will land, which while the boss still tracks is towards the player."""
-        b, p = world.boss, world.player
-        if not move.travel_ticks or t >= move.travel_start + move.travel_ticks:
-            return b.x, b.y
-        if t >= move.travel_start:
-            remaining = move.travel_start + move.travel_ticks - t
-            return b.x + b.travel_dx * remaining, b.y + b.travel_dy * remaining
-        dx, dy = p.x - b.x, p.y - b.y
-        dist = math.hypot(dx, dy) or 1.0
-        reach = min(move.travel_max, max(0.0, dist - 1.4))
-        return b.x + dx / dist * reach, b.y + dy / dist * reach
-
-    def _shape(self, img, view, ox, oy, facing_deg, facing, hitbox: Hitbox, extent: float, colour, thickness) -> None:
-        """Draw ``hitbox`` held at (ox, oy); ``extent`` < 1 draws it grown that far from the owner."""
-        if hitbox.shape is Shape.SECTOR:
-            half = math.degrees(hitbox.half_angle)
-            centre = self._pt(self._to_screen(view, ox, oy))
-            radius = self._px(hitbox.reach * extent)
-            cv2.ellipse(img, centre, (radius, radius), 0.0, facing_deg - half, facing_deg + half, colour, thickness, self.antialias)
-            if thickness > 0:
-                for side in (-half, half):
-                    a = math.radians(facing_deg + side)
-                    end = (centre[0] + radius * math.cos(a), centre[1] + radius * math.sin(a))
-                    cv2.line(img, centre, self._pt(end), colour, thickness, self.antialias)
-        elif hitbox.shape is Shape.CIRCLE:
-            cx = ox + math.cos(facing) * hitbox.offset
-            cy = oy + math.sin(facing) * hitbox.offset
-            cv2.circle(img, self._pt(self._to_screen(view, cx, cy)), self._px(hitbox.reach * extent), colour, thickness, self.antialias)
-        else:
-            fx, fy = math.cos(facing), math.sin(facing)
-            sx, sy = -fy * hitbox.half_width, fx * hitbox.half_width
-            length = hitbox.reach * extent
-            corners = [
-                (ox + sx, oy + sy), (ox + sx + fx * length, oy + sy + fy * length),
-                (ox - sx + fx * length, oy - sy + fy * length), (ox - sx, oy - sy),
-            ]
-            poly = np.array([self._pt(self._to_screen(view, *c)) for c in corners], np.int32)
+    def _draw_hitbox(
+        self,
+        img: np.ndarray,
+        cam: _Camera,
+        x: float,
+        y: float,
+        facing: float,
+        hitbox: Hitbox,
+        extent: float,
+        colour: Colour,
+        thickness: int,
+    ) -> None:
+        """``hitbox`` held at (x, y) facing ``facing``, grown to ``extent`` of its size away from
+        its holder; ``thickness`` -1 fills it, as everywhere in OpenCV."""
+        lt = self._line_type
+        fx, fy = math.cos(facing), math.sin(facing)
+        if hitbox.shape is Shape.CIRCLE:
+            centre = cam.point(x + fx * hitbox.offset, y + fy * hitbox.offset)
+            cv2.circle(img, centre, cam.pixels(hitbox.reach * extent), colour, thickness, lt)
+        elif hitbox.shape is Shape.SECTOR:
+            centre = cam.point(x, y)
+            radius = cam.pixels(hitbox.reach * extent)
+            mid, half = cam.degrees(facing), math.degrees(hitbox.half_angle)
             if thickness < 0:
-                cv2.fillConvexPoly(img, poly, colour, self.antialias)
+                cv2.ellipse(img, centre, (radius, radius), 0.0, mid - half, mid + half, colour, -1, lt)
             else:
-                cv2.polylines(img, [poly], True, colour, thickness, self.antialias)
+                arc = cv2.ellipse2Poly(centre, (radius, radius), 0, round(mid - half), round(mid + half), 5)
+                outline = np.vstack((np.array([centre], np.int32), arc))
+                cv2.polylines(img, [outline], True, colour, thickness, lt)
+        else:
+            sx, sy = -fy * hitbox.half_width, fx * hitbox.half_width
+            ex, ey = x + fx * hitbox.reach * extent, y + fy * hitbox.reach * extent
+            corners = np.array(
+                [cam.point(x + sx, y + sy), cam.point(ex + sx, ey + sy),
+                 cam.point(ex - sx, ey - sy), cam.point(x - sx, y - sy)],
+                np.int32,
+            )
+            if thickness < 0:
+                cv2.fillConvexPoly(img, corners, colour, lt)
+            else:
+                cv2.polylines(img, [corners], True, colour, thickness, lt)
 
-    def _draw_daggers(self, img: np.ndarray, view, world: World) -> None:
-        for d in world.daggers:
-            head = self._to_screen(view, d.x, d.y)
-            tail = self._to_screen(view, d.x - d.vx * 8, d.y - d.vy * 8)
-            cv2.line(img, self._pt(tail), self._pt(head), DAGGER, self.line + 1, self.antialias)
+    def _draw_volley_windup(
+        self, img: np.ndarray, cam: _Camera, boss: Boss, count: int, spread: float, progress: float
+    ) -> None:
+        """Gold gathering in the boss's hand and the fan the daggers will fly along, lengthening
+        and brightening as the throw nears."""
+        hx, hy = boss.x + math.cos(boss.angle) * BOSS_RADIUS, boss.y + math.sin(boss.angle) * BOSS_RADIUS
+        hand = cam.point(hx, hy)
+        colour = _mix(FLOOR, DAGGER, 0.35 + 0.65 * progress)
+        length = 1.0 + 5.0 * progress
+        for k in range(count):
+            a = boss.angle + (k - (count - 1) / 2) * spread
+            end = cam.point(hx + math.cos(a) * length, hy + math.sin(a) * length)
+            cv2.line(img, hand, end, colour, self._thin, self._line_type)
+        cv2.circle(img, hand, cam.pixels(0.15 + 0.35 * progress), DAGGER, -1, self._line_type)
 
-    def _draw_body(self, img, view, x, y, radius_m, angle, colour, lift: float = 0.0) -> None:
-        centre = self._to_screen(view, x, y)
-        if lift > 0:  # airborne: a shadow stays on the floor, the body rises towards the viewer
-            cv2.circle(img, self._pt(centre), self._px(radius_m), BACKGROUND, -1, self.antialias)
-        radius = self._px(radius_m * (1.0 + 0.35 * lift))
-        cv2.circle(img, self._pt(centre), radius, colour, -1, self.antialias)
-        nose = self._to_screen(view, x + math.cos(angle) * radius_m * 1.5, y + math.sin(angle) * radius_m * 1.5)
-        cv2.line(img, self._pt(centre), self._pt(nose), colour, max(1, self.line + (0 if self.small else 1)), self.antialias)
+    # -------------------------------------------------------------------------------- fighters
+    def _draw_body(
+        self,
+        img: np.ndarray,
+        cam: _Camera,
+        x: float,
+        y: float,
+        radius: float,
+        facing: float,
+        colour: Colour,
+        height: float,
+    ) -> int:
+        """A round body with a point towards ``facing`` (a teardrop); ``height`` metres off the
+        floor, it is drawn larger over a shadow cast down and to the right. Returns the drawn
+        radius in pixels."""
+        centre = cam.point(x, y)
+        r = cam.pixels(radius)
+        if height > 0.0:
+            shift = round(0.6 * height * cam.ppm)
+            cv2.circle(img, (centre[0] + shift, centre[1] + shift), r, SHADOW, -1, self._line_type)
+            r = cam.pixels(radius * (1.0 + 0.25 * height))
+        cv2.circle(img, centre, r, colour, -1, self._line_type)
+        a = math.radians(cam.degrees(facing))
+        tip_r = max(r + 2, 1.8 * r)
+        points = [(centre[0] + tip_r * math.cos(a), centre[1] + tip_r * math.sin(a))]
+        for side in (-1.0, 1.0):
+            b = a + side * 1.1
+            points.append((centre[0] + r * math.cos(b), centre[1] + r * math.sin(b)))
+        cv2.fillConvexPoly(img, np.array(points, np.float64).round().astype(np.int32), colour, self._line_type)
+        return r
 
-    def _draw_boss(self, img: np.ndarray, view, world: World) -> None:
-        b = world.boss
-        colour = BOSS_DEAD if b.dead else (FLASH if b.hit_flash else BOSS)
-        move = b.move
-        lift = 0.0
-        if move is not None and move.airborne and move.travel_start <= b.move_t < move.travel_start + move.travel_ticks:
-            s = (b.move_t - move.travel_start) / move.travel_ticks
-            lift = 4.0 * s * (1.0 - s)
-        if b.phase == 2 and not b.dead:
-            cv2.circle(img, self._pt(self._to_screen(view, b.x, b.y)), self._px(BOSS_RADIUS * (1.25 + 0.35 * lift)), PHASE_TWO, self.line, self.antialias)
-        self._draw_body(img, view, b.x, b.y, BOSS_RADIUS, b.angle, colour, lift)
-        if world.player.locked_on and not b.dead:
-            cv2.circle(img, self._pt(self._to_screen(view, b.x, b.y)), max(1, self._px(0.15)), FLASH, -1, self.antialias)
+    def _draw_boss(self, img: np.ndarray, cam: _Camera, boss: Boss, locked_on: bool) -> None:
+        if boss.dead:
+            self._draw_body(img, cam, boss.x, boss.y, BOSS_RADIUS, boss.angle, DEAD, 0.0)
+            return
+        height = 0.0
+        move = boss.move
+        if move is not None and move.airborne:
+            s = (boss.move_t - move.travel_start) / max(1, move.travel_ticks)
+            if 0.0 <= s < 1.0:
+                height = LEAP_HEIGHT * 4.0 * s * (1.0 - s)
+        centre = cam.point(boss.x, boss.y)
+        if boss.phase == 2:
+            aura = cam.pixels(BOSS_RADIUS * (1.3 + 0.25 * height))
+            cv2.circle(img, centre, aura, GOLD, self._thick, self._line_type)
+        colour = BOSS_HURT if boss.hit_flash > 0 else BOSS
+        self._draw_body(img, cam, boss.x, boss.y, BOSS_RADIUS, boss.angle, colour, height)
+        if locked_on:
+            cv2.circle(img, centre, cam.pixels(0.15), LOCK_ON, -1, self._line_type)
 
-    def _draw_player(self, img: np.ndarray, view, world: World) -> None:
-        p = world.player
-        if p.dead:
-            colour = PLAYER_DEAD
-        elif p.hit_flash:
-            colour = FLASH
-        elif p.invulnerable:
-            colour = PLAYER_DODGING
+    def _draw_player(self, img: np.ndarray, cam: _Camera, player: Player) -> None:
+        if player.dead:
+            colour = DEAD
+        elif player.hit_flash > 0:
+            colour = PLAYER_HURT
+        elif player.invulnerable:
+            colour = PLAYER_IFRAMES
         else:
             colour = PLAYER
-        attack = PLAYER_ATTACKS.get(p.anim)
-        if attack is not None and attack.hit_start <= p.anim_t < attack.hit_start + attack.hit_ticks:
-            self._shape(img, view, p.x, p.y, self._screen_angle(view, p.angle), p.angle, attack.hitbox, 1.0, SLASH, self.line)
-        self._draw_body(img, view, p.x, p.y, PLAYER_RADIUS, p.angle, colour, lift=p.z / 0.9)
+        attack = PLAYER_ATTACKS.get(player.anim)
+        if attack is not None and attack.hit_start <= player.anim_t < attack.hit_start + attack.hit_ticks:
+            self._draw_slash(img, cam, player, attack.hitbox)
+        height = min(player.z, 2.0 * JUMP_HEIGHT)
+        self._draw_body(img, cam, player.x, player.y, PLAYER_RADIUS, player.angle, colour, height)
 
-    # ----------------------------------------------------------------------------------- HUD
-    def _bar(self, img: np.ndarray, x: int, y: int, width: int, height: int, fraction: float, colour) -> None:
-        cv2.rectangle(img, (x, y), (x + width, y + height - 1), BAR_FRAME, -1)
-        filled = int(round(width * min(1.0, max(0.0, fraction))))
+    def _draw_slash(self, img: np.ndarray, cam: _Camera, player: Player, hitbox: Hitbox) -> None:
+        """The player's blade as it cuts: an arc across a swing, a line along a thrust."""
+        if hitbox.shape is Shape.SECTOR:
+            radius = cam.pixels(0.8 * hitbox.reach)
+            mid, half = cam.degrees(player.angle), math.degrees(hitbox.half_angle)
+            centre = cam.point(player.x, player.y)
+            cv2.ellipse(img, centre, (radius, radius), 0.0, mid - half, mid + half, SLASH, self._thick, self._line_type)
+        else:
+            c, s = math.cos(player.angle), math.sin(player.angle)
+            start = cam.point(player.x + c * PLAYER_RADIUS, player.y + s * PLAYER_RADIUS)
+            end = cam.point(player.x + c * hitbox.reach, player.y + s * hitbox.reach)
+            cv2.line(img, start, end, SLASH, self._thick, self._line_type)
+
+    # ------------------------------------------------------------------------------------- HUD
+    def _draw_hud(self, img: np.ndarray, player: Player, boss: Boss) -> None:
+        self._draw_bar(img, self._hp_bar, player.hp / max(1, player.max_hp), HP_BAR)
+        self._draw_bar(img, self._fp_bar, player.fp / max(1, player.max_fp), FP_BAR)
+        self._draw_bar(img, self._sp_bar, player.sp / max(1, player.max_sp), SP_BAR)
+        x, y = self._flask_origin
+        w, h = self._flask_size
+        for i in range(max(PLAYER_FLASKS, player.flasks)):  # full flasks lit, used ones dark
+            left = x + i * self._flask_step
+            colour = FLASK if i < player.flasks else BAR_BACK
+            cv2.rectangle(img, (left, y), (left + w - 1, y + h - 1), colour, -1)
+        self._draw_bar(img, self._boss_bar, boss.hp / max(1, boss.max_hp), BOSS_BAR)
+        if self._name_origin is not None:
+            cv2.putText(
+                img, BOSS_NAME, self._name_origin, cv2.FONT_HERSHEY_TRIPLEX, self._font_scale, TEXT,
+                self._font_thickness, cv2.LINE_AA,
+            )
+
+    def _draw_bar(self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour) -> None:
+        x, y, length = bar
+        bottom = y + self._bar_height - 1
+        if self._framed:
+            cv2.rectangle(img, (x - 1, y - 1), (x + length, bottom + 1), BAR_EDGE, 1)
+        cv2.rectangle(img, (x, y), (x + length - 1, bottom), BAR_BACK, -1)
+        filled = round(length * min(1.0, max(0.0, fraction)))
         if filled > 0:
-            cv2.rectangle(img, (x, y), (x + filled - 1, y + height - 1), colour, -1)
+            cv2.rectangle(img, (x, y), (x + filled - 1, bottom), colour, -1)
 
-    def _draw_hud(self, img: np.ndarray, world: World) -> None:
-        w, h = self.width, self.height
-        p, b = world.player, world.boss
-        bar_h = max(2, round(h / 42))
-        gap = max(1, bar_h // 2)
-        x0, y0 = max(1, round(w / 40)), max(1, round(h / 40))
-        length = round(w * 0.32)
-        self._bar(img, x0, y0, length, bar_h, p.hp / p.max_hp, HP_BAR)
-        self._bar(img, x0, y0 + bar_h + gap, round(length * 0.7), bar_h, p.fp / max(1, p.max_fp), FP_BAR)
-        self._bar(img, x0, y0 + 2 * (bar_h + gap), round(length * 0.8), bar_h, p.sp / max(1, p.max_sp), SP_BAR)
-        flask = max(2, bar_h)
-        fy = y0 + 3 * (bar_h + gap)
-        for i in range(p.flasks):
-            fx = x0 + i * (flask + gap)
-            cv2.rectangle(img, (fx, fy), (fx + flask - 1, fy + flask - 1), DAGGER, -1)
 
-        boss_len = round(w * 0.6)
-        bx = (w - boss_len) // 2
-        by = h - max(2, round(h / 16))
-        self._bar(img, bx, by, boss_len, bar_h, b.hp / b.max_hp, BOSS_BAR)
-        if w >= 320:
-            cv2.putText(img, BOSS_NAME, (bx, by - gap * 2), cv2.FONT_HERSHEY_SIMPLEX, self._font_scale, TEXT, 1, cv2.LINE_AA)
+def _windup_progress(move: BossMove, index: int, t: int) -> float:
+    """How far strike ``index``'s wind-up has run, 0 to 1: from the start of the move for the
+    first strike, from the end of the previous one for the rest of a combo."""
+    begin = move.strikes[index - 1].end if index else 0
+    length = max(1, move.strikes[index].start - begin)
+    return min(1.0, max(0.0, (t - begin) / length))
+
+
+def _landing(world: World, move: BossMove, t: int) -> tuple[float, float]:
+    """Where the boss will stand when the move's blows fall. Before a lunge or leap takes off it
+    is aimed at the player's current spot, exactly as ``World`` aims it at take-off."""
+    b, p = world.boss, world.player
+    if not move.travel_ticks or t >= move.travel_start + move.travel_ticks:
+        return b.x, b.y
+    if t >= move.travel_start:
+        remaining = move.travel_start + move.travel_ticks - t
+        return clamp_to_arena(b.x + b.travel_dx * remaining, b.y + b.travel_dy * remaining, BOSS_RADIUS)
+    dx, dy = p.x - b.x, p.y - b.y
+    dist = math.hypot(dx, dy) or 1.0
+    reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT))
+    return clamp_to_arena(b.x + dx / dist * reach, b.y + dy / dist * reach, BOSS_RADIUS)

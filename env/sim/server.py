@@ -65,6 +65,7 @@ class SimProcess:
     def bgra_frame(self) -> tuple[int, bytes]:
         """The current frame as tight BGRA bytes, rendered once per tick however often asked."""
         with self.lock:
+            self.clock.settle()
             tick = self.world.tick_count
             if self._frame_cache[0] != tick:
                 bgra = cv2.cvtColor(self.renderer.render_bgr(self.world), cv2.COLOR_BGR2BGRA)
@@ -73,6 +74,7 @@ class SimProcess:
 
     def bgr_frame(self) -> tuple[int, np.ndarray]:
         with self.lock:
+            self.clock.settle()
             return self.world.tick_count, self.renderer.render_bgr(self.world)
 
 
@@ -175,6 +177,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if (problem := self._attribute_problem(name)) is not None:
             return pb2.GetSiphonResponse(success=False, message=problem)
         with self.process.lock:
+            self.process.clock.settle()
             value = memory.read(self.process.world, name)
         return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[self.attributes[name]]: value})
 
@@ -189,10 +192,11 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             return pb2.SetSiphonResponse(success=False, message=f"{name} is {self.attributes[name]}: send {expected}, got {given}")
         try:
             with self.process.lock:
+                self.process.clock.settle()  # the write lands after every tick due before it
                 memory.write(self.process.world, name, getattr(request, given))
+                self.process.clock.reschedule()
         except memory.MemoryError_ as e:
             return pb2.SetSiphonResponse(success=False, message=str(e))
-        self.process.clock.poke()
         return pb2.SetSiphonResponse(success=True, message=f"{name} written")
 
     # -------------------------------------------------------------------------------- input

@@ -1,0 +1,210 @@
+"""``python -m env.sim`` over real gRPC: pysiphon's CLI, bad input, game speed, streaming, and the
+same fight through the server as in-process."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import grpc
+import numpy as np
+import pytest
+from pysiphon.generated import siphon_service_pb2 as pb2
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
+
+from env.elden_env import EldenRingEnv
+from env.siphon import SiphonClient, SiphonError
+from env.siphon_config import ConfigError, load_siphon_config
+from env.siphon_game import SiphonGame
+from env.sim.game import SimGame
+from env.sim.launcher import SimServer, free_port
+
+ROOT = Path(__file__).parents[1]
+SIM_CONFIG = ROOT / "env/profiles/sim_margit/siphon.toml"
+ER_CONFIG = ROOT / "env/profiles/eldenring_margit/siphon.toml"
+
+
+def pysiphon(host: str, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    cli = Path(sys.executable).parent / "pysiphon"
+    return subprocess.run([str(cli), "--host", host, *args], capture_output=True, text=True, timeout=30, cwd=cwd)
+
+
+@pytest.mark.slow
+def test_pysiphons_own_cli_drives_the_simulator(sim_server: SimServer, tmp_path: Path):
+    host = sim_server.host
+    assert pysiphon(host, "init", str(SIM_CONFIG)).returncode == 0
+    status = pysiphon(host, "status").stdout
+    assert "Memory Initialized:  Yes" in status and "elden-il-sim" in status
+    assert "HeroHp = " in pysiphon(host, "get", "HeroHp").stdout
+    assert pysiphon(host, "set", "HeroHp", "int", "100").returncode == 0
+    assert "HeroHp = 100 (int)" in pysiphon(host, "get", "HeroHp").stdout
+    # pause the fight so only our key moves the player
+    assert pysiphon(host, "set", "gameSpeedFlag", "bool", "1").returncode == 0
+    y0 = float(pysiphon(host, "get", "HeroLocalPosY").stdout.split("=")[1].split()[0])
+    assert pysiphon(host, "set", "gameSpeedVal", "float", "0").returncode == 0
+    pysiphon(host, "toggle", "w", "1")
+    pysiphon(host, "set", "gameSpeedVal", "float", "1")
+    time.sleep(0.3)
+    pysiphon(host, "set", "gameSpeedVal", "float", "0")
+    pysiphon(host, "toggle", "w", "0")
+    y1 = float(pysiphon(host, "get", "HeroLocalPosY").stdout.split("=")[1].split()[0])
+    assert y1 > y0 + 0.5  # W walks towards the boss (+Y at the start)
+    assert pysiphon(host, "input", "w", "200", "0").returncode == 0
+    out = tmp_path / "arena.png"
+    assert pysiphon(host, "capture", str(out)).returncode == 0
+    picture = cv2.imread(str(out))
+    assert picture.shape == (90, 160, 3) and picture.std() > 10  # a scene, not a blank
+
+
+@pytest.mark.slow
+def test_the_games_own_config_is_accepted_unchanged(sim_server: SimServer):
+    result = pysiphon(sim_server.host, "init", str(ER_CONFIG))
+    assert result.returncode == 0, result.stdout
+    assert "NpcAnimId = " in pysiphon(sim_server.host, "get", "NpcAnimId").stdout
+
+
+@pytest.fixture
+def stub(sim_server: SimServer):
+    with grpc.insecure_channel(sim_server.host) as channel:
+        stub = pb2_grpc.SiphonServiceStub(channel)
+        client = SiphonClient(sim_server.host)
+        client.configure(load_siphon_config(SIM_CONFIG))
+        yield stub
+        client.close()
+
+
+def still_serving(stub) -> bool:
+    response = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=2)
+    return response.success and response.int_value > 0
+
+
+def test_bad_input_is_refused_with_a_reason_and_the_server_keeps_serving(stub, tmp_path: Path):
+    cases = [
+        (stub.GetAttribute, pb2.GetSiphonRequest(attributeName="HeroHP"), "'HeroHP' is not in the current config"),
+        (stub.SetAttribute, pb2.SetSiphonRequest(attributeName="HeroHp", float_value=1.5), "HeroHp is int: send int_value, got float_value"),
+        (stub.SetAttribute, pb2.SetSiphonRequest(attributeName="NpcAnimId", int_value=1), "read-only"),
+        (stub.InputKeyTap, pb2.InputKeyTapRequest(keys=["W", "LSHIFT"], hold_ms=10), "unknown key names ['LSHIFT']"),
+        (stub.InputKeyTap, pb2.InputKeyTapRequest(keys=["W"], hold_ms=-5), "hold_ms and delay_ms"),
+        (stub.InputKeyToggle, pb2.InputKeyToggleRequest(key="SHFT", toggle=True), "unknown key name 'SHFT'"),
+        (stub.InputKeyToggle, pb2.InputKeyToggleRequest(key="LEFT", toggle=True), "mouse buttons can only be tapped"),
+        (stub.MoveMouse, pb2.MoveMouseRequest(delta_x=5, steps=0), "steps must be at least 1"),
+        (stub.StartRecording, pb2.StartRecordingRequest(), "capture.record"),
+        (stub.SetProcessConfig, pb2.SetProcessConfigRequest(process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroLuck", type="int")]), "HeroLuck: no such attribute"),
+        (stub.SetProcessConfig, pb2.SetProcessConfigRequest(process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroHp", type="float")]), "HeroHp: type 'float', the simulator's is 'int'"),
+    ]
+    for rpc, request, reason in cases:
+        response = rpc(request, timeout=5)
+        assert not response.success and reason in response.message, (request, response.message)
+        assert still_serving(stub)
+
+    marker = tmp_path / "executed"
+    response = stub.ExecuteCommand(pb2.ExecuteCommandRequest(command="touch", args=[str(marker)]), timeout=5)
+    assert not response.success and "refused" in response.message
+    assert not marker.exists()
+    assert still_serving(stub)
+
+
+def test_a_malformed_config_fails_in_pysiphon_and_in_our_loader_and_the_server_lives_on(sim_server: SimServer, tmp_path: Path):
+    broken = tmp_path / "broken.toml"
+    broken.write_text('[process_info]\nname = "x.exe"\n[attributes.HeroHp\ntype = "int"\n')
+    assert pysiphon(sim_server.host, "init", str(broken)).returncode != 0
+    with pytest.raises(ConfigError, match=r"broken.toml: malformed TOML.*line 3"):
+        load_siphon_config(broken)
+    assert pysiphon(sim_server.host, "status").returncode == 0
+
+
+def test_game_speed_pauses_and_paused_steps_are_exact(stub):
+    def ticks() -> int:
+        return stub.GetAttribute(pb2.GetSiphonRequest(attributeName="SimTick"), timeout=2).int_value
+
+    def speed(value: float) -> None:
+        assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=value), timeout=2).success
+
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    start = ticks()
+    time.sleep(0.5)
+    assert 20 <= ticks() - start <= 40  # ~60 ticks/s
+    speed(0.0)
+    paused = ticks()
+    time.sleep(0.3)
+    assert ticks() == paused
+    for _ in range(5):
+        before = ticks()
+        speed(1.0)
+        time.sleep(0.2)
+        speed(0.0)
+        assert ticks() - before == 12
+
+
+def test_streamed_frames_are_new_and_numbered(stub):
+    stub.InitializeCapture(pb2.InitializeCaptureRequest(), timeout=2)
+    for fmt in ("raw", "jpeg"):
+        stream = stub.StreamFrames(pb2.StreamFramesRequest(format=fmt, quality=80), timeout=10)
+        frames = [next(stream) for _ in range(5)]
+        stream.cancel()
+        numbers = [f.frame_number for f in frames]
+        assert numbers == sorted(set(numbers))
+        assert all((f.width, f.height) == (160, 90) for f in frames)
+        if fmt == "raw":
+            assert len(frames[0].data) == 160 * 90 * 4
+        else:
+            assert cv2.imdecode(np.frombuffer(frames[0].data, np.uint8), cv2.IMREAD_COLOR).shape == (90, 160, 3)
+
+
+def test_no_server_is_a_clear_error_within_the_deadline():
+    started = time.monotonic()
+    with pytest.raises(SiphonError, match="no Siphon server at 127.0.0.1:.*python -m env.sim"):
+        SiphonClient(f"127.0.0.1:{free_port()}", connect_timeout=1.0)
+    assert time.monotonic() - started < 3
+
+
+def frame_hash(rgb: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(rgb).tobytes()).hexdigest()
+
+
+@pytest.mark.slow
+def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
+    """Same seed, same actions, paused between steps: identical states and identical frames."""
+    actions = [1, 1, 9, 9, 7, 0, 5, 10, 11, 3, 12, 9, 0, 8, 2, 9] * 2
+    size = (160, 90)
+
+    def trajectory(game) -> list[tuple]:
+        env = EldenRingEnv(game_interface=game, pause_between_steps=True, frame_size=size, state_attributes=game.profile.attribute_names)
+        obs, _ = env.reset(seed=11)
+        out = []
+        for a in actions:
+            obs, reward, terminated, truncated, info = env.step(a)
+            state = {k: v for k, v in env.state.items() if k not in ("SimTick", "gameSpeedVal", "gameSpeedFlag")}
+            out.append((state, frame_hash(env.render()), reward))
+        return out
+
+    local = trajectory(SimGame(seed=0, window_size=size))
+    with SimServer(seed=99, size=size, log_path=tmp_path / "server.log") as server:
+        game = SiphonGame(server.host, "sim_margit")
+        try:
+            remote = trajectory(game)
+        finally:
+            game.close()
+    for step, (a, b) in enumerate(zip(local, remote)):
+        assert a[0] == b[0], f"state differs at step {step}"
+        assert a[1] == b[1], f"frame differs at step {step}"
+        assert a[2] == b[2]
+
+
+@pytest.mark.slow
+def test_vector_env_over_two_simulator_servers():
+    from env.vector import make_vector_env
+
+    envs = make_vector_env(2, backend="sim_servers", timestep_ms=50)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs["frame"].shape == (2, 84, 84, 3)
+        for _ in range(3):
+            obs, rewards, terminated, truncated, infos = envs.step(np.array([1, 9]))
+        assert rewards.shape == (2,) and "step_wall_ms" in infos
+    finally:
+        envs.close()

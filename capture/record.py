@@ -191,8 +191,6 @@ class Recorder:
         try:
             while not self.requests.quit.is_set():
                 sample, state, frame, events = self.sampler.next_sample()
-                if self.autopilot:
-                    self.autopilot.maybe_act(state)
                 outcome = self._handle_requests((frame.rgb.shape[1], frame.rgb.shape[0]))
                 if outcome is None and not args.manual:
                     event = self.tracker.update(state)
@@ -200,6 +198,9 @@ class Recorder:
                         self._start_episode((frame.rgb.shape[1], frame.rgb.shape[0]))
                     elif event is not None:
                         outcome = event
+                if self.autopilot and outcome is None:
+                    # after the episode starts: its decisions fall on the env's step boundaries
+                    self.autopilot.maybe_act(state)
                 if self.writer is not None:
                     self.writer.append(sample)
                     self.writer.append_events(events)

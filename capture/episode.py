@@ -1,0 +1,243 @@
+"""One HDF5 file per episode, durable while it grows.
+
+An episode is written as ``<name>.h5.partial`` in HDF5's single-writer/multiple-reader (SWMR)
+mode: samples are buffered in memory and appended, then flushed, at most every
+``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
+was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
+attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
+whole episode.
+
+Layout (N samples, A attributes, K keys; all on the recorder's one clock):
+
+========================  ==================  =============================================
+``frames``                (N, H, W, 3) uint8  RGB at the stored size, gzip-1, a chunk a frame
+``t`` / ``frame_t``       (N,) float64        sample time / when its frame was captured
+``state``                 (N, A) float64      attributes, in ``attribute_names`` order
+``keys_held``             (N, K) bool         keys down at sample time (``key_names`` order)
+``keys_pressed``          (N, K) bool         keys pressed since the previous sample
+``mouse``                 (N, 2) float32      mouse movement since the previous sample
+``events``                (M,) compound       the raw input log: t, kind, key, dx, dy
+========================  ==================  =============================================
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from capture.inputs import EVENT_DTYPE
+
+FORMAT_VERSION = 1
+PARTIAL = ".h5.partial"
+PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
+
+
+class EpisodeError(ValueError):
+    """An episode file that cannot be read as one; the message names it and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    t: float
+    frame_t: float
+    frame: np.ndarray  # (H, W, 3) uint8 RGB at the stored size
+    state: np.ndarray  # (A,) float64
+    held: np.ndarray  # (K,) bool
+    pressed: np.ndarray  # (K,) bool
+    mouse_dx: float
+    mouse_dy: float
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeMeta:
+    profile: str
+    attribute_names: tuple[str, ...]
+    key_names: tuple[str, ...]
+    sample_rate_hz: float
+    frame_size: tuple[int, int]  # (width, height) stored
+    window_size: tuple[int, int]  # (width, height) captured
+    source: str  # "human" | "autopilot"
+    sim_seed: int | None
+    host: str
+
+
+def software_versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {"python": platform.python_version()}
+    for package in ("numpy", "h5py", "elden-il", "pysiphon"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            pass
+    return versions
+
+
+def _create_datasets(f: h5py.File, meta: EpisodeMeta) -> None:
+    w, h = meta.frame_size
+    a, k = len(meta.attribute_names), len(meta.key_names)
+    f.create_dataset("frames", (0, h, w, 3), np.uint8, maxshape=(None, h, w, 3), chunks=(1, h, w, 3), compression="gzip", compression_opts=1)
+    for name in ("t", "frame_t"):
+        f.create_dataset(name, (0,), np.float64, maxshape=(None,), chunks=(1024,))
+    f.create_dataset("state", (0, a), np.float64, maxshape=(None, a), chunks=(256, a))
+    for name in ("keys_held", "keys_pressed"):
+        f.create_dataset(name, (0, k), bool, maxshape=(None, k), chunks=(1024, k))
+    f.create_dataset("mouse", (0, 2), np.float32, maxshape=(None, 2), chunks=(1024, 2))
+    f.create_dataset("events", (0,), EVENT_DTYPE, maxshape=(None,), chunks=(1024,))
+    attrs = {
+        "format_version": FORMAT_VERSION,
+        "profile": meta.profile,
+        "attribute_names": json.dumps(list(meta.attribute_names)),
+        "key_names": json.dumps(list(meta.key_names)),
+        "sample_rate_hz": meta.sample_rate_hz,
+        "frame_size": list(meta.frame_size),
+        "window_size": list(meta.window_size),
+        "source": meta.source,
+        "sim_seed": -1 if meta.sim_seed is None else meta.sim_seed,
+        "host": meta.host,
+        "software": json.dumps(software_versions()),
+        "started_at_unix": time.time(),
+        "clock": "time.monotonic (live) or game time (in-process simulator)",
+        "finished": False,
+        "recovered": False,
+        "outcome": "",
+        "stats": "{}",
+    }
+    f.attrs.update(attrs)  # every attribute exists before SWMR starts (SWMR forbids new ones)
+
+
+def _append(dataset: h5py.Dataset, rows: np.ndarray) -> None:
+    if len(rows) == 0:
+        return
+    n = dataset.shape[0]
+    dataset.resize(n + len(rows), axis=0)
+    dataset[n:] = rows
+
+
+class EpisodeWriter:
+    def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+        self.meta = meta
+        self.final_path = directory / f"{stamp}_{meta.source}.h5"
+        self.path = directory / f"{stamp}_{meta.source}{PARTIAL}"
+        self.flush_every_s = flush_every_s
+        self._file = h5py.File(self.path, "w", libver="latest")
+        _create_datasets(self._file, meta)
+        self._file.swmr_mode = True
+        self._pending: list[Sample] = []
+        self._events: list[np.ndarray] = []
+        self._last_flush = time.monotonic()
+        self.samples = 0
+
+    def append(self, sample: Sample) -> None:
+        """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s``."""
+        self._pending.append(sample)
+        self.samples += 1
+        if time.monotonic() - self._last_flush >= self.flush_every_s:
+            self.flush()
+
+    def append_events(self, events: np.ndarray) -> None:
+        if len(events):
+            self._events.append(np.asarray(events, EVENT_DTYPE))
+
+    def flush(self) -> None:
+        f, pending = self._file, self._pending
+        if pending:
+            _append(f["frames"], np.stack([s.frame for s in pending]))
+            _append(f["t"], np.array([s.t for s in pending]))
+            _append(f["frame_t"], np.array([s.frame_t for s in pending]))
+            _append(f["state"], np.stack([s.state for s in pending]))
+            _append(f["keys_held"], np.stack([s.held for s in pending]))
+            _append(f["keys_pressed"], np.stack([s.pressed for s in pending]))
+            _append(f["mouse"], np.array([(s.mouse_dx, s.mouse_dy) for s in pending], np.float32))
+        if self._events:
+            _append(f["events"], np.concatenate(self._events))
+        f.flush()
+        self._pending, self._events = [], []
+        self._last_flush = time.monotonic()
+
+    def finish(self, outcome: str, stats: dict[str, float]) -> Path:
+        """Flush, record the outcome, and atomically publish the file as ``<name>.h5``."""
+        self.flush()
+        self._file.close()
+        finalize(self.path, self.final_path, outcome, {**stats, "n_samples": self.samples}, recovered=False)
+        return self.final_path
+
+    def discard(self) -> None:
+        self._file.close()
+        self.path.unlink(missing_ok=True)
+
+
+def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: bool) -> None:
+    """Write the closing attributes into ``source``, fsync it, and rename it to ``target``."""
+    with h5py.File(source, "r+") as f:
+        f.attrs["finished"] = True
+        f.attrs["recovered"] = recovered
+        f.attrs["outcome"] = outcome
+        f.attrs["stats"] = json.dumps(stats)
+    with open(source, "rb+") as raw:
+        os.fsync(raw.fileno())
+    os.replace(source, target)
+
+
+def discard_finished(path: Path) -> None:
+    """The "discard last episode" hotkey: remove a finished episode (and its video)."""
+    path.unlink(missing_ok=True)
+    path.with_suffix(".mp4").unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class Episode:
+    path: Path
+    frames: np.ndarray
+    t: np.ndarray
+    frame_t: np.ndarray
+    state: np.ndarray
+    keys_held: np.ndarray
+    keys_pressed: np.ndarray
+    mouse: np.ndarray
+    events: np.ndarray
+    attribute_names: tuple[str, ...]
+    key_names: tuple[str, ...]
+    attrs: dict
+
+    def __len__(self) -> int:
+        return len(self.t)
+
+    def column(self, name: str) -> np.ndarray:
+        return self.state[:, self.attribute_names.index(name)]
+
+
+def read_episode(path: str | Path) -> Episode:
+    path = Path(path)
+    if path.name.endswith(PARTIAL):
+        raise EpisodeError(f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`")
+    try:
+        with h5py.File(path, "r") as f:
+            if not f.attrs.get("finished", False):
+                raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
+            data = {name: f[name][()] for name in (*PER_SAMPLE, "events")}
+            attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
+    except (OSError, KeyError) as e:
+        raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None
+    return Episode(
+        path=path,
+        attribute_names=tuple(json.loads(attrs["attribute_names"])),
+        key_names=tuple(json.loads(attrs["key_names"])),
+        attrs=attrs,
+        **data,
+    )
+
+
+def list_episodes(directory: str | Path) -> list[Path]:
+    """Finished episodes in ``directory``, oldest first."""
+    return sorted(Path(directory).glob("*.h5"))

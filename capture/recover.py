@@ -1,0 +1,89 @@
+"""``python -m capture.recover``: salvage episodes a crashed or killed recorder left unfinished.
+
+A ``.h5.partial`` file holds everything the recorder flushed before it died (HDF5's SWMR mode
+keeps it consistent). Recovery reads it, keeps the samples present in every per-sample dataset,
+writes a finished ``.h5`` next to it marked ``recovered``, and only then moves the partial aside
+as ``.h5.partial.bak``: no data is deleted before its copy is safely on disk.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+import h5py
+
+from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize
+
+log = logging.getLogger(__name__)
+
+
+def recover(partial: Path) -> Path:
+    """Recover one partial episode; returns the finished file. Raises ``EpisodeError``."""
+    if not partial.name.endswith(PARTIAL):
+        raise EpisodeError(f"{partial} is not a partial episode (*.h5.partial)")
+    target = partial.with_name(partial.name[: -len(".partial")])
+    staging = partial.with_name(partial.name + ".recovering")
+    try:
+        with h5py.File(partial, "r", libver="latest", swmr=True) as source:
+            n = min(source[name].shape[0] for name in PER_SAMPLE)
+            with h5py.File(staging, "w", libver="latest") as out:
+                for name in (*PER_SAMPLE, "events"):
+                    data = source[name]
+                    rows = data.shape[0] if name == "events" else n
+                    out.create_dataset(
+                        name, data=data[:rows], maxshape=(None, *data.shape[1:]), chunks=data.chunks,
+                        compression=data.compression, compression_opts=data.compression_opts,
+                    )
+                out.attrs.update(dict(source.attrs))
+                t = source["t"][:n]
+    except (OSError, KeyError) as e:
+        staging.unlink(missing_ok=True)
+        raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
+    duration = float(t[-1] - t[0]) if n > 1 else 0.0
+    stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
+    finalize(staging, target, "recovered", stats, recovered=True)
+    partial.rename(partial.with_name(partial.name + ".bak"))
+    log.info("recovered %s: %d samples, %.1f s", target.name, n, duration)
+    return target
+
+
+def find_partials(paths: list[Path]) -> list[Path]:
+    found = []
+    for path in paths:
+        found.extend(sorted(path.glob(f"*{PARTIAL}")) if path.is_dir() else [path])
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m capture.recover",
+        description="Salvage unfinished episodes (*.h5.partial) up to their last flush, which is at "
+        "most a second before the recorder stopped. Each becomes a finished .h5 marked 'recovered'; "
+        "the partial is kept as .h5.partial.bak.",
+        epilog="example: python -m capture.recover datasets/raw",
+    )
+    parser.add_argument("paths", nargs="*", type=Path, default=[Path("datasets/raw")], help="partial files or folders (default: datasets/raw)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    partials = find_partials(args.paths)
+    if not partials:
+        print(f"nothing to recover in {', '.join(map(str, args.paths))}")
+        return 0
+    failed = 0
+    for partial in partials:
+        try:
+            target = recover(partial)
+            with h5py.File(target, "r") as f:
+                print(f"recovered {target} ({json.loads(f.attrs['stats'])['n_samples']} samples)")
+        except EpisodeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

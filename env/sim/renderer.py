@@ -10,10 +10,10 @@ other blows orange, a blow in its active window solid red.
 
 The camera chases the player from above with its heading pointing up and the player low in the
 frame, so the screen shows more of what is ahead, as the game's third-person camera does; the
-floor is seamed so that turning and moving show in the frame. The HUD mirrors Elden Ring's,
-which lets frames from the simulator and from the game be read alike. Line widths, sizes and
-fonts follow the image size. Nothing here reads a clock or draws a random number: the same world
-gives the same pixels, which recorded demonstrations and tests rely on.
+floor is seamed so that turning and moving show in the frame. The HUD mirrors Elden Ring's, so
+frames from the simulator and from the game read alike. Line widths, sizes and fonts follow the
+image size. Nothing here reads a clock or draws a random number: the same world gives the same
+pixels, which recorded demonstrations and tests rely on.
 """
 
 from __future__ import annotations
@@ -23,15 +23,22 @@ import math
 import cv2
 import numpy as np
 
-from env.sim.geometry import ARENA_RADIUS, BOSS_RADIUS, PLAYER_RADIUS, Hitbox, Shape, clamp_to_arena
-from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove
+from env.sim.geometry import (
+    ARENA_RADIUS,
+    BOSS_RADIUS,
+    PLAYER_RADIUS,
+    Hitbox,
+    Shape,
+    clamp_to_arena,
+)
+from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove, Strike
 from env.sim.world import PLAYER_FLASKS, Boss, Player, World
 
-Colour = tuple[int, int, int]  # BGR
+Colour = tuple[int, int, int]  # BGR, as OpenCV draws
 
 BACKGROUND: Colour = (14, 11, 10)
 FLOOR: Colour = (54, 58, 64)
-FLOOR_SEAM: Colour = (42, 45, 50)
+FLOOR_SEAM: Colour = (43, 46, 51)
 FOG_WALL: Colour = (125, 170, 190)
 SHADOW: Colour = (24, 24, 26)
 PLAYER: Colour = (225, 232, 238)
@@ -59,14 +66,24 @@ TEXT: Colour = (215, 225, 230)
 BOSS_NAME = "Margit, the Fell Omen"
 PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the top
 VIEW_AHEAD = 11.0  # metres of arena shown above the player ...
-MIN_VIEW_WIDTH = 12.0  # ... unless that would show less than this across (portrait frames)
-SEAMS = 12  # radial joints of the floor's stone ring: they show the view turning
+MIN_VIEW_WIDTH = 12.0  # ... unless that would show fewer metres across (portrait frames)
 LEAP_HEIGHT = 2.0  # metres the boss rises at the top of a leap, for drawing only
 LUNGE_STOPS_SHORT = 1.4  # metres: World._update_boss ends a lunge or leap this far from its target
+DAGGER_STREAK = 6  # ticks of flight drawn behind each dagger
+
+SEAM_RING = 0.45 * ARENA_RADIUS
+SEAM_ENDS = np.array(
+    [
+        [(r * math.cos(a), r * math.sin(a)) for r in (SEAM_RING, ARENA_RADIUS)]
+        for a in np.linspace(0.0, 2.0 * math.pi, 12, endpoint=False)
+    ]
+)
+"""The floor's radial joints as (12, 2 ends, x y) metres: without them a turn of the camera would
+not show on a plain disc. Static, so all are transformed in one go."""
 
 
 def _mix(base: Colour, colour: Colour, amount: float) -> Colour:
-    """``amount`` of ``colour`` over ``base``: translucency at the price of one solid fill."""
+    """``amount`` of ``colour`` over ``base``: translucency for the price of one solid fill."""
     return (
         round(base[0] + (colour[0] - base[0]) * amount),
         round(base[1] + (colour[1] - base[1]) * amount),
@@ -77,20 +94,28 @@ def _mix(base: Colour, colour: Colour, amount: float) -> Colour:
 class _Camera:
     """World metres to pixels for one frame: the player at ``anchor``, the camera heading up."""
 
-    __slots__ = ("_x", "_y", "_c", "_s", "_ax", "_ay", "ppm", "_yaw_degrees")
+    __slots__ = ("ppm", "_sp", "_cp", "_ox", "_oy", "_yaw_degrees", "_linear", "_offset")
 
     def __init__(self, world: World, anchor: tuple[float, float], ppm: float) -> None:
-        self._x, self._y = world.player.x, world.player.y
-        self._c, self._s = math.cos(world.camera_yaw), math.sin(world.camera_yaw)
-        self._ax, self._ay = anchor
         self.ppm = ppm
-        self._yaw_degrees = math.degrees(world.camera_yaw)
+        yaw, px, py = world.camera_yaw, world.player.x, world.player.y
+        # Screen right is the heading turned clockwise, (sin, -cos); screen up is the heading.
+        self._sp, self._cp = math.sin(yaw) * ppm, math.cos(yaw) * ppm
+        self._ox = anchor[0] - (px * self._sp - py * self._cp)
+        self._oy = anchor[1] + (px * self._cp + py * self._sp)
+        self._yaw_degrees = math.degrees(yaw)
+        self._linear = np.array([[self._sp, -self._cp], [-self._cp, -self._sp]])
+        self._offset = np.array([self._ox, self._oy])
 
     def point(self, x: float, y: float) -> tuple[int, int]:
-        dx, dy = x - self._x, y - self._y
-        right = dx * self._s - dy * self._c
-        ahead = dx * self._c + dy * self._s
-        return round(self._ax + right * self.ppm), round(self._ay - ahead * self.ppm)
+        return (
+            round(self._ox + x * self._sp - y * self._cp),
+            round(self._oy - x * self._cp - y * self._sp),
+        )
+
+    def points(self, xy: np.ndarray) -> np.ndarray:
+        """``point`` over an array of (x, y) pairs of any leading shape, as int32 pixels."""
+        return np.rint(xy @ self._linear + self._offset).astype(np.int32)
 
     def degrees(self, heading: float) -> float:
         """A world heading as OpenCV draws angles: degrees clockwise from the image's +x."""
@@ -114,7 +139,7 @@ class Renderer:
         short = min(width, height)
         self._ppm = min(PLAYER_ROW * height / VIEW_AHEAD, width / MIN_VIEW_WIDTH)
         self._anchor = (width / 2.0, PLAYER_ROW * height)
-        # Anti-aliasing blurs 2-pixel bodies into mush at training sizes; it pays off above.
+        # Anti-aliasing smears 2-pixel bodies at training sizes; above them it is worth its cost.
         self._line_type = cv2.LINE_AA if short >= 200 else cv2.LINE_8
         self._thin = max(1, round(short / 360))
         self._thick = max(2, round(short / 180))
@@ -133,29 +158,32 @@ class Renderer:
         self._sp_bar = (x, y + 2 * (bar + gap), round(width * 0.25))
         self._flask_origin = (x, y + 3 * (bar + gap) + gap)
         self._flask_size = (max(2, round(bar * 0.8)), max(3, round(bar * 1.2)))
-        self._flask_step = self._flask_size[0] + max(1, gap)
+        self._flask_step = self._flask_size[0] + gap
         length = round(width * 0.56)
-        self._boss_bar = ((width - length) // 2, height - max(3, round(height * 0.06)) - bar, length)
-        self._name_origin: tuple[int, int] | None = None
+        bottom = height - max(3, round(height * 0.06)) - bar
+        self._boss_bar = ((width - length) // 2, bottom, length)
+        self._name_style: tuple[tuple[int, int], float, int] | None = None  # origin, scale, width
         if width >= 320:
-            font = cv2.FONT_HERSHEY_TRIPLEX
-            (_, text_height), _ = cv2.getTextSize(BOSS_NAME, font, 1.0, 1)
-            self._font_scale = max(7, 0.022 * height) / text_height
-            self._font_thickness = max(1, round(height / 700))
-            self._name_origin = (self._boss_bar[0], self._boss_bar[1] - 2 * gap - self._framed)
+            (_, text_height), _ = cv2.getTextSize(BOSS_NAME, cv2.FONT_HERSHEY_TRIPLEX, 1.0, 1)
+            origin = (self._boss_bar[0], self._boss_bar[1] - 2 * gap - 1)
+            scale = max(7, 0.022 * height) / text_height  # about 24 px tall at 1080p
+            self._name_style = origin, scale, max(1, round(height / 700))
 
     # ----------------------------------------------------------------------------------- frame
     def render_bgr(self, world: World) -> np.ndarray:
         img = self._background.copy()
         cam = _Camera(world, self._anchor, self._ppm)
+        lt = self._line_type
         wall = self._arena_edge(cam)
-        self._draw_floor(img, cam, wall)
+        cv2.fillPoly(img, [wall], FLOOR, lt)
+        cv2.circle(img, cam.point(0.0, 0.0), cam.pixels(SEAM_RING), FLOOR_SEAM, self._thin, lt)
+        cv2.polylines(img, cam.points(SEAM_ENDS), False, FLOOR_SEAM, self._thin, lt)
         if world.boss.move is not None and not world.boss.dead:
             self._draw_telegraphs(img, cam, world)
-        cv2.polylines(img, [wall], True, FOG_WALL, self._thick, self._line_type)
-        for d in world.daggers:  # a short streak behind each blade shows where it flies
-            tail = cam.point(d.x - 6 * d.vx, d.y - 6 * d.vy)
-            cv2.line(img, tail, cam.point(d.x, d.y), DAGGER, self._thick, self._line_type)
+        cv2.polylines(img, [wall], True, FOG_WALL, self._thick, lt)
+        for d in world.daggers:
+            tail = cam.point(d.x - DAGGER_STREAK * d.vx, d.y - DAGGER_STREAK * d.vy)
+            cv2.line(img, tail, cam.point(d.x, d.y), DAGGER, self._thick, lt)
         self._draw_boss(img, cam, world.boss, world.player.locked_on)
         self._draw_player(img, cam, world.player)
         self._draw_hud(img, world.player, world.boss)
@@ -166,57 +194,45 @@ class Renderer:
         """The fog wall as a polygon within half a pixel of a circle: OpenCV's own anti-aliased
         circles are 5-degree polygons, whose facets show on a wall this big at 4K."""
         radius = cam.pixels(ARENA_RADIUS)
-        step = 2.0 * math.degrees(math.acos(1.0 - 0.5 / max(radius, 1.0)))
-        return cv2.ellipse2Poly(cam.point(0.0, 0.0), (radius, radius), 0, 0, 360, min(5, int(step)))
-
-    def _draw_floor(self, img: np.ndarray, cam: _Camera, wall: np.ndarray) -> None:
-        cv2.fillPoly(img, [wall], FLOOR, self._line_type)
-        centre = cam.point(0.0, 0.0)
-        inner = 0.45 * ARENA_RADIUS
-        cv2.circle(img, centre, cam.pixels(inner), FLOOR_SEAM, self._thin, self._line_type)
-        for k in range(SEAMS):
-            a = 2.0 * math.pi * k / SEAMS
-            c, s = math.cos(a), math.sin(a)
-            start = cam.point(inner * c, inner * s)
-            end = cam.point(ARENA_RADIUS * c, ARENA_RADIUS * s)
-            cv2.line(img, start, end, FLOOR_SEAM, self._thin, self._line_type)
+        step = max(1, min(5, int(2.0 * math.degrees(math.acos(1.0 - 0.5 / radius)))))
+        return cv2.ellipse2Poly(cam.point(0.0, 0.0), (radius, radius), 0, 0, 360, step)
 
     # ------------------------------------------------------------------------------ telegraphs
     def _draw_telegraphs(self, img: np.ndarray, cam: _Camera, world: World) -> None:
-        """Every blow of the current move that has not ended, the next one drawn last (on top)."""
+        """Every blow of the boss's move that has not ended, the next one last (on top)."""
         boss = world.boss
         move: BossMove = boss.move
-        t = boss.move_t
-        facing = boss.angle
+        t, facing = boss.move_t, boss.angle
         fx, fy = math.cos(facing), math.sin(facing)
-        ox, oy = _landing(world, move, t)
+        x, y = _landing(world, move, t)
         anchors = []
         for strike in move.strikes:  # a strike's step is taken as it begins: add those to come
-            if strike.start >= t and strike.step:
-                ox, oy = clamp_to_arena(ox + fx * strike.step, oy + fy * strike.step, BOSS_RADIUS)
-            anchors.append((ox, oy))
+            if strike.step and strike.start >= t:
+                x, y = clamp_to_arena(x + fx * strike.step, y + fy * strike.step, BOSS_RADIUS)
+            anchors.append((x, y))
         for i in reversed(range(len(move.strikes))):
             strike = move.strikes[i]
             if t >= strike.end:
                 continue
             ax, ay = anchors[i]
-            if strike.hitbox is not None:
-                if t >= strike.start:
-                    self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, 1.0, ACTIVE, -1)
-                    continue
-                colour = TELEGRAPH_LOW if strike.hitbox.low else TELEGRAPH
+            hitbox = strike.hitbox
+            if hitbox is not None and t >= strike.start:
+                self._draw_hitbox(img, cam, ax, ay, facing, hitbox, 1.0, ACTIVE, -1)
+            elif hitbox is not None:
+                colour = TELEGRAPH_LOW if hitbox.low else TELEGRAPH
                 progress = _windup_progress(move, i, t)
                 fill = _mix(FLOOR, colour, 0.3 + 0.5 * progress)
                 extent = 0.2 + 0.8 * progress  # from the first tick, not hidden under the boss
-                self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, extent, fill, -1)
-                self._draw_hitbox(img, cam, ax, ay, facing, strike.hitbox, 1.0, colour, self._thin)
+                self._draw_hitbox(img, cam, ax, ay, facing, hitbox, extent, fill, -1)
+                self._draw_hitbox(img, cam, ax, ay, facing, hitbox, 1.0, colour, self._thin)
             elif t < strike.start:
                 progress = _windup_progress(move, i, t)
                 if strike.projectiles:
-                    self._draw_volley_windup(img, cam, boss, strike.projectiles, strike.spread, progress)
+                    self._draw_volley_windup(img, cam, boss, strike, progress)
                 else:  # the phase-shift roar: a golden ring swelling around the boss
-                    radius = cam.pixels(BOSS_RADIUS * (1.3 + 2.0 * progress))
-                    cv2.circle(img, cam.point(boss.x, boss.y), radius, GOLD, self._thick, self._line_type)
+                    r = cam.pixels(BOSS_RADIUS * (1.3 + 2.0 * progress))
+                    centre = cam.point(boss.x, boss.y)
+                    cv2.circle(img, centre, r, GOLD, self._thick, self._line_type)
 
     def _draw_hitbox(
         self,
@@ -239,20 +255,24 @@ class Renderer:
             cv2.circle(img, centre, cam.pixels(hitbox.reach * extent), colour, thickness, lt)
         elif hitbox.shape is Shape.SECTOR:
             centre = cam.point(x, y)
-            radius = cam.pixels(hitbox.reach * extent)
+            r = cam.pixels(hitbox.reach * extent)
             mid, half = cam.degrees(facing), math.degrees(hitbox.half_angle)
             if thickness < 0:
-                cv2.ellipse(img, centre, (radius, radius), 0.0, mid - half, mid + half, colour, -1, lt)
+                cv2.ellipse(img, centre, (r, r), 0.0, mid - half, mid + half, colour, -1, lt)
             else:
-                arc = cv2.ellipse2Poly(centre, (radius, radius), 0, round(mid - half), round(mid + half), 5)
+                arc = cv2.ellipse2Poly(centre, (r, r), 0, round(mid - half), round(mid + half), 5)
                 outline = np.vstack((np.array([centre], np.int32), arc))
                 cv2.polylines(img, [outline], True, colour, thickness, lt)
         else:
             sx, sy = -fy * hitbox.half_width, fx * hitbox.half_width
             ex, ey = x + fx * hitbox.reach * extent, y + fy * hitbox.reach * extent
             corners = np.array(
-                [cam.point(x + sx, y + sy), cam.point(ex + sx, ey + sy),
-                 cam.point(ex - sx, ey - sy), cam.point(x - sx, y - sy)],
+                [
+                    cam.point(x + sx, y + sy),
+                    cam.point(ex + sx, ey + sy),
+                    cam.point(ex - sx, ey - sy),
+                    cam.point(x - sx, y - sy),
+                ],
                 np.int32,
             )
             if thickness < 0:
@@ -261,16 +281,18 @@ class Renderer:
                 cv2.polylines(img, [corners], True, colour, thickness, lt)
 
     def _draw_volley_windup(
-        self, img: np.ndarray, cam: _Camera, boss: Boss, count: int, spread: float, progress: float
+        self, img: np.ndarray, cam: _Camera, boss: Boss, strike: Strike, progress: float
     ) -> None:
         """Gold gathering in the boss's hand and the fan the daggers will fly along, lengthening
         and brightening as the throw nears."""
-        hx, hy = boss.x + math.cos(boss.angle) * BOSS_RADIUS, boss.y + math.sin(boss.angle) * BOSS_RADIUS
+        hx = boss.x + math.cos(boss.angle) * BOSS_RADIUS
+        hy = boss.y + math.sin(boss.angle) * BOSS_RADIUS
         hand = cam.point(hx, hy)
         colour = _mix(FLOOR, DAGGER, 0.35 + 0.65 * progress)
         length = 1.0 + 5.0 * progress
-        for k in range(count):
-            a = boss.angle + (k - (count - 1) / 2) * spread
+        count = strike.projectiles
+        for k in range(count):  # the angles World._begin_strike throws them at
+            a = boss.angle + (k - (count - 1) / 2) * strike.spread
             end = cam.point(hx + math.cos(a) * length, hy + math.sin(a) * length)
             cv2.line(img, hand, end, colour, self._thin, self._line_type)
         cv2.circle(img, hand, cam.pixels(0.15 + 0.35 * progress), DAGGER, -1, self._line_type)
@@ -286,25 +308,27 @@ class Renderer:
         facing: float,
         colour: Colour,
         height: float,
-    ) -> int:
-        """A round body with a point towards ``facing`` (a teardrop); ``height`` metres off the
-        floor, it is drawn larger over a shadow cast down and to the right. Returns the drawn
-        radius in pixels."""
-        centre = cam.point(x, y)
+    ) -> None:
+        """A round body drawn as a teardrop pointing towards ``facing``. ``height`` metres off
+        the floor, it is drawn larger, over a shadow cast down and to the right."""
+        cx, cy = cam.point(x, y)
         r = cam.pixels(radius)
         if height > 0.0:
             shift = round(0.6 * height * cam.ppm)
-            cv2.circle(img, (centre[0] + shift, centre[1] + shift), r, SHADOW, -1, self._line_type)
+            cv2.circle(img, (cx + shift, cy + shift), r, SHADOW, -1, self._line_type)
             r = cam.pixels(radius * (1.0 + 0.25 * height))
-        cv2.circle(img, centre, r, colour, -1, self._line_type)
+        cv2.circle(img, (cx, cy), r, colour, -1, self._line_type)
         a = math.radians(cam.degrees(facing))
-        tip_r = max(r + 2, 1.8 * r)
-        points = [(centre[0] + tip_r * math.cos(a), centre[1] + tip_r * math.sin(a))]
-        for side in (-1.0, 1.0):
-            b = a + side * 1.1
-            points.append((centre[0] + r * math.cos(b), centre[1] + r * math.sin(b)))
-        cv2.fillConvexPoly(img, np.array(points, np.float64).round().astype(np.int32), colour, self._line_type)
-        return r
+        tip = max(r + 2, 1.8 * r)
+        point = np.array(
+            [
+                (cx + round(tip * math.cos(a)), cy + round(tip * math.sin(a))),
+                (cx + round(r * math.cos(a - 1.1)), cy + round(r * math.sin(a - 1.1))),
+                (cx + round(r * math.cos(a + 1.1)), cy + round(r * math.sin(a + 1.1))),
+            ],
+            np.int32,
+        )
+        cv2.fillConvexPoly(img, point, colour, self._line_type)
 
     def _draw_boss(self, img: np.ndarray, cam: _Camera, boss: Boss, locked_on: bool) -> None:
         if boss.dead:
@@ -335,23 +359,24 @@ class Renderer:
         else:
             colour = PLAYER
         attack = PLAYER_ATTACKS.get(player.anim)
-        if attack is not None and attack.hit_start <= player.anim_t < attack.hit_start + attack.hit_ticks:
+        if attack is not None and 0 <= player.anim_t - attack.hit_start < attack.hit_ticks:
             self._draw_slash(img, cam, player, attack.hitbox)
         height = min(player.z, 2.0 * JUMP_HEIGHT)
         self._draw_body(img, cam, player.x, player.y, PLAYER_RADIUS, player.angle, colour, height)
 
     def _draw_slash(self, img: np.ndarray, cam: _Camera, player: Player, hitbox: Hitbox) -> None:
         """The player's blade as it cuts: an arc across a swing, a line along a thrust."""
+        lt = self._line_type
         if hitbox.shape is Shape.SECTOR:
-            radius = cam.pixels(0.8 * hitbox.reach)
+            r = cam.pixels(0.8 * hitbox.reach)
             mid, half = cam.degrees(player.angle), math.degrees(hitbox.half_angle)
             centre = cam.point(player.x, player.y)
-            cv2.ellipse(img, centre, (radius, radius), 0.0, mid - half, mid + half, SLASH, self._thick, self._line_type)
+            cv2.ellipse(img, centre, (r, r), 0.0, mid - half, mid + half, SLASH, self._thick, lt)
         else:
             c, s = math.cos(player.angle), math.sin(player.angle)
             start = cam.point(player.x + c * PLAYER_RADIUS, player.y + s * PLAYER_RADIUS)
             end = cam.point(player.x + c * hitbox.reach, player.y + s * hitbox.reach)
-            cv2.line(img, start, end, SLASH, self._thick, self._line_type)
+            cv2.line(img, start, end, SLASH, self._thick, lt)
 
     # ------------------------------------------------------------------------------------- HUD
     def _draw_hud(self, img: np.ndarray, player: Player, boss: Boss) -> None:
@@ -360,18 +385,19 @@ class Renderer:
         self._draw_bar(img, self._sp_bar, player.sp / max(1, player.max_sp), SP_BAR)
         x, y = self._flask_origin
         w, h = self._flask_size
-        for i in range(max(PLAYER_FLASKS, player.flasks)):  # full flasks lit, used ones dark
+        for i in range(max(PLAYER_FLASKS, player.flasks)):  # full flasks lit, drunk ones dark
             left = x + i * self._flask_step
             colour = FLASK if i < player.flasks else BAR_BACK
             cv2.rectangle(img, (left, y), (left + w - 1, y + h - 1), colour, -1)
         self._draw_bar(img, self._boss_bar, boss.hp / max(1, boss.max_hp), BOSS_BAR)
-        if self._name_origin is not None:
-            cv2.putText(
-                img, BOSS_NAME, self._name_origin, cv2.FONT_HERSHEY_TRIPLEX, self._font_scale, TEXT,
-                self._font_thickness, cv2.LINE_AA,
-            )
+        if self._name_style is not None:
+            origin, scale, thickness = self._name_style
+            font, lt = cv2.FONT_HERSHEY_TRIPLEX, cv2.LINE_AA
+            cv2.putText(img, BOSS_NAME, origin, font, scale, TEXT, thickness, lt)
 
-    def _draw_bar(self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour) -> None:
+    def _draw_bar(
+        self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour
+    ) -> None:
         x, y, length = bar
         bottom = y + self._bar_height - 1
         if self._framed:
@@ -397,8 +423,8 @@ def _landing(world: World, move: BossMove, t: int) -> tuple[float, float]:
     if not move.travel_ticks or t >= move.travel_start + move.travel_ticks:
         return b.x, b.y
     if t >= move.travel_start:
-        remaining = move.travel_start + move.travel_ticks - t
-        return clamp_to_arena(b.x + b.travel_dx * remaining, b.y + b.travel_dy * remaining, BOSS_RADIUS)
+        left = move.travel_start + move.travel_ticks - t
+        return clamp_to_arena(b.x + b.travel_dx * left, b.y + b.travel_dy * left, BOSS_RADIUS)
     dx, dy = p.x - b.x, p.y - b.y
     dist = math.hypot(dx, dy) or 1.0
     reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT))

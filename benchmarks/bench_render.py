@@ -1,0 +1,98 @@
+"""Time to render one frame, on one thread, at the training size and at two screen sizes
+(targets: 84x84 within 0.2 ms, 1920x1080 within 8 ms, medians).
+
+Rendering is paid on every observation of training and on every frame the server streams, so it
+must stay well below a world tick's budget. The frames come from a fight in progress (a seeded
+world played with random buttons, kept every few ticks) so that wind-ups, strikes, rolls, daggers
+and hits are all in the mix, not one easy frame drawn over and over.
+
+    python benchmarks/bench_render.py [--seconds 2] [--json results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
+
+from benchmarks.machine import describe  # noqa: E402
+from env.sim.renderer import Renderer  # noqa: E402
+from env.sim.world import World  # noqa: E402
+
+SIZES = ((84, 84), (1280, 720), (1920, 1080))
+TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}
+WARM_UP = 30
+
+
+def fight_frames(count: int = 240, every: int = 4, seed: int = 0) -> list[World]:
+    """``count`` copies of a world mid-fight, ``every`` ticks apart; fights restart when over."""
+    world, rng = World(seed), random.Random(seed)
+    held, frames, tick = 0, [], 0
+    while len(frames) < count:
+        if world.over:
+            world.restart(tick)
+        buttons = rng.getrandbits(13) if tick % 7 == 0 else held
+        world.tick(buttons, buttons & ~held, held & ~buttons, 0.0)
+        held, tick = buttons, tick + 1
+        if tick % every == 0:
+            frames.append(copy.deepcopy(world))
+    return frames
+
+
+def time_size(width: int, height: int, frames: list[World], seconds: float) -> dict[str, float]:
+    """Per-frame times in ms over ``seconds`` (at least a full pass over ``frames``)."""
+    renderer = Renderer(width, height)
+    for world in frames[:WARM_UP]:
+        renderer.render_bgr(world)
+    times: list[int] = []
+    deadline = time.perf_counter() + seconds
+    while len(times) < len(frames) or time.perf_counter() < deadline:
+        world = frames[len(times) % len(frames)]
+        start = time.perf_counter_ns()
+        renderer.render_bgr(world)
+        times.append(time.perf_counter_ns() - start)
+    ms = np.array(times) / 1e6
+    return {
+        "median_ms": float(np.median(ms)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "frames": len(ms),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per size")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    cv2.setNumThreads(1)
+    frames = fight_frames()
+    in_windup = sum(f.boss.move is not None for f in frames) / len(frames)
+    results = {f"{w}x{h}": time_size(w, h, frames, args.seconds) for w, h in SIZES}
+    machine = f"{describe()}, OpenCV {cv2.__version__}, NumPy {np.__version__}, 1 OpenCV thread"
+    print(f"Machine: {machine}")
+    print(f"Frames: {len(frames)} from a fight, {in_windup:.0%} with a boss move under way\n")
+    print("| size | median ms | p90 ms | frames/s (median) | target |")
+    print("|---|---:|---:|---:|---|")
+    for (w, h), (name, r) in zip(SIZES, results.items()):
+        median, target = r["median_ms"], TARGET_MS.get((w, h))
+        verdict = "-"
+        if target is not None:
+            verdict = f"<= {target} ms: " + ("met" if median <= target else "MISSED")
+        print(f"| {name} | {median:.3f} | {r['p90_ms']:.3f} | {1e3 / median:,.0f} | {verdict} |")
+    if args.json:
+        args.json.write_text(json.dumps({"machine": machine, "render": results}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

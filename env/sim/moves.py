@@ -106,7 +106,7 @@ BOSS_MOVES: tuple[BossMove, ...] = (
     ),
     BossMove(
         # A leap at where the player stands as it takes off, landing with a shockwave.
-        "leaping_strike", 3050, windup=t(0.70),
+        "leaping_strike", 3050, windup=t(1.20),
         strikes=(_strike(1.20, 0.20, 520, Hitbox(Shape.CIRCLE, reach=2.2, offset=0.6)),),
         recovery=t(1.30), min_range=4.0, max_range=12.0, weight=2.5,
         track_stop=t(0.55), travel_start=t(0.70), travel_ticks=t(0.50), travel_max=9.0,

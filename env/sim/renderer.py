@@ -32,7 +32,7 @@ from env.sim.geometry import (
     clamp_to_arena,
 )
 from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove, Strike
-from env.sim.world import PLAYER_FLASKS, Boss, Player, World
+from env.sim.world import LUNGE_STOPS_SHORT, PLAYER_FLASKS, Boss, Player, World
 
 Colour = tuple[int, int, int]  # BGR, as OpenCV draws
 
@@ -68,7 +68,6 @@ PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the to
 VIEW_AHEAD = 11.0  # metres of arena shown above the player ...
 MIN_VIEW_WIDTH = 12.0  # ... unless that would show fewer metres across (portrait frames)
 LEAP_HEIGHT = 2.0  # metres the boss rises at the top of a leap, for drawing only
-LUNGE_STOPS_SHORT = 1.4  # metres: World._update_boss ends a lunge or leap this far from its target
 DAGGER_STREAK = 6  # ticks of flight drawn behind each dagger
 
 SEAM_RING = 0.45 * ARENA_RADIUS

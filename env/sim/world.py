@@ -72,6 +72,7 @@ CAMERA_TURN = 10.0  # rad/s while locked on
 MOUSE_YAW_PER_PIXEL = 0.0025  # rad per mouse count while not locked on
 LOCK_ON_RANGE = 20.0
 BODY_GAP = PLAYER_RADIUS + BOSS_RADIUS  # fighters' bodies do not overlap
+LUNGE_STOPS_SHORT = 1.4  # metres: a lunge or leap ends this far from where the player stood
 
 BOSS_WALK = 2.4
 BOSS_RUN = 4.2
@@ -89,7 +90,6 @@ def _phase_two(move: BossMove) -> BossMove:
         windup=move.windup - cut,
         strikes=tuple(replace(s, start=s.start - cut) for s in move.strikes),
         travel_start=max(0, move.travel_start - cut),
-        track_stop=move.track_stop,
     )
 
 
@@ -166,7 +166,6 @@ class Boss:
     __slots__ = (
         "x", "y", "angle", "hp", "max_hp", "phase", "move", "move_t", "decide_in", "anim",
         "anim_len", "strikes_hit", "travel_dx", "travel_dy", "last_move", "hit_flash", "moving",
-        "target_x", "target_y",
     )
 
     def __init__(self) -> None:
@@ -184,7 +183,6 @@ class Boss:
         self.anim_len = TICK_HZ
         self.strikes_hit = 0  # bit i set: strike i already hit the player
         self.travel_dx = self.travel_dy = 0.0
-        self.target_x = self.target_y = 0.0
         self.last_move = ""
         self.hit_flash = 0
         self.moving = False
@@ -530,10 +528,9 @@ class World:
             b.angle = turn_towards(b.angle, self._angle_to_player(), move.track_rate * DT)
         if move.travel_ticks and move.travel_start <= t < move.travel_start + move.travel_ticks:
             if t == move.travel_start:
-                b.target_x, b.target_y = p.x, p.y
                 dx, dy = p.x - b.x, p.y - b.y
                 dist = math.hypot(dx, dy) or 1.0
-                reach = min(move.travel_max, max(0.0, dist - 1.4))
+                reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT))
                 b.travel_dx = dx / dist * reach / move.travel_ticks
                 b.travel_dy = dy / dist * reach / move.travel_ticks
             b.x, b.y = clamp_to_arena(b.x + b.travel_dx, b.y + b.travel_dy, BOSS_RADIUS)
@@ -559,7 +556,9 @@ class World:
         b = self.boss
         fx, fy = math.cos(b.angle), math.sin(b.angle)
         if strike.step:
-            b.x, b.y = clamp_to_arena(b.x + fx * strike.step, b.y + fy * strike.step, BOSS_RADIUS)
+            ahead = (self.player.x - b.x) * fx + (self.player.y - b.y) * fy
+            step = strike.step if ahead <= 0 else min(strike.step, max(0.0, self.distance() - BODY_GAP))
+            b.x, b.y = clamp_to_arena(b.x + fx * step, b.y + fy * step, BOSS_RADIUS)
         for k in range(strike.projectiles):
             a = b.angle + (k - (strike.projectiles - 1) / 2) * strike.spread
             vx, vy = math.cos(a) * DAGGER_SPEED * DT, math.sin(a) * DAGGER_SPEED * DT

@@ -221,8 +221,8 @@ class Recorder:
                 )
         except GameError as e:
             self._finish_episode("server_lost")
-            log.error("%s", e)
-            log.error("the game stopped answering; %d episode(s) saved in %s, none lost", len(self.saved), args.out)
+            log.error("recording stopped: %s", e)
+            log.error("%d episode(s) saved in %s (the one in progress as 'server_lost'), none lost", len(self.saved), args.out)
             return 2
         finally:
             if self.writer is not None:

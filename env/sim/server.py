@@ -123,9 +123,10 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                 message="the simulator cannot serve this config: " + "; ".join(problems)
                 + f". It has: {', '.join(sorted(memory.ATTRIBUTES))}",
             )
+        if request.process_name != self.process_name:  # another game: initialise it anew
+            self.memory_ready = self.input_ready = self.capture_ready = False
         self.attributes = {a.name: a.type for a in request.attributes}
         self.process_name, self.window_name = request.process_name, request.process_window_name
-        self.memory_ready = self.input_ready = self.capture_ready = False
         return pb2.SetProcessConfigResponse(success=True, message=f"config set: {len(self.attributes)} attributes")
 
     def _need_config(self) -> str | None:

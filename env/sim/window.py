@@ -39,7 +39,7 @@ def play(process: SimProcess, stop: threading.Event, title: str = "elden-il simu
     """Run the window in this (the main) thread until it is closed or ``stop`` is set."""
     import pygame
 
-    pygame.init()
+    pygame.display.init()  # only the display: no audio device needed (or present, headless)
     size = (process.renderer.width, process.renderer.height)
     screen = pygame.display.set_mode(size)
     pygame.display.set_caption(f"{title}: WASD move, Shift roll/sprint, P attack, L heavy, R heal, Space jump, B lock on")

@@ -1,0 +1,134 @@
+"""The recorder end to end against live servers: a human's keys on a real X server (Xvfb,
+xdotool, pynput) into the simulator's play window, and a server that dies mid-recording."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capture.episode import list_episodes, read_episode
+from env.profile import load_profile
+from env.siphon import SiphonClient
+from env.sim.launcher import SimServer
+
+SAMPLE_PERIOD = 1 / 30
+
+
+def recorder(host: str, out: Path, *extra: str, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "capture.record", "--host", host, "--out", str(out), "--no-status", *extra],
+        stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+    )
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def xdotool(*args: str) -> float:
+    """Run xdotool; return the monotonic time just before it ran."""
+    t = time.monotonic()
+    subprocess.run(["xdotool", *args], check=True)
+    return t
+
+
+@pytest.mark.slow
+def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: Path):
+    out = tmp_path / "raw"
+    with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server:
+        pid = str(server.process.pid)
+        search = ["xdotool", "search", "--pid", pid]
+        wait_for(lambda: subprocess.run(search, capture_output=True).returncode == 0, 20, "the play window")
+        window = subprocess.run(search, capture_output=True, text=True).stdout.split()[0]
+        subprocess.run(["xdotool", "windowfocus", "--sync", window], check=True)
+        rec = recorder(server.host, out, "--no-restart", "--max-episode-seconds", "30", log=tmp_path / "recorder.log")
+        try:
+            wait_for(lambda: list(out.glob("*.partial")), 30, "the recorder to start an episode")
+            client = SiphonClient(server.host)
+            client.configure(load_profile("sim_margit").siphon)
+            client.write("NpcLocalPosY", 9.5)  # the boss starts far off: only our keys move the player
+            client.close()
+            time.sleep(0.3)
+            sent = {}
+            sent["w_down"] = xdotool("keydown", "w")
+            time.sleep(0.6)
+            sent["w_up"] = xdotool("keyup", "w")
+            time.sleep(0.3)
+            sent["p_tap"] = xdotool("keydown", "p", "keyup", "p")  # far shorter than a sample period
+            time.sleep(0.3)
+            sent["a_down"] = xdotool("keydown", "a")
+            time.sleep(0.4)
+            sent["a_up"] = xdotool("keyup", "a")
+            time.sleep(0.3)
+            xdotool("key", "F8")  # the quit hotkey: never recorded as an action
+            assert rec.wait(timeout=20) == 0, (tmp_path / "recorder.log").read_text()
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+    (path,) = list_episodes(out)
+    ep = read_episode(path)
+    assert ep.attrs["source"] == "human" and ep.attrs["outcome"] == "stopped"
+    keys = {k: i for i, k in enumerate(ep.key_names)}
+    events = ep.events
+
+    def event_time(key: str, kind: int) -> float:
+        (rows,) = np.nonzero((events["key"] == keys[key]) & (events["kind"] == kind))
+        assert len(rows) == 1, f"{key} {kind}: {rows}"
+        return float(events["t"][rows[0]])
+
+    for name, key, kind in [("w_down", "W", 0), ("w_up", "W", 1), ("a_down", "A", 0), ("a_up", "A", 1), ("p_tap", "P", 0)]:
+        assert abs(event_time(key, kind) - sent[name]) <= SAMPLE_PERIOD, name
+    assert "F8" not in ep.key_names
+    held_w = ep.keys_held[:, keys["W"]]
+    in_hold = (ep.t > sent["w_down"] + SAMPLE_PERIOD) & (ep.t < sent["w_up"])
+    assert held_w[in_hold].all() and not held_w[ep.t > sent["w_up"] + SAMPLE_PERIOD].any()
+    # the tap survived: pressed once, though held at no more than one sample instant
+    assert ep.keys_pressed[:, keys["P"]].sum() == 1 and ep.keys_held[:, keys["P"]].sum() <= 1
+    y = ep.column("HeroLocalPosY")
+    assert y[ep.t > sent["w_up"]][0] > y[ep.t < sent["w_down"]][-1] + 0.5  # the simulator responded: W walked
+
+
+@pytest.mark.slow
+def test_a_server_dying_mid_recording_closes_the_episode_cleanly(tmp_path: Path):
+    out = tmp_path / "raw"
+    server = SimServer(size=(84, 84), log_path=tmp_path / "server.log")
+    rec = recorder(server.host, out, "--autopilot", log=tmp_path / "recorder.log")
+    try:
+        wait_for(lambda: list(out.glob("*.partial")), 30, "an episode to start")
+        time.sleep(2.0)
+        server.process.kill()
+        server.process.wait()
+        code = rec.wait(timeout=30)
+    finally:
+        server.stop()
+        if rec.poll() is None:
+            rec.kill()
+    log = (tmp_path / "recorder.log").read_text()
+    assert code == 2, log
+    assert "recording stopped: no Siphon server at" in log
+    (path,) = list_episodes(out)
+    ep = read_episode(path)
+    assert ep.attrs["outcome"] == "server_lost" and len(ep) >= 45  # ~2 s at 30 Hz, nothing lost
+    assert not list(out.glob("*.partial"))
+
+
+@pytest.mark.slow
+def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Path):
+    out = tmp_path / "raw"
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server:
+        rec = recorder(server.host, out, "--autopilot", "--max-episodes", "2", "--max-episode-seconds", "4",
+                       log=tmp_path / "recorder.log")
+        assert rec.wait(timeout=60) == 0, (tmp_path / "recorder.log").read_text()
+    episodes = [read_episode(p) for p in list_episodes(out)]
+    assert len(episodes) == 2 and all(e.attrs["source"] == "autopilot" for e in episodes)
+    assert all(100 <= len(e) <= 130 for e in episodes)  # 4 s at 30 Hz each
+    assert all(e.keys_pressed.any() for e in episodes)  # the expert's keys were logged

@@ -1,0 +1,218 @@
+"""Recording into episode files, crash safety, recovery, and the Minari dataset built from them.
+Real HDF5 files, real Minari datasets, the real simulator (in-process and over gRPC)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import h5py
+import minari
+import numpy as np
+import pytest
+
+from capture.build_dataset import BuildError, BuildSettings, build_dataset
+from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.inputs import InputLog
+from capture.labels import StepLabeler
+from capture.recover import recover
+from env.actions import DiscreteActions
+from env.elden_env import EldenRingEnv
+from env.observations import FrameSpec
+from env.profile import load_profile
+
+PROFILE = load_profile("sim_margit")
+KEYS = tuple(PROFILE.keybinds.values())
+
+
+def meta(**kw) -> EpisodeMeta:
+    base = dict(profile="sim_margit", attribute_names=("HeroHp", "NpcHp"), key_names=KEYS, sample_rate_hz=30.0,
+                frame_size=(16, 12), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
+    return EpisodeMeta(**{**base, **kw})
+
+
+def sample(i: int) -> Sample:
+    rng = np.random.default_rng(i)
+    return Sample(t=i / 30, frame_t=i / 30 - 0.001, frame=rng.integers(0, 255, (12, 16, 3), dtype=np.uint8),
+                  state=np.array([1100.0 - i, 4174.0]), held=rng.random(len(KEYS)) < 0.3,
+                  pressed=rng.random(len(KEYS)) < 0.2, mouse_dx=float(i), mouse_dy=0.0)
+
+
+def test_an_episode_reads_back_exactly_and_is_published_atomically(tmp_path: Path):
+    writer = EpisodeWriter(tmp_path, meta())
+    samples = [sample(i) for i in range(50)]
+    for s in samples:
+        writer.append(s)
+    log = InputLog(KEYS, clock=lambda: 1.0)
+    log.key("W", True)
+    log.tap(["LEFT_SHIFT"])
+    writer.append_events(log.drain().events)
+    assert writer.path.name.endswith(".h5.partial")
+    path = writer.finish("win", {"achieved_rate_hz": 30.0})
+    assert path.suffix == ".h5" and not list(tmp_path.glob("*.partial"))
+    ep = read_episode(path)
+    assert len(ep) == 50 and ep.attrs["outcome"] == "win" and ep.attrs["sim_seed"] == 3
+    assert np.array_equal(ep.frames, np.stack([s.frame for s in samples]))
+    assert np.array_equal(ep.keys_pressed, np.stack([s.pressed for s in samples]))
+    assert np.array_equal(ep.state[:, 0], 1100.0 - np.arange(50))
+    assert list(ep.events["kind"]) == [0, 0, 1] and ep.key_names == KEYS
+
+
+def test_an_unfinished_or_corrupt_file_is_refused_clearly(tmp_path: Path):
+    writer = EpisodeWriter(tmp_path, meta())
+    writer.append(sample(0))
+    with pytest.raises(EpisodeError, match="unfinished.*capture.recover"):
+        read_episode(writer.path)
+    writer.discard()
+    junk = tmp_path / "junk.h5"
+    junk.write_bytes(b"not hdf5")
+    with pytest.raises(EpisodeError, match="junk.h5 is not a readable episode"):
+        read_episode(junk)
+
+
+WRITER_SCRIPT = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_recording import meta, sample
+    from capture.episode import EpisodeWriter
+    out = Path({out!r})
+    for n in range(2):                           # two finished episodes
+        w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+        for i in range(30):
+            w.append(sample(i))
+        w.finish("win", {{}})
+    w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+    for i in range(10_000):                       # then one that never finishes
+        w.append(sample(i))
+        time.sleep(0.002)
+        if i == 100:
+            print("flushed", flush=True)
+""")
+
+
+def test_a_killed_recorder_loses_no_finished_episode_and_the_partial_one_is_recovered(tmp_path: Path):
+    script = WRITER_SCRIPT.format(tests=str(Path(__file__).parent), out=str(tmp_path))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "flushed"
+    time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = list_episodes(tmp_path)
+    assert len(finished) == 2 and all(len(read_episode(p)) == 30 for p in finished)
+    (partial,) = tmp_path.glob("*.h5.partial")
+    recovered = recover(partial)
+    ep = read_episode(recovered)
+    assert ep.attrs["recovered"] and ep.attrs["outcome"] == "recovered"
+    assert len(ep) >= 100  # everything flushed before the kill (flushes every 50 ms)
+    assert np.array_equal(ep.frames[17], sample(17).frame)
+    assert (tmp_path / (partial.name + ".bak")).exists()
+
+
+def test_recover_leaves_an_unreadable_file_untouched(tmp_path: Path):
+    bad = tmp_path / "x_human.h5.partial"
+    bad.write_bytes(b"garbage")
+    with pytest.raises(EpisodeError, match="cannot be read.*left untouched"):
+        recover(bad)
+    assert bad.read_bytes() == b"garbage"
+
+
+def test_step_labels_follow_the_discrete_table():
+    labeler = StepLabeler(PROFILE, KEYS, "discrete")
+    table = DiscreteActions(PROFILE)
+    col = {k: i for i, k in enumerate(KEYS)}
+
+    def step(held_keys=(), pressed_keys=(), samples=6, held_samples=6):
+        held = np.zeros((samples, len(KEYS)), bool)
+        pressed = np.zeros((samples, len(KEYS)), bool)
+        for k in held_keys:
+            held[:held_samples, col[k]] = True
+        for k in pressed_keys:
+            pressed[2, col[k]] = True
+        return table.names[labeler.label(held, pressed)]
+
+    assert step() == "idle"
+    assert step(["W"]) == "move_forward"
+    assert step(["W"], held_samples=1) == "idle"  # a sliver of a hold is not a move
+    assert step(["A"], ["LEFT_SHIFT"]) == "roll_left"
+    assert step([], ["LEFT_SHIFT"]) == "roll_back"  # no direction: a backstep
+    assert step([], ["P"]) == "attack"  # a tap inside one sample period still counts
+    assert step(["W"], ["R"]) == "heal"
+    multi = StepLabeler(PROFILE, KEYS, "multi_binary")
+    bits = multi.label(np.zeros((6, len(KEYS)), bool), np.eye(len(KEYS), dtype=bool)[[4, 4, 4, 4, 4, 4]])
+    assert bits.tolist() == [1 if k == "dodge" else 0 for k in PROFILE.keybinds]
+
+
+def record_in_process(out: Path, episodes: int, seed: int = 0) -> list[tuple[float, str]]:
+    """The recorder CLI, lock-step against the in-process simulator, with the autopilot; returns
+    every decision the autopilot made (time, action name)."""
+    from capture import record
+    from capture.autopilot import Autopilot
+
+    decisions = []
+    original = Autopilot.act
+
+    def spy(self, state):
+        name = original(self, state)
+        decisions.append((state.timestamp, name))
+        return name
+
+    Autopilot.act = spy
+    try:
+        code = record.main(["--backend", "sim", "--autopilot", "--max-episodes", str(episodes), "--seed", str(seed),
+                            "--out", str(out), "--no-status", "--max-episode-seconds", "20"])
+    finally:
+        Autopilot.act = original
+    assert code == 0
+    return decisions
+
+
+def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
+    raw = tmp_path / "raw"
+    decisions = record_in_process(raw, episodes=2)
+    paths = list_episodes(raw)
+    assert len(paths) == 2 and all(read_episode(p).attrs["source"] == "autopilot" for p in paths)
+
+    dataset = build_dataset(raw, "test/margit-v0", settings=BuildSettings(), root=tmp_path / "minari")
+    loaded = minari.load_dataset("test/margit-v0")
+    env = EldenRingEnv(frame_size=(84, 84))
+    assert loaded.observation_space == env.observation_space and loaded.action_space == env.action_space
+    assert dataset.total_episodes == 2
+    assert "source_episodes" in loaded.storage.metadata["description"]
+    assert all(p.name in loaded.storage.metadata["description"] for p in paths)
+
+    # every step's label is what the autopilot decided at that step's start
+    names = DiscreteActions(PROFILE).names
+    first = next(loaded.iterate_episodes())
+    episode = read_episode(paths[0])
+    t0 = episode.t[0]
+    decided = {round(t - t0, 4): name for t, name in decisions if t0 - 1e-6 <= t <= episode.t[-1]}
+    labels = [names[a] for a in first.actions]
+    expected = [decided[round(0.2 * k, 4)] for k in range(len(labels))]
+    assert labels == expected
+
+    # frames are bit-identical to what the env's preprocessing makes of the recorded frame
+    at = np.searchsorted(episode.t, t0 + 0.2 * 5, side="right") - 1
+    assert np.array_equal(first.observations["frame"][5], FrameSpec((84, 84)).process(episode.frames[at]))
+
+
+def test_the_builder_says_what_is_wrong(tmp_path: Path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BuildError, match="no finished episodes in .*capture.record"):
+        build_dataset(empty, "test/x-v0", root=tmp_path / "minari")
+    (empty / "a_human.h5.partial").write_bytes(b"")
+    with pytest.raises(BuildError, match="1 unfinished: run `python -m capture.recover"):
+        build_dataset(empty, "test/x-v0", root=tmp_path / "minari")
+    raw = tmp_path / "raw"
+    record_in_process(raw, episodes=1)
+    build_dataset(raw, "test/y-v0", root=tmp_path / "minari")
+    with pytest.raises(BuildError, match="already exists.*--force"):
+        build_dataset(raw, "test/y-v0", root=tmp_path / "minari")
+    with pytest.raises(BuildError, match="recorded with profile 'sim_margit', not 'eldenring_margit'"):
+        build_dataset(raw, "test/z-v0", profile="eldenring_margit", root=tmp_path / "minari")

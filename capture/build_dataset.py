@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from env.cli import parse_size
 from env.elden_env import EldenRingEnv
 from env.observations import FrameSpec, ObservationBuilder
 from env.profile import Profile, load_profile
@@ -156,13 +157,6 @@ def build_dataset(
     log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
     return dataset
 
-
-def parse_size(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 84x84, got {text!r}") from None
-    return w, h
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from env.cli import parse_size
 from env.game import GameError
 from env.observations import FrameSpec
 from env.profile import load_profile
@@ -52,13 +53,6 @@ hotkeys (human recording; never recorded as actions):
   F5 start/stop an episode by hand   F6 discard the last episode   F8 quit
 """
 
-
-def parse_size(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 84x84 or 160x90, got {text!r}") from None
-    return w, h
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 
+from env.cli import parse_size
 from env.sim.server import serve
 
 EXAMPLES = """
@@ -26,13 +27,6 @@ examples:
   python -m env.sim --port 50052 --seed 7 --size 84x84
 """
 
-
-def parse_size(text: str) -> tuple[int, int]:
-    try:
-        w, h = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 1280x720, got {text!r}") from None
-    return w, h
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,16 @@
+"""Small argparse helpers the project's command lines share."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"1280x720"`` -> ``(1280, 720)``, or an argparse error that shows the expected form."""
+    try:
+        width, height = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"size must look like 84x84 or 1280x720 (WIDTHxHEIGHT), got {text!r}") from None
+    if width < 8 or height < 8:
+        raise argparse.ArgumentTypeError(f"size {text!r} is too small (at least 8x8)")
+    return width, height

@@ -23,8 +23,6 @@ from env.sim.expert import ScriptedExpert
 
 log = logging.getLogger(__name__)
 
-Act = Callable[[dict, EldenRingEnv], object]
-
 
 def wilson_interval(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
     """95 % confidence interval of a win rate (Wilson score: sane at 0 % and 100 %)."""
@@ -46,69 +44,110 @@ class FightRecord:
     episode_reward: float
 
 
-def random_actor(seed: int) -> Act:
-    rng = np.random.default_rng(seed)
+class Actor:
+    """Chooses actions for a batch of envs at once (one network call for all of them)."""
 
-    def act(obs: dict, env: EldenRingEnv):
-        space = env.action_space
-        if hasattr(space, "n"):
-            return int(rng.integers(space.n))
-        return rng.integers(0, 2, space.shape).astype(np.int8)
+    def start(self, slot: int, seed: int) -> None:
+        """A new fight begins in ``slot``."""
 
-    return act
+    def act(self, observations: list[dict], envs: list[EldenRingEnv], slots: list[int]) -> list:
+        raise NotImplementedError
 
 
-def expert_actor() -> Act:
+class RandomActor(Actor):
+    def __init__(self) -> None:
+        self.rngs: dict[int, np.random.Generator] = {}
+
+    def start(self, slot: int, seed: int) -> None:
+        self.rngs[slot] = np.random.default_rng(seed)
+
+    def act(self, observations, envs, slots):
+        out = []
+        for env, slot in zip(envs, slots):
+            space = env.action_space
+            rng = self.rngs[slot]
+            out.append(int(rng.integers(space.n)) if hasattr(space, "n") else rng.integers(0, 2, space.shape).astype(np.int8))
+        return out
+
+
+class ExpertActor(Actor):
     """The scripted expert through the env: its named action, as an index or as held keys."""
-    expert = ScriptedExpert()
-    tables: dict[int, DiscreteActions] = {}
 
-    def act(obs: dict, env: EldenRingEnv):
-        base = env.unwrapped
-        if base.state is not None and base._steps == 0:
-            expert.reset()
-        table = tables.setdefault(id(base), DiscreteActions(base.profile))
-        index = table.index(expert.act(base.state))
-        if base.action_mode == "discrete":
-            return index
-        command = table.command(index)
-        keys = command.hold | set(command.tap)
-        return np.array([base.profile.keybinds[b] in keys for b in base._buttons], np.int8)
+    def __init__(self) -> None:
+        self.experts: dict[int, ScriptedExpert] = {}
 
-    return act
+    def start(self, slot: int, seed: int) -> None:
+        self.experts[slot] = ScriptedExpert()
 
-
-def policy_actor(path: Path, deterministic: bool) -> Act:
-    from stable_baselines3.common.policies import ActorCriticPolicy
-
-    policy = ActorCriticPolicy.load(str(path))
-    policy.set_training_mode(False)
-
-    def act(obs: dict, env: EldenRingEnv):
-        action, _ = policy.predict(obs, deterministic=deterministic)
-        return action
-
-    return act
+    def act(self, observations, envs, slots):
+        out = []
+        for env, slot in zip(envs, slots):
+            base = env.unwrapped
+            table = DiscreteActions(base.profile)
+            index = table.index(self.experts[slot].act(base.state))
+            if base.action_mode == "discrete":
+                out.append(index)
+            else:
+                command = table.command(index)
+                keys = command.hold | set(command.tap)
+                out.append(np.array([base.profile.keybinds[b] in keys for b in base._buttons], np.int8))
+        return out
 
 
-def run_fights(make_env: Callable[[], EldenRingEnv], act: Act, seeds: list[int], record_first: bool = False) -> tuple[list[FightRecord], list[np.ndarray]]:
-    """Play one fight per seed; optionally keep the first fight's frames for a GIF."""
-    env = make_env()
-    records, frames = [], []
+class PolicyActor(Actor):
+    def __init__(self, path: Path, deterministic: bool) -> None:
+        from stable_baselines3.common.policies import ActorCriticPolicy
+
+        self.policy = ActorCriticPolicy.load(str(path))
+        self.policy.set_training_mode(False)
+        self.deterministic = deterministic
+
+    def act(self, observations, envs, slots):
+        batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
+        actions, _ = self.policy.predict(batch, deterministic=self.deterministic)
+        return list(actions)
+
+
+def run_fights(
+    make_env: Callable[[], EldenRingEnv], actor: Actor, seeds: list[int], parallel: int = 8, record_first: bool = False,
+) -> tuple[list[FightRecord], list[np.ndarray]]:
+    """One fight per seed, ``parallel`` at a time with batched decisions; optionally the first
+    fight's frames for a GIF. Results do not depend on ``parallel``."""
+    envs = [make_env() for _ in range(max(1, min(parallel, len(seeds))))]
+    queue = list(seeds)
+    running: dict[int, tuple[int, dict]] = {}  # slot -> (seed, observation)
+    records: dict[int, FightRecord] = {}
+    frames: list[np.ndarray] = []
+
+    def begin(slot: int) -> None:
+        seed = queue.pop(0)
+        actor.start(slot, seed)
+        obs, _ = envs[slot].reset(seed=seed)
+        running[slot] = (seed, obs)
+
     try:
-        for i, seed in enumerate(seeds):
-            obs, info = env.reset(seed=seed)
-            done = False
-            while not done:
-                obs, _, terminated, truncated, info = env.step(act(obs, env))
-                done = terminated or truncated
-                if record_first and i == 0:
-                    frames.append(env.render())
-            records.append(FightRecord(seed, info["win"], info["boss_damage_dealt"], info["player_damage_taken"],
-                                       info["episode_length"], info["episode_reward"]))
+        for slot in range(len(envs)):
+            begin(slot)
+        while running:
+            slots = list(running)
+            actions = actor.act([running[s][1] for s in slots], [envs[s] for s in slots], slots)
+            for slot, action in zip(slots, actions):
+                seed = running[slot][0]
+                obs, _, terminated, truncated, info = envs[slot].step(action)
+                if record_first and seed == seeds[0]:
+                    frames.append(envs[slot].render())
+                if terminated or truncated:
+                    records[seed] = FightRecord(seed, info["win"], info["boss_damage_dealt"], info["player_damage_taken"],
+                                                info["episode_length"], info["episode_reward"])
+                    del running[slot]
+                    if queue:
+                        begin(slot)
+                else:
+                    running[slot] = (seed, obs)
     finally:
-        env.close()
-    return records, frames
+        for env in envs:
+            env.close()
+    return [records[s] for s in seeds], frames
 
 
 def summarize(records: list[FightRecord], seconds: float) -> dict:
@@ -126,11 +165,14 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
     }
 
 
-def evaluate(actors: dict[str, Act], make_env: Callable[[], EldenRingEnv], seeds: list[int], gif_dir: Path | None = None) -> dict:
+def evaluate(
+    actors: dict[str, Actor], make_env: Callable[[], EldenRingEnv], seeds: list[int],
+    gif_dir: Path | None = None, parallel: int = 8,
+) -> dict:
     results = {}
-    for name, act in actors.items():
+    for name, actor in actors.items():
         started = time.perf_counter()
-        records, frames = run_fights(make_env, act, seeds, record_first=gif_dir is not None)
+        records, frames = run_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
         results[name] = summarize(records, time.perf_counter() - started)
         log.info("%s: %s", name, results[name])
         if gif_dir is not None and frames:

@@ -1,0 +1,129 @@
+"""The learning pipeline: every stage through real DVC with tiny params, DVC's caching, the
+evaluation over gRPC, and clear errors for bad params and bad datasets."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[1]
+TINY = {
+    "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
+    "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
+    "env": {"frame_stack": None, "action_history": 4, "max_steps": 300},
+    "bc": {"epochs": 1, "batch_size": 64, "learning_rate": 0.0003, "weight_decay": 0.0, "validation_fraction": 0.5, "patience": 1, "seed": 0},
+    "finetune": {"total_steps": 256, "num_envs": 1, "subprocesses": False, "kl_coef": 0.05, "learning_rate": 0.0001,
+                 "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0},
+    "evaluate": {"fights": 3, "first_seed": 1000, "backend": "sim", "host": "127.0.0.1:50051", "deterministic": True, "parallel": 3},
+}
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the project's pipeline in a fresh git + DVC repo, with tiny params."""
+    root = tmp_path_factory.mktemp("project")
+    for name in ("env", "capture", "elden_il"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
+    (root / "datasets" / "raw").mkdir(parents=True)
+    (root / "datasets" / "raw" / ".gitkeep").touch()
+    (root / "params.yaml").write_text(yaml.safe_dump(TINY))
+    for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
+        assert run(root, *command).returncode == 0
+    return root
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(project: Path):
+    first = run(project, "dvc", "repro")
+    assert first.returncode == 0, first.stdout + first.stderr
+    metrics = json.loads((project / "datasets/reports/eval.json").read_text())
+    assert set(metrics["policies"]) == {"random", "bc", "finetuned", "expert"}
+    for result in metrics["policies"].values():
+        assert result["fights"] == 3 and 0 <= result["win_rate"] <= 1 and len(result["win_rate_ci95"]) == 2
+    for picture in ("plots/comparison.png", "plots/learning_curves.png", "gifs/bc.gif"):
+        assert (project / "datasets/reports" / picture).stat().st_size > 1000
+    shown = run(project, "dvc", "metrics", "show")
+    assert "win_rate" in shown.stdout
+
+    again = run(project, "dvc", "repro")
+    assert again.returncode == 0 and "Running stage" not in again.stdout
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["bc"]["learning_rate"] = 0.0002
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    changed = run(project, "dvc", "repro")
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    ran = {line.split("'")[1] for line in changed.stdout.splitlines() if line.startswith("Running stage")}
+    assert ran == {"bc", "finetune", "evaluate"}
+
+
+@pytest.mark.slow
+def test_evaluation_over_the_simulator_server_through_a_param(project: Path):
+    if not (project / "datasets/models/finetuned/policy.zip").exists():
+        assert run(project, "dvc", "repro").returncode == 0
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["evaluate"].update(backend="sim_server", fights=2)
+    params["env"]["max_steps"] = 25  # the server runs in real time: 5 s of game time per fight
+    (project / "server.yaml").write_text(yaml.safe_dump(params))
+    result = run(project, sys.executable, "-m", "elden_il.pipeline", "evaluate", "--params", "server.yaml")
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((project / "datasets/reports/eval.json").read_text())
+    assert metrics["backend"] == "sim_server" and metrics["policies"]["expert"]["fights"] == 2
+
+
+def write_params(project: Path, name: str, **changes) -> str:
+    params = yaml.safe_load(yaml.safe_dump(TINY))
+    for dotted, value in changes.items():
+        section, key = dotted.split(".")
+        params[section][key] = value
+    (project / name).write_text(yaml.safe_dump(params))
+    return name
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
+    ({"bc.learning_rate": "fast"}, "bc.learning_rate = 'fast' should be a float"),
+    ({"dataset.action_mode": "continuous"}, "dataset.action_mode must be discrete or multi_binary"),
+    ({"evaluate.backend": "xbox"}, "evaluate.backend must be sim, sim_server or siphon"),
+])
+def test_bad_params_are_refused_with_what_to_fix(tmp_path: Path, changes: dict, message: str):
+    name = write_params(tmp_path, "params.yaml", **{k.replace("__", "."): v for k, v in changes.items()})
+    stage = "bc" if "bc." in next(iter(changes)) else "evaluate" if "evaluate" in next(iter(changes)) else "dataset"
+    result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage, "--params", name)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_malformed_params_yaml_is_refused(tmp_path: Path):
+    (tmp_path / "params.yaml").write_text("bc: [epochs: 3\n")
+    result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc")
+    assert result.returncode == 2 and "params.yaml is not valid YAML" in result.stderr
+
+
+def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
+    write_params(tmp_path, "params.yaml")
+    missing = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc")
+    assert missing.returncode == 1 and "cannot load dataset 'eldenil/margit-test-v0'" in missing.stderr
+
+    (tmp_path / "datasets/raw").mkdir(parents=True)
+    write_params(tmp_path, "raw.yaml", **{"demos.source": "raw"})
+    empty = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "dataset", "--params", "raw.yaml")
+    assert empty.returncode == 1 and "no finished episodes in datasets/raw" in empty.stderr
+
+    assert run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "demos").returncode == 0
+    assert run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "dataset").returncode == 0
+    write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
+    incompatible = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc", "--params", "small.yaml")
+    assert incompatible.returncode == 1 and "the dataset does not match the env" in incompatible.stderr

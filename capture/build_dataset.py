@@ -27,6 +27,7 @@ from env.cli import parse_size
 from env.elden_env import EldenRingEnv
 from env.observations import FrameSpec, ObservationBuilder
 from env.profile import Profile, load_profile
+from env.siphon_config import ConfigError
 from env.rewards import BaseReward
 
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
@@ -67,7 +68,15 @@ def episode_steps(episode: Episode, profile: Profile, settings: BuildSettings) -
         raise BuildError(f"{episode.path.name} lacks attributes the observation needs: {missing}")
     dt = settings.timestep_ms / 1000.0
     t = episode.t
-    boundaries = t[0] + dt * np.arange(int((t[-1] - t[0]) / dt + 1e-9) + 1)
+    if len(t) < 2:
+        return None
+    full_steps = int((t[-1] - t[0]) / dt + 1e-9)
+    # A fight decided after the last full step ends with one more (shorter) step, so that the
+    # death or the kill, always the final sample, is in the dataset as the env would end it.
+    last = dict(zip(names, episode.state[-1]))
+    decided = last["HeroHp"] <= 0 or last["NpcHp"] <= 0
+    final_short_step = decided and t[0] + dt * full_steps < t[-1]
+    boundaries = t[0] + dt * np.arange(full_steps + 1 + int(final_short_step))
     if len(boundaries) < 2:
         return None
     at = np.searchsorted(t, boundaries, side="right") - 1  # last sample at or before each boundary
@@ -95,20 +104,35 @@ def episode_steps(episode: Episode, profile: Profile, settings: BuildSettings) -
     )
 
 
+def recorded_profile(paths: list[Path]) -> str:
+    """The one profile every episode was recorded with (a dataset holds one game's actions)."""
+    names = {}
+    for path in paths:
+        try:
+            names.setdefault(read_episode(path, frames=False).attrs.get("profile"), path.name)
+        except EpisodeError as e:
+            raise BuildError(str(e)) from None
+    if len(names) > 1:
+        examples = ", ".join(f"{name!r} ({path})" for name, path in names.items())
+        raise BuildError(f"the episodes were recorded with different profiles: {examples}; "
+                         "build one dataset per profile (keep their episodes in separate folders)")
+    return next(iter(names))
+
+
 def build_dataset(
     raw_dir: str | Path,
     dataset_id: str,
-    profile: str | Profile = "sim_margit",
+    profile: str | Profile | None = None,
     settings: BuildSettings = BuildSettings(),
     root: str | Path | None = None,
     force: bool = False,
 ):
-    """Build (or with ``force``, rebuild) ``dataset_id`` from every finished episode in ``raw_dir``."""
+    """Build (or with ``force``, rebuild) ``dataset_id`` from every finished episode in ``raw_dir``,
+    with ``profile`` (by default the one the episodes were recorded with)."""
     import minari
     from minari.data_collector import EpisodeBuffer
     from tqdm import tqdm
 
-    profile = profile if isinstance(profile, Profile) else load_profile(profile)
     raw_dir = Path(raw_dir)
     root = Path(root or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari").resolve()
     os.environ["MINARI_DATASETS_PATH"] = str(root)
@@ -117,6 +141,10 @@ def build_dataset(
         partials = sorted(raw_dir.glob(f"*{PARTIAL}"))
         hint = f" ({len(partials)} unfinished: run `python -m capture.recover {raw_dir}`)" if partials else ""
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
+    try:
+        profile = profile if isinstance(profile, Profile) else load_profile(profile or recorded_profile(paths))
+    except ConfigError as e:
+        raise BuildError(str(e)) from None
     target = root / dataset_id
     if target.exists():
         if not force:
@@ -126,7 +154,7 @@ def build_dataset(
     env = EldenRingEnv(profile=profile, action_mode=settings.action_mode, frame_size=settings.frame_size,
                        frame_crop=settings.frame_crop, max_steps=settings.max_steps)
     buffers, sources = [], []
-    for path in tqdm(paths, desc="episodes", unit="episode"):
+    for path in tqdm(paths, desc="episodes", unit="episode", disable=None):
         try:
             episode = read_episode(path)
         except EpisodeError as e:
@@ -135,7 +163,7 @@ def build_dataset(
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
         steps = episode_steps(episode, profile, settings)
         if steps is None:
-            log.warning("skipping %s: shorter than one step", path.name)
+            log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue
         buffers.append(EpisodeBuffer(
             id=len(buffers), seed=int(episode.attrs.get("sim_seed", -1)), observations=steps.observations,
@@ -158,7 +186,6 @@ def build_dataset(
     return dataset
 
 
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m capture.build_dataset",
@@ -169,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     parser.add_argument("--id", default="eldenil/margit-v0", help="dataset id (default: %(default)s)")
     parser.add_argument("--root", type=Path, default=None, help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)")
-    parser.add_argument("--profile", default="sim_margit")
+    parser.add_argument("--profile", default=None,
+                        help="profile to build with (default: the one the episodes were recorded with)")
     parser.add_argument("--action-mode", choices=("discrete", "multi_binary"), default="discrete")
     parser.add_argument("--timestep-ms", type=float, default=200.0)
     parser.add_argument("--frame-size", type=parse_size, default=(84, 84))

@@ -198,7 +198,7 @@ def discard_finished(path: Path) -> None:
 @dataclass(frozen=True)
 class Episode:
     path: Path
-    frames: np.ndarray
+    frames: np.ndarray | None  # None when read with ``frames=False``
     t: np.ndarray
     frame_t: np.ndarray
     state: np.ndarray
@@ -217,7 +217,9 @@ class Episode:
         return self.state[:, self.attribute_names.index(name)]
 
 
-def read_episode(path: str | Path) -> Episode:
+def read_episode(path: str | Path, frames: bool = True) -> Episode:
+    """A finished episode, whole. ``frames=False`` skips the frames (most of the file), for
+    summaries of many episodes that need only times, state and keys."""
     path = Path(path)
     if path.name.endswith(PARTIAL):
         raise EpisodeError(f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`")
@@ -225,10 +227,11 @@ def read_episode(path: str | Path) -> Episode:
         with h5py.File(path, "r") as f:
             if not f.attrs.get("finished", False):
                 raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
-            data = {name: f[name][()] for name in (*PER_SAMPLE, "events")}
+            data = {name: f[name][()] for name in (*PER_SAMPLE, "events") if frames or name != "frames"}
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
     except (OSError, KeyError) as e:
         raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None
+    data.setdefault("frames", None)
     return Episode(
         path=path,
         attribute_names=tuple(json.loads(attrs["attribute_names"])),

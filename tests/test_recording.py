@@ -3,7 +3,6 @@ Real HDF5 files, real Minari datasets, the real simulator (in-process and over g
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -11,7 +10,6 @@ import textwrap
 import time
 from pathlib import Path
 
-import h5py
 import minari
 import numpy as np
 import pytest
@@ -148,7 +146,7 @@ def test_step_labels_follow_the_discrete_table():
     assert bits.tolist() == [1 if k == "dodge" else 0 for k in PROFILE.keybinds]
 
 
-def record_in_process(out: Path, episodes: int, seed: int = 0) -> list[tuple[float, str]]:
+def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int = 20) -> list[tuple[float, str]]:
     """The recorder CLI, lock-step against the in-process simulator, with the autopilot; returns
     every decision the autopilot made (time, action name)."""
     from capture import record
@@ -165,7 +163,7 @@ def record_in_process(out: Path, episodes: int, seed: int = 0) -> list[tuple[flo
     Autopilot.act = spy
     try:
         code = record.main(["--backend", "sim", "--autopilot", "--max-episodes", str(episodes), "--seed", str(seed),
-                            "--out", str(out), "--no-status", "--max-episode-seconds", "20"])
+                            "--out", str(out), "--no-status", "--max-episode-seconds", str(max_seconds)])
     finally:
         Autopilot.act = original
     assert code == 0
@@ -174,7 +172,7 @@ def record_in_process(out: Path, episodes: int, seed: int = 0) -> list[tuple[flo
 
 def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     raw = tmp_path / "raw"
-    decisions = record_in_process(raw, episodes=2)
+    decisions = record_in_process(raw, episodes=2, max_seconds=300)  # whole fights: a win or a death
     paths = list_episodes(raw)
     assert len(paths) == 2 and all(read_episode(p).attrs["source"] == "autopilot" for p in paths)
 
@@ -200,6 +198,17 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     at = np.searchsorted(episode.t, t0 + 0.2 * 5, side="right") - 1
     assert np.array_equal(first.observations["frame"][5], FrameSpec((84, 84)).process(episode.frames[at]))
 
+    # a fight decided by a death or a kill ends terminated on its final sample, as the env ends it
+    outcomes = [read_episode(p, frames=False).attrs["outcome"] for p in paths]
+    assert {"win", "death"} & set(outcomes), outcomes
+    for outcome, built in zip(outcomes, loaded.iterate_episodes(), strict=True):
+        decided = outcome in ("win", "death")
+        assert built.terminations[-1] == decided and built.truncations[-1] != decided
+        if decided:
+            hp = "boss_hp" if outcome == "win" else "player_hp"
+            assert built.observations[hp][-1] == 0
+            assert abs(built.rewards[-1]) >= 1, "the win or death term is in the last reward"
+
 
 def test_the_builder_says_what_is_wrong(tmp_path: Path):
     empty = tmp_path / "empty"
@@ -216,3 +225,29 @@ def test_the_builder_says_what_is_wrong(tmp_path: Path):
         build_dataset(raw, "test/y-v0", root=tmp_path / "minari")
     with pytest.raises(BuildError, match="recorded with profile 'sim_margit', not 'eldenring_margit'"):
         build_dataset(raw, "test/z-v0", profile="eldenring_margit", root=tmp_path / "minari")
+
+    # a salvaged episode with no samples (a crash before the first flush) is skipped, not fatal
+    writer = EpisodeWriter(raw, meta(attribute_names=PROFILE.attribute_names))
+    writer.finish("recovered", {})
+    assert len(list_episodes(raw)) == 2
+    assert build_dataset(raw, "test/w-v0", root=tmp_path / "minari").total_episodes == 1
+    only_empty = tmp_path / "only_empty"
+    EpisodeWriter(only_empty, meta(attribute_names=PROFILE.attribute_names)).finish("recovered", {})
+    with pytest.raises(BuildError, match="shorter than one 200 ms step"):
+        build_dataset(only_empty, "test/v-v0", root=tmp_path / "minari")
+
+
+def test_vocab_lists_the_animation_ids_recorded_as_a_profile_table(tmp_path: Path, capsys):
+    import tomllib
+
+    from capture import vocab
+
+    record_in_process(tmp_path / "raw", episodes=1, max_seconds=30)
+    assert vocab.main([str(tmp_path / "raw")]) == 0
+    printed = capsys.readouterr().out
+    table = tomllib.loads(printed[printed.index("[animations]"):])["animations"]
+    # everything the simulator's fighters did is one of its known ids, the idle ones among them
+    assert set(table["boss"]) <= set(PROFILE.boss_animations) and len(table["boss"]) >= 3
+    assert set(table["player"]) <= set(PROFILE.player_animations) and 0 in table["player"]
+    assert vocab.main([str(tmp_path / "nothing")]) == 1
+    assert "no finished episodes" in capsys.readouterr().err

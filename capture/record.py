@@ -20,8 +20,9 @@ from pathlib import Path
 from env.cli import parse_size
 from env.game import GameError
 from env.observations import FrameSpec
-from env.profile import load_profile
 from env.elden_env import make_game
+from env.profile import load_profile
+from env.siphon_config import ConfigError
 
 from capture.autopilot import Autopilot
 from capture.episode import EpisodeMeta, EpisodeWriter, discard_finished
@@ -46,13 +47,13 @@ examples:
   # the same, lock-step in-process (no server, no waiting: as fast as the simulator renders)
   python -m capture.record --backend sim --autopilot --max-episodes 20
 
-  # the real game on the gaming PC at 192.168.1.20 (Siphon server running, game in the fight)
-  python -m capture.record --host 192.168.1.20:50051 --profile eldenring_margit --video
+  # the real game: run this on the gaming PC itself (pynput hears the local keyboard), with the
+  # Siphon server running and Margit locked on
+  python -m capture.record --profile eldenring_margit --video
 
 hotkeys (human recording; never recorded as actions):
   F5 start/stop an episode by hand   F6 discard the last episode   F8 quit
 """
-
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     try:
         recorder = Recorder(args)
-    except GameError as e:
+    except (GameError, ConfigError) as e:  # no server, or a profile that does not load: say which
         log.error("%s", e)
         return 2
     quit_event = recorder.requests.quit

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +108,26 @@ def test_a_bad_attribute_type_is_refused(tmp_path: Path):
     path.write_text('[process_info]\nname = "x.exe"\n[attributes.HeroHp]\ntype = "double"\n')
     with pytest.raises(ConfigError, match="attributes.HeroHp has type 'double'"):
         load_siphon_config(path)
+
+
+@pytest.mark.parametrize("command", [
+    ["env.sim", "--port", "0"],
+    ["capture.record", "--backend", "sim", "--autopilot", "--max-episodes", "1"],
+    ["capture.build_dataset", "--id", "test/x-v0"],
+])
+def test_every_command_line_refuses_a_broken_profile_in_one_line(command: list[str], profile_copy: Path, tmp_path: Path):
+    """A user's profile with a typo gets the loader's message, naming file and key; no traceback."""
+    keybinds = profile_copy / "profile.toml"
+    keybinds.write_text(keybinds.read_text().replace('attack = "P"', 'attack = "PP"'))
+    args = [*command, "--profile", str(profile_copy)]
+    if command[0] == "capture.record":
+        args += ["--out", str(tmp_path / "raw")]
+    if command[0] == "capture.build_dataset":
+        record = subprocess.run([sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot",
+                                 "--max-episodes", "1", "--max-episode-seconds", "2", "--no-status",
+                                 "--out", str(tmp_path / "raw")], capture_output=True, text=True, timeout=120)
+        assert record.returncode == 0, record.stderr
+        args += ["--raw", str(tmp_path / "raw"), "--root", str(tmp_path / "minari")]
+    result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and "keybinds.attack" in result.stderr and "PP" in result.stderr, result.stderr

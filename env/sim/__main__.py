@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+import sys
 import threading
 
 from env.cli import parse_size
+from env.siphon_config import ConfigError
 from env.sim.server import serve
 
 EXAMPLES = """
@@ -28,7 +30,6 @@ examples:
 """
 
 
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m env.sim",
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    running = serve(args.host, args.port, args.seed, args.size, args.profile, args.speed)
+    try:
+        running = serve(args.host, args.port, args.seed, args.size, args.profile, args.speed)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

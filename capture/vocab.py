@@ -1,0 +1,73 @@
+"""``python -m capture.vocab``: the animation ids a profile's vocabulary should list.
+
+The game's animation ids are undocumented, and the observation tells apart only the ids in the
+profile's ``[animations]`` lists (the rest observe as 0). This counts ``HeroAnimId`` and
+``NpcAnimId`` over recorded episodes and prints the most frequent ones, as the ``[animations]``
+table to paste into ``profile.toml``: frequent ids first, at most as many as the observation's
+``Discrete`` spaces hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
+
+from capture.episode import EpisodeError, list_episodes, read_episode
+
+COLUMNS = {"player": ("HeroAnimId", PLAYER_ANIMATIONS), "boss": ("NpcAnimId", BOSS_ANIMATIONS)}
+
+
+def count_animations(raw_dir: Path) -> dict[str, Counter]:
+    """Samples spent in each animation id, per fighter, over every finished episode."""
+    counts = {fighter: Counter() for fighter in COLUMNS}
+    paths = list_episodes(raw_dir)
+    if not paths:
+        raise EpisodeError(f"no finished episodes in {raw_dir}: record some with `python -m capture.record`")
+    for path in paths:
+        episode = read_episode(path, frames=False)
+        for fighter, (column, _) in COLUMNS.items():
+            ids, samples = np.unique(episode.column(column).astype(np.int64), return_counts=True)
+            counts[fighter].update(dict(zip(ids.tolist(), samples.tolist(), strict=True)))
+    return counts
+
+
+def animations_table(counts: dict[str, Counter]) -> str:
+    """The ``[animations]`` TOML table: each fighter's ids, most frequent first, as many as fit
+    (index 0 of the observation is kept for 'unknown')."""
+    lines = ["[animations]"]
+    for fighter, (_, size) in COLUMNS.items():
+        ids = [anim for anim, _ in counts[fighter].most_common(size - 1)]
+        lines.append(f"{fighter} = [{', '.join(str(i) for i in ids)}]")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m capture.vocab",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        epilog="example: python -m capture.vocab datasets/raw >> my_profile_notes.toml",
+    )
+    parser.add_argument("raw", type=Path, nargs="?", default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
+    parser.add_argument("--top", type=int, default=10, help="also list this many ids per fighter with their share of samples")
+    args = parser.parse_args(argv)
+    try:
+        counts = count_animations(args.raw)
+    except EpisodeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for fighter, counter in counts.items():
+        total = sum(counter.values())
+        common = ", ".join(f"{anim} ({n / total:.0%})" for anim, n in counter.most_common(args.top))
+        print(f"# {fighter}: {len(counter)} distinct ids; most frequent: {common}")
+    print(animations_table(counts))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -203,8 +203,11 @@ def stage_evaluate(params: dict) -> None:
         "random": RandomActor(),
         "bc": PolicyActor(MODELS / "bc" / "policy.zip", deterministic),
         "finetuned": PolicyActor(MODELS / "finetuned" / "policy.zip", deterministic),
-        "expert": ExpertActor(),
     }
+    if backend == "siphon":
+        log.info("the scripted expert knows only the simulator's moves: not evaluated against a real game")
+    else:
+        actors["expert"] = ExpertActor()
     server = None
     if backend == "sim_server":
         from env.sim.launcher import SimServer

@@ -46,7 +46,8 @@ def make_vector_env(
     **env_kwargs: Any,
 ) -> gym.vector.VectorEnv:
     """Build a vector of ``EldenRingEnv``; ``env_kwargs`` go to every env (action_mode,
-    timestep_ms, frame_stack, ...). Env ``i`` of ``sim`` backends is seeded ``seed + i``."""
+    timestep_ms, frame_stack, ...). ``seed`` starts simulator server ``i`` on ``seed + i``
+    (``sim_servers``); fights are seeded as usual by ``envs.reset(seed=s)``, env ``i`` with ``s + i``."""
     servers: list[SimServer] = []
     if backend == "sim":
         if not num_envs:

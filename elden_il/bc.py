@@ -79,7 +79,7 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
         order = rng.permutation(train_idx)
         losses = []
         started = time.perf_counter()
-        for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False):
+        for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
             loss = -log_likelihood(policy, demos, index, config, dev).mean()
             optimizer.zero_grad()

@@ -25,7 +25,7 @@ from env.profile import load_profile
 from env.siphon_config import ConfigError
 
 from capture.autopilot import Autopilot
-from capture.episode import EpisodeMeta, EpisodeWriter, discard_finished
+from capture.episode import EpisodeMeta, EpisodeWriter, Sample, discard_finished
 from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.sampler import Sampler
@@ -134,7 +134,7 @@ class Recorder:
         return listener
 
     # ------------------------------------------------------------------------------ episodes
-    def _start_episode(self, window_size: tuple[int, int]) -> None:
+    def _start_episode(self, first: Sample, window_size: tuple[int, int]) -> None:
         meta = EpisodeMeta(
             profile=self.profile.name,
             attribute_names=self.profile.attribute_names,
@@ -148,6 +148,7 @@ class Recorder:
         )
         self.writer = EpisodeWriter(self.args.out, meta)
         self._episode_t0 = self.game.now()
+        self.sampler.count_from(first)
         if self.args.video:
             self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.args.rate)
         if self.autopilot:
@@ -186,11 +187,12 @@ class Recorder:
         try:
             while not self.requests.quit.is_set():
                 sample, state, frame, events = self.sampler.next_sample()
-                outcome = self._handle_requests((frame.rgb.shape[1], frame.rgb.shape[0]))
+                window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
+                outcome = self._handle_requests(sample, window_size)
                 if outcome is None and not args.manual:
                     event = self.tracker.update(state)
                     if event == "start":
-                        self._start_episode((frame.rgb.shape[1], frame.rgb.shape[0]))
+                        self._start_episode(sample, window_size)
                     elif event is not None:
                         outcome = event
                 if self.autopilot and outcome is None:
@@ -226,7 +228,7 @@ class Recorder:
         log.info("%d episode(s) saved in %s", len(self.saved), args.out)
         return 0
 
-    def _handle_requests(self, window_size: tuple[int, int]) -> str | None:
+    def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
         """Hotkeys: toggle an episode by hand, discard the last one."""
         if self.requests.discard.is_set():
             self.requests.discard.clear()
@@ -242,7 +244,7 @@ class Recorder:
             self.requests.toggle.clear()
             if self.writer is not None:
                 return "stopped"
-            self._start_episode(window_size)
+            self._start_episode(sample, window_size)
             self.tracker.fighting = True
         return None
 

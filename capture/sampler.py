@@ -53,6 +53,11 @@ class Sampler:
         self._next = self.game.now()
         self.stats = SamplerStats(started_at=self._next)
 
+    def count_from(self, first: Sample) -> None:
+        """Count rate, late and dropped samples from ``first`` on, so that each episode's
+        numbers are its own even when sampling runs on across episodes."""
+        self.stats = SamplerStats(started_at=first.t, samples=1, last_t=first.t)
+
     def next_sample(self) -> tuple[Sample, GameState, Frame, np.ndarray]:
         """Wait for the next deadline and take one sample; returns the sample, the raw state
         and full-size frame (for the live view and the video sidecar) and the input events."""

@@ -251,3 +251,22 @@ def test_vocab_lists_the_animation_ids_recorded_as_a_profile_table(tmp_path: Pat
     assert set(table["player"]) <= set(PROFILE.player_animations) and 0 in table["player"]
     assert vocab.main([str(tmp_path / "nothing")]) == 1
     assert "no finished episodes" in capsys.readouterr().err
+
+
+def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
+    from capture.sampler import Sampler
+    from env.sim.game import SimGame
+
+    game = SimGame("sim_margit", seed=0)
+    sampler = Sampler(game, InputLog(KEYS), FrameSpec((84, 84)), rate_hz=30)
+    times = [sampler.next_sample()[0].t for _ in range(10)]
+    assert np.allclose(np.diff(times), 1 / 30, atol=1 / 60)  # lock-step: on the 60 Hz tick grid
+    game.wait_until(game.now() + 0.5)  # a pause between episodes: about 15 deadlines missed
+    first, *_ = sampler.next_sample()
+    assert sampler.stats.dropped >= 14  # every missed deadline counted, none squeezed in
+    sampler.count_from(first)  # a new episode starts with this sample
+    for _ in range(5):
+        sampler.next_sample()
+    stats = sampler.stats
+    assert (stats.samples, stats.dropped, stats.late) == (6, 0, 0)
+    assert stats.achieved_rate_hz == pytest.approx(30, rel=0.05)

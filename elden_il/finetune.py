@@ -56,6 +56,9 @@ class KLToPriorPolicy(ActorCriticPolicy):
 @dataclass(frozen=True)
 class FinetuneConfig:
     total_steps: int = 50_000
+    backend: str = "sim"  # sim: num_envs in-process simulators | siphon: one env per host in hosts
+    hosts: tuple[str, ...] = ()  # siphon only: "pc1:50051", one per gaming PC (or simulator server)
+    profile: str | None = None  # siphon only: None for the real game, sim_margit for simulator servers
     num_envs: int = 4
     subprocesses: bool = True
     kl_coef: float = 0.05
@@ -89,23 +92,33 @@ class LearningCurve(BaseCallback):
 
 
 def make_env_fns(config: FinetuneConfig, env_kwargs: dict):
+    """One constructor per env: in-process simulators, or a live env per Siphon host."""
     from env.elden_env import EldenRingEnv
 
-    def make(i: int):
+    if config.backend not in ("sim", "siphon"):
+        raise ValueError(f"finetune.backend must be 'sim' or 'siphon', got {config.backend!r}")
+    if config.backend == "siphon" and not config.hosts:
+        raise ValueError("finetune.backend 'siphon' needs finetune.hosts: one 'host:port' per Siphon server")
+    hosts = config.hosts if config.backend == "siphon" else [None] * config.num_envs
+
+    def make(i: int, host: str | None):
         def thunk():
-            env = EldenRingEnv(**env_kwargs)
+            if host is None:
+                env = EldenRingEnv(**env_kwargs)
+            else:
+                env = EldenRingEnv(backend="siphon", host=host, profile=config.profile, **env_kwargs)
             env.reset(seed=config.seed * 1000 + i)
             return env
 
         return thunk
 
-    return [make(i) for i in range(config.num_envs)]
+    return [make(i, host) for i, host in enumerate(hosts)]
 
 
 def finetune(bc_policy_path: Path, config: FinetuneConfig, env_kwargs: dict, out: Path) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it; saves ``out/policy.zip``."""
     fns = make_env_fns(config, env_kwargs)
-    vec = SubprocVecEnv(fns) if config.subprocesses and config.num_envs > 1 else DummyVecEnv(fns)
+    vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
     vec = VecMonitor(vec, info_keywords=("win",))
     bc = ActorCriticPolicy.load(str(bc_policy_path))
     model = PPO(

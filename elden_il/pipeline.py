@@ -81,8 +81,11 @@ def dataclass_params(values: Any, name: str, cls: type) -> Any:
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ParamsError(f"params.yaml {name}: unknown keys {unknown}; known: {sorted(known)}")
+    values = dict(values)
     for key, value in values.items():
         default = known[key]
+        if isinstance(default, tuple) and isinstance(value, list):  # YAML has lists, not tuples
+            value = values[key] = tuple(value)
         expected = (int, float) if isinstance(default, float) else type(default)
         if default is not None and value is not None and (not isinstance(value, expected) or isinstance(value, bool) != isinstance(default, bool)):
             raise ParamsError(f"params.yaml {name}.{key} = {value!r} should be a {type(default).__name__}")

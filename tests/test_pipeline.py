@@ -127,3 +127,25 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
     write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
     incompatible = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc", "--params", "small.yaml")
     assert incompatible.returncode == 1 and "the dataset does not match the env" in incompatible.stderr
+
+
+def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
+    """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
+    from elden_il.finetune import FinetuneConfig, finetune
+    from elden_il.policy import make_policy
+    from env.elden_env import EldenRingEnv
+    from env.sim.launcher import SimServer
+
+    env_kwargs = {"action_history": 4, "timestep_ms": 50, "max_steps": 20}
+    env = EldenRingEnv(**env_kwargs)
+    make_policy(env.observation_space, env.action_space).save(str(tmp_path / "bc.zip"))
+    env.close()
+    with SimServer(size=(84, 84)) as server:
+        config = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,), profile="sim_margit",
+                                n_steps=32, batch_size=32, n_epochs=1)
+        metrics = finetune(tmp_path / "bc.zip", config, env_kwargs, tmp_path / "finetuned")
+    assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
+    assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0
+
+    with pytest.raises(ValueError, match="needs finetune.hosts"):
+        finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), env_kwargs, tmp_path / "x")

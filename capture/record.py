@@ -235,6 +235,9 @@ class Recorder:
             if self.writer is not None:
                 self.writer.discard()
                 self.writer = None
+                if self.video is not None:
+                    self.video.discard()
+                    self.video = None
                 self.tracker.stop()
                 log.info("discarded the episode in progress")
             elif self.saved:

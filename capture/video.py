@@ -39,6 +39,11 @@ class VideoSidecar:
         if self.skipped:
             log.warning("video %s skipped %d frames (the encoder fell behind)", self.path.name, self.skipped)
 
+    def discard(self) -> None:
+        """Stop and delete the video: its episode was discarded (the F6 hotkey)."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+
     def _run(self) -> None:
         writer = None
         while (rgb := self._queue.get()) is not None:

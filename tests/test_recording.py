@@ -270,3 +270,17 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
     stats = sampler.stats
     assert (stats.samples, stats.dropped, stats.late) == (6, 0, 0)
     assert stats.achieved_rate_hz == pytest.approx(30, rel=0.05)
+
+
+def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
+    from capture.video import VideoSidecar
+
+    kept, dropped = VideoSidecar(tmp_path / "kept.mp4", 30), VideoSidecar(tmp_path / "dropped.mp4", 30)
+    frame = np.random.default_rng(0).integers(0, 255, (90, 160, 3), dtype=np.uint8)
+    for video in (kept, dropped):
+        for _ in range(10):
+            video.add(frame)
+    kept.close()
+    dropped.discard()
+    assert (tmp_path / "kept.mp4").stat().st_size > 0
+    assert not (tmp_path / "dropped.mp4").exists() and not dropped._thread.is_alive()

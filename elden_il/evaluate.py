@@ -75,22 +75,31 @@ class ExpertActor(Actor):
 
     def __init__(self) -> None:
         self.experts: dict[int, ScriptedExpert] = {}
+        self.tables: dict[str, DiscreteActions] = {}  # per profile, built once
+        self.tapped: dict[int, frozenset[str]] = {}  # multi_binary: keys tapped last step, per slot
 
     def start(self, slot: int, seed: int) -> None:
         self.experts[slot] = ScriptedExpert()
+        self.tapped[slot] = frozenset()
 
     def act(self, observations, envs, slots):
         out = []
         for env, slot in zip(envs, slots):
             base = env.unwrapped
-            table = DiscreteActions(base.profile)
+            profile = base.profile
+            if profile.name not in self.tables:
+                self.tables[profile.name] = DiscreteActions(profile)
+            table = self.tables[profile.name]
             index = table.index(self.experts[slot].act(base.state))
             if base.action_mode == "discrete":
                 out.append(index)
-            else:
+            else:  # the same keys as held bits, in the env's button order (the profile's keybinds)
                 command = table.command(index)
-                keys = command.hold | set(command.tap)
-                out.append(np.array([base.profile.keybinds[b] in keys for b in base._buttons], np.int8))
+                # a bit held on is one press: a tap repeated at once needs a step released first
+                taps = frozenset(command.tap) - self.tapped[slot]
+                self.tapped[slot] = taps
+                keys = command.hold | taps
+                out.append(np.array([key in keys for key in profile.keybinds.values()], np.int8))
         return out
 
 

@@ -149,3 +149,17 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
 
     with pytest.raises(ValueError, match="needs finetune.hosts"):
         finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), env_kwargs, tmp_path / "x")
+
+
+def test_the_expert_plays_multi_binary_actions_as_presses():
+    """Held bits press once: the expert's repeated attacks must release a step in between, or
+    in multi_binary mode it would swing once and never again (it dealt no damage at all)."""
+    from elden_il.evaluate import ExpertActor, run_fights
+    from env.elden_env import EldenRingEnv
+    from env.sim.expert import ScriptedExpert
+
+    def make():
+        return EldenRingEnv(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
+
+    records, _ = run_fights(make, ExpertActor(), [1000000, 1000001], parallel=2)
+    assert all(r.boss_damage_dealt > 0.1 for r in records), records

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     for fighter, counter in counts.items():
-        total = sum(counter.values())
+        total = sum(counter.values()) or 1  # episodes salvaged with no samples count nothing
         common = ", ".join(f"{anim} ({n / total:.0%})" for anim, n in counter.most_common(args.top))
         print(f"# {fighter}: {len(counter)} distinct ids; most frequent: {common}")
     print(animations_table(counts))

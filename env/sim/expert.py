@@ -16,10 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from env.sim.moves import ROLL, BossMove, PlayerAnim
+from env.sim.moves import ROLL, BossMove
 from env.sim.world import MOVES_BY_PHASE
 
-PLAYER_FREE = {int(a) for a in (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)}
 ROLL_DELAY = 0.05 + ROLL.iframe_start / 60
 """From the decision to the first invincible frame: the dodge tap's hold, then the roll's start."""
 IFRAMES = (ROLL.iframe_end - ROLL.iframe_start) / 60
@@ -63,7 +62,6 @@ class ScriptedExpert:
         dist = math.hypot(
             state["NpcLocalPosX"] - state["HeroLocalPosX"], state["NpcLocalPosY"] - state["HeroLocalPosY"]
         )
-        free = int(state["HeroAnimId"]) in PLAYER_FREE
         if move is not None:
             dodge = self._dodge(move, elapsed, dist, state)
             if dodge:

@@ -5,6 +5,7 @@
     python -m elden_il.pipeline bc         behaviour cloning
     python -m elden_il.pipeline finetune   RL fine-tuning near the BC policy
     python -m elden_il.pipeline evaluate   every policy, same seeds, same env; metrics and plots
+    python -m elden_il.pipeline summary    the last evaluation, as a table
 
 Outputs (DVC-tracked, git-ignored), all under ``datasets/``: ``demos/``, ``minari/``, ``models/``,
 ``reports/`` (metrics as JSON for ``dvc metrics show``, plots as PNG, a GIF per policy).
@@ -224,22 +225,44 @@ def stage_evaluate(params: dict) -> None:
         if server is not None:
             server.stop()
     write_json(REPORTS / "eval.json", {"backend": backend, "fights": len(seeds), "policies": results})
+    show_summary()
     comparison_chart(results, REPORTS / "plots" / "comparison.png")
     learning_curves(MODELS / "bc" / "history.json", MODELS / "finetuned" / "learning_curve.json", REPORTS / "plots" / "learning_curves.png")
 
 
+def show_summary(path: Path = REPORTS / "eval.json") -> None:
+    """The last evaluation as one readable table (``dvc metrics show`` spreads it over dozens of
+    columns)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    try:
+        report = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"no evaluation yet ({path}): run `dvc repro`") from None
+    table = Table(title=f"{report['fights']} fights per policy, same seeds ({report['backend']})")
+    for column in ("policy", "win rate", "95 % CI", "boss damage dealt", "damage taken", "episode length"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for name, r in report["policies"].items():
+        low, high = r["win_rate_ci95"]
+        table.add_row(name, f"{r['win_rate']:.0%}", f"{low:.0%}-{high:.0%}", f"{r['boss_damage_dealt']:.0%}",
+                      f"{r['player_damage_taken']:.0%}", f"{r['episode_length']:.0f}")
+    Console().print(table)
+
+
 STAGES = {"demos": stage_demos, "dataset": stage_dataset, "bc": stage_bc, "finetune": stage_finetune, "evaluate": stage_evaluate}
+COMMANDS = {**STAGES, "summary": lambda params: show_summary()}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elden_il.pipeline", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=list(STAGES))
+    parser.add_argument("stage", choices=list(COMMANDS), help="a stage, or summary: the last evaluation as a table")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        STAGES[args.stage](load_params(args.params))
+        COMMANDS[args.stage](load_params(args.params))
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

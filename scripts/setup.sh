@@ -36,5 +36,5 @@ if [ $run_main_job -eq 1 ]; then
   # The main job: demonstrations -> dataset -> behaviour cloning -> RL fine-tuning -> evaluation,
   # all on the simulator (about 10 minutes on 2 CPU cores), then the metrics.
   dvc repro
-  dvc metrics show
+  python -m elden_il.pipeline summary   # every metric: dvc metrics show
 fi

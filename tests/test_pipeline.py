@@ -57,6 +57,8 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
         assert (project / "datasets/reports" / picture).stat().st_size > 1000
     shown = run(project, "dvc", "metrics", "show")
     assert "win_rate" in shown.stdout
+    summary = run(project, sys.executable, "-m", "elden_il.pipeline", "summary")
+    assert summary.returncode == 0 and "win rate" in summary.stdout and "finetuned" in summary.stdout
 
     again = run(project, "dvc", "repro")
     assert again.returncode == 0 and "Running stage" not in again.stdout

@@ -40,6 +40,7 @@ class Profile:
     start_position: tuple[float, float, float] | None  # global X, Y, Z to teleport to on reset
     player_position: tuple[str, str]  # the attributes giving X, Y of the player ...
     boss_position: tuple[str, str]  # ... and of the boss, in one frame (for the distance)
+    packed_reads: bool = True  # read neighbouring attributes as one array (env/packed_reads.py)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -113,6 +114,10 @@ def load_profile(name_or_path: str | Path) -> Profile:
         if len(names) != 2 or any(n not in siphon.attributes for n in names):
             raise ConfigError(f"{path}: positions.{key} must name two attributes of {siphon.path.name} (X, Y)")
 
+    packed = data.get("packed_reads", True)
+    if not isinstance(packed, bool):
+        raise ConfigError(f"{path}: packed_reads must be true or false, not {packed!r}")
+
     anims = data.get("animations", {})
     return Profile(
         name=str(data.get("name", directory.name)),
@@ -127,4 +132,5 @@ def load_profile(name_or_path: str | Path) -> Profile:
         start_position=tuple(float(c) for c in start) if start is not None else None,
         player_position=player_xy,
         boss_position=boss_xy,
+        packed_reads=packed,
     )

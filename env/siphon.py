@@ -7,6 +7,8 @@ converts a 1080p frame with a per-pixel Python loop (0.3 s). This client instead
   what failed and what to do about it;
 * reads many attributes concurrently (one unary RPC each, issued as gRPC futures, awaited
   together), so a snapshot costs about one round trip instead of one per attribute;
+* reads neighbours in game memory (HP and max HP, X/Z/Y) as one array attribute and unpacks
+  it (``env/packed_reads.py``), so a snapshot needs fewer calls in the first place;
 * decodes frames with OpenCV (BGRA -> RGB), no Python loop over pixels;
 * never calls ``ExecuteCommand``: on the real server it runs any shell command as Administrator.
 """
@@ -25,11 +27,13 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.game import AttributeValue, GameError
 from env.keys import normalize_key
-from env.siphon_config import SiphonConfig
+from env.packed_reads import Block, ReadPlan, plan_blocks
+from env.siphon_config import AttributeSpec, SiphonConfig
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 100 * 1024 * 1024  # a 4K BGRA frame is 33 MB; the real server allows 100 MB
+CHANNEL_OPTIONS = [("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)]
 VALUE_FIELDS = {"int": "int_value", "float": "float_value", "bool": "bool_value", "array": "array_value"}
 
 
@@ -41,13 +45,7 @@ class SiphonClient:
     def __init__(self, host: str = "127.0.0.1:50051", timeout: float = 2.0, connect_timeout: float = 5.0) -> None:
         self.host = host
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
-            host,
-            options=[
-                ("grpc.max_send_message_length", MAX_MESSAGE),
-                ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ],
-        )
+        self._channel = grpc.insecure_channel(host, options=CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout=connect_timeout)
         except grpc.FutureTimeoutError:
@@ -55,6 +53,8 @@ class SiphonClient:
             raise SiphonError(self._unreachable(f"within {connect_timeout:g} s")) from None
         self._stub = pb2_grpc.SiphonServiceStub(self._channel)
         self._types: dict[str, str] = {}
+        self._blocks: tuple[Block, ...] = ()
+        self._plans: dict[tuple[str, ...], ReadPlan] = {}
 
     def _unreachable(self, detail: str) -> str:
         return (
@@ -90,18 +90,18 @@ class SiphonClient:
         return response
 
     # ------------------------------------------------------------------------------ lifecycle
-    def configure(self, config: SiphonConfig, init_timeout: float = 30.0) -> None:
-        """Send the attribute config and initialise memory, input and capture."""
+    def configure(self, config: SiphonConfig, init_timeout: float = 30.0, packed_reads: bool = True) -> None:
+        """Send the attribute config and initialise memory, input and capture.
+
+        With ``packed_reads`` the config sent also holds one array attribute per group of
+        neighbouring attributes (named ``First..Last``), which ``read`` then uses: turn it off for
+        a server whose array reads misbehave."""
+        self._blocks = plan_blocks(config.attributes) if packed_reads else ()
+        self._plans.clear()
         request = pb2.SetProcessConfigRequest(
             process_name=config.process_name,
             process_window_name=config.window_name,
-            attributes=[
-                pb2.ProcessAttributeProto(
-                    name=a.name, pattern=a.pattern, offsets=list(a.offsets), type=a.type,
-                    length=a.length, method=a.method,
-                )
-                for a in config.attributes.values()
-            ],
+            attributes=[_attribute_proto(a) for a in (*config.attributes.values(), *(b.spec for b in self._blocks))],
         )
         self._call("SetProcessConfig", request)
         self._call("InitializeMemory", pb2.InitializeMemoryRequest(), init_timeout)
@@ -118,42 +118,57 @@ class SiphonClient:
     # ------------------------------------------------------------------------------- memory
     def read(self, names: Sequence[str]) -> dict[str, AttributeValue]:
         """Read ``names`` concurrently; all values or a ``SiphonError`` naming every failure."""
-        return self._collect(names, self._request_attributes(names))
+        plan = self._plan(names)
+        return self._collect(names, plan, [_outcome(call) for call in self._request_attributes(plan)])
 
     def read_and_capture(self, names: Sequence[str]) -> tuple[dict[str, AttributeValue], np.ndarray]:
         """Attributes and a frame in one concurrent round: the env's observation costs about
         the slower of the two, not their sum."""
+        plan = self._plan(names)
         capture = self._stub.CaptureFrame.future(pb2.CaptureFrameRequest(), timeout=self.timeout)
-        attributes = self._request_attributes(names)
-        values = self._collect(names, attributes)
-        try:
-            response = self._checked("CaptureFrame", capture.result())
-        except grpc.RpcError as e:
-            raise self._rpc_error("CaptureFrame", e) from None
+        values = self._collect(names, plan, [_outcome(call) for call in self._request_attributes(plan)])
+        response = _outcome(capture)
+        if isinstance(response, grpc.RpcError):
+            raise self._rpc_error("CaptureFrame", response) from None
+        response = self._checked("CaptureFrame", response)
         return values, bgra_bytes_to_rgb(response.frame, response.width, response.height)
 
-    def _request_attributes(self, names: Sequence[str]) -> list[grpc.Future]:
+    def _plan(self, names: Sequence[str]) -> ReadPlan:
+        key = tuple(names)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = ReadPlan.for_names(key, self._blocks)
+        return plan
+
+    def _request_attributes(self, plan: ReadPlan) -> list[grpc.Future]:
         return [
             self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=n), timeout=self.timeout)
-            for n in names
+            for n in plan.requests
         ]
 
-    def _collect(self, names: Sequence[str], futures: list[grpc.Future]) -> dict[str, AttributeValue]:
+    def _collect(self, names: Sequence[str], plan: ReadPlan, responses: list[Any]) -> dict[str, AttributeValue]:
         values: dict[str, AttributeValue] = {}
         failures = []
-        for name, future in zip(names, futures):
-            try:
-                response = future.result()
-            except grpc.RpcError as e:
-                raise self._rpc_error(f"GetAttribute({name})", e) from None
+        for request, response in zip(plan.requests, responses):
+            block = plan.blocks.get(request)
+            if isinstance(response, grpc.RpcError):
+                raise self._rpc_error(f"GetAttribute({plan.label(request)})", response) from None
             field = response.WhichOneof("value") if response.success else None
             if field is None:
-                failures.append(f"{name}: {response.message or 'the server returned no value'}")
-                continue
-            values[name] = getattr(response, field)
+                failures.append(f"{plan.label(request)}: {response.message or 'the server returned no value'}")
+            elif block is None:
+                values[request] = getattr(response, field)
+            elif field == "array_value" and len(response.array_value) == block.spec.length:
+                values.update(block.unpack(response.array_value))
+            else:
+                failures.append(
+                    f"{plan.label(request)}: expected {block.spec.length} bytes, got "
+                    f"{len(response.array_value) if field == 'array_value' else field}; if this server "
+                    "cannot read arrays, set packed_reads = false in the profile"
+                )
         if failures:
             raise SiphonError(f"reading attributes from {self.host} failed: " + "; ".join(failures))
-        return values
+        return values if len(values) == len(names) else {n: values[n] for n in names}
 
     def write(self, name: str, value: AttributeValue, value_type: str | None = None) -> None:
         value_type = value_type or self._types.get(name)
@@ -189,6 +204,20 @@ class SiphonClient:
         """One frame as RGB uint8 (H, W, 3), decoded from Siphon's tight top-down BGRA rows."""
         response = self._call("CaptureFrame", pb2.CaptureFrameRequest())
         return bgra_bytes_to_rgb(response.frame, response.width, response.height)
+
+
+def _outcome(call: grpc.Future) -> Any:
+    """A future's response, or the ``grpc.RpcError`` it failed with."""
+    try:
+        return call.result()
+    except grpc.RpcError as e:
+        return e
+
+
+def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:
+    return pb2.ProcessAttributeProto(
+        name=a.name, pattern=a.pattern, offsets=list(a.offsets), type=a.type, length=a.length, method=a.method,
+    )
 
 
 def bgra_bytes_to_rgb(data: bytes, width: int, height: int) -> np.ndarray:

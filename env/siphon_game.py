@@ -36,7 +36,7 @@ class SiphonGame:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.reset_timeout = reset_timeout
         self.client = SiphonClient(host, timeout=timeout)
-        self.client.configure(self.profile.siphon)
+        self.client.configure(self.profile.siphon, packed_reads=self.profile.packed_reads)
         self._names = self.profile.attribute_names
         self._held: set[str] = set()
         self._taps: list[grpc.Future] = []

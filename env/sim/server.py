@@ -26,7 +26,9 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
+from env.packed_reads import Block, fields_in
 from env.profile import load_profile
+from env.siphon_config import AttributeSpec
 from env.sim import memory
 from env.sim.clock import RealtimeClock
 from env.sim.inputs import InputLatch
@@ -37,7 +39,7 @@ log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 100 * 1024 * 1024
 MAX_WAIT_MS = 10_000  # longest hold or delay a tap may ask for
-VALUE_FIELDS = {"int": "int_value", "float": "float_value", "bool": "bool_value"}
+VALUE_FIELDS = {"int": "int_value", "float": "float_value", "bool": "bool_value", "array": "array_value"}
 RECORDING_MESSAGE = (
     "the simulator does not record server-side: record with `python -m capture.record`, which "
     "samples frames, memory and input on one clock and writes crash-safe episodes"
@@ -99,6 +101,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def __init__(self, process: SimProcess) -> None:
         self.process = process
         self.attributes: dict[str, str] = {}  # configured name -> type
+        self.arrays: dict[str, Block] = {}  # configured array attributes and what they hold
         self.process_name = ""
         self.window_name = ""
         self.memory_ready = self.input_ready = self.capture_ready = False
@@ -111,12 +114,26 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if not request.attributes:
             return pb2.SetProcessConfigResponse(success=False, message="the config has no attributes: add [attributes.<Name>] tables")
         problems = []
-        for attr in request.attributes:
+        scalars = [_spec(a) for a in request.attributes if a.type != "array"]
+        for attr in scalars:
             known = memory.ATTRIBUTES.get(attr.name)
             if known is None:
                 problems.append(f"{attr.name}: no such attribute")
             elif attr.type != known.type:
                 problems.append(f"{attr.name}: type {attr.type!r}, the simulator's is {known.type!r}")
+        arrays = {}
+        for attr in (_spec(a) for a in request.attributes if a.type == "array"):
+            try:
+                arrays[attr.name] = Block(attr, fields_in(attr, scalars))
+            except ValueError as e:
+                problems.append(f"{attr.name}: {e}")
+                continue
+            if not arrays[attr.name].fields:
+                problems.append(
+                    f"{attr.name}: the simulator has no raw memory; it serves an array only where the "
+                    "same config places scalar attributes inside it (same pattern, method and pointer "
+                    f"chain, last offset within its {attr.length} bytes)"
+                )
         if problems:
             return pb2.SetProcessConfigResponse(
                 success=False,
@@ -126,6 +143,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if request.process_name != self.process_name:  # another game: initialise it anew
             self.memory_ready = self.input_ready = self.capture_ready = False
         self.attributes = {a.name: a.type for a in request.attributes}
+        self.arrays = arrays
         self.process_name, self.window_name = request.process_name, request.process_window_name
         return pb2.SetProcessConfigResponse(success=True, message=f"config set: {len(self.attributes)} attributes")
 
@@ -177,9 +195,14 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         name = request.attributeName
         if (problem := self._attribute_problem(name)) is not None:
             return pb2.GetSiphonResponse(success=False, message=problem)
+        array = self.arrays.get(name)
         with self.process.lock:
             self.process.clock.settle()
-            value = memory.read(self.process.world, name)
+            world = self.process.world
+            if array is None:
+                value = memory.read(world, name)
+            else:  # the bytes game memory would hold there: each field at its offset
+                value = array.pack({f.name: memory.read(world, f.name) for f in array.fields})
         return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[self.attributes[name]]: value})
 
     @guarded(pb2.SetSiphonResponse)
@@ -187,6 +210,8 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         name = request.attributeName
         if (problem := self._attribute_problem(name)) is not None:
             return pb2.SetSiphonResponse(success=False, message=problem)
+        if name in self.arrays:
+            return pb2.SetSiphonResponse(success=False, message=f"{name} is an array: write the attributes it holds one by one")
         expected = VALUE_FIELDS[self.attributes[name]]
         given = request.WhichOneof("value")
         if given != expected:
@@ -294,6 +319,10 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
 
     def DownloadRecording(self, request, context):
         context.abort(grpc.StatusCode.FAILED_PRECONDITION, RECORDING_MESSAGE)
+
+
+def _spec(proto: pb2.ProcessAttributeProto) -> AttributeSpec:
+    return AttributeSpec(proto.name, proto.type, proto.pattern, tuple(proto.offsets), proto.length, proto.method)
 
 
 @dataclass

@@ -155,6 +155,22 @@ def test_streamed_frames_are_new_and_numbered(stub):
             assert cv2.imdecode(np.frombuffer(frames[0].data, np.uint8), cv2.IMREAD_COLOR).shape == (90, 160, 3)
 
 
+def test_calls_that_wait_never_hold_up_attribute_reads(stub):
+    """The server answers reads on a few threads (fast); taps that hold a key and frame streams
+    run on threads of their own, so even many of them at once leave reads prompt."""
+    taps = [stub.InputKeyTap.future(pb2.InputKeyTapRequest(keys=["E"], hold_ms=1500), timeout=10) for _ in range(20)]
+    streams = [stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=10) for _ in range(2)]
+    for stream in streams:
+        next(stream)
+    started = time.monotonic()
+    for _ in range(5):
+        assert still_serving(stub)
+    assert time.monotonic() - started < 0.5
+    for stream in streams:
+        stream.cancel()
+    assert all(t.result().success for t in taps)
+
+
 def test_no_server_is_a_clear_error_within_the_deadline():
     started = time.monotonic()
     with pytest.raises(SiphonError, match="no Siphon server at 127.0.0.1:.*python -m env.sim"):

@@ -43,6 +43,7 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, stored: tuple[
             sample, *_ = sampler.next_sample()
             writer.append(sample)
         stats = sampler.stats
+        sampler.close()
         path = writer.finish("stopped", {})
         size_bytes = path.stat().st_size
         game.close()
@@ -79,6 +80,7 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
                     frame_seen = s.frame_t - pressed_at
             state_delays.append(state_seen)
             frame_delays.append(frame_seen)
+        sampler.close()
         game.close()
     return {
         "sample_rate_hz": rate, "trials": trials,

@@ -256,6 +256,7 @@ class Recorder:
             self.autopilot.release()
         if self.listener:
             self.listener.stop()
+        self.sampler.close()
         self.game.close()
 
 

@@ -7,11 +7,20 @@ Each sample asks for the frame and every attribute in one concurrent round (``Ga
 downscales the frame at once with the env's own preprocessing, and drains the input log at the
 sample's time. A sample that starts late is counted; when a whole period is missed its slot is
 dropped and counted rather than squeezed in, so the rate stays honest.
+
+Against a live game up to four samples may be in flight at once, each started on its own deadline
+and taken by a worker thread: a 1280x720 frame costs Siphon's gRPC about 16 ms, and one round in a
+hundred takes 70 ms or more on a busy machine, so a sampler that finished each sample before
+starting the next dropped one whenever a single round ran over the period. Samples still come
+back in time order, each as soon as it is complete. In lock-step (the in-process simulator) there
+is no real time to overlap, and samples are taken inline.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
+from concurrent import futures
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +29,13 @@ from env.game import Frame, Game, GameState
 from env.observations import FrameSpec
 
 from capture.episode import Sample
-from capture.inputs import InputLog
+from capture.inputs import InputLog, InputWindow
+
+LIVE_IN_FLIGHT = 4
+"""Samples a live game may have in flight at once (see the module docstring): enough to ride out a
+round of four periods at 30 Hz, few enough that frames in flight stay small (4 x 6 MB at 720p)."""
+
+Taken = tuple[Sample, GameState, Frame, np.ndarray]
 
 
 @dataclass(slots=True)
@@ -46,10 +61,15 @@ class Sampler:
         self.frame = frame
         self.period = 1.0 / rate_hz
         self.names = game.profile.attribute_names
+        self._pool = futures.ThreadPoolExecutor(LIVE_IN_FLIGHT, thread_name_prefix="sampler") if game.realtime else None
+        self._in_flight: deque[futures.Future[Taken]] = deque()
         self.restart_clock()
 
     def restart_clock(self) -> None:
-        """Begin a fresh schedule now (after a pause in sampling, e.g. a fight restart)."""
+        """Begin a fresh schedule now (after a pause in sampling, e.g. a fight restart); samples
+        still in flight belong to the time before and are dropped."""
+        while self._in_flight:
+            futures.wait([self._in_flight.popleft()])
         self._next = self.game.now()
         self.stats = SamplerStats(started_at=self._next)
 
@@ -58,13 +78,31 @@ class Sampler:
         numbers are its own even when sampling runs on across episodes."""
         self.stats = SamplerStats(started_at=first.t, samples=1, last_t=first.t)
 
-    def next_sample(self) -> tuple[Sample, GameState, Frame, np.ndarray]:
-        """Wait for the next deadline and take one sample; returns the sample, the raw state
-        and full-size frame (for the live view and the video sidecar) and the input events."""
-        game = self.game
-        if game.now() < self._next:
-            game.wait_until(self._next)
-        now = game.now()
+    def next_sample(self) -> Taken:
+        """The next sample in time order: the sample, the raw state and full-size frame (for the
+        live view and the video sidecar) and the input events."""
+        if self._pool is None:  # lock-step: wait (advancing the game) and sample inline
+            if self.game.now() < self._next:
+                self.game.wait_until(self._next)
+            return self._count(self._take(*self._start()))
+        while True:
+            if self._in_flight and self._in_flight[0].done():
+                return self._count(self._in_flight.popleft().result())
+            if len(self._in_flight) == LIVE_IN_FLIGHT:
+                futures.wait([self._in_flight[0]])
+                continue
+            wait = self._next - self.game.now()
+            if wait <= 0:
+                self._in_flight.append(self._pool.submit(self._take, *self._start()))
+            elif self._in_flight:  # until the next deadline, or until the oldest sample is complete
+                futures.wait([self._in_flight[0]], timeout=wait)
+            else:
+                self.game.wait_until(self._next)
+
+    def _start(self) -> tuple[float, InputWindow]:
+        """Claim the current deadline (counting it late, or the ones missed as dropped) and drain
+        the input since the previous sample, on the caller's thread so windows stay in order."""
+        now = self.game.now()
         late = now - self._next
         if late >= self.period:
             missed = math.floor(late / self.period)
@@ -73,8 +111,10 @@ class Sampler:
             late -= missed * self.period
         if late > self.period / 2:
             self.stats.late += 1
-        t = now
-        window = self.inputs.drain()
+        self._next += self.period
+        return now, self.inputs.drain()
+
+    def _take(self, t: float, window: InputWindow) -> Taken:
         state, frame = self.game.observe(self.names)
         sample = Sample(
             t=t,
@@ -86,7 +126,14 @@ class Sampler:
             mouse_dx=window.mouse_dx,
             mouse_dy=window.mouse_dy,
         )
-        self.stats.samples += 1
-        self.stats.last_t = t
-        self._next += self.period
         return sample, state, frame, window.events
+
+    def _count(self, taken: Taken) -> Taken:
+        self.stats.samples += 1
+        self.stats.last_t = taken[0].t
+        return taken
+
+    def close(self) -> None:
+        """Let samples in flight finish, then stop the worker threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

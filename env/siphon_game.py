@@ -9,6 +9,7 @@ client dies, and a key left down keeps the character running into a wall.
 from __future__ import annotations
 
 import atexit
+import itertools
 import logging
 import time
 from collections.abc import Collection, Sequence
@@ -42,7 +43,7 @@ class SiphonGame:
         self._taps: list[grpc.Future] = []
         self._speed = 1.0
         self._speed_flag_set = False
-        self._frames = 0
+        self._frame_numbers = itertools.count(1)  # thread-safe: the recorder observes from several threads
         self._closed = False
         atexit.register(self.close)
 
@@ -58,15 +59,13 @@ class SiphonGame:
     def capture_frame(self) -> Frame:
         start = time.monotonic()
         rgb = self.client.capture_rgb()
-        self._frames += 1
-        return Frame(rgb, (start + time.monotonic()) / 2, self._frames)
+        return Frame(rgb, (start + time.monotonic()) / 2, next(self._frame_numbers))
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         start = time.monotonic()
         values, rgb = self.client.read_and_capture(names or self._names)
         taken = (start + time.monotonic()) / 2
-        self._frames += 1
-        return GameState(values, taken), Frame(rgb, taken, self._frames)
+        return GameState(values, taken), Frame(rgb, taken, next(self._frame_numbers))
 
     def write(self, name: str, value: AttributeValue) -> None:
         self.client.write(name, value)

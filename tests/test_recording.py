@@ -272,6 +272,37 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
     assert stats.achieved_rate_hz == pytest.approx(30, rel=0.05)
 
 
+def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server):
+    """Against a live game the next sample starts on its deadline even while a slow one is still
+    in flight; samples come back in time order with their input windows in order."""
+    from capture.sampler import Sampler
+    from env.siphon_game import SiphonGame
+
+    game = SiphonGame(sim_server.host, "sim_margit")
+    observe, rounds = game.observe, iter(range(10**6))
+
+    def stalling(names):  # one round in ten stalls for 2.5 periods, as a busy server does now and then
+        if next(rounds) % 10 == 5:
+            time.sleep(2.5 / 30)
+        return observe(names)
+
+    game.observe = stalling
+    inputs = InputLog(KEYS)
+    sampler = Sampler(game, inputs, FrameSpec((84, 84)), rate_hz=30)
+    samples, events = [], []
+    for _ in range(60):
+        inputs.tap([KEYS[0]])
+        sample, _, _, window_events = sampler.next_sample()
+        samples.append(sample)
+        events.append(window_events)
+    sampler.close()
+    game.close()
+    gaps = np.diff([s.t for s in samples])
+    assert sampler.stats.dropped == 0 and gaps.min() > 0 and gaps.max() < 1.5 / 30
+    events = np.concatenate([*events, inputs.drain().events])
+    assert np.all(np.diff(events["t"]) >= 0) and len(events) == 120  # windows in order, no tap lost
+
+
 def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
     from capture.video import VideoSidecar
 

@@ -8,7 +8,7 @@ downscales the frame at once with the env's own preprocessing, and drains the in
 sample's time. A sample that starts late is counted; when a whole period is missed its slot is
 dropped and counted rather than squeezed in, so the rate stays honest.
 
-Against a live game up to four samples may be in flight at once, each started on its own deadline
+Against a live game up to six samples may be in flight at once, each started on its own deadline
 and taken by a worker thread: a 1280x720 frame costs Siphon's gRPC about 16 ms, and one round in a
 hundred takes 70 ms or more on a busy machine, so a sampler that finished each sample before
 starting the next dropped one whenever a single round ran over the period. Samples still come
@@ -31,9 +31,10 @@ from env.observations import FrameSpec
 from capture.episode import Sample
 from capture.inputs import InputLog, InputWindow
 
-LIVE_IN_FLIGHT = 4
+LIVE_IN_FLIGHT = 6
 """Samples a live game may have in flight at once (see the module docstring): enough to ride out a
-round of four periods at 30 Hz, few enough that frames in flight stay small (4 x 6 MB at 720p)."""
+round of six periods (200 ms at 30 Hz), few enough that frames in flight stay small (6 x 6 MB at
+720p)."""
 
 Taken = tuple[Sample, GameState, Frame, np.ndarray]
 

@@ -119,18 +119,18 @@ class SiphonClient:
     def read(self, names: Sequence[str]) -> dict[str, AttributeValue]:
         """Read ``names`` concurrently; all values or a ``SiphonError`` naming every failure."""
         plan = self._plan(names)
-        return self._collect(names, plan, [_outcome(call) for call in self._request_attributes(plan)])
+        return self._collect(names, plan, self._request_attributes(plan))
 
     def read_and_capture(self, names: Sequence[str]) -> tuple[dict[str, AttributeValue], np.ndarray]:
         """Attributes and a frame in one concurrent round: the env's observation costs about
         the slower of the two, not their sum."""
         plan = self._plan(names)
         capture = self._stub.CaptureFrame.future(pb2.CaptureFrameRequest(), timeout=self.timeout)
-        values = self._collect(names, plan, [_outcome(call) for call in self._request_attributes(plan)])
-        response = _outcome(capture)
-        if isinstance(response, grpc.RpcError):
-            raise self._rpc_error("CaptureFrame", response) from None
-        response = self._checked("CaptureFrame", response)
+        values = self._collect(names, plan, self._request_attributes(plan))
+        try:
+            response = self._checked("CaptureFrame", capture.result())
+        except grpc.RpcError as e:
+            raise self._rpc_error("CaptureFrame", e) from None
         return values, bgra_bytes_to_rgb(response.frame, response.width, response.height)
 
     def _plan(self, names: Sequence[str]) -> ReadPlan:
@@ -146,13 +146,15 @@ class SiphonClient:
             for n in plan.requests
         ]
 
-    def _collect(self, names: Sequence[str], plan: ReadPlan, responses: list[Any]) -> dict[str, AttributeValue]:
+    def _collect(self, names: Sequence[str], plan: ReadPlan, futures: list[grpc.Future]) -> dict[str, AttributeValue]:
         values: dict[str, AttributeValue] = {}
         failures = []
-        for request, response in zip(plan.requests, responses):
+        for request, future in zip(plan.requests, futures):
             block = plan.blocks.get(request)
-            if isinstance(response, grpc.RpcError):
-                raise self._rpc_error(f"GetAttribute({plan.label(request)})", response) from None
+            try:
+                response = future.result()
+            except grpc.RpcError as e:
+                raise self._rpc_error(f"GetAttribute({plan.label(request)})", e) from None
             field = response.WhichOneof("value") if response.success else None
             if field is None:
                 failures.append(f"{plan.label(request)}: {response.message or 'the server returned no value'}")
@@ -168,7 +170,7 @@ class SiphonClient:
                 )
         if failures:
             raise SiphonError(f"reading attributes from {self.host} failed: " + "; ".join(failures))
-        return values if len(values) == len(names) else {n: values[n] for n in names}
+        return {n: values[n] for n in names}  # an array may carry attributes nobody asked for
 
     def write(self, name: str, value: AttributeValue, value_type: str | None = None) -> None:
         value_type = value_type or self._types.get(name)
@@ -204,14 +206,6 @@ class SiphonClient:
         """One frame as RGB uint8 (H, W, 3), decoded from Siphon's tight top-down BGRA rows."""
         response = self._call("CaptureFrame", pb2.CaptureFrameRequest())
         return bgra_bytes_to_rgb(response.frame, response.width, response.height)
-
-
-def _outcome(call: grpc.Future) -> Any:
-    """A future's response, or the ``grpc.RpcError`` it failed with."""
-    try:
-        return call.result()
-    except grpc.RpcError as e:
-        return e
 
 
 def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:

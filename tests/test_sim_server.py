@@ -40,12 +40,12 @@ def test_pysiphons_own_cli_drives_the_simulator(sim_server: SimServer, tmp_path:
     status = pysiphon(host, "status").stdout
     assert "Memory Initialized:  Yes" in status and "elden-il-sim" in status
     assert "HeroHp = " in pysiphon(host, "get", "HeroHp").stdout
+    # pause the fight first, so the boss cannot reach the player however slow each CLI call is
+    assert pysiphon(host, "set", "gameSpeedFlag", "bool", "1").returncode == 0
+    assert pysiphon(host, "set", "gameSpeedVal", "float", "0").returncode == 0
     assert pysiphon(host, "set", "HeroHp", "int", "100").returncode == 0
     assert "HeroHp = 100 (int)" in pysiphon(host, "get", "HeroHp").stdout
-    # pause the fight so only our key moves the player
-    assert pysiphon(host, "set", "gameSpeedFlag", "bool", "1").returncode == 0
     y0 = float(pysiphon(host, "get", "HeroLocalPosY").stdout.split("=")[1].split()[0])
-    assert pysiphon(host, "set", "gameSpeedVal", "float", "0").returncode == 0
     pysiphon(host, "toggle", "w", "1")
     pysiphon(host, "set", "gameSpeedVal", "float", "1")
     time.sleep(0.3)

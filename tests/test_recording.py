@@ -3,6 +3,7 @@ Real HDF5 files, real Minari datasets, the real simulator (in-process and over g
 
 from __future__ import annotations
 
+import itertools
 import signal
 import subprocess
 import sys
@@ -279,7 +280,7 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server):
     from env.siphon_game import SiphonGame
 
     game = SiphonGame(sim_server.host, "sim_margit")
-    observe, rounds = game.observe, iter(range(10**6))
+    observe, rounds = game.observe, itertools.count()
 
     def stalling(names):  # one round in ten stalls for 2.5 periods, as a busy server does now and then
         if next(rounds) % 10 == 5:
@@ -298,7 +299,8 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server):
     sampler.close()
     game.close()
     gaps = np.diff([s.t for s in samples])
-    assert sampler.stats.dropped == 0 and gaps.min() > 0 and gaps.max() < 1.5 / 30
+    # a sampler that waited out each stall would leave gaps of 2.5 periods and count drops
+    assert sampler.stats.dropped == 0 and gaps.min() > 0 and gaps.max() < 2 / 30
     events = np.concatenate([*events, inputs.drain().events])
     assert np.all(np.diff(events["t"]) >= 0) and len(events) == 120  # windows in order, no tap lost
 

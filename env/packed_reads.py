@@ -98,23 +98,24 @@ def plan_blocks(attributes: Mapping[str, AttributeSpec], max_span: int = MAX_SPA
     for spec in attributes.values():
         if spec.type in SIZES and (key := object_key(spec)) is not None:
             by_object[key].append(spec)
-    blocks = []
+    blocks: list[Block] = []
     for members in by_object.values():
         members.sort(key=lambda a: a.offsets[-1])
         group: list[AttributeSpec] = []
-        for spec in [*members, None]:
-            if spec is not None and (not group or spec.offsets[-1] + SIZES[spec.type] - group[0].offsets[-1] <= max_span):
-                group.append(spec)
-                continue
-            if len(group) > 1 and (block := _block(group)) is not None:
-                blocks.append(block)
-            group = [spec] if spec is not None else []
+        for spec in members:
+            if group and spec.offsets[-1] + SIZES[spec.type] - group[0].offsets[-1] > max_span:
+                blocks.extend(_block(group))
+                group = []
+            group.append(spec)
+        blocks.extend(_block(group))
     return tuple(blocks)
 
 
-def _block(group: Sequence[AttributeSpec]) -> Block | None:
-    """The array over ``group`` (sorted by offset), or None where two of them overlap (a flag
-    byte inside an int, say): those stay scalar reads."""
+def _block(group: Sequence[AttributeSpec]) -> list[Block]:
+    """The array over ``group`` (sorted by offset), if it holds two or more attributes and none
+    of them overlap (a flag byte inside an int, say: those stay scalar reads)."""
+    if len(group) < 2:
+        return []
     first, last = group[0], group[-1]
     spec = AttributeSpec(
         name=f"{first.name}..{last.name}",
@@ -125,9 +126,9 @@ def _block(group: Sequence[AttributeSpec]) -> Block | None:
         method=first.method,
     )
     try:
-        return Block(spec, fields_in(spec, group))
+        return [Block(spec, fields_in(spec, group))]
     except ValueError:
-        return None
+        return []
 
 
 @dataclass(frozen=True)

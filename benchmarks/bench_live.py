@@ -38,7 +38,10 @@ def percentiles(samples_ms: list[float]) -> dict[str, float]:
     return {"median": float(np.median(a)), "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99))}
 
 
-def timed(fn, n: int, warmup: int = 20) -> list[float]:
+WARMUP = 20  # calls before timing starts
+
+
+def timed(fn, n: int, warmup: int = WARMUP) -> list[float]:
     for _ in range(warmup):
         fn()
     out = []
@@ -114,7 +117,7 @@ def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rou
     out = {f"{name}_steps_per_s": 1000 / m for name, m in ms.items()}
     out |= {"rounds": rounds, "steps_per_s_by_round": {n: [1000 / m for m in v] for n, v in per_round.items()},
             "speedup": ms["naive"] / ms["ours"],
-            "client_cpu_ms_per_step": {n: 1000 * c / (rounds * (20 + steps // rounds)) for n, c in client_cpu.items()}}
+            "client_cpu_ms_per_step": {n: 1000 * c / (rounds * (WARMUP + steps // rounds)) for n, c in client_cpu.items()}}
     if variants:
         out["packing_gain"] = ms["unpacked"] / ms["ours"]
     return out

@@ -130,3 +130,31 @@ def test_a_profile_can_turn_packed_reads_off(tmp_path: Path):
     (tmp_path / "profile.toml").write_text('packed_reads = "no"\n' + text)
     with pytest.raises(Exception, match="packed_reads must be true or false"):
         load_profile(tmp_path)
+
+
+def test_a_server_that_misreads_arrays_gets_a_clear_error(monkeypatch: pytest.MonkeyPatch):
+    """A Siphon build whose array reads come back short: the read names the array, what it
+    carries, and the switch that turns packed reads off; nothing is returned half-read."""
+    from env.sim import server as sim_server
+
+    serve_array = sim_server.SimSiphonService.GetAttribute
+
+    def short_arrays(self, request, context):
+        response = serve_array(self, request, context)
+        if response.WhichOneof("value") == "array_value":
+            response.array_value = response.array_value[:-1]
+        return response
+
+    monkeypatch.setattr(sim_server.SimSiphonService, "GetAttribute", short_arrays)
+    running = sim_server.serve(port=0, size=(84, 84))
+    profile = load_profile("sim_margit")
+    client = SiphonClient(running.address)
+    try:
+        client.configure(profile.siphon)
+        with pytest.raises(SiphonError, match=r"HeroHp\.\.HeroMaxSp \(read as one array: HeroHp, HeroMaxHp.*"
+                                              r"expected 36 bytes, got 35.*packed_reads = false"):
+            client.read(["HeroHp", "HeroMaxHp"])
+        assert client.read(["HeroHp"])["HeroHp"] > 0  # a lone attribute is still a scalar read
+    finally:
+        client.close()
+        running.stop()

@@ -19,34 +19,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    from capture import record
     from capture.build_dataset import build_dataset
     from capture.episode import list_episodes, read_episode
+    from capture.record import RecordSettings, record
     from elden_il.bc import BCConfig, train_bc
     from elden_il.data import load_demonstrations
-    from elden_il.evaluate import PolicyActor, run_fights
+    from elden_il.evaluate import PolicyActor
     from elden_il.finetune import FinetuneConfig, finetune
-    from env.elden_env import EldenRingEnv
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.play import run_fights
+
+    config = EnvConfig(profile="sim_margit", action_history=4)
 
     results: dict = {"machine": describe()}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t = time.perf_counter()
-        record.main(["--backend", "sim", "--autopilot", "--max-episodes", "6", "--out", str(tmp / "raw"), "--no-status", "--log-level", "WARNING"])
+        record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=6, out=tmp / "raw"))
         seconds = time.perf_counter() - t
         samples = sum(len(read_episode(p)) for p in list_episodes(tmp / "raw"))
         results["record_in_process_samples_per_s"] = samples / seconds
         t = time.perf_counter()
-        dataset = build_dataset(tmp / "raw", "bench/margit-v0", root=tmp / "minari")
+        dataset = build_dataset(tmp / "raw", "bench/margit-v0", config, root=tmp / "minari")
         seconds = time.perf_counter() - t
         results["dataset_build"] = {"raw_samples_per_s": samples / seconds, "steps_per_s": dataset.total_steps / seconds}
         os.environ["MINARI_DATASETS_PATH"] = str(tmp / "minari")
         demos = load_demonstrations("bench/margit-v0", tmp / "minari")
         bc = train_bc(demos, BCConfig(epochs=2, patience=5), tmp / "bc")
         results["bc_train_samples_per_s"] = bc["train_samples_per_second"]
-        ft = finetune(tmp / "bc" / "policy.zip", FinetuneConfig(total_steps=2048, num_envs=2, n_steps=256), {"action_history": 4}, tmp / "ft")
+        ft = finetune(tmp / "bc" / "policy.zip", FinetuneConfig(total_steps=2048, num_envs=2, n_steps=256), config, tmp / "ft")
         results["finetune_env_steps_per_s"] = ft["env_steps_per_second"]
-        make = lambda: EldenRingEnv(action_history=4)  # noqa: E731
+        make = lambda: make_env(config)  # noqa: E731
         for parallel in (1, 8):
             t = time.perf_counter()
             run_fights(make, PolicyActor(tmp / "bc" / "policy.zip", True), list(range(16)), parallel=parallel)

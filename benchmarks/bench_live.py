@@ -26,8 +26,12 @@ from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from benchmarks.machine import describe
+from env.actions import ActionTable
+from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
+from env.factory import make_env
 from env.observations import ObservationBuilder
+from env.siphon_game import SiphonGame
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon import SiphonClient
@@ -92,10 +96,10 @@ def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rou
         servers = {name: stack.enter_context(SimServer(size=size)) for name in per_round}
         envs = {}
         for name, config in configs.items():
-            envs[name] = EldenRingEnv(backend="siphon", host=servers[name].host, profile=config, timestep_ms=0, max_steps=10**9)
+            envs[name] = EldenRingEnv(SiphonGame(servers[name].host, config), timestep_ms=0, max_steps=10**9)
             stack.callback(envs[name].close)
             envs[name].reset(seed=0)
-        builder = ObservationBuilder(profile)
+        builder = ObservationBuilder(EnvConfig(), ActionTable(profile, "discrete"))
         naive = PysiphonClient(servers["naive"].host)
         stack.callback(naive.close)
         with redirect_stdout(io.StringIO()):  # pysiphon prints its progress
@@ -127,7 +131,7 @@ def step_period_accuracy(host: str, profile_name: str, steps: int = 200) -> dict
     """Error of each step's period at timestep_ms=200. Measured where the schedule acts: the
     instant each step's wait ends and its observation begins (the end of its game-time window);
     also at the instant ``step()`` returns, which adds the observation round trip's jitter."""
-    env = EldenRingEnv(backend="siphon", host=host, profile=profile_name, timestep_ms=200, max_steps=10**9)
+    env = make_env(EnvConfig(profile=profile_name, max_steps=10**9), backend="siphon", host=host)
     env.reset(seed=0)
     game, wakes = env.unwrapped.game, []
     wait_until = game.wait_until
@@ -152,7 +156,7 @@ def step_period_accuracy(host: str, profile_name: str, steps: int = 200) -> dict
 
 
 def in_process_steps(steps: int = 3000) -> float:
-    env = EldenRingEnv(max_steps=10**9)
+    env = make_env(max_steps=10**9)
     env.reset(seed=0)
     actions = np.random.default_rng(0).integers(0, 13, steps)
     t = time.perf_counter()

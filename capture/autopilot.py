@@ -2,7 +2,7 @@
 while the recorder logs the very keys it sends as the actions, so demonstrations exist without
 a human.
 
-It decides once per ``step_seconds`` (the env's timestep, so its demonstrations have the rhythm
+It decides once per step of the env config's ``timestep_ms`` (the env's timestep, so its demonstrations have the rhythm
 the policies will act at), from the state of the sample that falls due, and mirrors every key
 it holds or taps into the ``InputLog`` at the moment it sends it. Being driven by the sampling
 loop rather than its own thread, it runs identically in real time and lock-step.
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 
-from env.actions import DiscreteActions
+from env.actions import ActionTable, send
+from env.config import EnvConfig
 from env.game import Game, GameError, GameState
 from env.sim.expert import ScriptedExpert
 
@@ -22,13 +23,13 @@ log = logging.getLogger(__name__)
 
 
 class Autopilot:
-    def __init__(self, game: Game, inputs: InputLog, step_seconds: float = 0.2, tap_ms: int = 50) -> None:
+    def __init__(self, game: Game, inputs: InputLog, config: EnvConfig) -> None:
         self.game = game
         self.inputs = inputs
-        self.step_seconds = step_seconds
-        self.tap_ms = tap_ms
-        self.actions = DiscreteActions(game.profile)
-        self.expert = ScriptedExpert(step_seconds)
+        self.step_seconds = config.timestep_ms / 1000.0
+        self.tap_ms = config.tap_ms
+        self.actions = ActionTable(game.profile, "discrete")
+        self.expert = ScriptedExpert(self.step_seconds)
         self._next_decision = float("-inf")
 
     def new_fight(self) -> None:
@@ -47,13 +48,12 @@ class Autopilot:
         name = self.expert.act(state)
         command = self.actions.command(self.actions.index(name))
         before = self.inputs.held_names()
-        self.game.hold_keys(command.hold)
+        send(self.game, command, self.tap_ms)
         for key in before - command.hold:
             self.inputs.key(key, False)
         for key in command.hold - before:
             self.inputs.key(key, True)
         if command.tap:
-            self.game.tap_keys(command.tap, self.tap_ms)
             self.inputs.tap(command.tap)
         return name
 

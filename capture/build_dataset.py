@@ -2,12 +2,17 @@
 
 Each recorded episode is resampled on the env's step grid (step k begins at the episode's first
 sample time plus k timesteps). The observation at a step boundary is built from the last sample
-at or before it by the env's own ``ObservationBuilder``, so dataset frames are produced by the
-very code that produces live ones; the action is read from the key log over the step
-(``capture.labels``); the reward is the env's base reward between consecutive boundaries; a
-death or a kill terminates the episode there, anything else truncates it. Frames are stored
+at or before it by the env's own ``ObservationBuilder`` (its frame preprocessing and its state
+scalars, over the whole episode's columns at once), so dataset frames and live frames come from
+the very same code; the action is read from the key log over the step (``capture.labels``); the
+reward is the env's base reward between consecutive boundaries; a death or a kill
+(``env.fight``) terminates the episode there, anything else truncates it. Frames are stored
 losslessly (``jpeg_encoding=False``). Not ``minari.DataCollector``: it keeps a whole session in a
 temporary folder (a crash loses it all) and needs jax.
+
+The dataset describes its env: the ``EnvConfig`` it was built for is its Minari env spec
+(``dataset.recover_environment()`` rebuilds that env) and, with the source episodes, its
+``elden_il`` metadata, which training and evaluation read back.
 """
 
 from __future__ import annotations
@@ -18,16 +23,20 @@ import logging
 import os
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 
+import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
+from env import fight
+from env.actions import ActionTable
 from env.cli import parse_size
-from env.elden_env import EldenRingEnv
-from env.observations import FrameSpec, ObservationBuilder
-from env.profile import Profile, load_profile
-from env.siphon_config import ConfigError
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.observations import ObservationBuilder, observation_space
+from env.profile import load_profile
 from env.rewards import BaseReward
 
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
@@ -35,18 +44,14 @@ from capture.labels import StepLabeler
 
 log = logging.getLogger(__name__)
 
+ENV_ID = "EldenIL/Margit-v0"
+METADATA_KEY = "elden_il"
+"""The dataset metadata key holding the project's own description (JSON): the env config, the
+source episodes and the raw folder."""
 
-class BuildError(ValueError):
+
+class BuildError(EldenILError):
     """The dataset cannot be built; the message says why and what to do."""
-
-
-@dataclass(frozen=True)
-class BuildSettings:
-    action_mode: str = "discrete"
-    timestep_ms: float = 200.0
-    frame_size: tuple[int, int] = (84, 84)
-    frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
-    max_steps: int = 900
 
 
 @dataclass
@@ -58,49 +63,50 @@ class Steps:
     truncations: np.ndarray
 
 
-def episode_steps(episode: Episode, profile: Profile, settings: BuildSettings) -> Steps | None:
+def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable) -> Steps | None:
     """One recorded episode on the env's step grid, or None if it is shorter than one step."""
-    builder = ObservationBuilder(profile, FrameSpec(settings.frame_size, settings.frame_crop))
-    labeler = StepLabeler(profile, episode.key_names, settings.action_mode)
+    labeler = StepLabeler(actions, episode.key_names)
     names = episode.attribute_names
     missing = [a for a in builder.attributes if a not in names]
     if missing:
         raise BuildError(f"{episode.path.name} lacks attributes the observation needs: {missing}")
-    dt = settings.timestep_ms / 1000.0
+    dt = config.timestep_ms / 1000.0
     t = episode.t
     if len(t) < 2:
         return None
     full_steps = int((t[-1] - t[0]) / dt + 1e-9)
     # A fight decided after the last full step ends with one more (shorter) step, so that the
     # death or the kill, always the final sample, is in the dataset as the env would end it.
-    last = dict(zip(names, episode.state[-1]))
-    decided = last["HeroHp"] <= 0 or last["NpcHp"] <= 0
+    decided = fight.is_over(dict(zip(names, episode.state[-1])))
     final_short_step = decided and t[0] + dt * full_steps < t[-1]
     boundaries = t[0] + dt * np.arange(full_steps + 1 + int(final_short_step))
     if len(boundaries) < 2:
         return None
     at = np.searchsorted(t, boundaries, side="right") - 1  # last sample at or before each boundary
-    reward = BaseReward()
-    states = [dict(zip(names, episode.state[i])) for i in at]
-    observations = [builder.reset(states[0], episode.frames[at[0]], 0)]
-    actions, rewards, terminations = [], [], []
-    for k in range(1, len(boundaries)):
-        window = slice(at[k - 1] + 1, at[k] + 1)  # samples in (boundary k-1, boundary k]
-        actions.append(labeler.label(episode.keys_held[window], episode.keys_pressed[window]))
-        observations.append(builder.step(states[k], episode.frames[at[k]], actions[-1]))
-        rewards.append(reward(states[k - 1], states[k]))
-        over = states[k]["HeroHp"] <= 0 or states[k]["NpcHp"] <= 0
-        terminations.append(over)
-        if over or k >= settings.max_steps:
-            break
-    truncations = [False] * len(actions)
+    over = fight.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
+    # the episode ends at the first boundary where the fight is over, or after max_steps steps
+    ended = np.flatnonzero(over[1:])
+    steps = min(int(ended[0]) + 1 if len(ended) else len(at) - 1, config.max_steps)
+    at = at[: steps + 1]
+    states = {name: episode.state[at, j] for j, name in enumerate(names)}
+    before = {name: column[:-1] for name, column in states.items()}
+    after = {name: column[1:] for name, column in states.items()}
+    labels = [
+        labeler.label(episode.keys_held[at[k - 1] + 1 : at[k] + 1], episode.keys_pressed[at[k - 1] + 1 : at[k] + 1])
+        for k in range(1, steps + 1)  # the samples in (boundary k-1, boundary k]
+    ]
+    terminations = over[1 : steps + 1]
+    truncations = np.zeros(steps, bool)
     truncations[-1] = not terminations[-1]
     return Steps(
-        observations={key: np.stack([o[key] for o in observations]) for key in observations[0]},
-        actions=np.array(actions),
-        rewards=np.array(rewards, np.float64),
-        terminations=np.array(terminations),
-        truncations=np.array(truncations),
+        observations={
+            "frame": np.stack([builder.frame.process(episode.frames[i]) for i in at]),
+            **builder.scalars(states),
+        },
+        actions=np.array(labels),
+        rewards=np.asarray(BaseReward()(before, after), np.float64),
+        terminations=terminations,
+        truncations=truncations,
     )
 
 
@@ -122,13 +128,13 @@ def recorded_profile(paths: list[Path]) -> str:
 def build_dataset(
     raw_dir: str | Path,
     dataset_id: str,
-    profile: str | Profile | None = None,
-    settings: BuildSettings = BuildSettings(),
+    config: EnvConfig = EnvConfig(),
     root: str | Path | None = None,
     force: bool = False,
 ):
-    """Build (or with ``force``, rebuild) ``dataset_id`` from every finished episode in ``raw_dir``,
-    with ``profile`` (by default the one the episodes were recorded with)."""
+    """Build (or with ``force``, rebuild) ``dataset_id`` for the env ``config`` describes, from
+    every finished episode in ``raw_dir``. ``config.profile`` None means the profile the episodes
+    were recorded with."""
     import minari
     from minari.data_collector import EpisodeBuffer
     from tqdm import tqdm
@@ -141,18 +147,16 @@ def build_dataset(
         partials = sorted(raw_dir.glob(f"*{PARTIAL}"))
         hint = f" ({len(partials)} unfinished: run `python -m capture.recover {raw_dir}`)" if partials else ""
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
-    try:
-        profile = profile if isinstance(profile, Profile) else load_profile(profile or recorded_profile(paths))
-    except ConfigError as e:
-        raise BuildError(str(e)) from None
+    profile = load_profile(config.profile or recorded_profile(paths))
+    config = config.replace(profile=profile.ref)
+    actions = config.actions(profile)
+    builder = ObservationBuilder(config, actions)
     target = root / dataset_id
     if target.exists():
         if not force:
             raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
         shutil.rmtree(target)
 
-    env = EldenRingEnv(profile=profile, action_mode=settings.action_mode, frame_size=settings.frame_size,
-                       frame_crop=settings.frame_crop, max_steps=settings.max_steps)
     buffers, sources = [], []
     for path in tqdm(paths, desc="episodes", unit="episode", disable=None):
         try:
@@ -161,7 +165,7 @@ def build_dataset(
             raise BuildError(str(e)) from None
         if episode.attrs.get("profile") != profile.name:
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
-        steps = episode_steps(episode, profile, settings)
+        steps = episode_steps(episode, config, builder, actions)
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue
@@ -171,19 +175,30 @@ def build_dataset(
             truncations=list(steps.truncations),
         ))
         sources.append(path.name)
-    env.close()
     if not buffers:
-        raise BuildError(f"every episode in {raw_dir} is shorter than one {settings.timestep_ms:g} ms step")
-    description = {"source_episodes": sources, "raw_dir": str(raw_dir), "profile": profile.name, "settings": asdict(settings)}
+        raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
+    about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir)}
     dataset = minari.create_dataset_from_buffers(
-        dataset_id, buffers, observation_space=env.observation_space, action_space=env.action_space,
-        algorithm_name="human or autopilot play (capture.record)", author="elden-il",
-        code_permalink="https://github.com/elden-il/elden-il", description=json.dumps(description),
+        dataset_id, buffers, observation_space=observation_space(config.frame_spec, action_space=actions.space),
+        action_space=actions.space, algorithm_name="human or autopilot play (capture.record)", author="elden-il",
+        code_permalink="https://github.com/elden-il/elden-il", description=_description(config, len(buffers)),
         jpeg_encoding=False,
     )
-    (target / "build.json").write_text(json.dumps(description, indent=2))
+    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict()).to_json()
+    dataset.storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about)})
+    (target / "build.json").write_text(json.dumps(about, indent=2))
     log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
     return dataset
+
+
+def _description(config: EnvConfig, episodes: int) -> str:
+    return (
+        f"{episodes} recorded boss fights (profile {config.profile}) on the env's step grid: "
+        f"{config.action_mode} actions every {config.timestep_ms:g} ms, {config.frame_size[0]}x"
+        f"{config.frame_size[1]} RGB frames stored losslessly with HP, distance and animation "
+        "observations. The frame stack and action history of the env (see the env spec) are "
+        "rebuilt from each episode by elden_il.data. Built by python -m capture.build_dataset."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,16 +214,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default=None,
                         help="profile to build with (default: the one the episodes were recorded with)")
     parser.add_argument("--action-mode", choices=("discrete", "multi_binary"), default="discrete")
-    parser.add_argument("--timestep-ms", type=float, default=200.0)
-    parser.add_argument("--frame-size", type=parse_size, default=(84, 84))
-    parser.add_argument("--max-steps", type=int, default=900)
+    parser.add_argument("--timestep-ms", type=float, default=200.0, help="game time per env step (default: %(default)s)")
+    parser.add_argument("--frame-size", type=parse_size, default=(84, 84), help="observation frame WxH (default: 84x84)")
+    parser.add_argument("--frame-stack", type=int, default=None,
+                        help="the env's frame stack (rebuilt from the episodes when training; default: none)")
+    parser.add_argument("--action-history", type=int, default=None,
+                        help="the env's action history (rebuilt from the episodes when training; default: none)")
+    parser.add_argument("--max-steps", type=int, default=900, help="steps before an episode is cut (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    settings = BuildSettings(args.action_mode, args.timestep_ms, args.frame_size, max_steps=args.max_steps)
     try:
-        build_dataset(args.raw, args.id, args.profile, settings, args.root, args.force)
-    except BuildError as e:
+        config = EnvConfig(profile=args.profile, action_mode=args.action_mode, timestep_ms=args.timestep_ms,
+                           frame_size=args.frame_size, frame_stack=args.frame_stack,
+                           action_history=args.action_history, max_steps=args.max_steps)
+        build_dataset(args.raw, args.id, config, args.root, args.force)
+    except EldenILError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

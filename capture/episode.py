@@ -33,6 +33,8 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from env.errors import EldenILError
+
 from capture.inputs import EVENT_DTYPE
 
 FORMAT_VERSION = 1
@@ -40,7 +42,7 @@ PARTIAL = ".h5.partial"
 PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
 
 
-class EpisodeError(ValueError):
+class EpisodeError(EldenILError):
     """An episode file that cannot be read as one; the message names it and what to do."""
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from env import fight
+
 
 class FightTracker:
     """Feed every sampled state to ``update``; it answers ``"start"``, ``"win"``, ``"death"`` or
@@ -15,17 +17,13 @@ class FightTracker:
         self._seen_any = False
 
     def update(self, state: Mapping[str, float]) -> str | None:
-        hero_alive, boss_alive = state["HeroHp"] > 0, state["NpcHp"] > 0
         if self.fighting:
-            if not hero_alive:
+            ended = fight.outcome(state)
+            if ended is not None:
                 self.fighting = False
-                return "death"
-            if not boss_alive:
-                self.fighting = False
-                return "win"
-            return None
+            return ended
         fresh = state["NpcHp"] >= state["NpcMaxHp"]
-        if hero_alive and boss_alive and (fresh or not self._seen_any):
+        if not fight.is_over(state) and (fresh or not self._seen_any):
             self._seen_any = True
             self.fighting = True
             return "start"

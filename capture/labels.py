@@ -16,29 +16,28 @@ from __future__ import annotations
 
 import numpy as np
 
-from env.actions import DiscreteActions
-from env.profile import Profile
+from env.actions import ActionTable
+
+from capture.episode import EpisodeError
 
 
 class StepLabeler:
-    def __init__(self, profile: Profile, key_names: tuple[str, ...], action_mode: str) -> None:
-        if action_mode not in ("discrete", "multi_binary"):
-            raise ValueError(f"action_mode must be 'discrete' or 'multi_binary', got {action_mode!r}")
-        self.action_mode = action_mode
+    def __init__(self, actions: ActionTable, key_names: tuple[str, ...]) -> None:
+        profile = actions.profile
+        self.action_mode = actions.mode
+        self.idle = actions.idle
         self.columns = {k: i for i, k in enumerate(key_names)}
         missing = [k for k in profile.keybinds.values() if k not in self.columns]
         if missing:
-            raise ValueError(f"the recording has no columns for keys {missing} that profile {profile.name!r} binds")
+            raise EpisodeError(f"the recording has no columns for keys {missing} that profile {profile.name!r} binds")
         self.bits = [self.columns[k] for k in profile.keybinds.values()]
-        if action_mode == "discrete":
-            table = DiscreteActions(profile)
+        if self.action_mode == "discrete":
             self.entries = [
                 (i, [self.columns[k] for k in command.hold], [self.columns[k] for k in command.tap])
-                for i, command in enumerate(table.commands)
+                for i, command in enumerate(actions.commands)
             ]
             back = profile.keybinds.get("move_back")
             self.backstep_column = self.columns.get(back) if back else None
-            self.idle = next((i for i, hold, tap in self.entries if not hold and not tap), 0)
 
     def label(self, held: np.ndarray, pressed: np.ndarray) -> np.ndarray | int:
         """The action for one step, from its samples' (S, K) held and pressed matrices."""

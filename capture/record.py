@@ -14,15 +14,14 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from env.cli import parse_size
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.factory import DEFAULT_HOST, make_game
 from env.game import GameError
-from env.observations import FrameSpec
-from env.elden_env import make_game
-from env.profile import load_profile
-from env.siphon_config import ConfigError
 
 from capture.autopilot import Autopilot
 from capture.episode import EpisodeMeta, EpisodeWriter, Sample, discard_finished
@@ -66,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("siphon", "sim"), default="siphon",
                    help="siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; "
                         "sim: the simulator in-process, lock-step (autopilot only)")
-    p.add_argument("--host", default="127.0.0.1:50051", help="Siphon server host:port (default: %(default)s)")
+    p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
     p.add_argument("--rate", type=float, default=30.0, help="samples per second (default: %(default)s)")
     p.add_argument("--frame-size", type=parse_size, default=(84, 84), help="stored frame size WxH (default: 84x84)")
@@ -74,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-episodes", type=int, default=0, help="stop after this many episodes (0: until quit)")
     p.add_argument("--max-episode-seconds", type=float, default=300.0, help="end an episode after this long (default: %(default)s)")
     p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
+    p.add_argument("--timestep-ms", type=float, default=200.0,
+                   help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
     p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
     p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=True,
                    help="restart the fight in place after each episode (the profile's reset writes; default: on)")
@@ -87,6 +88,45 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+@dataclass(frozen=True)
+class RecordSettings:
+    """Everything a recording session needs, as one value: what ``python -m capture.record``
+    builds from its flags and the pipeline's ``demos`` stage builds from params.yaml.
+
+    ``env`` is the env the recordings are for: its profile, stored frame size, and (for the
+    autopilot) the timestep it decides at and how long it taps.
+    """
+
+    env: EnvConfig = field(default_factory=lambda: EnvConfig(profile="sim_margit"))
+    backend: str = "siphon"
+    host: str = DEFAULT_HOST
+    rate: float = 30.0
+    out: Path = Path("datasets/raw")
+    max_episodes: int = 0
+    max_episode_seconds: float = 300.0
+    autopilot: bool = False
+    manual: bool = False
+    restart: bool = True
+    restart_delay: float = 1.0
+    seed: int = 0
+    video: bool = False
+    hotkeys: tuple[str, str, str] = ("F5", "F6", "F8")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RecordSettings:
+        return cls(
+            env=EnvConfig(profile=args.profile, frame_size=args.frame_size, timestep_ms=args.timestep_ms),
+            backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
+            max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, manual=args.manual,
+            restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
+            hotkeys=tuple(args.hotkeys.split(",")),
+        )
+
+
+class RecordError(EldenILError):
+    """A recording that cannot start as asked; the message says how to ask instead."""
+
+
 @dataclass
 class Requests:
     """Hotkeys and signals arrive on other threads; the sampling loop acts on them."""
@@ -97,35 +137,35 @@ class Requests:
 
 
 class Recorder:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.args = args
-        if args.backend == "sim" and not args.autopilot:
-            raise SystemExit("--backend sim runs lock-step with no human at the keys: add --autopilot, "
-                             "or play the simulator in its window (python -m env.sim --window) and record that")
-        self.profile = load_profile(args.profile)
-        self.game = make_game(args.backend, args.host, self.profile, seed=args.seed, window_size=args.frame_size)
+    def __init__(self, settings: RecordSettings) -> None:
+        self.settings = settings
+        if settings.backend == "sim" and not settings.autopilot:
+            raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot, "
+                              "or play the simulator in its window (python -m env.sim --window) and record that")
+        self.game = make_game(settings.env, settings.backend, settings.host, seed=settings.seed)
+        self.profile = self.game.profile
         self.key_names = tuple(dict.fromkeys(self.profile.keybinds.values()))
         self.inputs = InputLog(self.key_names, clock=self.game.now)
-        self.sampler = Sampler(self.game, self.inputs, FrameSpec(args.frame_size), args.rate)
+        self.sampler = Sampler(self.game, self.inputs, settings.env.frame_spec, settings.rate)
         self.tracker = FightTracker()
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
         self.video: VideoSidecar | None = None
         self.saved: list[Path] = []
-        self.fight_seed = args.seed
-        self.has_seed = args.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
-        self.autopilot = Autopilot(self.game, self.inputs) if args.autopilot else None
-        self.listener = None if args.autopilot else self._listen()
+        self.fight_seed = settings.seed
+        self.has_seed = settings.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
+        self.autopilot = Autopilot(self.game, self.inputs, settings.env) if settings.autopilot else None
+        self.listener = None if settings.autopilot else self._listen()
 
     def _listen(self):
         if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-            raise SystemExit(
+            raise RecordError(
                 "capture.record needs an X display to hear your keyboard (set DISPLAY), or use --autopilot"
             )
         from capture.listener import PynputListener
 
-        toggle, discard, quit_ = self.args.hotkeys.split(",")
+        toggle, discard, quit_ = self.settings.hotkeys
         listener = PynputListener(
             self.inputs,
             {toggle: self.requests.toggle.set, discard: self.requests.discard.set, quit_: self.requests.quit.set},
@@ -139,18 +179,18 @@ class Recorder:
             profile=self.profile.name,
             attribute_names=self.profile.attribute_names,
             key_names=self.key_names,
-            sample_rate_hz=self.args.rate,
-            frame_size=self.args.frame_size,
+            sample_rate_hz=self.settings.rate,
+            frame_size=self.settings.env.frame_size,
             window_size=window_size,
             source="autopilot" if self.autopilot else "human",
             sim_seed=self.fight_seed if self.has_seed else None,
-            host=self.args.host,
+            host=self.settings.host,
         )
-        self.writer = EpisodeWriter(self.args.out, meta)
+        self.writer = EpisodeWriter(self.settings.out, meta)
         self._episode_t0 = self.game.now()
         self.sampler.count_from(first)
-        if self.args.video:
-            self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.args.rate)
+        if self.settings.video:
+            self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.settings.rate)
         if self.autopilot:
             self.autopilot.new_fight()
         log.info("episode started: %s", self.writer.path.name)
@@ -172,15 +212,15 @@ class Recorder:
 
     def _restart_fight(self) -> None:
         self.fight_seed += 1
-        self.game.wait_until(self.game.now() + self.args.restart_delay)
+        self.game.wait_until(self.game.now() + self.settings.restart_delay)
         if self.autopilot:
             self.autopilot.release()
         self.game.reset_fight(self.fight_seed)
         self.sampler.restart_clock()
 
     # ---------------------------------------------------------------------------------- loop
-    def run(self, status: RecorderStatus) -> int:
-        args = self.args
+    def run(self, status: RecorderStatus) -> None:
+        args = self.settings
         if args.restart:
             self.game.reset_fight(self.fight_seed)
         self.sampler.restart_clock()
@@ -218,15 +258,15 @@ class Recorder:
                 )
         except GameError as e:
             self._finish_episode("server_lost")
-            log.error("recording stopped: %s", e)
-            log.error("%d episode(s) saved in %s (the one in progress as 'server_lost'), none lost", len(self.saved), args.out)
-            return 2
+            raise GameError(
+                f"recording stopped: {e}\n{len(self.saved)} episode(s) saved in {args.out} "
+                "(the one in progress as 'server_lost'), none lost"
+            ) from None
         finally:
             if self.writer is not None:
                 self._finish_episode("stopped")
             self.close()
         log.info("%d episode(s) saved in %s", len(self.saved), args.out)
-        return 0
 
     def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
         """Hotkeys: toggle an episode by hand, discard the last one."""
@@ -260,20 +300,30 @@ class Recorder:
         self.game.close()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    args.out.mkdir(parents=True, exist_ok=True)
-    try:
-        recorder = Recorder(args)
-    except (GameError, ConfigError) as e:  # no server, or a profile that does not load: say which
-        log.error("%s", e)
-        return 2
+def record(settings: RecordSettings, status: bool = False) -> list[Path]:
+    """Record as ``settings`` say until done (``max_episodes``), quit (F8, SIGINT, SIGTERM) or
+    the game is lost; returns the episodes saved. Raises ``EldenILError`` for what the user can
+    fix (no server, a broken profile) and ``GameError`` when the game is lost mid-recording,
+    after closing the episode in progress."""
+    settings.out.mkdir(parents=True, exist_ok=True)
+    recorder = Recorder(settings)
     quit_event = recorder.requests.quit
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: quit_event.set())
-    with RecorderStatus(args.rate, enabled=not args.no_status and sys.stdout.isatty()) as status:
-        return recorder.run(status)
+    with RecorderStatus(settings.rate, enabled=status) as display:
+        recorder.run(display)
+    return recorder.saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
+    except EldenILError as e:  # no server, a broken profile, the game lost: say which
+        log.error("%s", e)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -20,10 +20,8 @@ import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
-from env.observations import FrameSpec, observation_space
-
 from elden_il.data import Demonstrations
-from elden_il.policy import make_policy
+from elden_il.policy import make_policy, save_env_config
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +34,6 @@ class BCConfig:
     weight_decay: float = 1e-5
     validation_fraction: float = 0.1
     patience: int = 3  # epochs without validation improvement before stopping
-    frame_stack: int | None = None
-    action_history: int | None = 4
     seed: int = 0
 
 
@@ -55,22 +51,17 @@ def split_episodes(demos: Demonstrations, fraction: float, seed: int) -> tuple[n
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)
 
 
-def env_observation_space(demos: Demonstrations, config: BCConfig):
-    """The env's observation space for these settings (what the policy will see live)."""
-    h, w, _ = demos.observation_space["frame"].shape
-    return observation_space(FrameSpec((w, h)), config.frame_stack, config.action_history, demos.action_space)
-
-
 def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
-    """Train, checkpoint the best policy to ``out / 'policy.zip'``, return the metrics."""
+    """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
+    for beside it), return the metrics."""
     torch.manual_seed(config.seed)
     dev = device()
-    space = env_observation_space(demos, config)
-    policy = make_policy(space, demos.action_space).to(dev)
+    policy = make_policy(demos.observation_space, demos.action_space).to(dev)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed)
     rng = np.random.default_rng(config.seed)
     out.mkdir(parents=True, exist_ok=True)
+    save_env_config(out, demos.config)
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
 
@@ -81,14 +72,14 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
         started = time.perf_counter()
         for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
-            loss = -log_likelihood(policy, demos, index, config, dev).mean()
+            loss = -log_likelihood(policy, demos, index, dev).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
             samples += len(index)
         train_seconds += time.perf_counter() - started
-        val_loss, val_acc = evaluate_bc(policy, demos, val_idx, config, dev)
+        val_loss, val_acc = evaluate_bc(policy, demos, val_idx, dev)
         record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_loss": val_loss, "val_accuracy": val_acc}
         history.append(record)
         log.info("BC epoch %d: %s", epoch, record)
@@ -112,20 +103,21 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
         "episodes": demos.source_episodes,
         "device": str(dev),
         "config": asdict(config),
+        "env_config": demos.config.to_dict(),
     }
     (out / "history.json").write_text(json.dumps(history, indent=2))
     return metrics
 
 
-def log_likelihood(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, config: BCConfig, dev: torch.device) -> torch.Tensor:
-    obs, _ = policy.obs_to_tensor(demos.batch(index, config.frame_stack, config.action_history))
+def log_likelihood(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device) -> torch.Tensor:
+    obs, _ = policy.obs_to_tensor(demos.batch(index))
     actions = torch.as_tensor(demos.actions[index], device=dev)
     _, log_prob, _ = policy.evaluate_actions(obs, actions)
     return log_prob
 
 
 @torch.no_grad()
-def evaluate_bc(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, config: BCConfig, dev: torch.device) -> tuple[float, float]:
+def evaluate_bc(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device) -> tuple[float, float]:
     """Validation loss, and how often the most likely action is the demonstrated one."""
     if len(index) == 0:
         return float("nan"), float("nan")
@@ -133,7 +125,7 @@ def evaluate_bc(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndar
     losses, hits = [], 0
     for start in range(0, len(index), 512):
         chunk = index[start : start + 512]
-        obs, _ = policy.obs_to_tensor(demos.batch(chunk, config.frame_stack, config.action_history))
+        obs, _ = policy.obs_to_tensor(demos.batch(chunk))
         actions = torch.as_tensor(demos.actions[chunk], device=dev)
         _, log_prob, _ = policy.evaluate_actions(obs, actions)
         losses.append(-log_prob.sum().item())

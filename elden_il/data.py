@@ -1,24 +1,32 @@
 """Demonstrations from a Minari dataset into arrays a trainer can batch from.
 
-Frame stacks and action histories are rebuilt here from single frames and actions, by the env's
-own rule (the last k frames of the episode, padded with the first; the last k actions, padded
-with the idle action 0), so a dataset stores each frame once and still matches the env's
-``frame_stack``/``action_history`` observations exactly.
+A dataset stores each frame and action once; the env's ``frame_stack`` and ``action_history``
+are rebuilt here by the env's rule (``env.observations.ObservationBuilder``): the last k frames
+of the episode, padded with its first, and the last k actions, padded with the action table's
+idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
+a batch is, bit for bit, what that env would have shown (``tests/test_replay.py`` holds it to
+that).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.profile import load_profile
+
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
 
 
-class DatasetError(ValueError):
+class DatasetError(EldenILError):
     """A dataset that cannot be trained on; the message says why and what to do."""
 
 
@@ -28,27 +36,29 @@ class Demonstrations:
     actions: np.ndarray
     episode: np.ndarray  # which episode each step belongs to
     first: np.ndarray  # index of the first step of each step's episode
-    observation_space: gym.spaces.Dict  # the base space of the dataset (no stack/history)
+    config: EnvConfig  # the env the dataset was built for
+    idle: Any  # the action table's idle action: what the action history is padded with
+    observation_space: gym.spaces.Dict  # the env's full observation space (with stack and history)
     action_space: gym.spaces.Space
     source_episodes: int
 
     def __len__(self) -> int:
         return len(self.actions)
 
-    def batch(self, index: np.ndarray, frame_stack: int | None = None, action_history: int | None = None) -> dict[str, np.ndarray]:
-        """The observations at ``index`` as the env would have given them, with the optional
-        stack and history keys rebuilt from the episode."""
+    def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
+        """The observations at ``index`` exactly as the env would have given them, with the
+        config's stack and history keys rebuilt from the episode."""
         out = {k: v[index] for k, v in self.obs.items()}
         first = self.first[index]
-        if frame_stack:
-            back = np.arange(frame_stack - 1, -1, -1)
+        if self.config.frame_stack:
+            back = np.arange(self.config.frame_stack - 1, -1, -1)
             frames = np.maximum(index[:, None] - back[None, :], first[:, None])
             out["frame_stack"] = self.obs["frame"][frames]
-        if action_history:
-            back = np.arange(action_history, 0, -1)
+        if self.config.action_history:
+            back = np.arange(self.config.action_history, 0, -1)
             steps = index[:, None] - back[None, :]
             history = self.actions[np.maximum(steps, 0)].astype(np.int32)
-            history[steps < first[:, None]] = 0
+            history[steps < first[:, None]] = self.idle
             out["action_history"] = history
         return out
 
@@ -56,6 +66,19 @@ class Demonstrations:
 def minari_root(path: str | Path | None = None) -> Path:
     """Where datasets live: ``$MINARI_DATASETS_PATH`` if set, else ``datasets/minari``."""
     return Path(path or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari")
+
+
+def dataset_config(dataset: Any) -> EnvConfig:
+    """The ``EnvConfig`` a Minari dataset was built for (``capture.build_dataset`` writes it)."""
+    from capture.build_dataset import METADATA_KEY
+
+    about = dataset.storage.metadata.get(METADATA_KEY)
+    if about is None:
+        raise DatasetError(
+            f"dataset {dataset.id!r} does not say which env it was built for (no {METADATA_KEY!r} metadata): "
+            "rebuild it with `python -m capture.build_dataset --force` (or `dvc repro dataset`)"
+        )
+    return EnvConfig.from_dict(json.loads(about)["env_config"], f"dataset {dataset.id!r}")
 
 
 def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demonstrations:
@@ -69,6 +92,7 @@ def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demo
             f"cannot load dataset {dataset_id!r} from {minari_root(root)}: {e}. Build it with "
             "`python -m capture.build_dataset` (or `dvc repro dataset`)"
         ) from None
+    config = dataset_config(dataset)
     space = dataset.observation_space
     if not isinstance(space, gym.spaces.Dict) or not set(BASE_KEYS) <= set(space.spaces):
         raise DatasetError(f"dataset {dataset_id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})")
@@ -86,29 +110,24 @@ def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demo
         start += steps
     if start == 0:
         raise DatasetError(f"dataset {dataset_id!r} has no steps: record demonstrations first (`python -m capture.record`)")
-    base_space = gym.spaces.Dict({k: space[k] for k in BASE_KEYS})
+    table = config.actions(load_profile(config.profile))
+    observation_space, action_space = config.spaces(table.profile)
     return Demonstrations(
         obs={k: np.concatenate(v) for k, v in obs.items()},
         actions=np.concatenate(actions),
         episode=np.concatenate(episode),
         first=np.concatenate(first),
-        observation_space=base_space,
-        action_space=dataset.action_space,
+        config=config,
+        idle=table.idle,
+        observation_space=observation_space,
+        action_space=action_space,
         source_episodes=count,
     )
 
 
-def check_compatible(demos: Demonstrations, env_space: gym.spaces.Dict, env_actions: gym.Space) -> None:
-    """Refuse a dataset whose spaces differ from the env the policy will act in."""
-    differences = [
-        f"{k}: dataset {demos.observation_space[k]} vs env {env_space[k]}"
-        for k in BASE_KEYS
-        if k not in env_space.spaces or demos.observation_space[k] != env_space[k]
-    ]
-    if demos.action_space != env_actions:
-        differences.append(f"actions: dataset {demos.action_space} vs env {env_actions}")
+def check_config(built_for: EnvConfig, wanted: EnvConfig, what: str, fix: str) -> None:
+    """Refuse to go on when ``what`` was made for another env than ``wanted``, naming every
+    setting that differs (a crop or a timestep counts, not only the spaces' shapes)."""
+    differences = built_for.differences(wanted)
     if differences:
-        raise DatasetError(
-            "the dataset does not match the env (rebuild it with the env's settings, e.g. the same "
-            "--action-mode and --frame-size): " + "; ".join(differences)
-        )
+        raise DatasetError(f"{what} was made for another env ({'; '.join(differences)}, theirs vs wanted): {fix}")

@@ -23,7 +23,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
-from elden_il.policy import policy_kwargs
+from env.config import EnvConfig
+from env.factory import env_fns
+
+from elden_il.policy import policy_kwargs, save_env_config
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,8 @@ class KLToPriorPolicy(ActorCriticPolicy):
 @dataclass(frozen=True)
 class FinetuneConfig:
     total_steps: int = 50_000
-    backend: str = "sim"  # sim: num_envs in-process simulators | siphon: one env per host in hosts
+    backend: str = "sim"  # sim | sim_server: num_envs simulators | siphon: one env per host in hosts
     hosts: tuple[str, ...] = ()  # siphon only: "pc1:50051", one per gaming PC (or simulator server)
-    profile: str | None = None  # siphon only: None for the real game, sim_margit for simulator servers
     num_envs: int = 4
     subprocesses: bool = True
     kl_coef: float = 0.05
@@ -91,33 +93,24 @@ class LearningCurve(BaseCallback):
         return True
 
 
-def make_env_fns(config: FinetuneConfig, env_kwargs: dict):
-    """One constructor per env: in-process simulators, or a live env per Siphon host."""
-    from env.elden_env import EldenRingEnv
-
-    if config.backend not in ("sim", "siphon"):
-        raise ValueError(f"finetune.backend must be 'sim' or 'siphon', got {config.backend!r}")
-    if config.backend == "siphon" and not config.hosts:
-        raise ValueError("finetune.backend 'siphon' needs finetune.hosts: one 'host:port' per Siphon server")
-    hosts = config.hosts if config.backend == "siphon" else [None] * config.num_envs
-
-    def make(i: int, host: str | None):
+def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
+    """The factory's env constructors for this run, each env reset once with its own seed."""
+    def seeded(make, i: int):
         def thunk():
-            if host is None:
-                env = EldenRingEnv(**env_kwargs)
-            else:
-                env = EldenRingEnv(backend="siphon", host=host, profile=config.profile, **env_kwargs)
+            env = make()
             env.reset(seed=config.seed * 1000 + i)
             return env
 
         return thunk
 
-    return [make(i, host) for i, host in enumerate(hosts)]
+    fns = env_fns(env_config, config.backend, config.num_envs, config.hosts)
+    return [seeded(make, i) for i, make in enumerate(fns)]
 
 
-def finetune(bc_policy_path: Path, config: FinetuneConfig, env_kwargs: dict, out: Path) -> dict:
-    """PPO from the BC checkpoint with a KL penalty to it; saves ``out/policy.zip``."""
-    fns = make_env_fns(config, env_kwargs)
+def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path) -> dict:
+    """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
+    (the one the BC policy was trained for); saves ``out/policy.zip`` and its env config."""
+    fns = seeded_env_fns(config, env_config)
     vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
     vec = VecMonitor(vec, info_keywords=("win",))
     bc = ActorCriticPolicy.load(str(bc_policy_path))
@@ -135,7 +128,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_kwargs: dict, out
     model.learn(config.total_steps, callback=curve, progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()
-    out.mkdir(parents=True, exist_ok=True)
+    save_env_config(out, env_config)
     ActorCriticPolicy.save(model.policy, str(out / "policy.zip"))
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     wins = [r["win"] for r in curve.rows]

@@ -24,6 +24,9 @@ from typing import Any
 
 import yaml
 
+from env.config import EnvConfig, FieldError
+from env.errors import EldenILError
+
 log = logging.getLogger("elden_il.pipeline")
 
 DEMOS_DIR = Path("datasets/demos/sim")
@@ -33,7 +36,7 @@ MODELS = Path("datasets/models")
 REPORTS = Path("datasets/reports")
 
 
-class ParamsError(ValueError):
+class ParamsError(EldenILError):
     """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
 
 
@@ -50,10 +53,12 @@ def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
 
 
 NUMBER = (int, float)
+ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("frame_stack", "action_history", "max_steps")}
+"""Where params.yaml keeps each field of the env config (EnvConfig checks their values)."""
 SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
     "demos": {"source": str, "raw_dir": str, "episodes": int, "seed": int, "rate_hz": NUMBER},
-    "dataset": {"id": str, "action_mode": str, "timestep_ms": NUMBER, "frame_size": list},
-    "env": {"frame_stack": int, "action_history": int, "max_steps": int},
+    "dataset": {"id": str, **{k: object for k in ENV_FIELDS["dataset"]}},
+    "env": {k: object for k in ENV_FIELDS["env"]},
     "evaluate": {"fights": int, "first_seed": int, "backend": str, "host": str, "deterministic": bool, "parallel": int},
 }
 """The plain sections; ``bc`` and ``finetune`` are checked against their config dataclasses."""
@@ -93,19 +98,15 @@ def dataclass_params(values: Any, name: str, cls: type) -> Any:
     return cls(**values)
 
 
-def env_kwargs(params: dict) -> dict[str, Any]:
-    data = section(params, "dataset")
-    env = section(params, "env")
-    if data.get("action_mode") not in ("discrete", "multi_binary"):
-        raise ParamsError(f"params.yaml dataset.action_mode must be discrete or multi_binary, got {data.get('action_mode')!r}")
-    return {
-        "action_mode": data["action_mode"],
-        "timestep_ms": data.get("timestep_ms", 200),
-        "frame_size": tuple(data.get("frame_size", (84, 84))),
-        "frame_stack": env.get("frame_stack"),
-        "action_history": env.get("action_history"),
-        "max_steps": env.get("max_steps", 900),
-    }
+def env_config(params: dict) -> EnvConfig:
+    """The env every stage works in, from params.yaml's ``dataset`` and ``env`` sections; the
+    profile is left to the recordings (``None``) and filled in when the dataset is built."""
+    values = {k: v for name, keys in ENV_FIELDS.items() for k, v in section(params, name).items() if k in keys}
+    try:
+        return EnvConfig(**values)
+    except FieldError as e:
+        where = next(name for name, keys in ENV_FIELDS.items() if e.field in keys)
+        raise ParamsError(f"params.yaml {where}.{e}") from None
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -124,83 +125,66 @@ def stage_demos(params: dict) -> None:
     if demos["source"] == "raw":
         log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.get("raw_dir"))
         return
-    from capture import record
+    from capture.record import RecordSettings, record
 
-    frame = "x".join(str(v) for v in section(params, "dataset").get("frame_size", [84, 84]))
-    code = record.main([
-        "--backend", "sim", "--autopilot", "--max-episodes", str(demos.get("episodes", 40)),
-        "--seed", str(demos.get("seed", 0)), "--rate", str(demos.get("rate_hz", 30)),
-        "--frame-size", frame, "--out", str(DEMOS_DIR), "--no-status", "--log-level", "WARNING",
-    ])
-    if code != 0:
-        raise SystemExit(code)
+    record(RecordSettings(
+        env=env_config(params).replace(profile="sim_margit"), backend="sim", autopilot=True,
+        max_episodes=demos.get("episodes", 40), seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
+        out=DEMOS_DIR,
+    ))
 
 
 def stage_dataset(params: dict) -> None:
-    from capture.build_dataset import BuildSettings, build_dataset
+    from capture.build_dataset import build_dataset
 
     demos = section(params, "demos")
-    kwargs = env_kwargs(params)
     raw = DEMOS_DIR if demos.get("source") == "sim" else Path(demos.get("raw_dir") or USER_RAW_DIR)
-    settings = BuildSettings(kwargs["action_mode"], kwargs["timestep_ms"], kwargs["frame_size"], max_steps=kwargs["max_steps"])
     dataset_id = section(params, "dataset")["id"]
-    dataset = build_dataset(raw, dataset_id, settings=settings, root=MINARI_ROOT, force=True)
+    dataset = build_dataset(raw, dataset_id, env_config(params), root=MINARI_ROOT, force=True)
     write_json(REPORTS / "dataset.json", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": dataset_id})
 
 
 def stage_bc(params: dict) -> None:
     from elden_il.bc import BCConfig, train_bc
-    from elden_il.data import check_compatible, load_demonstrations
+    from elden_il.data import check_config, load_demonstrations
 
-    config = dataclass_params({**(params.get("bc") or {}), **_history(params)}, "bc", BCConfig)
-    kwargs = env_kwargs(params)
-    demos = load_demonstrations(section(params, "dataset")["id"], MINARI_ROOT)
-    env = _make_env(kwargs)()
-    check_compatible(demos, env.observation_space, env.action_space)
-    env.close()
+    config = dataclass_params(params.get("bc"), "bc", BCConfig)
+    dataset_id = section(params, "dataset")["id"]
+    demos = load_demonstrations(dataset_id, MINARI_ROOT)
+    wanted = env_config(params).replace(profile=demos.config.profile)
+    check_config(demos.config, wanted, f"dataset {dataset_id!r}",
+                 "rebuild it with the params it should follow (`dvc repro dataset`)")
     metrics = train_bc(demos, config, MODELS / "bc")
     write_json(REPORTS / "bc.json", metrics)
 
 
-def _history(params: dict) -> dict:
-    env = params.get("env") or {}
-    return {"frame_stack": env.get("frame_stack"), "action_history": env.get("action_history")}
-
-
 def stage_finetune(params: dict) -> None:
     from elden_il.finetune import FinetuneConfig, finetune
+    from elden_il.policy import load_env_config
 
     config = dataclass_params(params.get("finetune"), "finetune", FinetuneConfig)
-    metrics = finetune(MODELS / "bc" / "policy.zip", config, env_kwargs(params), MODELS / "finetuned")
+    metrics = finetune(MODELS / "bc" / "policy.zip", config, load_env_config(MODELS / "bc"), MODELS / "finetuned")
     write_json(REPORTS / "finetune.json", metrics)
 
 
-def _make_env(kwargs: dict, backend: str = "sim", host: str = "", server_host: str | None = None):
-    from env.elden_env import EldenRingEnv
-    from env.sim.expert import ScriptedExpert
-
-    def make():
-        if backend == "sim":
-            return EldenRingEnv(state_attributes=ScriptedExpert.ATTRIBUTES, **kwargs)
-        if backend == "sim_server":
-            return EldenRingEnv(backend="siphon", host=server_host, profile="sim_margit",
-                                state_attributes=ScriptedExpert.ATTRIBUTES, pause_between_steps=True, **kwargs)
-        return EldenRingEnv(backend="siphon", host=host, **kwargs)
-
-    return make
-
-
 def stage_evaluate(params: dict) -> None:
-    from elden_il.evaluate import ExpertActor, PolicyActor, RandomActor, evaluate
+    from elden_il.data import check_config
+    from elden_il.evaluate import PolicyActor, evaluate
     from elden_il.plots import comparison_chart, learning_curves
+    from elden_il.policy import load_env_config
+    from env.factory import BACKENDS, make_env
+    from env.play import RandomActor
+    from env.sim.expert import ScriptedExpert, expert_actor
 
     ev = section(params, "evaluate")
     backend = ev.get("backend", "sim")
-    if backend not in ("sim", "sim_server", "siphon"):
-        raise ParamsError(f"params.yaml evaluate.backend must be sim, sim_server or siphon, got {backend!r}")
+    if backend not in BACKENDS:
+        raise ParamsError(f"params.yaml evaluate.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if ev.get("fights", 100) < 1:
         raise ParamsError("params.yaml evaluate.fights must be at least 1")
-    kwargs = env_kwargs(params)
+    config = load_env_config(MODELS / "bc")
+    check_config(load_env_config(MODELS / "finetuned"), config, "the fine-tuned policy",
+                 "fine-tune it again from this BC policy (`dvc repro finetune`)")
     seeds = list(range(ev.get("first_seed", 1_000_000), ev.get("first_seed", 1_000_000) + ev.get("fights", 100)))
     deterministic = ev.get("deterministic", True)
     actors = {
@@ -211,19 +195,17 @@ def stage_evaluate(params: dict) -> None:
     if backend == "siphon":
         log.info("the scripted expert knows only the simulator's moves: not evaluated against a real game")
     else:
-        actors["expert"] = ExpertActor()
-    server = None
-    if backend == "sim_server":
-        from env.sim.launcher import SimServer
+        actors["expert"] = expert_actor(config)
 
-        server = SimServer(size=kwargs["frame_size"])
-    try:
-        make = _make_env(kwargs, backend, ev.get("host", ""), server.host if server else None)
-        parallel = 1 if backend != "sim" else ev.get("parallel", 8)
-        results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)
-    finally:
-        if server is not None:
-            server.stop()
+    def make():
+        if backend == "siphon":
+            return make_env(config, backend=backend, host=ev.get("host", ""))
+        # a simulator server runs in real time: paused while the policies think, so the live path is exact
+        return make_env(config, backend=backend, state_attributes=ScriptedExpert.ATTRIBUTES,
+                        pause_between_steps=backend == "sim_server")
+
+    parallel = 1 if backend != "sim" else ev.get("parallel", 8)
+    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)
     write_json(REPORTS / "eval.json", {"backend": backend, "fights": len(seeds), "policies": results})
     show_summary()
     comparison_chart(results, REPORTS / "plots" / "comparison.png")
@@ -239,7 +221,7 @@ def show_summary(path: Path = REPORTS / "eval.json") -> None:
     try:
         report = json.loads(path.read_text())
     except FileNotFoundError:
-        raise ValueError(f"no evaluation yet ({path}): run `dvc repro`") from None
+        raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
     table = Table(title=f"{report['fights']} fights per policy, same seeds ({report['backend']})")
     for column in ("policy", "win rate", "95 % CI", "boss damage dealt", "damage taken", "episode length"):
         table.add_column(column, justify="left" if column == "policy" else "right")
@@ -266,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except ValueError as e:  # DatasetError, BuildError: already say what to do
+    except EldenILError as e:  # a dataset, a recording, a server: the message says what to do
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -8,6 +8,8 @@ the policy is built on that transposed space; offline batches go through the pol
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -18,6 +20,12 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
+
+from env.config import EnvConfig
+from env.errors import EldenILError
+
+ENV_CONFIG_FILE = "env_config.json"
+"""Beside every saved policy: the ``EnvConfig`` of the env it was trained for."""
 
 
 def policy_space(space: spaces.Dict) -> spaces.Dict:
@@ -104,3 +112,20 @@ def policy_kwargs(net_arch: tuple[int, ...] = (256,)) -> dict[str, Any]:
         "activation_fn": nn.ReLU,
         "ortho_init": True,
     }
+
+
+def save_env_config(folder: Path, config: EnvConfig) -> None:
+    """Record, beside the policy saved in ``folder``, which env it acts in."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / ENV_CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
+
+
+def load_env_config(folder: Path) -> EnvConfig:
+    """The env the policy saved in ``folder`` was trained for."""
+    path = folder / ENV_CONFIG_FILE
+    try:
+        return EnvConfig.from_dict(json.loads(path.read_text()), str(path))
+    except FileNotFoundError:
+        raise EldenILError(f"{path} is missing: {folder} holds no policy trained by this project (run `dvc repro`)") from None
+    except json.JSONDecodeError as e:
+        raise EldenILError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None

@@ -1,16 +1,28 @@
-"""Actions as keys: the discrete action table and the multi-binary layout of a profile.
+"""Actions as keys: a profile's actions in one action mode, and the one way keys reach a game.
 
 Both action modes come down to a ``KeyCommand`` per step: the keys to hold during the step and
 the keys to tap once at its start. Holding versus tapping matters in Elden Ring: a roll fires
 when dodge is *released*, and holding it sprints, so a discrete roll is a tap, never a hold.
-The recorder uses the same tables in reverse, to label human key states with actions.
+
+``ActionTable`` is the single source of an action mode's space, its commands and its *idle*
+action (the one that presses nothing). The env pads its action history with that idle action,
+the dataset builder starts every episode from it and the labeller falls back to it, so they
+agree by construction. The recorder uses the same tables in reverse, to label key states.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from gymnasium import spaces
 
 from env.profile import Profile
+from env.siphon_config import ConfigError
+
+if TYPE_CHECKING:
+    from env.game import Game
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,32 +31,67 @@ class KeyCommand:
     tap: tuple[str, ...] = ()
 
 
-class DiscreteActions:
-    """The profile's discrete action table: index -> ``KeyCommand`` (Siphon key names)."""
+class ActionTable:
+    """A profile's actions in ``discrete`` or ``multi_binary`` mode.
 
-    def __init__(self, profile: Profile) -> None:
-        if not profile.discrete_actions:
-            raise ValueError(f"profile {profile.name!r} has no [[discrete_actions]] table")
-        self.names: tuple[str, ...] = tuple(a.name for a in profile.discrete_actions)
-        self.commands: tuple[KeyCommand, ...] = tuple(
-            KeyCommand(
-                frozenset(profile.key_for(a) for a in action.hold),
-                tuple(profile.key_for(a) for a in action.tap),
+    * ``discrete``: the profile's ``[[discrete_actions]]`` table; action ``i`` is its row ``i``.
+    * ``multi_binary``: one bit per keybind, in the profile's keybind order; a set bit holds its key.
+    """
+
+    def __init__(self, profile: Profile, mode: str) -> None:
+        self.profile = profile
+        self.mode = mode
+        if mode == "discrete":
+            if not profile.discrete_actions:
+                raise ConfigError(f"profile {profile.name!r} has no [[discrete_actions]] table")
+            self.names: tuple[str, ...] = tuple(a.name for a in profile.discrete_actions)
+            self.commands: tuple[KeyCommand, ...] = tuple(
+                KeyCommand(frozenset(profile.key_for(a) for a in action.hold), tuple(profile.key_for(a) for a in action.tap))
+                for action in profile.discrete_actions
             )
-            for action in profile.discrete_actions
-        )
-        self._index = {name: i for i, name in enumerate(self.names)}
+            idle = [i for i, c in enumerate(self.commands) if not c.hold and not c.tap]
+            if not idle:
+                raise ConfigError(
+                    f"profile {profile.name!r}: the discrete action table needs an entry that presses "
+                    "nothing (e.g. [[discrete_actions]] name = \"idle\"): episodes start from it"
+                )
+            self.space: spaces.Space = spaces.Discrete(len(self.commands))
+            self.idle: Any = idle[0]
+            self._index = {name: i for i, name in enumerate(self.names)}
+        elif mode == "multi_binary":
+            self.names = tuple(profile.keybinds)
+            self.keys: tuple[str, ...] = tuple(profile.keybinds.values())
+            self.space = spaces.MultiBinary(len(self.keys))
+            self.idle = np.zeros(len(self.keys), np.int8)
+        else:
+            raise ConfigError(f"action_mode = {mode!r}: must be discrete or multi_binary")
 
     def __len__(self) -> int:
-        return len(self.commands)
+        return len(self.names)
 
     def index(self, name: str) -> int:
+        """The discrete action called ``name`` (``"roll_left"``)."""
         try:
             return self._index[name]
-        except KeyError:
+        except (KeyError, AttributeError):
             raise ValueError(f"no discrete action {name!r}; the table has: {', '.join(self.names)}") from None
 
-    def command(self, action: int) -> KeyCommand:
-        if not 0 <= int(action) < len(self.commands):
-            raise ValueError(f"discrete action {action!r} is out of range 0..{len(self.commands) - 1}")
-        return self.commands[int(action)]
+    def command(self, action: Any) -> KeyCommand:
+        """The keys one action sends."""
+        if self.mode == "discrete":
+            if not 0 <= int(action) < len(self.commands):
+                raise ValueError(f"discrete action {action!r} is out of range 0..{len(self.commands) - 1}")
+            return self.commands[int(action)]
+        return KeyCommand(frozenset(key for key, on in zip(self.keys, np.asarray(action)) if on))
+
+    def bits(self, keys: frozenset[str]) -> np.ndarray:
+        """``multi_binary``: the action holding exactly ``keys``."""
+        return np.array([key in keys for key in self.keys], np.int8)
+
+
+def send(game: Game, command: KeyCommand, tap_ms: int) -> None:
+    """Make the game hold exactly ``command.hold`` and tap ``command.tap``: how every player in
+    this project (env, autopilot) presses keys, so a command means the same everywhere."""
+    game.hold_keys(command.hold)
+    if command.tap:
+        game.tap_keys(command.tap, tap_ms)

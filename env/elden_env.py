@@ -19,48 +19,32 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
-from env.actions import DiscreteActions, KeyCommand
+from env import fight
+from env.actions import KeyCommand, send
+from env.config import EnvConfig
 from env.game import Frame, Game, GameState
-from env.observations import FrameSpec, ObservationBuilder
-from env.profile import Profile
+from env.observations import ObservationBuilder
 from env.rewards import BaseReward, RewardFn
+from env.siphon_config import ConfigError
 
 log = logging.getLogger(__name__)
 
-ACTION_MODES = ("discrete", "multi_binary")
-BACKENDS = ("sim", "siphon")
-DEFAULT_PROFILES = {"sim": "sim_margit", "siphon": "eldenring_margit"}
-
-
-def make_game(
-    backend: str = "sim",
-    host: str = "127.0.0.1:50051",
-    profile: Profile | str | None = None,
-    seed: int = 0,
-    window_size: tuple[int, int] = (84, 84),
-) -> Game:
-    """The game behind the env: ``"sim"`` in-process, or ``"siphon"`` at ``host`` (the real
-    game by default; pass ``profile="sim_margit"`` for a ``python -m env.sim`` server)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}: use 'sim' (in-process simulator) or 'siphon' (a Siphon server)")
-    profile = profile or DEFAULT_PROFILES[backend]
-    if backend == "sim":
-        from env.sim.game import SimGame
-
-        return SimGame(profile, seed=seed, window_size=window_size)
-    from env.siphon_game import SiphonGame
-
-    return SiphonGame(host, profile)
-
 
 class EldenRingEnv(gym.Env):
+    """The env over ``game_interface``, with the PRD's keyword arguments.
+
+    Which game (the in-process simulator, a simulator server, the real game) is the caller's
+    choice: ``env.factory.make_env`` builds both from one ``EnvConfig`` and a backend name, and
+    is what ``gymnasium.make("EldenIL/Margit-v0", ...)`` calls. The env's settings are kept as
+    ``self.config`` (an ``EnvConfig``), the value datasets and policies record.
+    """
+
     metadata = {"render_modes": ["rgb_array"], "render_fps": 5}
 
     def __init__(
         self,
-        game_interface: Game | None = None,
+        game_interface: Game,
         boss_name: str = "margit",
         action_mode: str = "discrete",
         action_persistence: bool = True,
@@ -70,53 +54,38 @@ class EldenRingEnv(gym.Env):
         frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0),
         frame_stack: int | None = None,
         action_history: int | None = None,
+        tap_ms: int = 50,
         reward_fn: RewardFn | None = None,
         pause_between_steps: bool = False,
-        tap_ms: int = 50,
         state_attributes: tuple[str, ...] = (),
         render_mode: str | None = "rgb_array",
-        backend: str = "sim",
-        host: str = "127.0.0.1:50051",
-        profile: Profile | str | None = None,
     ) -> None:
         super().__init__()
-        if action_mode not in ACTION_MODES:
-            raise ValueError(f"action_mode must be one of {ACTION_MODES}, got {action_mode!r}")
-        if timestep_ms < 0 or max_steps < 1:
-            raise ValueError(f"timestep_ms must be >= 0 and max_steps >= 1 (got {timestep_ms}, {max_steps})")
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self._owns_game = game_interface is None
-        self.game = game_interface or make_game(backend, host, profile, window_size=tuple(frame_size))
-        self.profile: Profile = self.game.profile
+        self.game = game_interface
+        self.profile = game_interface.profile
+        self.config = EnvConfig(
+            profile=self.profile.ref, action_mode=action_mode, action_persistence=action_persistence,
+            timestep_ms=timestep_ms, max_steps=max_steps, frame_size=tuple(frame_size), frame_crop=tuple(frame_crop),
+            frame_stack=frame_stack, action_history=action_history, tap_ms=tap_ms,
+        )
         if boss_name.lower() not in self.profile.boss_name.lower():
-            raise ValueError(
+            raise ConfigError(
                 f"boss_name {boss_name!r} does not match profile {self.profile.name!r} ({self.profile.boss_name})"
             )
-        self.action_mode = action_mode
-        self.action_persistence = action_persistence
-        self.timestep = timestep_ms / 1000.0
-        self.max_steps = max_steps
-        self.pause_between_steps = pause_between_steps
-        self.tap_ms = tap_ms
+        if render_mode not in (None, "rgb_array"):
+            raise ConfigError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
+        self.pause_between_steps = pause_between_steps
         self.reward_fn: RewardFn = reward_fn or BaseReward()
+        self.timestep = self.config.timestep_ms / 1000.0
 
-        if action_mode == "discrete":
-            self._discrete = DiscreteActions(self.profile)
-            self.action_space: spaces.Space = spaces.Discrete(len(self._discrete))
-            self._idle_action: Any = self._discrete.index("idle") if "idle" in self._discrete.names else 0
-        else:
-            self._buttons = tuple(self.profile.keybinds)
-            self.action_space = spaces.MultiBinary(len(self._buttons))
-            self._idle_action = np.zeros(len(self._buttons), np.int8)
-        self._obs = ObservationBuilder(
-            self.profile, FrameSpec(tuple(frame_size), tuple(frame_crop)), frame_stack, action_history, self.action_space
-        )
+        self.actions = self.config.actions(self.profile)
+        self.action_space = self.actions.space
+        self._obs = ObservationBuilder(self.config, self.actions)
         self.observation_space = self._obs.space
         unknown = [a for a in state_attributes if a not in self.profile.siphon.attributes]
         if unknown:
-            raise ValueError(f"state_attributes {unknown} are not in profile {self.profile.name!r}")
+            raise ConfigError(f"state_attributes {unknown} are not in profile {self.profile.name!r}")
         # read each step: what the observation and reward need, plus what the caller asked for
         self._names = tuple(dict.fromkeys((*self._obs.attributes, *state_attributes)))
         self._state: GameState | None = None
@@ -128,12 +97,23 @@ class EldenRingEnv(gym.Env):
         self._start_frame = 0
         self._damage_taken = 0.0
 
+    @property
+    def action_mode(self) -> str:
+        return self.config.action_mode
+
+    @property
+    def max_steps(self) -> int:
+        return self.config.max_steps
+
     # --------------------------------------------------------------------------------- reset
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         """Restart the fight. ``options={"boss_hp": f}`` starts it with the boss at fraction ``f``
-        of its HP (a memory write, as the game allows: curricula use it)."""
+        of its HP (a memory write, as the game allows: curricula use it);
+        ``options={"fight_seed": s}`` restarts the simulator's fight ``s`` itself (the seed a
+        recorded episode names as ``sim_seed``), to replay it; otherwise ``seed`` picks one."""
         super().reset(seed=seed)
         fight_seed = int(self.np_random.integers(2**31 - 1))
+        fight_seed = int((options or {}).get("fight_seed", fight_seed))
         boss_hp = (options or {}).get("boss_hp", 1.0)
         if not 0 < boss_hp <= 1:
             raise ValueError(f"options['boss_hp'] must be a fraction in (0, 1], got {boss_hp!r}")
@@ -154,7 +134,7 @@ class EldenRingEnv(gym.Env):
         self._episode_reward = 0.0
         self._damage_taken = 0.0
         self._deadline = self.game.now()
-        obs = self._obs.reset(self._state, self._frame.rgb, self._idle_action)
+        obs = self._obs.reset(self._state, self._frame.rgb)
         return obs, self._info(fight_seed=fight_seed)
 
     @property
@@ -170,7 +150,7 @@ class EldenRingEnv(gym.Env):
             raise ValueError(f"invalid action {action!r} for action space {self.action_space}")
         action = int(action) if self.action_mode == "discrete" else np.asarray(action, np.int8)
         started = time.perf_counter()
-        command = self._command(action)
+        command = self.actions.command(action)
         try:
             overrun = self._play(command)
             state, frame = self.game.observe(self._names)
@@ -181,8 +161,8 @@ class EldenRingEnv(gym.Env):
         self._steps += 1
         reward = float(self.reward_fn(before, state))
         self._episode_reward += reward
-        self._damage_taken += max(0, before["HeroHp"] - state["HeroHp"]) / max(1, state["HeroMaxHp"])
-        terminated = state["HeroHp"] <= 0 or state["NpcHp"] <= 0
+        self._damage_taken += float(fight.damage_taken(before, state))
+        terminated = bool(fight.is_over(state))
         truncated = not terminated and self._steps >= self.max_steps
         if terminated or truncated:
             self._release_keys()
@@ -196,18 +176,10 @@ class EldenRingEnv(gym.Env):
             }
         return obs, reward, terminated, truncated, self._info(**timing)
 
-    def _command(self, action: Any) -> KeyCommand:
-        if self.action_mode == "discrete":
-            return self._discrete.command(int(action))
-        bits = np.asarray(action)
-        return KeyCommand(frozenset(self.profile.keybinds[b] for b, on in zip(self._buttons, bits) if on))
-
     def _play(self, command: KeyCommand) -> float:
         """Apply the keys, let one timestep of game time pass; return how late the step was."""
         game = self.game
-        game.hold_keys(command.hold)
-        if command.tap:
-            game.tap_keys(command.tap, self.tap_ms)
+        send(game, command, self.config.tap_ms)
         if self.pause_between_steps:
             game.set_speed(1.0)
             self._deadline = game.now()
@@ -218,7 +190,7 @@ class EldenRingEnv(gym.Env):
         game.wait_until(self._deadline)
         if self.pause_between_steps:
             game.set_speed(0.0)
-        if not self.action_persistence:
+        if not self.config.action_persistence:
             game.hold_keys(())
         return overrun
 
@@ -229,8 +201,8 @@ class EldenRingEnv(gym.Env):
         return {
             "episode_length": self._steps,
             "episode_reward": self._episode_reward,
-            "win": bool(state["NpcHp"] <= 0 < state["HeroHp"]),
-            "boss_damage_dealt": max(0.0, (start["NpcHp"] - state["NpcHp"]) / max(1, state["NpcMaxHp"])),
+            "win": bool(fight.won(state)),
+            "boss_damage_dealt": float(fight.damage_dealt(start, state)),
             "player_damage_taken": self._damage_taken,
             "frame_number": self._frame.number - self._start_frame,
             "game_time": round(state.timestamp - start.timestamp, 6),
@@ -252,7 +224,7 @@ class EldenRingEnv(gym.Env):
             log.warning("could not release keys: %s", e)
 
     def close(self) -> None:
+        """Release every key and close the game (the env owns the game it was given)."""
         self._release_keys()
-        if self._owns_game:
-            self.game.close()
+        self.game.close()
         super().close()

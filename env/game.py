@@ -19,12 +19,13 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from env.errors import EldenILError
 from env.profile import Profile
 
 AttributeValue = int | float | bool
 
 
-class GameError(RuntimeError):
+class GameError(EldenILError):
     """Anything that went wrong talking to a game, with a message that says what to do about it."""
 
 

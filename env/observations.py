@@ -8,17 +8,24 @@ and animation ids mapped through the profile's vocabulary (unknown ids become 0)
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
 from gymnasium import spaces
 
-from env.profile import Profile
+from env.config import FieldError
+from env.siphon_config import ConfigError
 
+if TYPE_CHECKING:
+    from env.actions import ActionTable
+    from env.config import EnvConfig
+    from env.profile import Profile
+
+MIN_FRAME_SIDE, MAX_FRAME_SIDE = 8, 4096
 MAX_DISTANCE = 20.0
 PLAYER_ANIMATIONS = 100
 BOSS_ANIMATIONS = 200
@@ -36,11 +43,11 @@ class FrameSpec:
     crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
 
     def __post_init__(self) -> None:
+        check_frame_size(self.size)
         left, top, right, bottom = self.crop
         if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
-            raise ValueError(f"crop {self.crop} must be (left, top, right, bottom) fractions with left < right, top < bottom")
-        if min(self.size) < 8:
-            raise ValueError(f"frame size {self.size} is too small (at least 8x8)")
+            raise FieldError("frame_crop", self.crop, "must be [left, top, right, bottom] fractions with "
+                             "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -57,17 +64,35 @@ class FrameSpec:
         return cv2.resize(rgb, self.size, interpolation=cv2.INTER_AREA)
 
 
+def check_frame_size(size: tuple[int, int]) -> None:
+    """Refuse a frame size nothing can use: below 8 pixels a side the HUD and fighters vanish,
+    above 4096 one frame alone takes tens of megabytes (a typo like 99999x99999 would ask for
+    tens of gigabytes)."""
+    if not all(MIN_FRAME_SIDE <= side <= MAX_FRAME_SIDE for side in size):
+        raise FieldError("frame_size", size, f"each side must be from {MIN_FRAME_SIDE} to {MAX_FRAME_SIDE} pixels")
+
+
 class AnimationVocabulary:
     """Raw animation id -> small index: the id at position i of the list becomes i + 1, any other
-    id becomes 0, and ids that do not fit in ``size`` raise at construction."""
+    id becomes 0, and ids that do not fit in ``size`` raise at construction. Takes one id (an
+    env step) or an array of them (a recorded episode)."""
 
     def __init__(self, ids: Sequence[int], size: int) -> None:
         if len(ids) >= size:
-            raise ValueError(f"{len(ids)} animation ids do not fit Discrete({size}) (index 0 is 'unknown')")
+            raise ConfigError(f"{len(ids)} animation ids do not fit Discrete({size}) (index 0 is 'unknown')")
         self._index = {int(a): i + 1 for i, a in enumerate(ids)}
+        order = np.argsort(np.asarray(ids, np.int64), kind="stable")
+        self._sorted_ids = np.asarray(ids, np.int64)[order]
+        self._sorted_values = (order + 1).astype(np.int64)
 
-    def __call__(self, anim_id: int) -> int:
-        return self._index.get(int(anim_id), 0)
+    def __call__(self, anim_id: int | np.ndarray) -> int | np.ndarray:
+        if np.ndim(anim_id) == 0:
+            return self._index.get(int(anim_id), 0)
+        ids = np.asarray(anim_id, np.int64)
+        if not len(self._sorted_ids):
+            return np.zeros(ids.shape, np.int64)
+        at = np.minimum(np.searchsorted(self._sorted_ids, ids), len(self._sorted_ids) - 1)
+        return np.where(self._sorted_ids[at] == ids, self._sorted_values[at], 0)
 
 
 def observation_space(
@@ -100,53 +125,62 @@ def observation_space(
 STATE_ATTRIBUTES = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp", "HeroAnimId", "NpcAnimId")
 
 
-class ObservationBuilder:
-    """Builds the observation Dict from game state and frames; ``space`` exists from construction."""
+def observed_attributes(profile: Profile) -> tuple[str, ...]:
+    """The attributes an observation is made of: HP, animations and both fighters' positions."""
+    names = tuple(dict.fromkeys((*STATE_ATTRIBUTES, *profile.player_position, *profile.boss_position)))
+    unknown = [a for a in names if a not in profile.siphon.attributes]
+    if unknown:
+        raise ConfigError(f"profile {profile.name!r} lacks attributes the observation needs: {', '.join(unknown)}")
+    return names
 
-    def __init__(
-        self,
-        profile: Profile,
-        frame: FrameSpec = FrameSpec(),
-        frame_stack: int | None = None,
-        action_history: int | None = None,
-        action_space: spaces.Space | None = None,
-    ) -> None:
-        self.frame = frame
-        self.frame_stack = frame_stack
-        self.action_history = action_history
+
+class ObservationBuilder:
+    """Builds the observation Dict from game state and frames; ``space`` exists from construction.
+
+    The history rule, in one place: the first observation of an episode fills the frame stack
+    with its own frame and the action history with the action table's idle action; every step
+    then pushes its frame and the action that led to it. ``elden_il.data`` rebuilds the same
+    windows from a dataset, and a test replays recordings through the env to hold both to it.
+    """
+
+    def __init__(self, config: EnvConfig, actions: ActionTable) -> None:
+        profile = actions.profile
+        self.frame = config.frame_spec
+        self.frame_stack = config.frame_stack
+        self.action_history = config.action_history
+        self.idle = actions.idle
         self.player_anims = AnimationVocabulary(profile.player_animations, PLAYER_ANIMATIONS)
         self.boss_anims = AnimationVocabulary(profile.boss_animations, BOSS_ANIMATIONS)
         self.player_xy, self.boss_xy = profile.player_position, profile.boss_position
-        self.attributes = tuple(dict.fromkeys((*STATE_ATTRIBUTES, *self.player_xy, *self.boss_xy)))
-        unknown = [a for a in self.attributes if a not in profile.siphon.attributes]
-        if unknown:
-            raise ValueError(f"profile {profile.name!r} lacks attributes the observation needs: {', '.join(unknown)}")
+        self.attributes = observed_attributes(profile)
 
-        self.space = observation_space(frame, frame_stack, action_history, action_space)
-        self._frames: deque[np.ndarray] = deque(maxlen=frame_stack or 1)
-        self._actions: deque[np.ndarray] = deque(maxlen=action_history or 1)
+        self.space = observation_space(self.frame, self.frame_stack, self.action_history, actions.space)
+        self._frames: deque[np.ndarray] = deque(maxlen=self.frame_stack or 1)
+        self._actions: deque[np.ndarray] = deque(maxlen=self.action_history or 1)
 
-    def scalars(self, state: Mapping[str, float]) -> dict[str, np.ndarray | int]:
-        hero_max = max(1, state["HeroMaxHp"])
-        npc_max = max(1, state["NpcMaxHp"])
-        dx = state[self.boss_xy[0]] - state[self.player_xy[0]]
-        dy = state[self.boss_xy[1]] - state[self.player_xy[1]]
+    def scalars(self, state: Mapping[str, Any]) -> dict[str, np.ndarray | int]:
+        """The state keys of the observation, from one snapshot, or from columns of a whole
+        episode (arrays of N values: each key then gets N rows)."""
+        def fraction(hp: str, max_hp: str) -> np.ndarray:
+            return np.clip(state[hp] / np.maximum(1, state[max_hp]), 0.0, 1.0).astype(np.float32)[..., None]
+
+        dx = np.asarray(state[self.boss_xy[0]], np.float64) - state[self.player_xy[0]]
+        dy = np.asarray(state[self.boss_xy[1]], np.float64) - state[self.player_xy[1]]
         return {
-            "player_hp": np.array([min(1.0, max(0.0, state["HeroHp"] / hero_max))], np.float32),
-            "boss_hp": np.array([min(1.0, max(0.0, state["NpcHp"] / npc_max))], np.float32),
-            "distance": np.array([min(MAX_DISTANCE, math.hypot(dx, dy))], np.float32),
+            "player_hp": fraction("HeroHp", "HeroMaxHp"),
+            "boss_hp": fraction("NpcHp", "NpcMaxHp"),
+            "distance": np.minimum(MAX_DISTANCE, np.hypot(dx, dy)).astype(np.float32)[..., None],
             "player_animation": self.player_anims(state["HeroAnimId"]),
             "boss_animation": self.boss_anims(state["NpcAnimId"]),
         }
 
-    def reset(self, state: Mapping[str, float], frame: np.ndarray, no_action: np.ndarray | int) -> dict:
-        """The first observation of an episode: stacks are filled with the first frame and
-        ``no_action`` (the idle action)."""
+    def reset(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
+        """The first observation of an episode."""
         processed = self.frame.process(frame)
         self._frames.clear()
         self._frames.extend([processed] * self._frames.maxlen)
         self._actions.clear()
-        self._actions.extend([np.asarray(no_action, np.int32)] * self._actions.maxlen)
+        self._actions.extend([np.asarray(self.idle, np.int32)] * self._actions.maxlen)
         return self._build(state, processed)
 
     def step(self, state: Mapping[str, float], frame: np.ndarray, action: np.ndarray | int) -> dict:

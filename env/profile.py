@@ -43,6 +43,12 @@ class Profile:
     packed_reads: bool = True  # read neighbouring attributes as one array (env/packed_reads.py)
 
     @property
+    def ref(self) -> str:
+        """What ``load_profile`` takes to load this profile again: the bundled name, or the folder."""
+        bundled = PROFILES_DIR / self.name
+        return self.name if bundled.resolve() == self.directory.resolve() else str(self.directory)
+
+    @property
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(self.siphon.attributes)
 

@@ -11,32 +11,29 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from env import fight
 
 State = Mapping[str, float]
 RewardFn = Callable[[State, State], float]
-
-
-def hp_fraction_lost(before: State, after: State, hp: str, max_hp: str) -> float:
-    """The fraction of max HP lost in a step (0 if HP rose, e.g. a heal)."""
-    return max(0.0, (before[hp] - after[hp]) / max(1, after[max_hp]))
 
 
 @dataclass(frozen=True, slots=True)
 class BaseReward:
     """``dealt * boss HP fraction removed - taken * player HP fraction lost``, plus ``win`` when
     the boss dies and ``death`` (negative) when the player does. Killing the boss from full HP
-    is worth ``dealt + win``."""
+    is worth ``dealt + win``. Given columns of states (arrays), it scores every step at once."""
 
     dealt: float = 10.0
     taken: float = 5.0
     win: float = 10.0
     death: float = -5.0
 
-    def __call__(self, before: State, after: State) -> float:
-        reward = self.dealt * hp_fraction_lost(before, after, "NpcHp", "NpcMaxHp")
-        reward -= self.taken * hp_fraction_lost(before, after, "HeroHp", "HeroMaxHp")
-        if after["NpcHp"] <= 0 < before["NpcHp"]:
-            reward += self.win
-        if after["HeroHp"] <= 0 < before["HeroHp"]:
-            reward += self.death
-        return float(reward)
+    def __call__(self, before: State, after: State) -> Any:
+        reward = self.dealt * fight.damage_dealt(before, after) - self.taken * fight.damage_taken(before, after)
+        reward = reward + self.win * fight.just_happened(fight.boss_dead, before, after)
+        reward = reward + self.death * fight.just_happened(fight.player_dead, before, after)
+        return float(reward) if np.ndim(reward) == 0 else reward

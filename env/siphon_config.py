@@ -11,10 +11,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from env.errors import EldenILError
+
 ATTRIBUTE_TYPES = ("int", "float", "bool", "array")
 
 
-class ConfigError(ValueError):
+class ConfigError(EldenILError):
     """A config or profile file that cannot be used; the message says where and why."""
 
 

@@ -1,16 +1,17 @@
-"""Difficulty is honest, over 200 seeded in-process fights per policy (the README quotes these)."""
+"""Difficulty is honest, over 200 seeded in-process fights per policy through the env, the way
+evaluation plays them (the README quotes these)."""
 
 from __future__ import annotations
 
 import pytest
 
-from env.sim.duel import run_fights
+from env.sim.duel import duel
 
-FIGHTS = range(200)
+FIGHTS = list(range(200))
 
 
 def win_rate(policy: str) -> float:
-    results = run_fights(policy, FIGHTS)
+    results = duel(policy, FIGHTS)
     return sum(r.win for r in results) / len(results)
 
 

@@ -9,7 +9,9 @@ from gymnasium.utils.env_checker import check_env
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.elden_env import EldenRingEnv
+from env.factory import make_env
 from env.game import GameError
+from env.siphon_config import ConfigError
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.moves import PlayerAnim
@@ -20,12 +22,12 @@ from env.wrappers import BossHpCurriculum, RewardOverride
 def test_gymnasium_and_sb3_env_checkers_pass(mode: str):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    check_env(EldenRingEnv(action_mode=mode, frame_stack=4, action_history=4), skip_render_check=False)
-    sb3_check_env(EldenRingEnv(action_mode=mode), warn=True)
+    check_env(make_env(action_mode=mode, frame_stack=4, action_history=4), skip_render_check=False)
+    sb3_check_env(make_env(action_mode=mode), warn=True)
 
 
 def test_spaces_are_exactly_the_prds_and_exist_before_reset():
-    e = EldenRingEnv(frame_stack=4, action_history=4)
+    e = make_env(frame_stack=4, action_history=4)
     space = e.observation_space
     assert space["frame"] == gym.spaces.Box(0, 255, (84, 84, 3), np.uint8)
     for key in ("player_hp", "boss_hp"):
@@ -49,7 +51,7 @@ def test_registered_with_gymnasium():
 
 
 def test_a_fight_terminates_with_prd_info_and_a_real_reward():
-    e = EldenRingEnv()
+    e = make_env()
     e.reset(seed=3)
     total, steps, terminated, truncated = 0.0, 0, False, False
     while not (terminated or truncated):
@@ -62,7 +64,7 @@ def test_a_fight_terminates_with_prd_info_and_a_real_reward():
 
 
 def test_truncation_at_max_steps():
-    e = EldenRingEnv(max_steps=5)
+    e = make_env(max_steps=5)
     e.reset(seed=0)
     for i in range(5):
         *_, terminated, truncated, _ = e.step(0)
@@ -92,7 +94,7 @@ def test_action_persistence_holds_keys_across_equal_actions(persistence: bool, p
     e = EldenRingEnv(game_interface=game, action_persistence=persistence)
     e.reset(seed=0)
     spy = TickSpy(game)
-    forward = e._discrete.index("move_forward")
+    forward = e.actions.index("move_forward")
     for _ in range(5):
         e.step(forward)
     e.step(0)
@@ -113,7 +115,7 @@ def test_a_discrete_roll_is_a_dodge_tap_not_a_sprint():
         seen.append(game.world.player.anim)
 
     game.world.tick = watch
-    e.step(e._discrete.index("roll_forward"))
+    e.step(e.actions.index("roll_forward"))
     assert PlayerAnim.ROLL in seen and PlayerAnim.SPRINT not in seen
     assert spy.count(1, Button.DODGE) == 1 and spy.count(2, Button.DODGE) == 1
 
@@ -129,23 +131,25 @@ def test_pause_between_steps_runs_exactly_one_timestep_per_step():
 
 
 def test_invalid_actions_are_refused_clearly():
-    e = EldenRingEnv()
+    e = make_env()
     e.reset(seed=0)
     with pytest.raises(ValueError, match="invalid action 13"):
         e.step(13)
-    e2 = EldenRingEnv(action_mode="multi_binary")
+    e2 = make_env(action_mode="multi_binary")
     e2.reset(seed=0)
     with pytest.raises(ValueError, match="invalid action"):
         e2.step([1, 0])
 
 
 def test_bad_constructor_arguments_are_refused_clearly():
-    with pytest.raises(ValueError, match="action_mode must be one of"):
-        EldenRingEnv(action_mode="continuous")
-    with pytest.raises(ValueError, match="boss_name 'malenia' does not match"):
-        EldenRingEnv(boss_name="malenia")
-    with pytest.raises(ValueError, match="unknown backend"):
-        EldenRingEnv(backend="xbox")
+    with pytest.raises(ConfigError, match="action_mode = 'continuous': must be one of discrete, multi_binary"):
+        make_env(action_mode="continuous")
+    with pytest.raises(ConfigError, match="boss_name 'malenia' does not match"):
+        make_env(boss_name="malenia")
+    with pytest.raises(ConfigError, match="unknown backend 'xbox'"):
+        make_env(backend="xbox")
+    with pytest.raises(ConfigError, match="max_steps = True"):
+        EldenRingEnv(SimGame(), max_steps=True)
 
 
 def test_a_profile_asking_for_attributes_the_game_lacks_fails_at_construction(tmp_path):
@@ -163,26 +167,26 @@ def test_keys_are_released_when_the_env_closes_or_a_step_fails():
     game = SimGame()
     e = EldenRingEnv(game_interface=game)
     e.reset(seed=0)
-    e.step(e._discrete.index("move_forward"))
+    e.step(e.actions.index("move_forward"))
     assert game._latch.held_keys() == {"W"}
     e.close()
     assert game._latch.held_keys() == set()
 
     e = EldenRingEnv(game_interface=game)
     e.reset(seed=0)
-    e.step(e._discrete.index("move_forward"))
+    e.step(e.actions.index("move_forward"))
 
     def broken(*a, **k):
         raise GameError("the game went away")
 
     game.observe = broken
     with pytest.raises(GameError):
-        e.step(e._discrete.index("move_forward"))
+        e.step(e.actions.index("move_forward"))
     assert game._latch.held_keys() == set()
 
 
 def test_frame_stack_and_action_history_follow_the_episode():
-    e = EldenRingEnv(frame_stack=3, action_history=3)
+    e = make_env(frame_stack=3, action_history=3)
     obs, _ = e.reset(seed=0)
     assert (obs["frame_stack"] == obs["frame"]).all() and list(obs["action_history"]) == [0, 0, 0]
     for a in (1, 9):
@@ -192,10 +196,10 @@ def test_frame_stack_and_action_history_follow_the_episode():
 
 
 def test_reward_override_and_boss_hp_curriculum():
-    e = RewardOverride(EldenRingEnv(), lambda before, after: 1.0)
+    e = RewardOverride(make_env(), lambda before, after: 1.0)
     e.reset(seed=0)
     assert e.step(0)[1] == 1.0
-    c = BossHpCurriculum(EldenRingEnv(), levels=(0.25, 1.0), window=1, promote_at=0.0)
+    c = BossHpCurriculum(make_env(), levels=(0.25, 1.0), window=1, promote_at=0.0)
     obs, info = c.reset(seed=0)
     assert info["curriculum_level"] == 0 and obs["boss_hp"][0] == pytest.approx(0.25, abs=1e-3)
     terminated = truncated = False
@@ -206,9 +210,9 @@ def test_reward_override_and_boss_hp_curriculum():
 
 
 def test_vector_env_over_four_in_process_sims():
-    from env.vector import make_vector_env
+    from env.factory import make_vector_env
 
-    envs = make_vector_env(4, backend="sim")
+    envs = make_vector_env(num_envs=4, backend="sim")
     obs, _ = envs.reset(seed=0)
     assert obs["frame"].shape == (4, 84, 84, 3)
     for _ in range(3):
@@ -221,6 +225,6 @@ def test_vector_env_over_four_in_process_sims():
 def test_sb3_ppo_trains_2000_steps():
     from stable_baselines3 import PPO
 
-    model = PPO("MultiInputPolicy", EldenRingEnv(), n_steps=500, batch_size=100, n_epochs=1, seed=0)
+    model = PPO("MultiInputPolicy", make_env(), n_steps=500, batch_size=100, n_epochs=1, seed=0)
     model.learn(2000)
     assert model.num_timesteps >= 2000

@@ -18,10 +18,12 @@ from nbclient import NotebookClient
 
 from capture.build_dataset import build_dataset
 from capture.episode import list_episodes
-from elden_il.evaluate import ExpertActor, RandomActor, evaluate
+from elden_il.evaluate import evaluate
 from elden_il.pipeline import write_json
 from env.elden_env import EldenRingEnv
-from env.sim.expert import ScriptedExpert
+from env.factory import make_env
+from env.play import RandomActor
+from env.sim.expert import ScriptedExpert, expert_actor
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "episodes.ipynb"
@@ -43,11 +45,11 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         patch.setenv("MINARI_DATASETS_PATH", str(minari_root))
         build_dataset(raw, DATASET_ID, root=minari_root)
 
-    def make_env() -> EldenRingEnv:
-        return EldenRingEnv(state_attributes=ScriptedExpert.ATTRIBUTES, max_steps=150)
+    def make() -> EldenRingEnv:
+        return make_env(state_attributes=ScriptedExpert.ATTRIBUTES, max_steps=150)
 
-    actors = {"random": RandomActor(), "expert": ExpertActor()}
-    results = evaluate(actors, make_env, seeds=[1000, 1001], parallel=2)
+    actors = {"random": RandomActor(), "expert": expert_actor()}
+    results = evaluate(actors, make, seeds=[1000, 1001], parallel=2)
     write_json(reports / "eval.json", {"backend": "sim", "fights": 2, "policies": results})
     return {"raw": raw, "minari": minari_root, "reports": reports, "empty": root / "no-reports"}
 

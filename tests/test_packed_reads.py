@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from env.observations import ObservationBuilder
+from env.observations import observed_attributes
 from env.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
 from env.profile import load_profile
 from env.sim.launcher import SimServer
@@ -36,7 +36,7 @@ def test_the_games_config_packs_into_its_objects():
     assert not any("NoGravity" in name for name in blocks)
     assert blocks["NpcHp..NpcMaxHp"].spec.method == "dll"  # a dll attribute's array reads the same NPC
     # the observation needs 10 attributes: 6 reads; a full snapshot of 33: 12 reads
-    plan = ReadPlan.for_names(ObservationBuilder(profile).attributes, blocks.values())
+    plan = ReadPlan.for_names(observed_attributes(profile), blocks.values())
     assert sorted(plan.requests) == sorted([
         "HeroHp..HeroMaxSp", "NpcHp..NpcMaxHp", "HeroLocalPosX..HeroLocalPosY",
         "NpcGlobalPosX..NpcGlobalPosAngle", "HeroAnimId", "NpcAnimId",
@@ -65,7 +65,7 @@ def test_only_neighbours_of_one_object_are_packed():
 
 def test_packed_and_one_by_one_reads_agree_on_every_attribute(sim_server: SimServer):
     profile = load_profile("sim_margit")
-    names = ObservationBuilder(profile).attributes
+    names = observed_attributes(profile)
     client = SiphonClient(sim_server.host)
     try:
         client.configure(profile.siphon)

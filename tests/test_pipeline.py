@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from env.profile import load_profile
+
 ROOT = Path(__file__).parents[1]
 TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
@@ -98,12 +100,20 @@ def write_params(project: Path, name: str, **changes) -> str:
 @pytest.mark.parametrize("changes, message", [
     ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
     ({"bc.learning_rate": "fast"}, "bc.learning_rate = 'fast' should be a float"),
-    ({"dataset.action_mode": "continuous"}, "dataset.action_mode must be discrete or multi_binary"),
-    ({"evaluate.backend": "xbox"}, "evaluate.backend must be sim, sim_server or siphon"),
+    ({"dataset.action_mode": "continuous"}, "params.yaml dataset.action_mode = 'continuous': must be one of discrete, multi_binary"),
+    ({"env.max_steps": True}, "params.yaml env.max_steps = True: must be a whole number of steps"),
+    ({"dataset.frame_size": [99999, 99999]}, "params.yaml dataset.frame_size = (99999, 99999): each side must be from 8 to 4096"),
+    ({"evaluate.backend": "xbox"}, "evaluate.backend must be one of sim, sim_server, siphon"),
 ])
 def test_bad_params_are_refused_with_what_to_fix(tmp_path: Path, changes: dict, message: str):
     name = write_params(tmp_path, "params.yaml", **{k.replace("__", "."): v for k, v in changes.items()})
     stage = "bc" if "bc." in next(iter(changes)) else "evaluate" if "evaluate" in next(iter(changes)) else "dataset"
+    if stage == "evaluate":  # the evaluation reads the env it is for from the trained policies
+        from elden_il.policy import save_env_config
+        from env.config import EnvConfig
+
+        for policy in ("bc", "finetuned"):
+            save_env_config(tmp_path / "datasets/models" / policy, EnvConfig())
     result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage, "--params", name)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
@@ -128,40 +138,42 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
     assert run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "dataset").returncode == 0
     write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
     incompatible = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc", "--params", "small.yaml")
-    assert incompatible.returncode == 1 and "the dataset does not match the env" in incompatible.stderr
+    assert incompatible.returncode == 1, incompatible.stderr
+    assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in incompatible.stderr
+    assert "dvc repro dataset" in incompatible.stderr
 
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
     from elden_il.finetune import FinetuneConfig, finetune
-    from elden_il.policy import make_policy
-    from env.elden_env import EldenRingEnv
+    from elden_il.policy import load_env_config, make_policy
+    from env.config import EnvConfig
     from env.sim.launcher import SimServer
+    from env.siphon_config import ConfigError
 
-    env_kwargs = {"action_history": 4, "timestep_ms": 50, "max_steps": 20}
-    env = EldenRingEnv(**env_kwargs)
-    make_policy(env.observation_space, env.action_space).save(str(tmp_path / "bc.zip"))
-    env.close()
+    config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
+    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
     with SimServer(size=(84, 84)) as server:
-        config = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,), profile="sim_margit",
-                                n_steps=32, batch_size=32, n_epochs=1)
-        metrics = finetune(tmp_path / "bc.zip", config, env_kwargs, tmp_path / "finetuned")
+        settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
+                                  n_steps=32, batch_size=32, n_epochs=1)
+        metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
     assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0
+    assert load_env_config(tmp_path / "finetuned") == config
 
-    with pytest.raises(ValueError, match="needs finetune.hosts"):
-        finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), env_kwargs, tmp_path / "x")
+    with pytest.raises(ConfigError, match="backend 'siphon' needs hosts"):
+        finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), config, tmp_path / "x")
 
 
 def test_the_expert_plays_multi_binary_actions_as_presses():
     """Held bits press once: the expert's repeated attacks must release a step in between, or
     in multi_binary mode it would swing once and never again (it dealt no damage at all)."""
-    from elden_il.evaluate import ExpertActor, run_fights
-    from env.elden_env import EldenRingEnv
-    from env.sim.expert import ScriptedExpert
+    from env.factory import make_env
+    from env.play import run_fights
+    from env.sim.expert import ScriptedExpert, expert_actor
 
     def make():
-        return EldenRingEnv(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
+        return make_env(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
 
-    records, _ = run_fights(make, ExpertActor(), [1000000, 1000001], parallel=2)
+    records, _ = run_fights(make, expert_actor(), [1000000, 1000001], parallel=2)
     assert all(r.boss_damage_dealt > 0.1 for r in records), records

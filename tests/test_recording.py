@@ -15,13 +15,14 @@ import minari
 import numpy as np
 import pytest
 
-from capture.build_dataset import BuildError, BuildSettings, build_dataset
+from capture.build_dataset import BuildError, build_dataset
 from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from capture.inputs import InputLog
 from capture.labels import StepLabeler
 from capture.recover import recover
-from env.actions import DiscreteActions
-from env.elden_env import EldenRingEnv
+from env.actions import ActionTable
+from env.config import EnvConfig
+from env.factory import make_env
 from env.observations import FrameSpec
 from env.profile import load_profile
 
@@ -122,8 +123,8 @@ def test_recover_leaves_an_unreadable_file_untouched(tmp_path: Path):
 
 
 def test_step_labels_follow_the_discrete_table():
-    labeler = StepLabeler(PROFILE, KEYS, "discrete")
-    table = DiscreteActions(PROFILE)
+    table = ActionTable(PROFILE, "discrete")
+    labeler = StepLabeler(table, KEYS)
     col = {k: i for i, k in enumerate(KEYS)}
 
     def step(held_keys=(), pressed_keys=(), samples=6, held_samples=6):
@@ -142,7 +143,7 @@ def test_step_labels_follow_the_discrete_table():
     assert step([], ["LEFT_SHIFT"]) == "roll_back"  # no direction: a backstep
     assert step([], ["P"]) == "attack"  # a tap inside one sample period still counts
     assert step(["W"], ["R"]) == "heal"
-    multi = StepLabeler(PROFILE, KEYS, "multi_binary")
+    multi = StepLabeler(ActionTable(PROFILE, "multi_binary"), KEYS)
     bits = multi.label(np.zeros((6, len(KEYS)), bool), np.eye(len(KEYS), dtype=bool)[[4, 4, 4, 4, 4, 4]])
     assert bits.tolist() == [1 if k == "dodge" else 0 for k in PROFILE.keybinds]
 
@@ -177,16 +178,24 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     paths = list_episodes(raw)
     assert len(paths) == 2 and all(read_episode(p).attrs["source"] == "autopilot" for p in paths)
 
-    dataset = build_dataset(raw, "test/margit-v0", settings=BuildSettings(), root=tmp_path / "minari")
+    dataset = build_dataset(raw, "test/margit-v0", root=tmp_path / "minari")
     loaded = minari.load_dataset("test/margit-v0")
-    env = EldenRingEnv(frame_size=(84, 84))
+    env = make_env(frame_size=(84, 84))
     assert loaded.observation_space == env.observation_space and loaded.action_space == env.action_space
     assert dataset.total_episodes == 2
-    assert "source_episodes" in loaded.storage.metadata["description"]
-    assert all(p.name in loaded.storage.metadata["description"] for p in paths)
+    about = loaded.storage.metadata["elden_il"]
+    assert all(p.name in about for p in paths)
+
+    # the dataset names the env it was built for: Minari rebuilds it, as training reads it back
+    recovered = loaded.recover_environment()
+    assert recovered.unwrapped.config == EnvConfig(profile="sim_margit")
+    assert recovered.observation_space == loaded.observation_space
+    recovered.reset(seed=0)
+    recovered.step(recovered.action_space.sample())
+    recovered.close()
 
     # every step's label is what the autopilot decided at that step's start
-    names = DiscreteActions(PROFILE).names
+    names = ActionTable(PROFILE, "discrete").names
     first = next(loaded.iterate_episodes())
     episode = read_episode(paths[0])
     t0 = episode.t[0]
@@ -225,7 +234,7 @@ def test_the_builder_says_what_is_wrong(tmp_path: Path):
     with pytest.raises(BuildError, match="already exists.*--force"):
         build_dataset(raw, "test/y-v0", root=tmp_path / "minari")
     with pytest.raises(BuildError, match="recorded with profile 'sim_margit', not 'eldenring_margit'"):
-        build_dataset(raw, "test/z-v0", profile="eldenring_margit", root=tmp_path / "minari")
+        build_dataset(raw, "test/z-v0", EnvConfig(profile="eldenring_margit"), root=tmp_path / "minari")
 
     # a salvaged episode with no samples (a crash before the first flush) is skipped, not fatal
     writer = EpisodeWriter(raw, meta(attribute_names=PROFILE.attribute_names))

@@ -213,9 +213,9 @@ def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
 
 @pytest.mark.slow
 def test_vector_env_over_two_simulator_servers():
-    from env.vector import make_vector_env
+    from env.factory import make_vector_env
 
-    envs = make_vector_env(2, backend="sim_servers", timestep_ms=50)
+    envs = make_vector_env(num_envs=2, backend="sim_server", timestep_ms=50)
     try:
         obs, _ = envs.reset(seed=0)
         assert obs["frame"].shape == (2, 84, 84, 3)

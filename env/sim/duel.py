@@ -1,133 +1,69 @@
-"""Whole fights on the in-process simulator, for the difficulty check and the quick demo.
+"""``python -m env.sim.duel``: whole fights against the in-process simulator, for the difficulty
+check and a quick look.
 
-A fight is played the way the env plays it: one decision every ``step_seconds`` of game time,
-each decision a row of the profile's discrete action table, held keys persisting while the
-action repeats and tapped keys pressed once. Frames are never rendered, so hundreds of fights
-take seconds.
+Fights are played through the env and the shared fight loop (``env.play``), exactly as
+evaluation plays them, so the expert's win rate here and in ``dvc repro``'s evaluation is one
+number: the same seeds give the same fights.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import argparse
+from collections.abc import Callable
 
-from env.actions import DiscreteActions
-from env.game import GameState
-from env.sim.expert import ScriptedExpert
-from env.sim.game import SimGame
+from env.config import EnvConfig
+from env.factory import make_env
+from env.play import Actor, FightRecord, NamingActor, RandomActor, run_fights, summarize
+from env.sim.expert import ScriptedExpert, expert_actor
 
-Policy = Callable[[GameState], str]
-
-
-@dataclass(frozen=True, slots=True)
-class FightResult:
-    seed: int
-    win: bool
-    steps: int
-    boss_damage_dealt: float  # fraction of the boss's max HP
-    player_damage_taken: float  # fraction of the player's max HP, before healing
-
-
-def random_policy(actions: DiscreteActions, seed: int) -> Policy:
-    rng = random.Random(seed)
-    return lambda state: rng.choice(actions.names)
-
-
-def attack_policy(actions: DiscreteActions, seed: int) -> Policy:
-    return lambda state: "attack"
-
-
-def expert_policy(actions: DiscreteActions, seed: int) -> Policy:
-    return ScriptedExpert().act
-
-
-POLICIES: Mapping[str, Callable[[DiscreteActions, int], Policy]] = {
-    "random": random_policy,
-    "attack": attack_policy,
-    "expert": expert_policy,
+ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
+    "random": lambda config: RandomActor(),
+    "attack": lambda config: NamingActor(lambda: lambda state: "attack"),
+    "expert": expert_actor,
 }
+"""Policy name -> the actor that plays it in an env with the given config."""
 
 
-def play_fight(
-    game: SimGame, policy: Policy, seed: int, step_seconds: float = 0.2, max_steps: int = 900,
-    on_step: Callable[[int, str, GameState], None] | None = None,
-) -> FightResult:
-    actions = DiscreteActions(game.profile)
-    state = game.reset_fight(seed)
-    start = game.now()
-    taken = 0
-    last_hp = state["HeroHp"]
-    steps = 0
-    while steps < max_steps and state["HeroHp"] > 0 and state["NpcHp"] > 0:
-        name = policy(state)
-        command = actions.command(actions.index(name))
-        game.hold_keys(command.hold)
-        if command.tap:
-            game.tap_keys(command.tap)
-        steps += 1
-        game.wait_until(start + steps * step_seconds)
-        state = game.read_state()
-        taken += max(0, last_hp - state["HeroHp"])
-        last_hp = state["HeroHp"]
-        if on_step is not None:
-            on_step(steps, name, state)
-    game.hold_keys(())
-    return FightResult(
-        seed=seed,
-        win=state["NpcHp"] <= 0 and state["HeroHp"] > 0,
-        steps=steps,
-        boss_damage_dealt=1.0 - state["NpcHp"] / state["NpcMaxHp"],
-        player_damage_taken=taken / state["HeroMaxHp"],
-    )
-
-
-def run_fights(policy_name: str, seeds: range, profile: str = "sim_margit") -> list[FightResult]:
-    game = SimGame(profile)
-    actions = DiscreteActions(game.profile)
-    results = []
-    for seed in seeds:
-        policy = POLICIES[policy_name](actions, seed)
-        results.append(play_fight(game, policy, seed))
-    return results
+def duel(policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), parallel: int = 8) -> list[FightRecord]:
+    """``policy`` (a name of ``ACTORS``) fights once per seed in the in-process simulator."""
+    actor = ACTORS[policy](config)
+    return run_fights(lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), actor, seeds, parallel)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m env.sim.duel``: watch policies fight the simulator, one line per fight."""
-    import argparse
-    import statistics
-
     from rich.console import Console
 
     parser = argparse.ArgumentParser(
         prog="python -m env.sim.duel",
-        description="Play whole fights against the in-process simulator (no server, no frames) and "
-        "print each outcome. The scripted expert should win most fights, a random policy and "
-        "attack-every-step almost none: this is the difficulty check.",
+        description="Play whole fights against the in-process simulator through the env and print each "
+        "outcome. The scripted expert should win most fights, a random policy and attack-every-step "
+        "almost none: this is the difficulty check.",
         epilog="example: python -m env.sim.duel --policy expert random --fights 20",
     )
-    parser.add_argument("--policy", nargs="+", choices=sorted(POLICIES), default=["expert"],
+    parser.add_argument("--policy", nargs="+", choices=sorted(ACTORS), default=["expert"],
                         help="which policies fight (default: expert)")
     parser.add_argument("--fights", type=int, default=10, help="fights per policy (default 10)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first fight")
     parser.add_argument("--quiet", action="store_true", help="print only the summary per policy")
     args = parser.parse_args(argv)
+    if args.fights < 1:
+        parser.error(f"--fights must be at least 1, got {args.fights}")
     console = Console()
+    config = EnvConfig()
     for name in args.policy:
-        results = []
-        for seed in range(args.first_seed, args.first_seed + args.fights):
-            (result,) = run_fights(name, range(seed, seed + 1))
-            results.append(result)
-            if not args.quiet:
-                outcome = "[green]WIN [/]" if result.win else "[red]LOSS[/]"
+        records = duel(name, list(range(args.first_seed, args.first_seed + args.fights)), config)
+        if not args.quiet:
+            for r in records:
+                outcome = "[green]WIN [/]" if r.win else "[red]LOSS[/]"
                 console.print(
-                    f"{name:>7} seed {seed:4d}  {outcome}  {result.steps * 0.2:6.1f} s  "
-                    f"boss damage {result.boss_damage_dealt:6.1%}  damage taken {result.player_damage_taken:6.1%}"
+                    f"{name:>7} seed {r.seed:4d}  {outcome}  {r.length * config.timestep_ms / 1000:6.1f} s  "
+                    f"boss damage {r.boss_damage_dealt:6.1%}  damage taken {r.player_damage_taken:6.1%}"
                 )
-        wins = sum(r.win for r in results)
+        summary = summarize(records, 1.0)
         console.print(
-            f"[bold]{name}: won {wins}/{len(results)} ({wins / len(results):.0%}), mean boss damage "
-            f"{statistics.mean(r.boss_damage_dealt for r in results):.0%}[/]"
+            f"[bold]{name}: won {sum(r.win for r in records)}/{len(records)} ({summary['win_rate']:.0%}, "
+            f"95 % interval {summary['win_rate_ci95'][0]:.0%}-{summary['win_rate_ci95'][1]:.0%}), "
+            f"mean boss damage {summary['boss_damage_dealt']:.0%}[/]"
         )
     return 0
 

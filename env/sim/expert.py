@@ -16,6 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from env import fight
+from env.config import EnvConfig
+from env.play import NamingActor
 from env.sim.moves import ROLL, BossMove
 from env.sim.world import MOVES_BY_PHASE
 
@@ -52,7 +55,7 @@ class ScriptedExpert:
         if anim != self._anim:
             # The move began at some point during the last step: assume the middle of it.
             self._anim, self._anim_start = anim, now - self.step / 2
-        if state["HeroHp"] <= 0 or state["NpcHp"] <= 0:
+        if fight.is_over(state):
             return "idle"
         phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
         move = next((m for m in MOVES_BY_PHASE[phase] if m.anim_id == anim), None)
@@ -127,3 +130,9 @@ class ScriptedExpert:
     def _heal(self) -> str:
         self._flasks_used += 1
         return "heal"
+
+
+def expert_actor(config: EnvConfig = EnvConfig()) -> NamingActor:
+    """The scripted expert as an actor in the env ``config`` describes (evaluation's reference
+    policy, the difficulty check), deciding once per env step."""
+    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0).act)

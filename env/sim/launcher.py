@@ -18,6 +18,8 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.game import GameError
+from env.profile import Profile
+from env.siphon_game import SiphonGame
 
 
 def free_port() -> int:
@@ -72,3 +74,23 @@ class SimServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class SimServerGame(SiphonGame):
+    """A ``SiphonGame`` over a simulator server of its own: started here, stopped on ``close()``.
+    The ``sim_server`` backend: the live gRPC path, with nothing to start by hand."""
+
+    def __init__(self, profile: Profile | str = "sim_margit", seed: int = 0, size: tuple[int, int] = (84, 84),
+                 **server_options: object) -> None:
+        self.server = SimServer(seed=seed, size=size, **server_options)
+        try:
+            super().__init__(self.server.host, profile)
+        except BaseException:
+            self.server.stop()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.server.stop()

@@ -1,0 +1,162 @@
+"""``EnvConfig``: the one description of the env a dataset and a policy belong to.
+
+A recording is turned into a dataset for one env, a policy is trained for that env, and it is
+fine-tuned and evaluated in that env again. ``EnvConfig`` is that env's settings in one frozen,
+validated value: profile, action mode, timestep, frame size and crop, frame stack, action
+history, episode length, and how actions become keys. It is checked once where it enters (a
+command line, ``params.yaml``, a dataset's metadata), written into every dataset and beside every
+policy, and read back from them, so the stages never re-derive it from strings.
+
+Its fields are exactly the keyword arguments of ``gymnasium.make("EldenIL/Margit-v0", ...)``, which
+is how a Minari dataset's env spec rebuilds the env (``dataset.recover_environment()``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from env.siphon_config import ConfigError
+
+if TYPE_CHECKING:
+    from gymnasium import spaces
+
+    from env.actions import ActionTable
+    from env.observations import FrameSpec
+    from env.profile import Profile
+
+ACTION_MODES = ("discrete", "multi_binary")
+
+
+class FieldError(ConfigError):
+    """One config field with a value that cannot be used; ``field`` names it, so an edge that
+    knows where the field came from (a params.yaml section) can say so."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        super().__init__(f"{field} = {value!r}: {allowed}")
+        self.field = field
+MAX_TAP_MS = 10_000
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The settings that make two envs the same env. Every field is validated on construction."""
+
+    profile: str | None = None
+    """Profile name (``sim_margit``, ``eldenring_margit``) or folder; None: the backend's default."""
+    action_mode: str = "discrete"
+    """``discrete`` (the profile's action table) or ``multi_binary`` (one bit per keybind)."""
+    timestep_ms: float = 200.0
+    """Game time per env step."""
+    frame_size: tuple[int, int] = (84, 84)
+    """Observation frame (width, height)."""
+    frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """(left, top, right, bottom) fractions of the game's frame kept before resizing."""
+    frame_stack: int | None = None
+    """None, or how many recent frames the observation's ``frame_stack`` holds."""
+    action_history: int | None = None
+    """None, or how many past actions the observation's ``action_history`` holds."""
+    max_steps: int = 900
+    """Steps before an episode is truncated (900 x 200 ms = 3 minutes)."""
+    action_persistence: bool = True
+    """Keys stay held across steps (False: released at the end of every step)."""
+    tap_ms: int = 50
+    """How long a tapped key (a roll, an attack) is held down."""
+
+    def __post_init__(self) -> None:
+        # YAML and JSON have lists, not tuples: accept them, store tuples (hashable, comparable)
+        for name in ("frame_size", "frame_crop"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
+        _check(self)
+
+    # ------------------------------------------------------------------------ reading, writing
+    @classmethod
+    def from_dict(cls, values: Any, where: str = "env config") -> EnvConfig:
+        """A config from plain data (params.yaml, JSON); unknown keys are refused by name."""
+        if not isinstance(values, dict):
+            raise ConfigError(f"{where} must be a mapping of {', '.join(FIELD_NAMES)}, got {values!r}")
+        unknown = sorted(set(values) - set(FIELD_NAMES))
+        if unknown:
+            raise ConfigError(f"{where}: unknown keys {unknown}; known: {', '.join(FIELD_NAMES)}")
+        try:
+            return cls(**values)
+        except ConfigError as e:
+            raise ConfigError(f"{where}: {e}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    def replace(self, **changes: Any) -> EnvConfig:
+        return replace(self, **changes)
+
+    def differences(self, other: EnvConfig) -> list[str]:
+        """The fields that differ, as ``name: mine vs other`` lines (empty when equal)."""
+        return [
+            f"{f.name}: {getattr(self, f.name)!r} vs {getattr(other, f.name)!r}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(other, f.name)
+        ]
+
+    # ------------------------------------------------------------------- what it implies
+    @cached_property
+    def frame_spec(self) -> FrameSpec:
+        from env.observations import FrameSpec
+
+        return FrameSpec(self.frame_size, self.frame_crop)
+
+    def actions(self, profile: Profile) -> ActionTable:
+        from env.actions import ActionTable
+
+        return ActionTable(profile, self.action_mode)
+
+    def spaces(self, profile: Profile) -> tuple[spaces.Dict, spaces.Space]:
+        """(observation space, action space) of the env, without building one."""
+        from env.observations import observation_space
+
+        action_space = self.actions(profile).space
+        return observation_space(self.frame_spec, self.frame_stack, self.action_history, action_space), action_space
+
+
+FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))
+
+
+def _check(config: EnvConfig) -> None:
+    """Every field's type and range, with one message naming the field and what is allowed."""
+    def fail(name: str, allowed: str) -> None:
+        raise FieldError(name, getattr(config, name), allowed)
+
+    if config.profile is not None and (not isinstance(config.profile, str) or not config.profile):
+        fail("profile", "must be a profile name (sim_margit, eldenring_margit) or a folder, or null for the default")
+    if config.action_mode not in ACTION_MODES:
+        fail("action_mode", f"must be one of {', '.join(ACTION_MODES)}")
+    if not _is_number(config.timestep_ms) or not 0 <= config.timestep_ms <= 60_000:
+        fail("timestep_ms", "must be a number of milliseconds from 0 to 60000")
+    size, crop = config.frame_size, config.frame_crop
+    if not (isinstance(size, tuple) and len(size) == 2 and all(_is_int(v) for v in size)):
+        fail("frame_size", "must be [width, height] in pixels")
+    if not (isinstance(crop, tuple) and len(crop) == 4 and all(_is_number(v) for v in crop)):
+        fail("frame_crop", "must be [left, top, right, bottom] fractions of the frame")
+    config.frame_spec  # noqa: B018 - FrameSpec checks the size's range and the crop's order
+    for name in ("frame_stack", "action_history"):
+        value = getattr(config, name)
+        if value is not None and not (_is_int(value) and 1 <= value <= 64):
+            fail(name, "must be null (off) or a whole number from 1 to 64")
+    if not (_is_int(config.max_steps) and config.max_steps >= 1):
+        fail("max_steps", "must be a whole number of steps, at least 1")
+    if not isinstance(config.action_persistence, bool):
+        fail("action_persistence", "must be true or false")
+    if not (_is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
+        fail("tap_ms", f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)

@@ -1,0 +1,77 @@
+"""The history rule holds end to end: recorded fights, replayed through the live env, give every
+training batch bit for bit.
+
+The autopilot's fights are recorded lock-step, built into a dataset for an env with a frame
+stack and an action history, and loaded as BC loads them. Each episode is then replayed in a
+fresh env from its own fight seed with the dataset's actions: at every step, the env's
+observation must equal ``Demonstrations.batch`` at that step, key by key, byte for byte. A
+padding, stacking or preprocessing rule that differs between the env and the dataset path (the
+idle action, the first frame, a crop, a resize) fails here.
+
+The profile is the simulator's with its idle action moved to the end of the table, so a rule that
+pads with action 0 instead of the table's idle action cannot pass by luck.
+
+In ``multi_binary`` a set bit holds its key for the whole step, so a recorded tap (a roll) is
+replayed as a hold and the fights part at the first roll: that mode is checked over the first
+steps, where every observation still carries padding (the stack's first frame, idle actions).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capture.build_dataset import build_dataset
+from capture.record import RecordSettings, record
+from elden_il.data import load_demonstrations
+from env.config import EnvConfig
+from env.factory import make_env
+from env.profile import PROFILES_DIR, load_profile
+
+IDLE = '[[discrete_actions]]\nname = "idle"\n'
+
+
+def idle_last_profile(folder: Path) -> str:
+    """The simulator's profile with the idle action last in its discrete table."""
+    shutil.copytree(PROFILES_DIR / "sim_margit", folder)
+    toml = folder / "profile.toml"
+    text = toml.read_text()
+    assert IDLE in text
+    toml.write_text(text.replace(IDLE, "") + "\n" + IDLE)
+    return str(folder)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("action_mode", ["discrete", "multi_binary"])
+def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replayed(tmp_path: Path, action_mode: str):
+    profile = idle_last_profile(tmp_path / "profile")
+    config = EnvConfig(profile=profile, action_mode=action_mode, frame_stack=3, action_history=4)
+    assert action_mode != "discrete" or config.actions(load_profile(profile)).idle == 12
+    record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=20,
+                          seed=5, out=tmp_path / "raw"))
+    build_dataset(tmp_path / "raw", "test/replay-v0", config, root=tmp_path / "minari")
+    demos = load_demonstrations("test/replay-v0", tmp_path / "minari")
+    assert demos.config == config and demos.source_episodes == 2
+
+    padded_steps = max(config.frame_stack, config.action_history) + 1
+    for episode in range(demos.source_episodes):
+        rows = np.flatnonzero(demos.episode == episode)
+        if action_mode == "multi_binary":
+            rows = rows[:padded_steps]
+        assert len(rows) >= padded_steps
+        env = make_env(demos.config)
+        try:
+            obs, _ = env.reset(options={"fight_seed": 5 + episode})
+            for step, row in enumerate(rows):
+                expected = demos.batch(np.array([row]))
+                assert set(expected) == set(obs)
+                for key, value in expected.items():
+                    got = np.asarray(obs[key])
+                    assert got.dtype == value.dtype or key.endswith("animation"), (key, got.dtype, value.dtype)
+                    assert np.array_equal(got, value[0]), f"episode {episode} step {step}: {key} differs"
+                obs, *_ = env.step(demos.actions[row])
+        finally:
+            env.close()

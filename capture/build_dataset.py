@@ -30,7 +30,6 @@ import gymnasium as gym
 import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
-from env import fight
 from env.actions import ActionTable
 from env.cli import parse_size
 from env.config import EnvConfig
@@ -77,13 +76,14 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     full_steps = int((t[-1] - t[0]) / dt + 1e-9)
     # A fight decided after the last full step ends with one more (shorter) step, so that the
     # death or the kill, always the final sample, is in the dataset as the env would end it.
-    decided = fight.is_over(dict(zip(names, episode.state[-1])))
+    rules = actions.profile.fight_rules
+    decided = rules.is_over(dict(zip(names, episode.state[-1])))
     final_short_step = decided and t[0] + dt * full_steps < t[-1]
     boundaries = t[0] + dt * np.arange(full_steps + 1 + int(final_short_step))
     if len(boundaries) < 2:
         return None
     at = np.searchsorted(t, boundaries, side="right") - 1  # last sample at or before each boundary
-    over = fight.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
+    over = rules.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
     # the episode ends at the first boundary where the fight is over, or after max_steps steps
     ended = np.flatnonzero(over[1:])
     steps = min(int(ended[0]) + 1 if len(ended) else len(at) - 1, config.max_steps)
@@ -104,7 +104,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
             **builder.scalars(states),
         },
         actions=np.array(labels),
-        rewards=np.asarray(BaseReward()(before, after), np.float64),
+        rewards=np.asarray(BaseReward(rules=rules)(before, after), np.float64),
         terminations=terminations,
         truncations=truncations,
     )

@@ -1,5 +1,6 @@
 """Where episodes begin and end, read from game memory: a fight starts when both fighters are
-alive at full boss HP (a fresh or restarted fight) and ends when one of them dies."""
+alive at full boss HP (a fresh or restarted fight) and ends when one of them dies (for real: the
+game's own outcome, whatever floors the env's rules set)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,24 @@ from env import fight
 
 class FightTracker:
     """Feed every sampled state to ``update``; it answers ``"start"``, ``"win"``, ``"death"`` or
-    ``None``. Recording may begin mid-fight: the first state with both alive starts one."""
+    ``None``. Recording may begin mid-fight: the first state with both alive starts one. With
+    ``boss_npc_id``, only a fight against that NPC starts one (Siphon's NPC attributes follow
+    whatever the player targeted last: on the game, a soldier on the way back to the boss)."""
 
-    def __init__(self) -> None:
+    def __init__(self, boss_npc_id: int | None = None) -> None:
+        self.boss_npc_id = boss_npc_id
         self.fighting = False
         self._seen_any = False
 
     def update(self, state: Mapping[str, float]) -> str | None:
         if self.fighting:
-            ended = fight.outcome(state)
+            ended = fight.AT_DEATH.outcome(state)
             if ended is not None:
                 self.fighting = False
             return ended
         fresh = state["NpcHp"] >= state["NpcMaxHp"]
-        if not fight.is_over(state) and (fresh or not self._seen_any):
+        the_boss = self.boss_npc_id is None or state.get("NpcId") == self.boss_npc_id
+        if the_boss and not fight.AT_DEATH.is_over(state) and (fresh or not self._seen_any):
             self._seen_any = True
             self.fighting = True
             return "start"

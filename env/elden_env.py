@@ -76,7 +76,8 @@ class EldenRingEnv(gym.Env):
             raise ConfigError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
         self.pause_between_steps = pause_between_steps
-        self.reward_fn: RewardFn = reward_fn or BaseReward()
+        self.rules = self.profile.fight_rules
+        self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)
         self.timestep = self.config.timestep_ms / 1000.0
 
         self.actions = self.config.actions(self.profile)
@@ -162,10 +163,12 @@ class EldenRingEnv(gym.Env):
         reward = float(self.reward_fn(before, state))
         self._episode_reward += reward
         self._damage_taken += float(fight.damage_taken(before, state))
-        terminated = bool(fight.is_over(state))
+        terminated = bool(self.rules.is_over(state))
         truncated = not terminated and self._steps >= self.max_steps
         if terminated or truncated:
             self._release_keys()
+        if terminated:
+            self._revive(state)
         obs = self._obs.step(state, frame.rgb, action)
         timing = {}
         if self.game.realtime:  # in lock-step, wall time says nothing about the game
@@ -194,6 +197,14 @@ class EldenRingEnv(gym.Env):
             game.hold_keys(())
         return overrun
 
+    def _revive(self, state: GameState) -> None:
+        """A fighter down at its HP floor (the real game's profile) is still alive: give it its
+        HP back at once, before the next blow makes the game register a death or a kill that no
+        memory write can undo. At floor 0 (the PRD's rule) a downed fighter is dead: nothing to do."""
+        for down, hp, max_hp in ((self.rules.player_down, "HeroHp", "HeroMaxHp"), (self.rules.boss_down, "NpcHp", "NpcMaxHp")):
+            if down(state) and state[hp] > 0:
+                self.game.write(hp, state[max_hp])
+
     # ---------------------------------------------------------------------------------- info
     def _info(self, **extra: float) -> dict:
         state, start = self._state, self._start_state
@@ -201,7 +212,7 @@ class EldenRingEnv(gym.Env):
         return {
             "episode_length": self._steps,
             "episode_reward": self._episode_reward,
-            "win": bool(fight.won(state)),
+            "win": bool(self.rules.won(state)),
             "boss_damage_dealt": float(fight.damage_dealt(start, state)),
             "player_damage_taken": self._damage_taken,
             "frame_number": self._frame.number - self._start_frame,

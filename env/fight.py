@@ -1,8 +1,15 @@
 """The fight's rules, written once: when it is over, who won, and how much damage was dealt and
 taken. The env, the reward, the dataset builder, the recorder's episode cutter and the scripted
-expert all ask these functions, so they cannot disagree about a fight.
+expert all ask a ``FightRules``, so they cannot disagree about a fight.
 
-Every function works on one snapshot (a ``GameState`` or any mapping of attribute values) and,
+The PRD's rule ends a fight when a fighter's HP reaches 0. On the real game that is a real death
+(a loading screen, a respawn outside the fog wall) or a real kill (the boss gone from the save),
+and no memory write brings the fight back; so a profile can set HP *floors*: the fight is over,
+for the env and its datasets, when a fighter's HP falls to its floor (a fraction of max HP), and
+the env restores it by memory writes before the game registers anything (``EldenRingEnv``).
+The simulator's profile keeps the PRD's rule exactly (floors 0).
+
+Every rule works on one snapshot (a ``GameState`` or any mapping of attribute values) and,
 unchanged, on columns of many (a mapping of NumPy arrays): the dataset builder scores a whole
 recorded episode at once.
 """
@@ -10,6 +17,7 @@ recorded episode at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,31 +25,46 @@ import numpy as np
 State = Mapping[str, Any]
 
 
-def player_dead(state: State) -> Any:
-    return state["HeroHp"] <= 0
+@dataclass(frozen=True, slots=True)
+class FightRules:
+    """When each fighter is down: at or below ``player_floor`` / ``boss_floor`` of max HP."""
+
+    player_floor: float = 0.0
+    boss_floor: float = 0.0
+
+    def player_down(self, state: State) -> Any:
+        return state["HeroHp"] <= self.player_floor * state["HeroMaxHp"]
+
+    def boss_down(self, state: State) -> Any:
+        return state["NpcHp"] <= self.boss_floor * state["NpcMaxHp"]
+
+    def is_over(self, state: State) -> Any:
+        """A fighter is down: the episode terminates here."""
+        return self.player_down(state) | self.boss_down(state)
+
+    def won(self, state: State) -> Any:
+        """The boss is down and the player is not (both down at once is a loss)."""
+        return self.boss_down(state) & ~np.asarray(self.player_down(state))
+
+    def outcome(self, state: State) -> str | None:
+        """``"death"``, ``"win"``, or None while the fight goes on (one snapshot)."""
+        if self.player_down(state):
+            return "death"
+        if self.boss_down(state):
+            return "win"
+        return None
+
+    def just_lost(self, before: State, after: State) -> Any:
+        """The player went down in this step."""
+        return np.asarray(self.player_down(after)) & ~np.asarray(self.player_down(before))
+
+    def just_won(self, before: State, after: State) -> Any:
+        """The boss went down in this step."""
+        return np.asarray(self.boss_down(after)) & ~np.asarray(self.boss_down(before))
 
 
-def boss_dead(state: State) -> Any:
-    return state["NpcHp"] <= 0
-
-
-def is_over(state: State) -> Any:
-    """A fighter is down: the episode terminates here."""
-    return player_dead(state) | boss_dead(state)
-
-
-def won(state: State) -> Any:
-    """The boss is down and the player is not (both down at once is a loss)."""
-    return boss_dead(state) & ~np.asarray(player_dead(state))
-
-
-def outcome(state: State) -> str | None:
-    """``"death"``, ``"win"``, or None while the fight goes on (one snapshot)."""
-    if player_dead(state):
-        return "death"
-    if boss_dead(state):
-        return "win"
-    return None
+AT_DEATH = FightRules()
+"""The PRD's rule: over when a fighter's HP reaches 0 (what the game itself calls a death or a kill)."""
 
 
 def hp_lost(before: State, after: State, hp: str, max_hp: str) -> Any:
@@ -57,8 +80,3 @@ def damage_taken(before: State, after: State) -> Any:
 def damage_dealt(before: State, after: State) -> Any:
     """The boss's HP removed, as a fraction of its max HP."""
     return hp_lost(before, after, "NpcHp", "NpcMaxHp")
-
-
-def just_happened(event: Any, before: State, after: State) -> Any:
-    """``event`` (``player_dead``, ``boss_dead``) is true after and was not before."""
-    return np.asarray(event(after)) & ~np.asarray(event(before))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from env.fight import FightRules
 from env.keys import normalize_key
 from env.siphon_config import ConfigError, SiphonConfig, load_siphon_config, read_toml
 
@@ -38,9 +39,14 @@ class Profile:
     boss_animations: tuple[int, ...]
     reset_writes: tuple[tuple[str, object], ...]  # attribute writes that restart the fight
     start_position: tuple[float, float, float] | None  # global X, Y, Z to teleport to on reset
+    fog_wall: tuple[float, float, float] | None  # global X, Y, Z in front of the fog wall, to walk back in
     player_position: tuple[str, str]  # the attributes giving X, Y of the player ...
     boss_position: tuple[str, str]  # ... and of the boss, in one frame (for the distance)
     packed_reads: bool = True  # read neighbouring attributes as one array (env/packed_reads.py)
+    fight_rules: FightRules = FightRules()  # when a fighter is down: the [fight] HP floors
+    boss_npc_id: int | None = None  # the boss's NpcId: NPC reads follow whatever was targeted last
+    fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on
+    restart_when_recording: bool = True  # capture.record's --restart default (writes HP, teleports)
 
     @property
     def ref(self) -> str:
@@ -109,9 +115,13 @@ def load_profile(name_or_path: str | Path) -> Profile:
                 f"{siphon.path.name}>\", <number | \"{{seed}}\" | \"<attribute to copy>\">]"
             )
         writes.append((write[0], write[1]))
-    start = reset.get("start_position")
-    if start is not None and not (isinstance(start, list) and len(start) == 3):
-        raise ConfigError(f"{path}: reset.start_position must be [x, y, z] (global, Z up)")
+    start, fog_wall = (_position(path, reset, key) for key in ("start_position", "fog_wall"))
+    fog_entry_s = reset.get("fog_entry_s", 3.0)
+    if isinstance(fog_entry_s, bool) or not isinstance(fog_entry_s, (int, float)) or not 0 < fog_entry_s <= 30:
+        raise ConfigError(f"{path}: reset.fog_entry_s = {fog_entry_s!r} must be seconds, from above 0 to 30")
+    restart_when_recording = reset.get("when_recording", True)
+    if not isinstance(restart_when_recording, bool):
+        raise ConfigError(f"{path}: reset.when_recording must be true or false, not {restart_when_recording!r}")
 
     positions = data.get("positions", {})
     player_xy = tuple(positions.get("player", ("HeroLocalPosX", "HeroLocalPosY")))
@@ -124,6 +134,17 @@ def load_profile(name_or_path: str | Path) -> Profile:
     if not isinstance(packed, bool):
         raise ConfigError(f"{path}: packed_reads must be true or false, not {packed!r}")
 
+    fight = data.get("fight", {})
+    floors = {}
+    for key in ("player_hp_floor", "boss_hp_floor"):
+        value = fight.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise ConfigError(f"{path}: fight.{key} = {value!r} must be a fraction of max HP from 0 (a real death) to below 1")
+        floors[key] = float(value)
+    boss_npc_id = fight.get("boss_npc_id")
+    if boss_npc_id is not None and (isinstance(boss_npc_id, bool) or not isinstance(boss_npc_id, int)):
+        raise ConfigError(f"{path}: fight.boss_npc_id = {boss_npc_id!r} must be the boss's NpcId (an integer)")
+
     anims = data.get("animations", {})
     return Profile(
         name=str(data.get("name", directory.name)),
@@ -135,8 +156,22 @@ def load_profile(name_or_path: str | Path) -> Profile:
         player_animations=tuple(int(a) for a in anims.get("player", ())),
         boss_animations=tuple(int(a) for a in anims.get("boss", ())),
         reset_writes=tuple(writes),
-        start_position=tuple(float(c) for c in start) if start is not None else None,
+        start_position=start,
+        fog_wall=fog_wall,
         player_position=player_xy,
         boss_position=boss_xy,
         packed_reads=packed,
+        fight_rules=FightRules(floors["player_hp_floor"], floors["boss_hp_floor"]),
+        boss_npc_id=boss_npc_id,
+        fog_entry_s=float(fog_entry_s),
+        restart_when_recording=restart_when_recording,
     )
+
+
+def _position(path: Path, table: dict, key: str) -> tuple[float, float, float] | None:
+    value = table.get(key)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(c, (int, float)) for c in value)):
+        raise ConfigError(f"{path}: reset.{key} must be [x, y, z] (global, Z up), not {value!r}")
+    return tuple(float(c) for c in value)

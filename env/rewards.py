@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from env import fight
+from env.fight import AT_DEATH, FightRules
 
 State = Mapping[str, float]
 RewardFn = Callable[[State, State], float]
@@ -31,9 +32,11 @@ class BaseReward:
     taken: float = 5.0
     win: float = 10.0
     death: float = -5.0
+    rules: FightRules = AT_DEATH
+    """When the boss and the player count as down (the profile's floors; the env passes them)."""
 
     def __call__(self, before: State, after: State) -> Any:
         reward = self.dealt * fight.damage_dealt(before, after) - self.taken * fight.damage_taken(before, after)
-        reward = reward + self.win * fight.just_happened(fight.boss_dead, before, after)
-        reward = reward + self.death * fight.just_happened(fight.player_dead, before, after)
+        reward = reward + self.win * self.rules.just_won(before, after)
+        reward = reward + self.death * self.rules.just_lost(before, after)
         return float(reward) if np.ndim(reward) == 0 else reward

@@ -228,3 +228,39 @@ def test_sb3_ppo_trains_2000_steps():
     model = PPO("MultiInputPolicy", make_env(), n_steps=500, batch_size=100, n_epochs=1, seed=0)
     model.learn(2000)
     assert model.num_timesteps >= 2000
+
+
+def floored_profile(tmp_path, player: float, boss: float) -> str:
+    import shutil
+    from pathlib import Path
+
+    target = tmp_path / "floored"
+    shutil.copytree(Path(env.__file__).parent / "profiles/sim_margit", target)
+    toml = target / "profile.toml"
+    toml.write_text(toml.read_text() + f"\n[fight]\nplayer_hp_floor = {player}\nboss_hp_floor = {boss}\n")
+    return str(target)
+
+
+def test_hp_floors_end_the_fight_early_and_nobody_dies_for_real(tmp_path):
+    """The real game's rule: an episode ends at a fighter's HP floor, and the env gives the HP
+    back at once, so the game never registers a death (or a kill) that no write can undo."""
+    e = make_env(profile=floored_profile(tmp_path, player=0.5, boss=0.0))
+    e.reset(seed=3)
+    terminated = truncated = False
+    while not (terminated or truncated):
+        obs, reward, terminated, truncated, info = e.step(0)  # idle: the boss hits
+    world = e.game.world
+    assert terminated and not info["win"] and 0 < obs["player_hp"][0] <= 0.5
+    assert reward < -5.0 + 0.1  # the death term, at the floor
+    assert world.player.hp == world.player.max_hp and not world.player.dead
+
+    e = make_env(profile=floored_profile(tmp_path / "b", player=0.0, boss=0.999))
+    e.reset(seed=3)
+    terminated = truncated = False
+    while not (terminated or truncated):
+        *_, terminated, truncated, info = e.step(e.actions.index("attack"))
+    assert terminated and info["win"] and info["boss_damage_dealt"] > 0
+    assert e.game.world.boss.hp == e.game.world.boss.max_hp
+
+    with pytest.raises(ConfigError, match="fight.player_hp_floor = 1.5 must be a fraction"):
+        make_env(profile=floored_profile(tmp_path / "c", player=1.5, boss=0.0))

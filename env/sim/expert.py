@@ -55,7 +55,7 @@ class ScriptedExpert:
         if anim != self._anim:
             # The move began at some point during the last step: assume the middle of it.
             self._anim, self._anim_start = anim, now - self.step / 2
-        if fight.is_over(state):
+        if fight.AT_DEATH.is_over(state):
             return "idle"
         phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
         move = next((m for m in MOVES_BY_PHASE[phase] if m.anim_id == anim), None)

@@ -16,6 +16,7 @@ converts a 1080p frame with a per-pixel Python loop (0.3 s). This client instead
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -41,8 +42,30 @@ class SiphonError(GameError):
     """A Siphon call failed; the message names the call, the server and what to do."""
 
 
+class ReadRefused(SiphonError):
+    """The server answered but could not read (or write) an attribute: ``success=false``. On the
+    game this is what a loading screen looks like (every pointer chain leads nowhere for a few
+    seconds), and what a boss killed for good looks like: not a lost server."""
+
+
+class NotConfigured(SiphonError):
+    """The server has no config from this client: it restarted since (or never got one)."""
+
+
+FORGOT_CONFIG = ("not initialized", "no config")
+"""How a server that lost its config answers (the simulator's and Siphon's wording)."""
+
+
+class NoFrame(SiphonError):
+    """The server has no usable frame of the game window (it answers success with 0 bytes)."""
+
+
+HOOK_MESSAGE_EVERY_S = 3.0
+
+
 class SiphonClient:
     def __init__(self, host: str = "127.0.0.1:50051", timeout: float = 2.0, connect_timeout: float = 5.0) -> None:
+        self._packed_dropped = False
         self.host = host
         self.timeout = timeout
         self._channel = grpc.insecure_channel(host, options=CHANNEL_OPTIONS)
@@ -86,7 +109,8 @@ class SiphonClient:
 
     def _checked(self, name: str, response: Any) -> Any:
         if not response.success:
-            raise SiphonError(f"Siphon {name} at {self.host} refused: {response.message}")
+            attribute_call = name.startswith(("GetAttribute", "SetAttribute"))
+            raise refusal(f"Siphon {name} at {self.host} refused: {response.message}", ReadRefused if attribute_call else SiphonError)
         return response
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -95,9 +119,12 @@ class SiphonClient:
 
         With ``packed_reads`` the config sent also holds one array attribute per group of
         neighbouring attributes (named ``First..Last``), which ``read`` then uses: turn it off for
-        a server whose array reads misbehave."""
+        a server whose array reads misbehave. A server that keeps an older attribute list (Siphon
+        keeps the first one it initialised memory with) cannot read them: ``read`` then falls
+        back to one attribute at a time, and says so once."""
         self._blocks = plan_blocks(config.attributes) if packed_reads else ()
         self._plans.clear()
+        self._packed_dropped = False
         request = pb2.SetProcessConfigRequest(
             process_name=config.process_name,
             process_window_name=config.window_name,
@@ -117,21 +144,96 @@ class SiphonClient:
 
     # ------------------------------------------------------------------------------- memory
     def read(self, names: Sequence[str]) -> dict[str, AttributeValue]:
-        """Read ``names`` concurrently; all values or a ``SiphonError`` naming every failure."""
-        plan = self._plan(names)
-        return self._collect(names, plan, self._request_attributes(plan))
+        """Read ``names`` concurrently; all values or a ``SiphonError`` naming every failure
+        (``ReadRefused`` when the server answered that it could not read them)."""
+        try:
+            plan = self._plan(names)
+            return self._collect(names, plan, self._request_attributes(plan))
+        except ReadRefused:
+            if not self._drop_unreadable_arrays(names):
+                raise
+        return self.read(names)
 
     def read_and_capture(self, names: Sequence[str]) -> tuple[dict[str, AttributeValue], np.ndarray]:
         """Attributes and a frame in one concurrent round: the env's observation costs about
         the slower of the two, not their sum."""
         plan = self._plan(names)
         capture = self._stub.CaptureFrame.future(pb2.CaptureFrameRequest(), timeout=self.timeout)
-        values = self._collect(names, plan, self._request_attributes(plan))
+        try:
+            values = self._collect(names, plan, self._request_attributes(plan))
+        except ReadRefused:
+            if not self._drop_unreadable_arrays(names):
+                raise
+            values = self.read(names)
         try:
             response = self._checked("CaptureFrame", capture.result())
         except grpc.RpcError as e:
             raise self._rpc_error("CaptureFrame", e) from None
-        return values, bgra_bytes_to_rgb(response.frame, response.width, response.height)
+        return values, frame_to_rgb(response, self.host)
+
+    def _drop_unreadable_arrays(self, names: Sequence[str]) -> bool:
+        """After a refused read that used arrays: if the same attributes read one by one, the
+        server cannot read our arrays (it kept an older attribute list): stop using them, warn
+        once, and answer True so the read is retried. False when even the scalars are refused
+        (a loading screen, a boss gone): then the refusal is the game's, not the arrays'."""
+        plan = self._plan(names)
+        if not plan.blocks:
+            return False
+        scalars = ReadPlan.for_names(tuple(names), ())
+        try:
+            self._collect(names, scalars, self._request_attributes(scalars))
+        except ReadRefused:
+            return False
+        self._blocks = ()
+        self._plans.clear()
+        if not self._packed_dropped:
+            self._packed_dropped = True
+            log.warning(
+                "Siphon at %s cannot read this client's packed arrays (%s): it keeps the attribute list it was "
+                "first initialised with (e.g. by `pysiphon init`), so attributes are now read one by one, "
+                "about twice the calls. Restart Siphon, then connect with this project first, to get "
+                "packed reads back.", self.host, ", ".join(plan.blocks),
+            )
+        return True
+
+    def wait_for_hook(self, config: SiphonConfig, timeout: float = 60.0) -> None:
+        """Read one NPC attribute (``method = "dll"``) with a long deadline, so that Siphon's NPC
+        hook is in place before anything else needs it. On the real server the first such read
+        injects hook.dll, sleeps 3 s and then waits, holding the server's one lock, until the
+        player targets an enemy: so this says, every few seconds, to lock on now."""
+        hooked = [a.name for a in config.attributes.values() if a.method == "dll"]
+        if not hooked:
+            return
+        future = self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=hooked[0]), timeout=timeout)
+        started = time.monotonic()
+        while True:
+            try:
+                self._checked(f"GetAttribute({hooked[0]})", future.result(timeout=HOOK_MESSAGE_EVERY_S))
+                return
+            except grpc.FutureTimeoutError:
+                log.warning("Siphon is putting its NPC hook in place: lock on to the boss now (every other call "
+                            "waits until then; %.0f s of %.0f s)", time.monotonic() - started, timeout)
+            except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise SiphonError(
+                        f"Siphon at {self.host} did not finish putting its NPC hook in place within {timeout:g} s: "
+                        "lock on to the boss in the game (the profile's lock_on key), with the game focused; "
+                        "is hook.dll next to siphon.exe, and Easy Anti-Cheat off (offline mode)?"
+                    ) from None
+                raise self._rpc_error(f"GetAttribute({hooked[0]})", e) from None
+
+    def wait_for_first_frame(self, timeout: float = 5.0) -> None:
+        """Capture until the server has a frame: Siphon answers success with 0 bytes until the
+        window has presented once, and forever for a window it cannot capture."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.capture_rgb()
+                return
+            except NoFrame:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
 
     def _plan(self, names: Sequence[str]) -> ReadPlan:
         key = tuple(names)
@@ -169,7 +271,7 @@ class SiphonClient:
                     "cannot read arrays, set packed_reads = false in the profile"
                 )
         if failures:
-            raise SiphonError(f"reading attributes from {self.host} failed: " + "; ".join(failures))
+            raise refusal(f"reading attributes from {self.host} failed: " + "; ".join(failures), ReadRefused)
         return {n: values[n] for n in names}  # an array may carry attributes nobody asked for
 
     def write(self, name: str, value: AttributeValue, value_type: str | None = None) -> None:
@@ -204,14 +306,32 @@ class SiphonClient:
     # ------------------------------------------------------------------------------ capture
     def capture_rgb(self) -> np.ndarray:
         """One frame as RGB uint8 (H, W, 3), decoded from Siphon's tight top-down BGRA rows."""
-        response = self._call("CaptureFrame", pb2.CaptureFrameRequest())
-        return bgra_bytes_to_rgb(response.frame, response.width, response.height)
+        return frame_to_rgb(self._call("CaptureFrame", pb2.CaptureFrameRequest()), self.host)
 
 
 def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:
     return pb2.ProcessAttributeProto(
         name=a.name, pattern=a.pattern, offsets=list(a.offsets), type=a.type, length=a.length, method=a.method,
     )
+
+
+def refusal(message: str, kind: type[SiphonError]) -> SiphonError:
+    """A server's ``success=false`` as the error it means: ``NotConfigured`` when the server lost
+    (or never had) this client's config, else ``kind``."""
+    if any(words in message for words in FORGOT_CONFIG):
+        return NotConfigured(message + ": the server has no config from this client (it restarted?); reconnect")
+    return kind(message)
+
+
+def frame_to_rgb(response: pb2.CaptureFrameResponse, host: str) -> np.ndarray:
+    """A CaptureFrame answer as RGB, or ``NoFrame`` for the empty answer Siphon gives before the
+    window's first frame (and for a window it cannot capture)."""
+    if not response.frame:
+        raise NoFrame(
+            f"Siphon at {host} has no frame of the game window yet (it answered 0 bytes): is the game "
+            "running, in windowed or borderless mode, and visible (not minimised)?"
+        )
+    return bgra_bytes_to_rgb(response.frame, response.width, response.height)
 
 
 def bgra_bytes_to_rgb(data: bytes, width: int, height: int) -> np.ndarray:

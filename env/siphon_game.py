@@ -4,6 +4,14 @@ The game runs on its own clock, so this backend's clock is ``time.monotonic()`` 
 sleeping until a deadline. Keys held are tracked here and released on ``close()``, at
 interpreter exit, and before a fight restarts: nothing on the server releases keys when a
 client dies, and a key left down keeps the character running into a wall.
+
+Connecting does what a first evening with the game needs done before any episode: the config is
+sent and memory, input and capture initialised; Siphon's NPC hook is put in place by one read
+with a long deadline (the real server blocks every other call until the player locks on, so the
+user is told to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes
+until the window has presented one). A frame that stays the same while the game runs (a
+minimised window: Siphon returns its last frame forever) is an error, not an observation.
+Restarting a fight recovers from what memory writes cannot undo (``env.arena``).
 """
 
 from __future__ import annotations
@@ -11,15 +19,19 @@ from __future__ import annotations
 import atexit
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Collection, Sequence
 
 import grpc
 
+import numpy as np
+
+from env.arena import back_into_the_fight
 from env.game import AttributeValue, Frame, GameError, GameState
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
-from env.siphon import SiphonClient
+from env.siphon import NoFrame, NotConfigured, SiphonClient
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +45,18 @@ class SiphonGame:
         profile: Profile | str = "sim_margit",
         timeout: float = 2.0,
         reset_timeout: float = 10.0,
+        hook_timeout: float = 60.0,
+        recovery_timeout: float = 60.0,
+        stale_after_s: float = 15.0,
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.reset_timeout = reset_timeout
+        self.recovery_timeout = recovery_timeout
+        self.hook_timeout = hook_timeout
         self.client = SiphonClient(host, timeout=timeout)
-        self.client.configure(self.profile.siphon, packed_reads=self.profile.packed_reads)
+        self._configure()
+        self._frames = FrameWatch(stale_after_s)
+        self.boss_seen_dead = False  # a read showed NpcHp 0: the boss may be gone from the save
         self._names = self.profile.attribute_names
         self._held: set[str] = set()
         self._taps: list[grpc.Future] = []
@@ -47,6 +66,12 @@ class SiphonGame:
         self._closed = False
         atexit.register(self.close)
 
+    def _configure(self) -> None:
+        """Config, memory, input and capture; then the NPC hook and the first frame."""
+        self.client.configure(self.profile.siphon, packed_reads=self.profile.packed_reads)
+        self.client.wait_for_hook(self.profile.siphon, self.hook_timeout)
+        self.client.wait_for_first_frame()
+
     # ---------------------------------------------------------------------------- the protocol
     def now(self) -> float:
         return time.monotonic()
@@ -54,18 +79,27 @@ class SiphonGame:
     def read_state(self, names: Sequence[str] | None = None) -> GameState:
         start = time.monotonic()
         values = self.client.read(names or self._names)
-        return GameState(values, (start + time.monotonic()) / 2)
+        return self._state(values, (start + time.monotonic()) / 2)
 
     def capture_frame(self) -> Frame:
         start = time.monotonic()
         rgb = self.client.capture_rgb()
-        return Frame(rgb, (start + time.monotonic()) / 2, next(self._frame_numbers))
+        return self._frame(rgb, (start + time.monotonic()) / 2)
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         start = time.monotonic()
         values, rgb = self.client.read_and_capture(names or self._names)
         taken = (start + time.monotonic()) / 2
-        return GameState(values, taken), Frame(rgb, taken, next(self._frame_numbers))
+        return self._state(values, taken), self._frame(rgb, taken)
+
+    def _state(self, values: dict[str, AttributeValue], taken: float) -> GameState:
+        if values.get("NpcHp", 1) <= 0:
+            self.boss_seen_dead = True
+        return GameState(values, taken)
+
+    def _frame(self, rgb: np.ndarray, taken: float) -> Frame:
+        self._frames.check(rgb, taken, running=self._speed > 0)
+        return Frame(rgb, taken, next(self._frame_numbers))
 
     def write(self, name: str, value: AttributeValue) -> None:
         self.client.write(name, value)
@@ -105,12 +139,28 @@ class SiphonGame:
 
     def reset_fight(self, seed: int | None = None) -> GameState:
         """Restart the fight with the profile's reset writes, then read memory until the fight is
-        back at full HP on both sides, or fail with what was read."""
+        back at full HP on both sides, or fail with what was read. On a profile that names a
+        fog wall (the real game), first get back into the fight from a real death (``env.arena``);
+        a server that restarted since (it forgot the config) is configured again."""
         self.hold_keys(())
+        try:
+            self._restart(seed)
+        except NotConfigured:
+            log.warning("Siphon at %s forgot this client's config (restarted?): configuring it again", self.client.host)
+            self._configure()
+            self._restart(seed)
+        self.boss_seen_dead = False
+        return self._wait_for_fresh_fight()
+
+    def _restart(self, seed: int | None) -> None:
+        if self.profile.fog_wall is not None:
+            back_into_the_fight(self, self.recovery_timeout)
         for name, value in self.profile.reset_writes:
             self.client.write(name, self._resolve(value, seed))
         if self.profile.start_position is not None:
-            self._teleport(self.profile.start_position)
+            self.teleport(self.profile.start_position)
+
+    def _wait_for_fresh_fight(self) -> GameState:
         deadline = time.monotonic() + self.reset_timeout
         while True:
             state = self.read_state()
@@ -132,7 +182,7 @@ class SiphonGame:
             return self.client.read([value])[value]
         return value
 
-    def _teleport(self, target: tuple[float, float, float]) -> None:
+    def teleport(self, target: tuple[float, float, float]) -> None:
         """Put the player at a global position the way the game allows it: the local position is
         writable, so shift it by how far the global position is from the target."""
         names = [f"Hero{kind}Pos{axis}" for kind in ("Local", "Global") for axis in "XYZ"]
@@ -157,3 +207,29 @@ class SiphonGame:
         taps, self._taps = self._taps, []
         for future in taps:
             self.client.check_tap(future)
+
+
+class FrameWatch:
+    """Notices a game window that stopped presenting: Siphon then returns its last frame forever
+    (a minimised window) while saying success. A cheap fingerprint (every 16th pixel) per frame;
+    ``check`` raises ``NoFrame`` when it has not changed for ``stale_after_s`` of running game.
+    Thread-safe: the recorder observes from several threads."""
+
+    def __init__(self, stale_after_s: float) -> None:
+        self.stale_after_s = stale_after_s
+        self._lock = threading.Lock()
+        self._fingerprint: bytes = b""
+        self._since = 0.0
+
+    def check(self, rgb: np.ndarray, taken: float, running: bool) -> None:
+        fingerprint = rgb[::16, ::16].tobytes()
+        with self._lock:
+            if fingerprint != self._fingerprint or not running:
+                self._fingerprint, self._since = fingerprint, taken
+                return
+            still = taken - self._since
+        if still > self.stale_after_s:
+            raise NoFrame(
+                f"the game window has shown the same frame for {still:.0f} s while the game runs: is it "
+                "minimised or covered? Siphon keeps returning the last frame it captured; restore the window"
+            )

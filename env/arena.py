@@ -1,0 +1,116 @@
+"""Getting back into the boss fight on a live game after something the game does not undo.
+
+A memory write restarts a fight in place only while both fighters are alive in the arena. After
+a real death the game shows a loading screen (every pointer chain fails to read), then puts the
+player at the Site of Grace outside the fog wall with nothing targeted; after a real kill the
+boss is gone from the save. ``back_into_the_fight`` gets from any of these to "in the arena, the
+boss targeted", or says precisely why it cannot:
+
+1. wait out the loading screen (the player's attributes read again);
+2. if the NPC the reads follow is not the boss (nothing targeted, another enemy): teleport in
+   front of the fog wall, hold forward and tap the event action, wait for the walk through, then
+   lock on until the reads show the boss;
+3. a boss that was seen at 0 HP, or that cannot be found behind its fog wall, is reported with
+   the one manual step that brings it back: restoring the backup of the save.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from env.game import GameError
+from env.siphon import ReadRefused
+
+if TYPE_CHECKING:
+    from env.siphon_game import SiphonGame
+
+log = logging.getLogger(__name__)
+
+LOCK_ON_TRIES = 3
+KILLED_MESSAGE = (
+    "the boss was killed for real: Elden Ring removes it from this save, and no memory write "
+    "brings it back. Quit to the title screen, copy your backup of the save "
+    "(%APPDATA%\\EldenRing\\<steam id>\\ER0000.sl2) back in place, load it, and walk to the boss "
+    "again; then restart. (On the simulator: write SimRestoreSave.)"
+)
+
+
+class BossKilled(GameError):
+    """The boss died for real; the message says how to get the fight back (a manual step)."""
+
+
+def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
+    """Return when the player is in the arena with the boss targeted, or raise ``GameError``
+    (``BossKilled`` for a real kill) saying what to do."""
+    deadline = time.monotonic() + timeout
+    _wait_out_loading(game, deadline)
+    if _boss_targeted(game):
+        return
+    profile = game.profile
+    for _ in range(LOCK_ON_TRIES):  # still in the arena, only the target lost?
+        if _lock_on(game):
+            return
+    if profile.fog_wall is None:
+        raise GameError(
+            f"the boss is not targeted and profile {profile.name!r} has no reset.fog_wall to walk back "
+            "in from: walk into the arena and lock on to the boss by hand"
+        )
+    log.warning("the player is not in the fight (a real death?): walking back through the fog wall")
+    game.teleport(profile.fog_wall)
+    game.hold_keys({profile.key_for("move_forward")})
+    game.tap_keys([profile.key_for("event_action")], 200)
+    game.wait_until(game.now() + profile.fog_entry_s)
+    game.hold_keys(())
+    for _ in range(LOCK_ON_TRIES):
+        if _lock_on(game):
+            return
+        if time.monotonic() > deadline:
+            break
+    if game.boss_seen_dead:
+        raise BossKilled(KILLED_MESSAGE)
+    raise GameError(
+        "walked through the fog wall but could not lock on to the boss: if it was killed, "
+        + KILLED_MESSAGE + " Otherwise check reset.fog_wall and fight.boss_npc_id in profile "
+        f"{profile.name!r} (python -m env.doctor prints what the game reports)"
+    )
+
+
+def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
+    said = False
+    while True:
+        try:
+            game.client.read(["HeroHp"])
+            return
+        except ReadRefused:
+            if time.monotonic() > deadline:
+                raise GameError(
+                    "the player's attributes have not been readable for the whole recovery timeout: is the "
+                    "game stuck on a loading screen or a menu? Load into the game, then restart"
+                ) from None
+            if not said:
+                log.warning("the game is not readable (a loading screen?): waiting")
+                said = True
+            time.sleep(0.25)
+
+
+def _boss_targeted(game: SiphonGame) -> bool:
+    """Whether NPC reads follow the boss, alive. Raises ``BossKilled`` if it is at 0 HP."""
+    wanted = game.profile.boss_npc_id
+    names = ["NpcHp", "NpcId"] if wanted is not None else ["NpcHp"]
+    try:
+        npc = game.client.read(names)
+    except ReadRefused:  # nothing targeted since the last loading screen, or the boss gone
+        return False
+    if wanted is not None and npc["NpcId"] != wanted:
+        return False
+    if npc["NpcHp"] <= 0:
+        raise BossKilled(KILLED_MESSAGE)
+    return True
+
+
+def _lock_on(game: SiphonGame) -> bool:
+    game.tap_keys([game.profile.key_for("lock_on")], 50)
+    game.wait_until(game.now() + 0.5)
+    return _boss_targeted(game)

@@ -35,6 +35,7 @@ import numpy as np
 
 from env.errors import EldenILError
 
+from capture import files
 from capture.inputs import EVENT_DTYPE
 
 FORMAT_VERSION = 1
@@ -188,7 +189,7 @@ def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: b
         f.attrs["stats"] = json.dumps(stats)
     with open(source, "rb+") as raw:
         os.fsync(raw.fileno())
-    os.replace(source, target)
+    files.replace(source, target)
 
 
 def discard_finished(path: Path) -> None:

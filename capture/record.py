@@ -22,16 +22,20 @@ from env.config import EnvConfig
 from env.errors import EldenILError
 from env.factory import DEFAULT_HOST, make_game
 from env.game import GameError
+from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot
 from capture.episode import EpisodeMeta, EpisodeWriter, Sample, discard_finished
 from capture.fights import FightTracker
 from capture.inputs import InputLog
-from capture.sampler import Sampler
+from capture.sampler import Sampler, Taken
+from capture.silence import InputSilence
 from capture.status import RecorderStatus
 from capture.video import VideoSidecar
 
 log = logging.getLogger("capture.record")
+
+UNREADABLE_RETRY_S = 0.25
 
 EXAMPLES = """
 examples:
@@ -76,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timestep-ms", type=float, default=200.0,
                    help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
     p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
-    p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=True,
-                   help="restart the fight in place after each episode (the profile's reset writes; default: on)")
+    p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=None,
+                   help="restart the fight in place when recording starts and after each episode (the profile's "
+                        "reset writes and teleport; default: the profile's reset.when_recording, on for the "
+                        "simulator, off for the real game, where you walk back in yourself)")
     p.add_argument("--restart-delay", type=float, default=1.0,
                    help="seconds of game time to wait before restarting a fight (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, help="simulator seed of the first fight (the next ones count up)")
@@ -106,7 +112,7 @@ class RecordSettings:
     max_episode_seconds: float = 300.0
     autopilot: bool = False
     manual: bool = False
-    restart: bool = True
+    restart: bool | None = None  # None: the profile's reset.when_recording
     restart_delay: float = 1.0
     seed: int = 0
     video: bool = False
@@ -144,10 +150,12 @@ class Recorder:
                               "or play the simulator in its window (python -m env.sim --window) and record that")
         self.game = make_game(settings.env, settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
+        self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
         self.key_names = tuple(dict.fromkeys(self.profile.keybinds.values()))
         self.inputs = InputLog(self.key_names, clock=self.game.now)
         self.sampler = Sampler(self.game, self.inputs, settings.env.frame_spec, settings.rate)
-        self.tracker = FightTracker()
+        self.tracker = FightTracker(self.profile.boss_npc_id)
+        self.silence = InputSilence(active=not settings.autopilot)
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
@@ -221,12 +229,16 @@ class Recorder:
     # ---------------------------------------------------------------------------------- loop
     def run(self, status: RecorderStatus) -> None:
         args = self.settings
-        if args.restart:
+        if self.restart:
             self.game.reset_fight(self.fight_seed)
         self.sampler.restart_clock()
         try:
             while not self.requests.quit.is_set():
-                sample, state, frame, events = self.sampler.next_sample()
+                taken = self._next_readable_sample()
+                if taken is None:
+                    break
+                sample, state, frame, events = taken
+                self.silence.update(sample.t, state, events)
                 window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
                 outcome = self._handle_requests(sample, window_size)
                 if outcome is None and not args.manual:
@@ -250,7 +262,7 @@ class Recorder:
                     self.tracker.stop()
                     if args.max_episodes and len(self.saved) >= args.max_episodes:
                         break
-                    if args.restart:
+                    if self.restart:
                         self._restart_fight()
                 status.update(
                     state, len(self.saved), self.writer is not None, self.sampler.stats.samples,
@@ -267,6 +279,26 @@ class Recorder:
                 self._finish_episode("stopped")
             self.close()
         log.info("%d episode(s) saved in %s", len(self.saved), args.out)
+
+    def _next_readable_sample(self) -> Taken | None:
+        """The next sample; while the game cannot be read (a loading screen after a death, a boss
+        gone, a minimised window) recording pauses rather than stops: an episode still open ends
+        as ``unreadable``, and sampling resumes, on a fresh schedule, once reads work again.
+        None when asked to quit meanwhile."""
+        said = False
+        while not self.requests.quit.is_set():
+            try:
+                return self.sampler.next_sample()
+            except (ReadRefused, NoFrame) as e:
+                if self.writer is not None:
+                    self._finish_episode("unreadable")
+                    self.tracker.stop()
+                if not said:
+                    log.warning("the game cannot be read (%s): paused until it can", e)
+                    said = True
+                self.game.wait_until(self.game.now() + UNREADABLE_RETRY_S)
+                self.sampler.restart_clock()
+        return None
 
     def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
         """Hotkeys: toggle an episode by hand, discard the last one."""

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import h5py
 
+from capture import files
 from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def recover(partial: Path) -> Path:
     duration = float(t[-1] - t[0]) if n > 1 else 0.0
     stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
     finalize(staging, target, "recovered", stats, recovered=True)
-    partial.rename(partial.with_name(partial.name + ".bak"))
+    files.replace(partial, partial.with_name(partial.name + ".bak"))
     log.info("recovered %s: %d samples, %.1f s", target.name, n, duration)
     return target
 

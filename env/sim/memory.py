@@ -30,8 +30,6 @@ from env.sim import TICK_HZ
 from env.sim.moves import PlayerAnim
 from env.sim.world import BOSS_NPC_ID, Npc, World
 
-__all__ = ["ATTRIBUTES", "BOSS_NPC_ID", "ELDEN_RING_ATTRIBUTES", "MAP_ID", "MAP_ORIGIN", "MemoryError_", "read", "write"]
-
 MAP_ORIGIN = (-172.5, 393.2, -7.05)
 """Where the arena's map block sits in global coordinates (Stormveil's gate, roughly)."""
 MAP_ID = 10000000

@@ -323,12 +323,7 @@ class World:
     def restart(self, seed: int | None = None) -> None:
         """Restart the fight in place: HP, stamina, FP, flasks, positions and the boss restored,
         no reload, as a reset by memory writes does in the game. ``seed`` reseeds the boss."""
-        self.player.restore()
-        self.boss.restore()
-        self.sentry.restore()
-        self.daggers.clear()
-        self.camera_yaw = math.pi / 2
-        self._set_phase(Phase.FIGHT)
+        self._restore_everyone(Phase.FIGHT)
         self.focus = self.last_targeted = self.boss
         if seed is not None:
             self.seed = seed
@@ -338,16 +333,20 @@ class World:
         """Come back at the Site of Grace outside the fog wall, as after a death: full HP, FP,
         stamina and flasks, nothing targeted, the boss restored behind the fog and waiting. The
         boss's random stream goes on where it was (only ``restart`` reseeds it)."""
-        self.player.restore()
+        self._restore_everyone(Phase.OUTSIDE)
         p = self.player
         p.x, p.y = GRACE
         p.locked_on = False
+        self.last_targeted = None
+
+    def _restore_everyone(self, phase: Phase) -> None:
+        """Everyone as the map loads them (the player at the fight's start), in ``phase``."""
+        self.player.restore()
         self.boss.restore()
         self.sentry.restore()
         self.daggers.clear()
         self.camera_yaw = math.pi / 2
-        self.last_targeted = None
-        self._set_phase(Phase.OUTSIDE)
+        self._set_phase(phase)
 
     def restore_save(self) -> None:
         """Load the backup save (on the game a manual step at the title screen): a loading

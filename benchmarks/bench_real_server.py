@@ -44,7 +44,7 @@ def what_fails() -> dict[str, str]:
     out = {}
     with SimServer(size=(320, 180), extra_args=("--real-server",)) as server:
         try:
-            env = EldenRingEnv(backend="siphon", host=server.host, profile="sim_margit", timestep_ms=0)
+            env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0)
             env.reset(seed=0)
             env.step(0)
             env.close()
@@ -65,7 +65,7 @@ def what_fails() -> dict[str, str]:
 
 def env_steps_per_s(size: tuple[int, int], server_args: tuple[str, ...], steps: int) -> float:
     with SimServer(size=size, extra_args=server_args) as server:
-        env = EldenRingEnv(backend="siphon", host=server.host, profile="sim_margit", timestep_ms=0, max_steps=10**9)
+        env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0, max_steps=10**9)
         env.reset(seed=0)
         per_step = timed(partial(env.step, 0), steps, warmup=5)
         env.close()
@@ -88,8 +88,10 @@ def main() -> None:
             runs = rate_search(size, RATES, args.seconds, server_args)
             row[f"recording_{label}"] = runs
             row[f"highest_recording_hz_{label}"] = highest_sustainable(runs)
+            failed = [f"{r['target_hz']:g} Hz: {r['error']}" for r in runs if "error" in r]
+            row[f"recording_failure_{label}"] = failed[0] if failed else None
             print(f"{name} {label}: {row[f'env_steps_per_s_{label}']:.1f} steps/s, "
-                  f"records {row[f'highest_recording_hz_{label}']} Hz", flush=True)
+                  f"records {row[f'highest_recording_hz_{label}']} Hz", *failed, flush=True)
 
     print(f"\nMachine: {results['machine']}\n")
     print("Against the real-server mode's default timings (hook 3 s, world at the Site of Grace):")
@@ -101,6 +103,10 @@ def main() -> None:
         cells = [f"{row[f'env_steps_per_s_{s[0]}x{s[1]}']:.1f}" for s in SIZES]
         cells += [f"{row[f'highest_recording_hz_{s[0]}x{s[1]}'] or 'below 1'}" for s in SIZES]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, row in results["rows"].items():
+        for size in SIZES:
+            if (failure := row[f"recording_failure_{size[0]}x{size[1]}"]) is not None:
+                print(f"- recording, {name}, {size[0]}x{size[1]}, failed at {failure}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -23,6 +23,7 @@ from benchmarks.machine import describe
 from capture.episode import EpisodeMeta, EpisodeWriter
 from capture.inputs import InputLog
 from capture.sampler import Sampler
+from env.game import GameError
 from env.observations import FrameSpec
 from env.siphon_game import SiphonGame
 from env.sim.launcher import SimServer
@@ -59,11 +60,15 @@ def sustained(
 
 
 def rate_search(size: tuple[int, int], rates: tuple[float, ...], seconds: float, server_args: tuple[str, ...] = ()) -> list[dict]:
-    """``sustained`` at each rate, up until the first rate that drops samples."""
+    """``sustained`` at each rate, up until the first rate that drops samples or fails (then
+    the run holds the error instead of figures)."""
     runs = []
     for rate in rates:
-        runs.append(sustained(size, rate, seconds, server_args=server_args))
-        if runs[-1]["dropped"]:
+        try:
+            runs.append(sustained(size, rate, seconds, server_args=server_args))
+        except GameError as e:
+            runs.append({"window": f"{size[0]}x{size[1]}", "target_hz": rate, "dropped": None, "error": str(e)})
+        if runs[-1]["dropped"] != 0:
             break
     return runs
 

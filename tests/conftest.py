@@ -1,4 +1,13 @@
-"""Shared fixtures: real simulator servers over gRPC, and an X server for pynput and the window."""
+"""Shared fixtures: real simulator servers over gRPC, and an X server for pynput and the window.
+
+Every test that uses ``sim_server`` runs twice: against the ideal server and against the
+real-server mode (Siphon's mutex, scan cost, sticky config, NPC hook, capture and input quirks,
+and a world that starts at the Site of Grace), with short timings so the suite stays fast. A test
+whose client cannot yet survive the real server (issue 11) is marked
+``@pytest.mark.xfail_real_server("issue 11: what fails")``: an expected failure in that mode
+only. ``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode too
+(``env/sim/launcher.py``).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +23,32 @@ import pytest
 from env.sim.launcher import SimServer
 
 
-@pytest.fixture
-def sim_server(tmp_path: Path) -> Iterator[SimServer]:
-    """A fresh ``python -m env.sim`` (seed 0, 160x90) on a free loopback port."""
-    with SimServer(seed=0, size=(160, 90), log_path=tmp_path / "server.log") as server:
+REAL_SERVER_TEST_ARGS = (
+    "--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--hook-poll-s", "0.05",
+    "--capture-init-ms", "10", "--first-frame-ms", "50",
+)
+"""Real-server mode with every behaviour on and every wait short."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "xfail_real_server(reason, run=True): expected to fail against the real-server mode only",
+    )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker("xfail_real_server")
+        callspec = getattr(item, "callspec", None)
+        if marker is not None and callspec is not None and callspec.params.get("sim_server") == "real":
+            item.add_marker(pytest.mark.xfail(reason=marker.args[0], strict=False, run=marker.kwargs.get("run", True)))
+
+
+@pytest.fixture(params=["ideal", "real"])
+def sim_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SimServer]:
+    """A fresh ``python -m env.sim`` (seed 0, 160x90) on a free loopback port, ideal or real."""
+    args = REAL_SERVER_TEST_ARGS if request.param == "real" else ()
+    with SimServer(seed=0, size=(160, 90), extra_args=args, log_path=tmp_path / "server.log") as server:
         yield server
 
 

@@ -7,10 +7,13 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import replace
 
 from env.cli import parse_size
 from env.siphon_config import ConfigError
+from env.sim.real_server import RealServerTimings
 from env.sim.server import serve
+from env.sim.world import Lifecycle
 
 EXAMPLES = """
 It serves Siphon's gRPC service (the stubs shipped in pysiphon) on its own real-time clock,
@@ -23,11 +26,23 @@ talks to it unchanged; pysiphon's own CLI works:
   pysiphon --host 127.0.0.1:50051 input w 200 0
   pysiphon --host 127.0.0.1:50051 capture arena.png
 
+With --real-server (the default for --profile eldenring_margit) it behaves as the real Siphon
+server does: one mutex for memory and config calls, a module scan per attribute call, the first
+config sticks, the first NPC read blocks until the player locks on, capture answers empty or
+stale frames; and the world starts at the Site of Grace outside the fog wall. docs/guide.md,
+"How the simulator differs from the game", lists every behaviour, its timing and its source.
+
 examples:
   python -m env.sim                       serve on 127.0.0.1:50051 at 1280x720
-  python -m env.sim --window              ... and play it in a window (WASD, Shift, P, L, R, Space, B)
+  python -m env.sim --window              ... and play it in a window (WASD, Shift, P, L, R, Space, B, E)
   python -m env.sim --port 50052 --seed 7 --size 84x84
+  python -m env.sim --profile eldenring_margit            as unkind as the game and Siphon
+  python -m env.sim --real-server --scan-ms 1 --hook-delay-s 0.2   ... with a test's timings
 """
+
+REAL_BY_DEFAULT = ("eldenring_margit",)
+"""Profiles served in real-server mode unless --no-real-server: the game's own, whose clients
+must survive the real server."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,11 +60,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speed", type=float, help="initial game speed (0 starts paused)")
     parser.add_argument("--window", action="store_true", help="open a window to play the fight with the keyboard")
     parser.add_argument("--log-level", default="INFO")
+    real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
+    real.add_argument("--real-server", action=argparse.BooleanOptionalAction, default=None,
+                      help=f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)")
+    defaults = RealServerTimings()
+    real.add_argument("--scan-ms", type=float, default=defaults.scan_ms, help="cost of each attribute call's module scan (default: %(default)s)")
+    real.add_argument("--hook-delay-s", type=float, default=defaults.hook_delay_s, help="NPC hook injection delay (default: %(default)s)")
+    real.add_argument("--hook-poll-s", type=float, default=defaults.hook_poll_s, help="how often the hook checks for a target (default: %(default)s)")
+    real.add_argument("--capture-init-ms", type=float, default=defaults.capture_init_ms, help="InitializeCapture's sleep (default: %(default)s)")
+    real.add_argument("--first-frame-ms", type=float, default=defaults.first_frame_ms,
+                      help="after InitializeCapture, when the first frame arrives (default: %(default)s)")
+    real.add_argument("--start", choices=("grace", "fight"), help="where the world starts (default: grace in real-server mode, fight otherwise)")
+    life = parser.add_argument_group("the game's life cycle (seconds of game time)")
+    lifecycle = Lifecycle()
+    life.add_argument("--death-screen-s", type=float, default=lifecycle.death_screen, help="from HP 0 to the loading screen (default: %(default)s)")
+    life.add_argument("--loading-s", type=float, default=lifecycle.loading, help="the loading screen (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    is_real = args.real_server if args.real_server is not None else args.profile in REAL_BY_DEFAULT
+    timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms)
+    life_timings = replace(lifecycle, death_screen=args.death_screen_s, loading=args.loading_s,
+                           you_died=min(lifecycle.you_died, args.death_screen_s))
     try:
-        running = serve(args.host, args.port, args.seed, args.size, args.profile, args.speed)
+        running = serve(
+            args.host, args.port, args.seed, args.size, args.profile, args.speed, timings if is_real else None,
+            life_timings, None if args.start is None else args.start == "fight",
+        )
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -56,10 +56,14 @@ class SimGame:
         return self.world.time
 
     def read_state(self, names: Sequence[str] | None = None) -> GameState:
+        """Every attribute now, or ``GameError`` where the game has none to read (the loading
+        screen after a death, a boss killed for good), as the served game answers then."""
         world = self.world
-        return GameState(
-            {name: memory.read(world, name) for name in names or self.profile.attribute_names}, world.time
-        )
+        try:
+            values = {name: memory.read(world, name) for name in names or self.profile.attribute_names}
+        except memory.MemoryError_ as e:
+            raise GameError(f"reading game memory failed: {e}") from None
+        return GameState(values, world.time)
 
     def capture_frame(self) -> Frame:
         world = self.world

@@ -13,6 +13,14 @@ from enum import Enum
 ARENA_RADIUS = 10.0
 """Margit's arena is a disc; fighters are kept inside it (the fog wall)."""
 
+GATE = (0.0, -ARENA_RADIUS)
+"""Where the way in meets the arena: the fog wall a player walks through to start the fight."""
+CORRIDOR_HALF_WIDTH = 2.5
+CORRIDOR_END = -22.0
+"""The way in, south of the arena: x within the half width, y from here up to the gate."""
+GRACE = (0.0, -19.0)
+"""The Site of Grace in the way in, where a dead player comes back."""
+
 PLAYER_RADIUS = 0.4
 BOSS_RADIUS = 0.9
 
@@ -63,6 +71,23 @@ def clamp_to_arena(x: float, y: float, radius: float) -> tuple[float, float]:
         return x, y
     scale = limit / math.sqrt(d2)
     return x * scale, y * scale
+
+
+def clamp_to_corridor(x: float, y: float, radius: float) -> tuple[float, float]:
+    """Keep a body of ``radius`` inside the way in, the fog wall closing its north end."""
+    limit = CORRIDOR_HALF_WIDTH - radius
+    return min(limit, max(-limit, x)), min(GATE[1] - radius, max(CORRIDOR_END + radius, y))
+
+
+def clamp_to_open_arena(x: float, y: float, radius: float) -> tuple[float, float]:
+    """Keep a body inside the arena or the way in, once the fog wall is gone (the boss is dead)."""
+    limit = CORRIDOR_HALF_WIDTH - radius
+    if abs(x) <= limit and CORRIDOR_END + radius <= y <= GATE[1] + 2.0:  # the gap, into the arena
+        return x, y
+    if x * x + y * y <= (ARENA_RADIUS - radius) ** 2:
+        return x, y
+    options = (clamp_to_arena(x, y, radius), clamp_to_corridor(x, y, radius))
+    return min(options, key=lambda q: (q[0] - x) ** 2 + (q[1] - y) ** 2)
 
 
 def wrap_angle(a: float) -> float:

@@ -3,10 +3,16 @@
 Each server is its own process on its own loopback port; ``SimServer`` waits until it answers
 ``GetServerStatus`` before handing out its address, and stops it (SIGTERM, then SIGKILL) on
 ``stop()`` or when used as a context manager.
+
+``ELDEN_IL_SIM_ARGS`` (e.g. ``"--real-server --scan-ms 1 --hook-delay-s 0.2"``) is added to
+every server's command line: that is how a whole test run, a benchmark or a vector env is pointed
+at the real-server mode without changing the code that starts the servers.
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -20,6 +26,8 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from env.game import GameError
 from env.profile import Profile
 from env.siphon_game import SiphonGame
+
+ARGS_VARIABLE = "ELDEN_IL_SIM_ARGS"
 
 
 def free_port() -> int:
@@ -37,7 +45,7 @@ class SimServer:
         self.host = f"127.0.0.1:{self.port}"
         command = [
             sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
-            "--size", f"{size[0]}x{size[1]}", *extra_args,
+            "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,
         ]
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)

@@ -8,7 +8,14 @@ Coordinates: X and Y are horizontal, Z is up. ``Local`` positions are in the are
 ``Global`` ones add the block's origin, as in the game.
 
 Beyond the game's names, the simulator has a few of its own (``Sim*`` and ``HeroFlaskCharges``):
-its profile declares them, the Elden Ring profile does not.
+its profile declares them, the Elden Ring profile does not. The ``Sim*`` ones are its control
+surface (restart a fight, restore the save, read the tick and the life-cycle phase): they are
+not game memory, so they always answer.
+
+As in the game, memory is only there when the game has it: the player's and the NPC's
+attributes sit at the end of pointer chains, which lead nowhere on the loading screen, and a
+boss killed for good has no attributes left. NPC attributes read one NPC: the boss, or, through
+Siphon's hook (``via_hook``), whichever NPC the game last reported as targeted.
 """
 
 from __future__ import annotations
@@ -21,15 +28,18 @@ import numpy as np
 
 from env.sim import TICK_HZ
 from env.sim.moves import PlayerAnim
-from env.sim.world import World
+from env.sim.world import BOSS_NPC_ID, Npc, World
 
 MAP_ORIGIN = (-172.5, 393.2, -7.05)
 """Where the arena's map block sits in global coordinates (Stormveil's gate, roughly)."""
 MAP_ID = 10000000
-BOSS_NPC_ID = 10000850
 
 AttributeType = str  # "int" | "float" | "bool"
 Value = int | float | bool
+Kind = str
+"""Where an attribute lives: "hero" and "npc" at the end of a pointer chain (the player's, the
+targeted NPC's), "game" in a static object (game speed), "sim" the simulator's control surface."""
+CHAINED = ("hero", "npc")
 
 
 class MemoryError_(ValueError):
@@ -43,24 +53,20 @@ def f32(x: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Attribute:
+    """One attribute. ``read`` and ``write`` take the world, except for kind "npc", where they
+    take the NPC read (and ``write`` also the world)."""
+
     type: AttributeType
-    read: Callable[[World], Value]
-    write: Callable[[World, Value], None] | None = None
+    read: Callable[..., Value]
+    write: Callable[..., None] | None = None
+    kind: Kind = "hero"
 
 
-def _set(obj_getter: Callable[[World], object], field: str, cast: Callable[[Value], Value]):
+def _set_player(field: str, cast: Callable[[Value], Value]) -> Callable[[World, Value], None]:
     def write(world: World, value: Value) -> None:
-        setattr(obj_getter(world), field, cast(value))
+        setattr(world.player, field, cast(value))
 
     return write
-
-
-def _player(w: World):
-    return w.player
-
-
-def _boss(w: World):
-    return w.boss
 
 
 def _write_player_hp(world: World, value: Value) -> None:
@@ -73,7 +79,10 @@ def _write_player_hp(world: World, value: Value) -> None:
         world._hurt_player(0, p.x, p.y)
 
 
-def _write_boss_hp(world: World, value: Value) -> None:
+def _write_npc_hp(world: World, npc: Npc, value: Value) -> None:
+    if npc is not world.boss:
+        npc.hp = max(0, min(int(value), npc.max_hp))
+        return
     b = world.boss
     was_dead = b.dead
     b.hp = max(0, min(int(value), b.max_hp))
@@ -85,93 +94,155 @@ def _write_boss_hp(world: World, value: Value) -> None:
         b.cancel_move()  # revived in place
 
 
-def _pos_attrs(prefix: str, getter, origin: bool, boss: bool) -> dict[str, Attribute]:
+def _hero_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
     attrs = {}
     for axis, name in enumerate("XYZ"):
         off = MAP_ORIGIN[axis] if origin else 0.0
 
         def read(w: World, axis=axis, off=off) -> float:
-            obj = getter(w)
-            v = (obj.x, obj.y, getattr(obj, "z", 0.0))[axis]
-            return f32(v + off)
+            p = w.player
+            return f32((p.x, p.y, p.z)[axis] + off)
 
         def write(w: World, value: Value, axis=axis, off=off) -> None:
-            obj = getter(w)
             local = f32(float(value)) - off
             if axis == 2:
-                if not boss:
-                    obj.z = max(0.0, local)
-                return
-            setattr(obj, "xy"[axis], local)
-            if boss:
-                obj.cancel_move()
+                w.player.z = max(0.0, local)
+            else:
+                setattr(w.player, "xy"[axis], local)
 
         attrs[f"{prefix}{name}"] = Attribute("float", read, write)
     return attrs
 
 
-def _write_angle(getter):
-    def write(w: World, value: Value) -> None:
-        obj = getter(w)
-        obj.angle = math.remainder(f32(float(value)), 2 * math.pi)
-        if obj is w.boss:
-            obj.cancel_move()
+def _npc_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
+    attrs = {}
+    for axis, name in enumerate("XYZ"):
+        off = MAP_ORIGIN[axis] if origin else 0.0
 
-    return write
+        def read(npc: Npc, axis=axis, off=off) -> float:
+            return f32((npc.x, npc.y, 0.0)[axis] + off)
+
+        def write(w: World, npc: Npc, value: Value, axis=axis, off=off) -> None:
+            if axis < 2:  # NPCs stand on the floor: a height written is ignored
+                setattr(npc, "xy"[axis], f32(float(value)) - off)
+                npc.cancel_move()
+
+        attrs[f"{prefix}{name}"] = Attribute("float", read, write, "npc")
+    return attrs
+
+
+def _angle(value: Value) -> float:
+    return math.remainder(f32(float(value)), 2 * math.pi)
+
+
+def _write_hero_angle(w: World, value: Value) -> None:
+    w.player.angle = _angle(value)
+
+
+def _write_npc_angle(w: World, npc: Npc, value: Value) -> None:
+    npc.angle = _angle(value)
+    npc.cancel_move()
+
+
+def _npc_angle() -> Attribute:
+    return Attribute("float", lambda n: f32(n.angle), _write_npc_angle, "npc")
+
+
+def _set_npc_max_hp(w: World, npc: Npc, value: Value) -> None:
+    npc.max_hp = max(1, int(value))
+
+
+def _restore_save(w: World, value: Value) -> None:
+    w.restore_save()
 
 
 ATTRIBUTES: dict[str, Attribute] = {
     "HeroHp": Attribute("int", lambda w: w.player.hp, _write_player_hp),
-    "HeroMaxHp": Attribute("int", lambda w: w.player.max_hp, _set(_player, "max_hp", lambda v: max(1, int(v)))),
-    "HeroFp": Attribute("int", lambda w: w.player.fp, _set(_player, "fp", lambda v: max(0, int(v)))),
-    "HeroMaxFp": Attribute("int", lambda w: w.player.max_fp, _set(_player, "max_fp", lambda v: max(0, int(v)))),
-    "HeroSp": Attribute("int", lambda w: int(w.player.sp), _set(_player, "sp", lambda v: float(max(0, int(v))))),
-    "HeroMaxSp": Attribute("int", lambda w: w.player.max_sp, _set(_player, "max_sp", lambda v: max(1, int(v)))),
+    "HeroMaxHp": Attribute("int", lambda w: w.player.max_hp, _set_player("max_hp", lambda v: max(1, int(v)))),
+    "HeroFp": Attribute("int", lambda w: w.player.fp, _set_player("fp", lambda v: max(0, int(v)))),
+    "HeroMaxFp": Attribute("int", lambda w: w.player.max_fp, _set_player("max_fp", lambda v: max(0, int(v)))),
+    "HeroSp": Attribute("int", lambda w: int(w.player.sp), _set_player("sp", lambda v: float(max(0, int(v))))),
+    "HeroMaxSp": Attribute("int", lambda w: w.player.max_sp, _set_player("max_sp", lambda v: max(1, int(v)))),
     "HeroAnimId": Attribute("int", lambda w: int(w.player.anim)),
     "HeroAnimLength": Attribute("float", lambda w: f32(w.player.anim_len / TICK_HZ)),
     "HeroAnimSpeed": Attribute("float", lambda w: 1.0),
-    **_pos_attrs("HeroLocalPos", _player, origin=False, boss=False),
-    **_pos_attrs("HeroGlobalPos", _player, origin=True, boss=False),
-    "HeroAngle": Attribute("float", lambda w: f32(w.player.angle), _write_angle(_player)),
+    **_hero_pos_attrs("HeroLocalPos", origin=False),
+    **_hero_pos_attrs("HeroGlobalPos", origin=True),
+    "HeroAngle": Attribute("float", lambda w: f32(w.player.angle), _write_hero_angle),
     "HeroMapId": Attribute("int", lambda w: MAP_ID),
-    "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set(_player, "no_gravity", bool)),
-    "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v))),
-    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), lambda w, v: setattr(w, "game_speed_val", max(0.0, f32(float(v))))),
-    "NpcId": Attribute("int", lambda w: BOSS_NPC_ID),
-    "NpcHp": Attribute("int", lambda w: w.boss.hp, _write_boss_hp),
-    "NpcMaxHp": Attribute("int", lambda w: w.boss.max_hp, _set(_boss, "max_hp", lambda v: max(1, int(v)))),
-    **_pos_attrs("NpcGlobalPos", _boss, origin=True, boss=True),
-    "NpcGlobalPosAngle": Attribute("float", lambda w: f32(w.boss.angle), _write_angle(_boss)),
-    **_pos_attrs("NpcLocalPos", _boss, origin=False, boss=True),
-    "NpcLocalPosAngle": Attribute("float", lambda w: f32(w.boss.angle), _write_angle(_boss)),
-    "NpcAnimId": Attribute("int", lambda w: int(w.boss.anim)),
-    "NpcAnimLength": Attribute("float", lambda w: f32(w.boss.anim_len / TICK_HZ)),
-    # The simulator's own: flasks (restored at a grace in the game), and a debug-menu style
-    # "restart the fight with this seed", the simulator's equivalent of the game's reset writes.
-    "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set(_player, "flasks", lambda v: max(0, int(v)))),
-    "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v))),
-    "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF),
+    "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set_player("no_gravity", bool)),
+    "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"),
+    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), lambda w, v: setattr(w, "game_speed_val", max(0.0, f32(float(v)))), "game"),
+    "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
+    "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc"),
+    "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc"),
+    **_npc_pos_attrs("NpcGlobalPos", origin=True),
+    "NpcGlobalPosAngle": _npc_angle(),
+    **_npc_pos_attrs("NpcLocalPos", origin=False),
+    "NpcLocalPosAngle": _npc_angle(),
+    "NpcAnimId": Attribute("int", lambda n: int(n.anim), kind="npc"),
+    "NpcAnimLength": Attribute("float", lambda n: f32(n.anim_len / TICK_HZ), kind="npc"),
+    # The simulator's own: flasks (restored at a grace in the game), and its control surface: a
+    # debug-menu style "restart the fight with this seed" (the simulator's equivalent of the
+    # game's reset writes, from any state), "restore the backup save" (on the game a manual file
+    # copy at the title screen), the tick count and the life-cycle phase (``world.Phase``).
+    "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set_player("flasks", lambda v: max(0, int(v)))),
+    "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim"),
+    "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF, kind="sim"),
+    "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim"),
+    "SimPhase": Attribute("int", lambda w: int(w.phase), kind="sim"),
 }
 """Every attribute the simulator has, by name."""
 
 ELDEN_RING_ATTRIBUTES = frozenset(n for n in ATTRIBUTES if not n.startswith("Sim") and n != "HeroFlaskCharges")
+CONTROLS = frozenset(n for n, a in ATTRIBUTES.items() if a.kind == "sim")
+"""The control surface: answered whatever the config says, never a pointer chain."""
+
+LOADING_MESSAGE = "null pointer in the chain: the game is on a loading screen"
+GONE_MESSAGE = "null pointer in the chain: the boss is dead in this save (restore the backup save)"
+NO_TARGET_MESSAGE = "null NPC pointer: the game reports no targeted NPC (lock on to one)"
 
 
-def read(world: World, name: str) -> Value:
+def _attribute(name: str) -> Attribute:
     try:
-        return ATTRIBUTES[name].read(world)
+        return ATTRIBUTES[name]
     except KeyError:
         raise MemoryError_(unknown_attribute_message(name)) from None
 
 
-def write(world: World, name: str, value: Value) -> None:
-    try:
-        attr = ATTRIBUTES[name]
-    except KeyError:
-        raise MemoryError_(unknown_attribute_message(name)) from None
+def _npc(world: World, via_hook: bool) -> Npc:
+    npc = world.last_targeted if via_hook else world.boss
+    if npc is None:
+        raise MemoryError_(NO_TARGET_MESSAGE)
+    if world.gone(npc):
+        raise MemoryError_(GONE_MESSAGE)
+    return npc
+
+
+def _resolve(world: World, attr: Attribute, via_hook: bool) -> Npc | World:
+    """What an attribute is read from or written to, or ``MemoryError_`` where the game's
+    pointer chain would lead nowhere."""
+    if attr.kind in CHAINED and world.loading:
+        raise MemoryError_(LOADING_MESSAGE)
+    return _npc(world, via_hook) if attr.kind == "npc" else world
+
+
+def read(world: World, name: str, via_hook: bool = False) -> Value:
+    """``name``'s value now. NPC attributes read the boss, or with ``via_hook`` the NPC the game
+    last reported as targeted, as Siphon's hook does."""
+    attr = _attribute(name)
+    return attr.read(_resolve(world, attr, via_hook))
+
+
+def write(world: World, name: str, value: Value, via_hook: bool = False) -> None:
+    attr = _attribute(name)
     if attr.write is None:
         raise MemoryError_(f"attribute {name!r} is read-only in the simulator")
-    attr.write(world, value)
+    target = _resolve(world, attr, via_hook)
+    if attr.kind == "npc":
+        attr.write(world, target, value)
+    else:
+        attr.write(world, value)
 
 
 def unknown_attribute_message(name: str) -> str:

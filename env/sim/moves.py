@@ -167,6 +167,7 @@ class PlayerAnim(IntEnum):
     HIT = 80000
     KNOCKDOWN = 80100
     DEATH = 17002
+    FOG_ENTRY = 69000  # walking through a fog wall (the simulator's id)
 
 
 @dataclass(frozen=True, slots=True)

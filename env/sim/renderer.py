@@ -14,6 +14,12 @@ floor is seamed so that turning and moving show in the frame. The HUD mirrors El
 frames from the simulator and from the game read alike. Line widths, sizes and fonts follow the
 image size. Nothing here reads a clock or draws a random number: the same world gives the same
 pixels, which recorded demonstrations and tests rely on.
+
+The frames also show what the game shows around a fight, since that is what a capture gets:
+"YOU DIED" over a dead player, a loading screen, the way in outside the fog wall (the fog hides
+the arena, and there is no boss bar before the fight), "GREAT ENEMY FELLED" and an open arena
+once the boss is gone. The fog is opaque from both sides, so in a fight nothing beyond the wall
+is drawn.
 """
 
 from __future__ import annotations
@@ -26,13 +32,17 @@ import numpy as np
 from env.sim.geometry import (
     ARENA_RADIUS,
     BOSS_RADIUS,
+    CORRIDOR_END,
+    CORRIDOR_HALF_WIDTH,
+    GATE,
+    GRACE,
     PLAYER_RADIUS,
     Hitbox,
     Shape,
     clamp_to_arena,
 )
 from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove, Strike
-from env.sim.world import LUNGE_STOPS_SHORT, PLAYER_FLASKS, Boss, Player, World
+from env.sim.world import LUNGE_STOPS_SHORT, PLAYER_FLASKS, Boss, Phase, Player, World
 
 Colour = tuple[int, int, int]  # BGR, as OpenCV draws
 
@@ -62,6 +72,11 @@ BAR_BACK: Colour = (18, 18, 18)
 BAR_EDGE: Colour = (70, 95, 110)
 FLASK: Colour = (50, 90, 220)
 TEXT: Colour = (215, 225, 230)
+FOG: Colour = (150, 160, 165)
+ARENA_EDGE: Colour = (70, 76, 84)
+SENTRY: Colour = (90, 120, 150)
+YOU_DIED: Colour = (30, 30, 175)
+LOADING_TEXT: Colour = (120, 120, 120)
 
 BOSS_NAME = "Margit, the Fell Omen"
 PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the top
@@ -144,6 +159,7 @@ class Renderer:
         self._thick = max(2, round(short / 180))
         self._background = np.full((height, width, 3), BACKGROUND, np.uint8)
         self._layout_hud(width, height)
+        self._loading_screen = self._draw_loading_screen(width, height)
 
     def _layout_hud(self, width: int, height: int) -> None:
         """Place the HUD once: Elden Ring's bars at the top left, the boss's at the bottom."""
@@ -170,22 +186,82 @@ class Renderer:
 
     # ----------------------------------------------------------------------------------- frame
     def render_bgr(self, world: World) -> np.ndarray:
+        phase = world.phase
+        if phase is Phase.LOADING:
+            return self._loading_screen.copy()
         img = self._background.copy()
         cam = _Camera(world, self._anchor, self._ppm)
         lt = self._line_type
         wall = self._arena_edge(cam)
+        if world.outside:
+            self._draw_way_in(img, cam, world)
+            cv2.fillPoly(img, [wall], FOG, lt)  # the fog hides the arena and the boss in it
+            cv2.polylines(img, [wall], True, FOG_WALL, self._thick, lt)
+            self._draw_player(img, cam, world.player)
+            self._draw_hud(img, world.player, None)
+            return img
+        cleared = phase is Phase.CLEARED
+        if cleared:
+            self._draw_way_in(img, cam, world)
         cv2.fillPoly(img, [wall], FLOOR, lt)
         cv2.circle(img, cam.point(0.0, 0.0), cam.pixels(SEAM_RING), FLOOR_SEAM, self._thin, lt)
         cv2.polylines(img, cam.points(SEAM_ENDS), False, FLOOR_SEAM, self._thin, lt)
         if world.boss.move is not None and not world.boss.dead:
             self._draw_telegraphs(img, cam, world)
-        cv2.polylines(img, [wall], True, FOG_WALL, self._thick, lt)
+        cv2.polylines(img, [wall], True, ARENA_EDGE if cleared else FOG_WALL, self._thick, lt)
         for d in world.daggers:
             tail = cam.point(d.x - DAGGER_STREAK * d.vx, d.y - DAGGER_STREAK * d.vy)
             cv2.line(img, tail, cam.point(d.x, d.y), DAGGER, self._thick, lt)
-        self._draw_boss(img, cam, world.boss, world.player.locked_on)
+        if not cleared:
+            self._draw_boss(img, cam, world.boss, world.player.locked_on)
         self._draw_player(img, cam, world.player)
-        self._draw_hud(img, world.player, world.boss)
+        self._draw_hud(img, world.player, None if cleared else world.boss)
+        timings = world.lifecycle
+        if phase is Phase.DYING and world.phase_t >= timings.ticks("you_died"):
+            self._draw_banner(img, "YOU DIED", YOU_DIED)
+        elif phase is Phase.FELLED and world.phase_t >= timings.ticks("felled_banner"):
+            self._draw_banner(img, "GREAT ENEMY FELLED", GOLD)
+        return img
+
+    # ------------------------------------------------------------------ around the fight
+    def _draw_way_in(self, img: np.ndarray, cam: _Camera, world: World) -> None:
+        """The way in south of the arena: its floor, the Site of Grace and the sentry."""
+        w = CORRIDOR_HALF_WIDTH
+        top = GATE[1] + 1.0  # under the arena's edge, so no gap shows at the gate
+        corners = np.array([(-w, top), (w, top), (w, CORRIDOR_END), (-w, CORRIDOR_END)])
+        cv2.fillConvexPoly(img, cam.points(corners), FLOOR, self._line_type)
+        grace = cam.point(*GRACE)
+        cv2.circle(img, grace, cam.pixels(0.6), _mix(FLOOR, GOLD, 0.35), -1, self._line_type)
+        cv2.circle(img, grace, cam.pixels(0.2), GOLD, -1, self._line_type)
+        sentry = world.sentry
+        if not sentry.dead:
+            self._draw_body(img, cam, sentry.x, sentry.y, PLAYER_RADIUS, sentry.angle, SENTRY, 0.0)
+            if world.player.locked_on and world.focus is sentry:
+                cv2.circle(img, cam.point(sentry.x, sentry.y), cam.pixels(0.15), LOCK_ON, -1, self._line_type)
+
+    def _draw_banner(self, img: np.ndarray, text: str, colour: Colour) -> None:
+        """The game's big message across the middle of the screen, over a darkened band."""
+        height, width = img.shape[:2]
+        font = cv2.FONT_HERSHEY_TRIPLEX
+        thickness = max(1, round(height / 300))
+        (text_width, text_height), _ = cv2.getTextSize(text, font, 1.0, thickness)
+        scale = 0.6 * width / text_width
+        band = max(2, round(2.2 * text_height * scale))
+        top = (height - band) // 2
+        img[top:top + band] //= 3
+        origin = ((width - round(text_width * scale)) // 2, top + (band + round(text_height * scale)) // 2)
+        cv2.putText(img, text, origin, font, scale, colour, thickness, cv2.LINE_AA)
+
+    @staticmethod
+    def _draw_loading_screen(width: int, height: int) -> np.ndarray:
+        """A dark screen with a line of text at the bottom right, as the game's loading screen."""
+        img = np.zeros((height, width, 3), np.uint8)
+        text = "Now loading"
+        font = cv2.FONT_HERSHEY_SIMPLEX
+        (text_width, text_height), _ = cv2.getTextSize(text, font, 1.0, 1)
+        scale = 0.2 * width / text_width
+        origin = (round(width * 0.95 - text_width * scale), round(height * 0.93))
+        cv2.putText(img, text, origin, font, scale, LOADING_TEXT, 1, cv2.LINE_AA)
         return img
 
     @staticmethod
@@ -378,7 +454,8 @@ class Renderer:
             cv2.line(img, start, end, SLASH, self._thick, lt)
 
     # ------------------------------------------------------------------------------------- HUD
-    def _draw_hud(self, img: np.ndarray, player: Player, boss: Boss) -> None:
+    def _draw_hud(self, img: np.ndarray, player: Player, boss: Boss | None) -> None:
+        """Elden Ring's HUD; the boss's bar and name only while a boss fight is on (``boss``)."""
         self._draw_bar(img, self._hp_bar, player.hp / max(1, player.max_hp), HP_BAR)
         self._draw_bar(img, self._fp_bar, player.fp / max(1, player.max_fp), FP_BAR)
         self._draw_bar(img, self._sp_bar, player.sp / max(1, player.max_sp), SP_BAR)
@@ -388,6 +465,8 @@ class Renderer:
             left = x + i * self._flask_step
             colour = FLASK if i < player.flasks else BAR_BACK
             cv2.rectangle(img, (left, y), (left + w - 1, y + h - 1), colour, -1)
+        if boss is None:
+            return
         self._draw_bar(img, self._boss_bar, boss.hp / max(1, boss.max_hp), BOSS_BAR)
         if self._name_style is not None:
             origin, scale, thickness = self._name_style

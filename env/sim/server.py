@@ -6,10 +6,18 @@ a config the simulator cannot serve, all get ``success=false`` with a message na
 things it never does: run a command (``ExecuteCommand`` is refused; on the real server it is an
 unauthenticated Administrator shell) and listen beyond 127.0.0.1 unless told to (then it warns).
 No request can crash or hang it: handler errors become failed responses, waits are bounded.
+
+That is the ideal server. With ``real`` (``--real-server``, the default for the game's own
+profile) it behaves as the real Siphon server does instead: one mutex for the memory and config
+calls, a module scan per attribute call, a config that sticks to the first InitializeMemory, the
+NPC hook that blocks until the player locks on (``env/sim/real_server.py``), the capture quirks
+(``env/sim/capture.py``) and Siphon's silent handling of key names (``env/sim/scancodes.py``).
+Sim-only controls (``Sim*`` attributes) answer in both modes whatever the config says.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -17,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent import futures
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import cv2
 import grpc
@@ -29,11 +37,13 @@ from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.packed_reads import Block, fields_in
 from env.profile import load_profile
 from env.siphon_config import AttributeSpec
-from env.sim import memory
+from env.sim import memory, scancodes
+from env.sim.capture import WINDOW_CONTROLS, GameWindow
 from env.sim.clock import RealtimeClock
 from env.sim.inputs import InputLatch
+from env.sim.real_server import RealServer, RealServerTimings
 from env.sim.renderer import Renderer
-from env.sim.world import World
+from env.sim.world import Lifecycle, Phase, World
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +56,10 @@ WAITING_WORKERS = 16
 WAITING_CALLS = ("InputKeyTap", "StreamFrames")
 """Calls that wait (a tap's hold, a stream's life) run on threads of their own, so they can never
 hold up an attribute read."""
+LOCKED_CALLS = ("GetAttribute", "SetAttribute", "SetProcessConfig", "InitializeMemory", "InitializeInput",
+                "InitializeCapture", "GetServerStatus")
+"""The calls that take Siphon's mutex. In real-server mode they queue on it, on threads of their
+own, so input and capture (which take no lock) are served while they wait, as on Siphon."""
 VALUE_FIELDS = {"int": "int_value", "float": "float_value", "bool": "bool_value", "array": "array_value"}
 RECORDING_MESSAGE = (
     "the simulator does not record server-side: record with `python -m capture.record`, which "
@@ -57,29 +71,31 @@ EXECUTE_MESSAGE = (
 )
 
 
-@dataclass
 class SimProcess:
-    """The "game process" the service attaches to: world, input, clock and renderer."""
+    """The "game process" the service attaches to: world, input, clock and window.
+    ``first_frame_s``: None for an ideal capture, else when its first frame arrives."""
 
-    world: World
-    latch: InputLatch
-    renderer: Renderer
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    clock: RealtimeClock = field(init=False)
-    _frame_cache: tuple[int, bytes] = (-1, b"")
+    def __init__(self, world: World, latch: InputLatch, renderer: Renderer, first_frame_s: float | None = None) -> None:
+        self.world = world
+        self.latch = latch
+        self.lock = threading.Lock()
+        self.clock = RealtimeClock(world, latch, self.lock)
+        self.window = GameWindow(renderer, lambda: self.bgra_frame()[1], first_frame_s)
+        self._frame_cache: tuple[tuple[int, Renderer | None], bytes] = ((-1, None), b"")
 
-    def __post_init__(self) -> None:
-        self.clock = RealtimeClock(self.world, self.latch, self.lock)
+    @property
+    def renderer(self) -> Renderer:
+        return self.window.renderer
 
     def bgra_frame(self) -> tuple[int, bytes]:
         """The current frame as tight BGRA bytes, rendered once per tick however often asked."""
         with self.lock:
             self.clock.settle()
-            tick = self.world.tick_count
-            if self._frame_cache[0] != tick:
+            key = (self.world.tick_count, self.renderer)
+            if self._frame_cache[0] != key:
                 bgra = cv2.cvtColor(self.renderer.render_bgr(self.world), cv2.COLOR_BGR2BGRA)
-                self._frame_cache = (tick, bgra.tobytes())
-            return self._frame_cache
+                self._frame_cache = (key, bgra.tobytes())
+            return key[0], self._frame_cache[1]
 
     def bgr_frame(self) -> tuple[int, np.ndarray]:
         with self.lock:
@@ -104,18 +120,33 @@ def guarded(response_type: type) -> Callable:
     return wrap
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessConfig:
+    """A config as SetProcessConfig received it: attributes by name, and the arrays among them
+    with the attributes each holds."""
+
+    process_name: str
+    window_name: str
+    specs: dict[str, AttributeSpec]
+    arrays: dict[str, Block]
+
+
 class SimSiphonService(pb2_grpc.SiphonServiceServicer):
-    def __init__(self, process: SimProcess) -> None:
+    def __init__(self, process: SimProcess, real: RealServer | None = None) -> None:
         self.process = process
-        self.attributes: dict[str, str] = {}  # configured name -> type
-        self.arrays: dict[str, Block] = {}  # configured array attributes and what they hold
-        self.process_name = ""
-        self.window_name = ""
-        self.memory_ready = self.input_ready = self.capture_ready = False
+        self.real = real
+        self._mutex = real.mutex if real is not None else contextlib.nullcontext()
+        self.config: ProcessConfig | None = None  # the latest SetProcessConfig
+        self.memory: ProcessConfig | None = None  # the config memory reads go by (InitializeMemory's)
+        self.input_ready = self.capture_ready = False
 
     # ------------------------------------------------------------------------------- config
     @guarded(pb2.SetProcessConfigResponse)
     def SetProcessConfig(self, request, context):
+        with self._mutex:
+            return self._set_process_config(request)
+
+    def _set_process_config(self, request):
         if not request.process_name:
             return pb2.SetProcessConfigResponse(success=False, message="process_name is empty: [process_info] name = ... is required")
         if not request.attributes:
@@ -147,89 +178,150 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                 message="the simulator cannot serve this config: " + "; ".join(problems)
                 + f". It has: {', '.join(sorted(memory.ATTRIBUTES))}",
             )
-        if request.process_name != self.process_name:  # another game: initialise it anew
-            self.memory_ready = self.input_ready = self.capture_ready = False
-        self.attributes = {a.name: a.type for a in request.attributes}
-        self.arrays = arrays
-        self.process_name, self.window_name = request.process_name, request.process_window_name
-        return pb2.SetProcessConfigResponse(success=True, message=f"config set: {len(self.attributes)} attributes")
+        config = ProcessConfig(
+            request.process_name, request.process_window_name, {a.name: _spec(a) for a in request.attributes}, arrays,
+        )
+        if self.real is None:  # an ideal server: reads follow the latest config of the same game
+            if self.config is not None and request.process_name != self.config.process_name:
+                self.memory = None  # another game: initialise it anew
+                self.input_ready = self.capture_ready = False
+            elif self.memory is not None:
+                self.memory = config
+        self.config = config  # Siphon: what status reports changes; the memory object does not
+        return pb2.SetProcessConfigResponse(success=True, message=f"config set: {len(config.specs)} attributes")
 
     def _need_config(self) -> str | None:
-        return None if self.attributes else "no config: call SetProcessConfig first (pysiphon init <config.toml>)"
+        return None if self.config else "no config: call SetProcessConfig first (pysiphon init <config.toml>)"
 
     @guarded(pb2.InitializeMemoryResponse)
     def InitializeMemory(self, request, context):
-        if (problem := self._need_config()) is not None:
-            return pb2.InitializeMemoryResponse(success=False, message=problem)
-        self.memory_ready = True
-        return pb2.InitializeMemoryResponse(success=True, message="memory initialized", process_id=os.getpid())
+        with self._mutex:
+            if (problem := self._need_config()) is not None:
+                return pb2.InitializeMemoryResponse(success=False, message=problem)
+            if self.real is not None and self.memory is not None and self.memory.process_name == self.config.process_name:
+                return pb2.InitializeMemoryResponse(  # server.cpp:312-326: the first attribute list stays
+                    success=True, message="Memory already initialized (reusing existing instance)", process_id=os.getpid(),
+                )
+            self.memory = self.config
+            return pb2.InitializeMemoryResponse(success=True, message="memory initialized", process_id=os.getpid())
 
     @guarded(pb2.InitializeInputResponse)
     def InitializeInput(self, request, context):
-        if (problem := self._need_config()) is not None:
-            return pb2.InitializeInputResponse(success=False, message=problem)
-        self.input_ready = True
-        return pb2.InitializeInputResponse(success=True, message="input initialized")
+        with self._mutex:
+            if (problem := self._need_config()) is not None:
+                return pb2.InitializeInputResponse(success=False, message=problem)
+            self.input_ready = True
+            return pb2.InitializeInputResponse(success=True, message="input initialized")
 
     @guarded(pb2.InitializeCaptureResponse)
     def InitializeCapture(self, request, context):
-        if (problem := self._need_config()) is not None:
-            return pb2.InitializeCaptureResponse(success=False, message=problem)
-        self.capture_ready = True
-        r = self.process.renderer
-        return pb2.InitializeCaptureResponse(success=True, message="capture initialized", window_width=r.width, window_height=r.height)
+        with self._mutex:
+            if (problem := self._need_config()) is not None:
+                return pb2.InitializeCaptureResponse(success=False, message=problem)
+            if self.real is not None:
+                self.real.sleep_ms(self.real.timings.capture_init_ms)
+            width, height = self.process.window.initialize_capture()
+            self.capture_ready = True
+            return pb2.InitializeCaptureResponse(success=True, message="capture initialized", window_width=width, window_height=height)
 
     @guarded(pb2.GetServerStatusResponse)
     def GetServerStatus(self, request, context):
-        return pb2.GetServerStatusResponse(
-            success=True, message="elden-il simulator",
-            memory_initialized=self.memory_ready, input_initialized=self.input_ready,
-            capture_initialized=self.capture_ready, config_set=bool(self.attributes),
-            process_name=self.process_name, window_name=self.window_name,
-            process_id=os.getpid() if self.memory_ready else 0,
-        )
+        with self._mutex:
+            config = self.config
+            return pb2.GetServerStatusResponse(
+                success=True, message="elden-il simulator" + (" (real-server mode)" if self.real else ""),
+                memory_initialized=self.memory is not None, input_initialized=self.input_ready,
+                capture_initialized=self.capture_ready, config_set=config is not None,
+                process_name=config.process_name if config else "", window_name=config.window_name if config else "",
+                process_id=os.getpid() if self.memory is not None else 0,
+            )
 
     # ------------------------------------------------------------------------------- memory
-    def _attribute_problem(self, name: str) -> str | None:
-        if not self.memory_ready:
+    def _find(self, name: str, verb: str) -> AttributeSpec | str:
+        """The spec memory finds ``name`` by, or why there is none (in Siphon's words, when real).
+        ``verb``: "read" or "write"."""
+        mem = self.memory
+        if name in memory.CONTROLS:
+            return AttributeSpec(name, memory.ATTRIBUTES[name].type, "", (), 0, "")
+        if self.real is not None:
+            if mem is None:
+                return f"Memory not initialized or {name} address not found"
+            if name not in mem.specs:
+                return (
+                    f"Failed to {verb} {name} from memory (simulator: {name} is not in the attribute list "
+                    "this server's memory was first initialised with; a later config does not change "
+                    "that list: restart the server)"
+                )
+            return mem.specs[name]
+        if mem is None:
             return "memory is not initialized: call SetProcessConfig and InitializeMemory first (pysiphon init <config.toml>)"
-        if name not in self.attributes:
-            return f"attribute {name!r} is not in the current config; configured: {', '.join(self.attributes)}"
-        return None
+        if name not in mem.specs:
+            return f"attribute {name!r} is not in the current config; configured: {', '.join(mem.specs)}"
+        return mem.specs[name]
+
+    def _failed(self, name: str, verb: str, error: Exception) -> str:
+        return f"Failed to {verb} {name} from memory ({error})" if self.real is not None else str(error)
+
+    def _has_target(self) -> bool:
+        with self.process.lock:
+            self.process.clock.settle()
+            return self.process.world.last_targeted is not None
+
+    def _pay_for(self, spec: AttributeSpec) -> str | None:
+        """Spend the real server's cost of finding ``spec`` (mutex held); a problem or None."""
+        if self.real is None or self.real.pay_for(spec, self._has_target):
+            return None
+        return "the server is stopping"
 
     @guarded(pb2.GetSiphonResponse)
     def GetAttribute(self, request, context):
         name = request.attributeName
-        if (problem := self._attribute_problem(name)) is not None:
-            return pb2.GetSiphonResponse(success=False, message=problem)
-        array = self.arrays.get(name)
-        with self.process.lock:
-            self.process.clock.settle()
-            world = self.process.world
-            if array is None:
-                value = memory.read(world, name)
-            else:  # the bytes game memory would hold there: each field at its offset
-                value = array.pack({f.name: memory.read(world, f.name) for f in array.fields})
-        return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[self.attributes[name]]: value})
+        with self._mutex:
+            if name in WINDOW_CONTROLS:
+                value = self.process.window.read_control(name)
+                return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[WINDOW_CONTROLS[name]]: value})
+            if isinstance(spec := self._find(name, "read"), str):
+                return pb2.GetSiphonResponse(success=False, message=spec)
+            if (problem := self._pay_for(spec)) is not None:
+                return pb2.GetSiphonResponse(success=False, message=problem)
+            via_hook = self.real is not None and spec.method == "dll"
+            array = self.memory.arrays.get(name) if self.memory else None
+            try:
+                with self.process.lock:
+                    self.process.clock.settle()
+                    world = self.process.world
+                    if array is None:
+                        value = memory.read(world, name, via_hook)
+                    else:  # the bytes game memory would hold there: each field at its offset
+                        value = array.pack({f.name: memory.read(world, f.name, via_hook) for f in array.fields})
+            except memory.MemoryError_ as e:
+                return pb2.GetSiphonResponse(success=False, message=self._failed(name, "read", e))
+        return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[spec.type]: value})
 
     @guarded(pb2.SetSiphonResponse)
     def SetAttribute(self, request, context):
         name = request.attributeName
-        if (problem := self._attribute_problem(name)) is not None:
-            return pb2.SetSiphonResponse(success=False, message=problem)
-        if name in self.arrays:
-            return pb2.SetSiphonResponse(success=False, message=f"{name} is an array: write the attributes it holds one by one")
-        expected = VALUE_FIELDS[self.attributes[name]]
-        given = request.WhichOneof("value")
-        if given != expected:
-            return pb2.SetSiphonResponse(success=False, message=f"{name} is {self.attributes[name]}: send {expected}, got {given}")
-        try:
-            with self.process.lock:
-                self.process.clock.settle()  # the write lands after every tick due before it
-                memory.write(self.process.world, name, getattr(request, given))
-                self.process.clock.reschedule()
-        except memory.MemoryError_ as e:
-            return pb2.SetSiphonResponse(success=False, message=str(e))
+        with self._mutex:
+            if name in WINDOW_CONTROLS:
+                self.process.window.write_control(name, getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]]))
+                return pb2.SetSiphonResponse(success=True, message=f"{name} written")
+            if isinstance(spec := self._find(name, "write"), str):
+                return pb2.SetSiphonResponse(success=False, message=spec)
+            if self.memory is not None and name in self.memory.arrays:
+                return pb2.SetSiphonResponse(success=False, message=f"{name} is an array: write the attributes it holds one by one")
+            expected = VALUE_FIELDS[spec.type]
+            given = request.WhichOneof("value")
+            if given != expected:
+                return pb2.SetSiphonResponse(success=False, message=f"{name} is {spec.type}: send {expected}, got {given}")
+            if (problem := self._pay_for(spec)) is not None:
+                return pb2.SetSiphonResponse(success=False, message=problem)
+            try:
+                with self.process.lock:
+                    self.process.clock.settle()  # the write lands after every tick due before it
+                    memory.write(self.process.world, name, getattr(request, given), self.real is not None and spec.method == "dll")
+                    self.process.clock.reschedule()
+            except memory.MemoryError_ as e:
+                return pb2.SetSiphonResponse(success=False, message=self._failed(name, "write", e))
         return pb2.SetSiphonResponse(success=True, message=f"{name} written")
 
     # -------------------------------------------------------------------------------- input
@@ -237,12 +329,15 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def InputKeyTap(self, request, context):
         if not self.input_ready:
             return pb2.InputKeyTapResponse(success=False, message="input is not initialized: call InitializeInput first")
-        unknown = [k for k in request.keys if k not in MOUSE_BUTTONS and k.upper() not in KEYBOARD_KEYS]
-        if unknown or not request.keys:
-            return pb2.InputKeyTapResponse(success=False, message=f"unknown key names {unknown}: nothing was pressed" if unknown else "no keys given")
         if not (0 <= request.hold_ms <= MAX_WAIT_MS and 0 <= request.delay_ms <= MAX_WAIT_MS):
             return pb2.InputKeyTapResponse(success=False, message=f"hold_ms and delay_ms must be within 0..{MAX_WAIT_MS}")
-        keys = [normalize_key(k) for k in request.keys]
+        if self.real is not None:  # Siphon: an unknown name is scancode 0, pressed and reported done
+            keys = [k for k in map(scancodes.tapped, request.keys) if k is not None]
+        else:
+            unknown = [k for k in request.keys if k not in MOUSE_BUTTONS and k.upper() not in KEYBOARD_KEYS]
+            if unknown or not request.keys:
+                return pb2.InputKeyTapResponse(success=False, message=f"unknown key names {unknown}: nothing was pressed" if unknown else "no keys given")
+            keys = [normalize_key(k) for k in request.keys]
         latch = self.process.latch
         for i, key in enumerate(keys):  # press in order, hold, release in reverse: as Siphon does
             if i and request.delay_ms:
@@ -259,6 +354,10 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def InputKeyToggle(self, request, context):
         if not self.input_ready:
             return pb2.InputKeyToggleResponse(success=False, message="input is not initialized: call InitializeInput first")
+        if self.real is not None:  # Siphon: always the keyboard path; a mouse button is scancode 0
+            if (key := scancodes.toggled(request.key)) is not None:
+                (self.process.latch.press if request.toggle else self.process.latch.release)(key)
+            return pb2.InputKeyToggleResponse(success=True, message="Key pressed/released successfully")
         if request.key in MOUSE_BUTTONS:
             return pb2.InputKeyToggleResponse(success=False, message=f"{request.key} is a mouse button: mouse buttons can only be tapped (InputKeyTap)")
         if request.key.upper() not in KEYBOARD_KEYS:
@@ -280,9 +379,8 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def CaptureFrame(self, request, context):
         if not self.capture_ready:
             return pb2.CaptureFrameResponse(success=False, message="capture is not initialized: call InitializeCapture first")
-        _, frame = self.process.bgra_frame()
-        r = self.process.renderer
-        return pb2.CaptureFrameResponse(success=True, message="ok", frame=frame, width=r.width, height=r.height)
+        frame, width, height = self.process.window.capture()
+        return pb2.CaptureFrameResponse(success=True, message="ok", frame=frame, width=width, height=height)
 
     def StreamFrames(self, request, context):
         if not self.capture_ready:
@@ -349,42 +447,63 @@ class RunningServer:
     server: grpc.Server
     process: SimProcess
     address: str
-    waiting_pool: futures.ThreadPoolExecutor
+    pools: tuple[futures.ThreadPoolExecutor, ...]
+    real: RealServer | None = None
 
     def stop(self) -> None:
+        if self.real is not None:
+            self.real.stop()  # a call waiting for the NPC hook gives up
         self.server.stop(grace=1).wait()
-        self.waiting_pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self.pools:
+            pool.shutdown(wait=False, cancel_futures=True)
         self.process.clock.stop()
         self.process.latch.release_all()
 
 
 def serve(
     host: str = "127.0.0.1", port: int = 50051, seed: int = 0, size: tuple[int, int] = (1280, 720),
-    profile: str = "sim_margit", speed: float | None = None,
+    profile: str = "sim_margit", speed: float | None = None, real: RealServerTimings | None = None,
+    lifecycle: Lifecycle = Lifecycle(), start_in_fight: bool | None = None,
 ) -> RunningServer:
-    """Start the simulator and its Siphon service; returns at once (the server runs in threads)."""
+    """Start the simulator and its Siphon service; returns at once (the server runs in threads).
+
+    ``real``: behave as the real Siphon server, with these timings (None: the ideal server).
+    ``start_in_fight``: the world starts in a fight (as after a restart), or at the Site of
+    Grace outside the fog wall, where a player arrives in the game; by default in a fight on
+    an ideal server, at the grace on a real one."""
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "listening on %s: anyone who can reach this address can drive the simulator (no "
             "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.", host,
         )
-    world = World(seed)
+    world = World(seed, lifecycle)
+    if not (real is None if start_in_fight is None else start_in_fight):
+        world.respawn()
     if speed is not None:
         memory.write(world, "gameSpeedFlag", True)
         memory.write(world, "gameSpeedVal", speed)
-    process = SimProcess(world, InputLatch(load_profile(profile).keybinds), Renderer(*size))
+    first_frame = None if real is None else real.first_frame_ms / 1000
+    process = SimProcess(world, InputLatch(load_profile(profile).keybinds), Renderer(*size), first_frame)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
         options=[("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)],
     )
-    service = SimSiphonService(process)
-    waiting_pool = futures.ThreadPoolExecutor(max_workers=WAITING_WORKERS, thread_name_prefix="siphon-wait")
+    siphon = None if real is None else RealServer(real)
+    service = SimSiphonService(process, siphon)
+    pools = [futures.ThreadPoolExecutor(max_workers=WAITING_WORKERS, thread_name_prefix="siphon-wait")]
     for name in WAITING_CALLS:
-        setattr(service, name, _on_pool(getattr(service, name), waiting_pool))
+        setattr(service, name, _on_pool(getattr(service, name), pools[0]))
+    if siphon is not None:
+        pools.append(futures.ThreadPoolExecutor(max_workers=WAITING_WORKERS, thread_name_prefix="siphon-mutex"))
+        for name in LOCKED_CALLS:
+            setattr(service, name, _on_pool(getattr(service, name), pools[1]))
     pb2_grpc.add_SiphonServiceServicer_to_server(service, server)
     bound = server.add_insecure_port(f"{host}:{port}")
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}: is another server (or Siphon) already using it?")
     server.start()
     process.clock.start()
-    return RunningServer(server, process, f"{host}:{bound}", waiting_pool)
+    mode = "real-server mode" if siphon is not None else "ideal server"
+    where = "in a fight" if world.phase is Phase.FIGHT else "at the Site of Grace"
+    log.info("%s on %s:%d, the world %s", mode, host, bound, where)
+    return RunningServer(server, process, f"{host}:{bound}", tuple(pools), siphon)

@@ -6,6 +6,15 @@ only randomness is the boss's ``random.Random(seed)``, and nothing reads the wal
 
 Presses and releases are passed as events, not just the held set, so a tap that starts and ends
 between two ticks still counts (a dodge tap is a roll even if it never spans a tick).
+
+Around the fight runs the game's own life cycle (``Phase``), because a client that only ever
+sees the fight never learns what the game does at its ends: the player's death plays out
+("YOU DIED", a loading screen during which the player's and the boss's memory cannot be read,
+a respawn at the Site of Grace outside the fog wall with the boss back at full HP and out of
+reach), a boss kill is for good (the boss is gone from the save, the arena opens), and a fight
+starts only when the player walks into the fog wall and presses the event action. None of this
+touches a fight before someone's HP reaches 0, and ``restart`` puts the world back into a fresh
+fight from any phase, so the in-place restart that training relies on is unchanged.
 """
 
 from __future__ import annotations
@@ -13,13 +22,18 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, replace
+from enum import IntEnum
 
-from env.sim import TICK_HZ
+from env.sim import TICK_HZ, seconds_to_ticks
 from env.sim.controls import Button
 from env.sim.geometry import (
     BOSS_RADIUS,
+    GATE,
+    GRACE,
     PLAYER_RADIUS,
     clamp_to_arena,
+    clamp_to_corridor,
+    clamp_to_open_arena,
     turn_towards,
     wrap_angle,
 )
@@ -80,6 +94,43 @@ BOSS_TURN = 4.0  # rad/s between moves
 BOSS_KEEP_DISTANCE = 2.8
 BOSS_DECIDE_TICKS = {1: (24, 60), 2: (12, 42)}  # pause between moves, per phase
 FREE_ANIMS = (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)
+
+BOSS_NPC_ID = 10000850
+SENTRY_NPC_ID = 43100010
+SENTRY_START = (1.6, -15.0)
+SENTRY_MAX_HP = 420
+FOG_REACH = 1.5  # metres from the gate within which the event action walks through the fog
+FOG_INSIDE = (0.0, -8.8)  # where walking through the fog wall ends, inside the arena
+
+
+class Phase(IntEnum):
+    """Where the game is in its life cycle (read as the simulator's ``SimPhase``)."""
+
+    FIGHT = 0  # behind the fog wall with the boss, both alive (or the blow that ends it just fell)
+    DYING = 1  # the player's HP reached 0: the death animation, then "YOU DIED"
+    LOADING = 2  # the loading screen after a death (or a restored save): no pointer chain resolves
+    OUTSIDE = 3  # at the Site of Grace outside the fog wall; the boss waits, out of reach
+    ENTERING = 4  # walking through the fog wall after the event action
+    FELLED = 5  # the boss's HP reached 0: it dissolves
+    CLEARED = 6  # the boss is gone from this save for good; the fog wall is gone
+
+
+@dataclass(frozen=True, slots=True)
+class Lifecycle:
+    """How long the game's own sequences last, in seconds of game time. The defaults are the
+    game's as seen in play (unverified by measurement): the death animation with "YOU DIED"
+    for about 6 s, then a loading screen of several seconds (8 s here; it depends on the disk),
+    the boss dissolving for 4 s. Tests shorten them."""
+
+    you_died: float = 1.5  # after HP 0, when "YOU DIED" appears
+    death_screen: float = 6.0  # after HP 0, when the loading screen begins
+    loading: float = 8.0
+    boss_fade: float = 4.0  # after the boss's HP 0, when it is gone
+    felled_banner: float = 1.5  # after the boss's HP 0, when "GREAT ENEMY FELLED" appears
+    entry: float = 1.5  # walking through the fog wall
+
+    def ticks(self, name: str) -> int:
+        return seconds_to_ticks(getattr(self, name))
 
 
 def _phase_two(move: BossMove) -> BossMove:
@@ -163,6 +214,7 @@ class Player:
 
 
 class Boss:
+    npc_id = BOSS_NPC_ID
     __slots__ = (
         "x", "y", "angle", "hp", "max_hp", "phase", "move", "move_t", "decide_in", "anim",
         "anim_len", "strikes_hit", "travel_dx", "travel_dy", "last_move", "hit_flash", "moving",
@@ -202,6 +254,35 @@ class Boss:
         self.decide_in = 30
 
 
+class Sentry:
+    """An ordinary soldier standing guard in the way in, outside the fog wall. It never fights;
+    it is there because Siphon's NPC attributes follow whatever the player targeted last, and in
+    the game that is not always the boss."""
+
+    npc_id = SENTRY_NPC_ID
+    __slots__ = ("x", "y", "angle", "hp", "max_hp", "anim", "anim_len")
+
+    def __init__(self) -> None:
+        self.restore()
+
+    def restore(self) -> None:
+        self.x, self.y = SENTRY_START
+        self.angle = math.pi
+        self.hp = self.max_hp = SENTRY_MAX_HP
+        self.anim = 0
+        self.anim_len = TICK_HZ
+
+    @property
+    def dead(self) -> bool:
+        return self.hp <= 0
+
+    def cancel_move(self) -> None:
+        """It has no moves to cancel (a teleport by memory write calls this on any NPC)."""
+
+
+Npc = Boss | Sentry
+
+
 @dataclass(slots=True)
 class Dagger:
     x: float
@@ -215,9 +296,10 @@ class Dagger:
 class World:
     """The whole game state plus ``tick``. Attribute reads and writes go through ``memory``."""
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, lifecycle: Lifecycle = Lifecycle()) -> None:
         self.player = Player()
         self.boss = Boss()
+        self.sentry = Sentry()
         self.daggers: list[Dagger] = []
         self.tick_count = 0
         self.camera_yaw = math.pi / 2
@@ -226,6 +308,11 @@ class World:
         # The game-speed pair of the game's memory: the value applies only while the flag is set.
         self.game_speed_flag = False
         self.game_speed_val = 1.0
+        self.lifecycle = lifecycle
+        self._set_phase(Phase.FIGHT)
+        self.focus: Npc = self.boss  # what the player is locked on to, while locked on
+        self.last_targeted: Npc | None = self.boss  # what the game last reported as targeted
+        self._entry_from = GATE
 
     @property
     def speed(self) -> float:
@@ -236,13 +323,59 @@ class World:
     def restart(self, seed: int | None = None) -> None:
         """Restart the fight in place: HP, stamina, FP, flasks, positions and the boss restored,
         no reload, as a reset by memory writes does in the game. ``seed`` reseeds the boss."""
-        self.player.restore()
-        self.boss.restore()
-        self.daggers.clear()
-        self.camera_yaw = math.pi / 2
+        self._restore_everyone(Phase.FIGHT)
+        self.focus = self.last_targeted = self.boss
         if seed is not None:
             self.seed = seed
             self.rng = random.Random(seed)
+
+    def respawn(self) -> None:
+        """Come back at the Site of Grace outside the fog wall, as after a death: full HP, FP,
+        stamina and flasks, nothing targeted, the boss restored behind the fog and waiting. The
+        boss's random stream goes on where it was (only ``restart`` reseeds it)."""
+        self._restore_everyone(Phase.OUTSIDE)
+        p = self.player
+        p.x, p.y = GRACE
+        p.locked_on = False
+        self.last_targeted = None
+
+    def _restore_everyone(self, phase: Phase) -> None:
+        """Everyone as the map loads them (the player at the fight's start), in ``phase``."""
+        self.player.restore()
+        self.boss.restore()
+        self.sentry.restore()
+        self.daggers.clear()
+        self.camera_yaw = math.pi / 2
+        self._set_phase(phase)
+
+    def restore_save(self) -> None:
+        """Load the backup save (on the game a manual step at the title screen): a loading
+        screen, then the Site of Grace with the boss alive again, whatever happened before."""
+        self._begin_loading()
+
+    def _set_phase(self, phase: Phase) -> None:
+        self.phase = phase
+        self.phase_t = 0  # ticks since the phase began
+
+    def _begin_loading(self) -> None:
+        self._set_phase(Phase.LOADING)
+        self.daggers.clear()
+        self.player.locked_on = False
+        self.last_targeted = None  # the NPC objects are freed with the map
+
+    @property
+    def loading(self) -> bool:
+        """True on the loading screen, when the game's pointer chains lead nowhere."""
+        return self.phase is Phase.LOADING
+
+    def gone(self, npc: Npc) -> bool:
+        """True for an NPC that no longer exists: the boss once killed for good."""
+        return npc is self.boss and self.phase is Phase.CLEARED
+
+    @property
+    def outside(self) -> bool:
+        """True while the player is on the near side of a fog wall that is still up."""
+        return self.phase in (Phase.OUTSIDE, Phase.ENTERING)
 
     @property
     def time(self) -> float:
@@ -267,13 +400,71 @@ class World:
         self._update_player(held, pressed, released)
         self._update_boss()
         self._update_daggers()
+        self._update_lifecycle()
         self.tick_count += 1
+
+    # ------------------------------------------------------------------------------- lifecycle
+    def _update_lifecycle(self) -> None:
+        phase = self.phase
+        self.phase_t += 1
+        timings = self.lifecycle
+        if phase in (Phase.FIGHT, Phase.OUTSIDE, Phase.ENTERING):
+            if self.player.dead:
+                self._set_phase(Phase.DYING)
+            elif self.boss.dead:
+                self._set_phase(Phase.FELLED)
+        elif phase is Phase.DYING and self.phase_t >= timings.ticks("death_screen"):
+            self._begin_loading()
+        elif phase is Phase.LOADING and self.phase_t >= timings.ticks("loading"):
+            self.respawn()
+        elif phase is Phase.FELLED and self.phase_t >= timings.ticks("boss_fade"):
+            self._set_phase(Phase.CLEARED)
+            if self.focus is self.boss:
+                self.player.locked_on = False
+
+    def _at_gate(self) -> bool:
+        p = self.player
+        return math.hypot(p.x - GATE[0], p.y - GATE[1]) <= FOG_REACH
+
+    def _walk_through_fog(self) -> None:
+        """The fog wall's own animation: the player is carried through, then the fight begins,
+        with nothing targeted (the player locks on, as in the game)."""
+        p = self.player
+        p.anim_t += 1
+        s = min(1.0, p.anim_t / p.anim_len)
+        (x0, y0), (x1, y1) = self._entry_from, FOG_INSIDE
+        p.x, p.y = x0 + (x1 - x0) * s, y0 + (y1 - y0) * s
+        p.angle = math.atan2(y1 - y0, x1 - x0)
+        if p.anim_t >= p.anim_len:
+            p.start(PlayerAnim.IDLE, TICK_HZ)
+            p.locked_on = False
+            self._set_phase(Phase.FIGHT)
+
+    def _in_sight(self) -> Npc | None:
+        """The NPC a lock-on would pick: the fog wall hides the boss from outside and everything
+        outside from within."""
+        if self.phase is Phase.LOADING:
+            return None
+        if self.outside or (self.phase is Phase.CLEARED and self.player.y < GATE[1]):
+            return self.sentry
+        return None if self.phase is Phase.CLEARED else self.boss
+
+    def _angle_to(self, npc: Npc) -> float:
+        return math.atan2(npc.y - self.player.y, npc.x - self.player.x)
+
+    def _confine(self, x: float, y: float) -> tuple[float, float]:
+        """Keep the player where the fog walls allow: the arena, the way in, or both once open."""
+        if self.outside:
+            return clamp_to_corridor(x, y, PLAYER_RADIUS)
+        if self.phase is Phase.CLEARED:
+            return clamp_to_open_arena(x, y, PLAYER_RADIUS)
+        return clamp_to_arena(x, y, PLAYER_RADIUS)
 
     # ---------------------------------------------------------------------------------- camera
     def _update_camera(self, mouse_dx: float) -> None:
         p = self.player
-        if p.locked_on and not self.boss.dead:
-            self.camera_yaw = turn_towards(self.camera_yaw, self.angle_to_boss(), CAMERA_TURN * DT)
+        if p.locked_on and not self.focus.dead:
+            self.camera_yaw = turn_towards(self.camera_yaw, self._angle_to(self.focus), CAMERA_TURN * DT)
         else:
             p.locked_on = False
             if mouse_dx:
@@ -284,11 +475,20 @@ class World:
         p = self.player
         if p.hit_flash:
             p.hit_flash -= 1
-        if p.dead:
+        if self.phase is Phase.ENTERING:
+            self._walk_through_fog()
+            return
+        if p.dead or self.phase in (Phase.DYING, Phase.LOADING):
             self._advance_anim(p)
             return
-        if pressed & Button.LOCK_ON and self.distance() <= LOCK_ON_RANGE and not self.boss.dead:
-            p.locked_on = not p.locked_on
+        if pressed & Button.LOCK_ON:
+            self._toggle_lock_on()
+        if self.phase is Phase.OUTSIDE and pressed & Button.EVENT_ACTION and p.free and self._at_gate():
+            self._entry_from = (p.x, p.y)
+            p.start(PlayerAnim.FOG_ENTRY, self.lifecycle.ticks("entry"))
+            p.locked_on = False
+            self._set_phase(Phase.ENTERING)
+            return
         if pressed & Button.CROUCH:
             p.crouching = not p.crouching
         request = self._requested_action(held, pressed, released)
@@ -306,6 +506,15 @@ class World:
         else:
             self._act(held)
         self._regen_stamina()
+
+    def _toggle_lock_on(self) -> None:
+        p = self.player
+        npc = self._in_sight()
+        if npc is None or npc.dead or math.hypot(npc.x - p.x, npc.y - p.y) > LOCK_ON_RANGE:
+            return
+        p.locked_on = not p.locked_on
+        if p.locked_on:
+            self.focus = self.last_targeted = npc
 
     def _requested_action(self, held: int, pressed: int, released: int) -> int:
         """The one action this tick's button events ask for, highest priority first."""
@@ -360,7 +569,7 @@ class World:
             if p.sp <= 0 or p.fp < attack.fp:
                 return
             if p.locked_on:
-                p.angle = self.angle_to_boss()
+                p.angle = self._angle_to(self.focus)
             p.start(anim, attack.length, attack)
             p.fp -= attack.fp
             self._spend_stamina(attack.stamina)
@@ -403,7 +612,7 @@ class World:
         if moving:
             self._slide(p, mx * speed * DT, my * speed * DT)
         if p.locked_on:
-            p.angle = self.angle_to_boss()
+            p.angle = self._angle_to(self.focus)
         elif moving:
             p.angle = math.atan2(my, mx)
         self._fall(p)
@@ -462,13 +671,13 @@ class World:
 
     def _slide(self, p: Player, dx: float, dy: float) -> None:
         """Move the player, kept inside the arena and outside the boss's body."""
-        x, y = clamp_to_arena(p.x + dx, p.y + dy, PLAYER_RADIUS)
+        x, y = self._confine(p.x + dx, p.y + dy)
         b = self.boss
         ox, oy = x - b.x, y - b.y
         d2 = ox * ox + oy * oy
         if d2 < BODY_GAP * BODY_GAP and not b.dead:
             d = math.sqrt(d2) or 1e-6
-            x, y = clamp_to_arena(b.x + ox / d * BODY_GAP, b.y + oy / d * BODY_GAP, PLAYER_RADIUS)
+            x, y = self._confine(b.x + ox / d * BODY_GAP, b.y + oy / d * BODY_GAP)
         p.x, p.y = x, y
 
     def _spend_stamina(self, amount: float) -> None:
@@ -517,7 +726,7 @@ class World:
         b, p = self.boss, self.player
         if b.hit_flash:
             b.hit_flash -= 1
-        if b.dead:
+        if b.dead or self.phase not in (Phase.FIGHT, Phase.DYING):
             return
         if b.move is None:
             self._boss_between_moves()

@@ -1,0 +1,115 @@
+"""The live path against the real-server mode, side by side with the ideal server in one run.
+
+For the ideal server and for real-server mode at scan costs of 2, 10 and 30 ms a call:
+
+* env step rate at timestep 0 (state and frame of the PRD observation, packed reads) from a
+  1280x720 and a 1920x1080 window;
+* the highest recording rate sustained without a dropped sample from the same windows (the
+  recorder's sampler and episode writer, ``bench_recorder.sustained``), trying 1 Hz up to 30 Hz.
+
+First, the clients as shipped against the mode's default timings: what fails, in words. The
+measured rows then shorten the NPC hook's injection delay to 0.5 s (below the client's 2 s
+deadline) and start the world in a fight with the boss targeted, so they measure the cost model
+(the mutex and the per-call scans), not issue 11's missing warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from functools import partial
+from pathlib import Path
+
+from benchmarks.bench_live import timed
+from benchmarks.bench_recorder import highest_sustainable, rate_search
+from benchmarks.machine import describe
+from env.elden_env import EldenRingEnv
+from env.game import GameError
+from env.siphon_game import SiphonGame
+from env.sim.launcher import SimServer
+
+SIZES = ((1280, 720), (1920, 1080))
+SCANS_MS = (2.0, 10.0, 30.0)
+RATES = (1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0)
+MEASURED = ("--hook-delay-s", "0.5", "--start", "fight")
+
+
+def real_args(scan_ms: float) -> tuple[str, ...]:
+    return ("--real-server", "--scan-ms", f"{scan_ms:g}", *MEASURED)
+
+
+def what_fails() -> dict[str, str]:
+    """The env and the recorder's game, as shipped, against the mode's defaults (sim profile)."""
+    out = {}
+    with SimServer(size=(320, 180), extra_args=("--real-server",)) as server:
+        try:
+            env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0)
+            env.reset(seed=0)
+            env.step(0)
+            env.close()
+            out["env"] = "works"
+        except GameError as e:
+            out["env"] = str(e)
+    with SimServer(size=(320, 180), extra_args=("--real-server",)) as server:
+        game = SiphonGame(server.host, "sim_margit")
+        try:
+            game.observe()
+            out["recorder"] = "works"
+        except GameError as e:
+            out["recorder"] = str(e)
+        finally:
+            game.close()
+    return out
+
+
+def env_steps_per_s(size: tuple[int, int], server_args: tuple[str, ...], steps: int) -> float:
+    with SimServer(size=size, extra_args=server_args) as server:
+        env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0, max_steps=10**9)
+        env.reset(seed=0)
+        per_step = timed(partial(env.step, 0), steps, warmup=5)
+        env.close()
+    return 1000 / statistics.median(per_step)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=8.0, help="length of each recording trial (default: 8)")
+    parser.add_argument("--steps", type=int, default=60, help="env steps timed per configuration (default: 60)")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    servers = {"ideal": ()} | {f"real, scan {s:g} ms": real_args(s) for s in SCANS_MS}
+    results: dict = {"machine": describe(), "defaults": what_fails(), "rows": {}}
+    for name, server_args in servers.items():
+        row = results["rows"][name] = {}
+        for size in SIZES:
+            label = f"{size[0]}x{size[1]}"
+            row[f"env_steps_per_s_{label}"] = env_steps_per_s(size, server_args, args.steps)
+            runs = rate_search(size, RATES, args.seconds, server_args)
+            row[f"recording_{label}"] = runs
+            row[f"highest_recording_hz_{label}"] = highest_sustainable(runs)
+            failed = [f"{r['target_hz']:g} Hz: {r['error']}" for r in runs if "error" in r]
+            row[f"recording_failure_{label}"] = failed[0] if failed else None
+            print(f"{name} {label}: {row[f'env_steps_per_s_{label}']:.1f} steps/s, "
+                  f"records {row[f'highest_recording_hz_{label}']} Hz", *failed, flush=True)
+
+    print(f"\nMachine: {results['machine']}\n")
+    print("Against the real-server mode's default timings (hook 3 s, world at the Site of Grace):")
+    for client, outcome in results["defaults"].items():
+        print(f"- {client}: {outcome}")
+    print("\n| server | env steps/s 720p | env steps/s 1080p | recording Hz 720p | recording Hz 1080p |")
+    print("|---|---:|---:|---:|---:|")
+    for name, row in results["rows"].items():
+        cells = [f"{row[f'env_steps_per_s_{s[0]}x{s[1]}']:.1f}" for s in SIZES]
+        cells += [f"{row[f'highest_recording_hz_{s[0]}x{s[1]}'] or 'below 1'}" for s in SIZES]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, row in results["rows"].items():
+        for size in SIZES:
+            if (failure := row[f"recording_failure_{size[0]}x{size[1]}"]) is not None:
+                print(f"- recording, {name}, {size[0]}x{size[1]}, failed at {failure}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -6,7 +6,7 @@ player at the Site of Grace outside the fog wall with nothing targeted; after a 
 boss is gone from the save. ``back_into_the_fight`` gets from any of these to "in the arena, the
 boss targeted", or says precisely why it cannot:
 
-1. wait out the loading screen (the player's attributes read again);
+1. wait out the death and the loading screen (the player's attributes read again, HP above 0);
 2. if the NPC the reads follow is not the boss (nothing targeted, another enemy): teleport in
    front of the fog wall, hold forward and tap the event action, wait for the walk through, then
    lock on until the reads show the boss;
@@ -78,21 +78,25 @@ def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
 
 
 def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
+    """Wait while the player is dead ("YOU DIED": HP 0, reads still work; a write of HP does not
+    undo it) or the game shows a loading screen (reads refused), until the player is back."""
     said = False
     while True:
         try:
-            game.client.read(["HeroHp"])
-            return
+            if game.client.read(["HeroHp"])["HeroHp"] > 0:
+                return
+            what = "the player died: waiting for the loading screen and the respawn"
         except ReadRefused:
-            if time.monotonic() > deadline:
-                raise GameError(
-                    "the player's attributes have not been readable for the whole recovery timeout: is the "
-                    "game stuck on a loading screen or a menu? Load into the game, then restart"
-                ) from None
-            if not said:
-                log.warning("the game is not readable (a loading screen?): waiting")
-                said = True
-            time.sleep(0.25)
+            what = "the game is not readable (a loading screen?): waiting"
+        if time.monotonic() > deadline:
+            raise GameError(
+                "the player has not come back within the recovery timeout (dead, or on a loading screen or "
+                "a menu): load into the game at the boss's Site of Grace, then restart"
+            )
+        if not said:
+            log.warning(what)
+            said = True
+        time.sleep(0.25)
 
 
 def _boss_targeted(game: SiphonGame) -> bool:

@@ -27,7 +27,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.game import AttributeValue, GameError
-from env.keys import normalize_key
+from env.keys import is_mouse_button, normalize_key
 from env.packed_reads import Block, ReadPlan, plan_blocks
 from env.siphon_config import AttributeSpec, SiphonConfig
 
@@ -284,7 +284,11 @@ class SiphonClient:
 
     # -------------------------------------------------------------------------------- input
     def toggle_key(self, key: str, down: bool) -> None:
+        """Hold (``down``) or release one key. Mouse buttons are refused here: Siphon can only
+        tap them, and a toggle of one sends scancode 0 while reporting success."""
         key = normalize_key(key)
+        if is_mouse_button(key):
+            raise SiphonError(f"cannot hold the mouse button {key}: Siphon only taps mouse buttons (bind the action to a key)")
         self._call("InputKeyToggle", pb2.InputKeyToggleRequest(key=key, toggle=down), subject=key)
 
     def tap_keys(self, keys: Iterable[str], hold_ms: int = 50, delay_ms: int = 0) -> grpc.Future:

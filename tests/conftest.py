@@ -14,11 +14,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from pysiphon.generated import siphon_service_pb2 as pb2
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.sim.launcher import SimServer
 
@@ -49,7 +53,38 @@ def sim_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SimSe
     """A fresh ``python -m env.sim`` (seed 0, 160x90) on a free loopback port, ideal or real."""
     args = REAL_SERVER_TEST_ARGS if request.param == "real" else ()
     with SimServer(seed=0, size=(160, 90), extra_args=args, log_path=tmp_path / "server.log") as server:
+        server.real = request.param == "real"
         yield server
+
+
+@pytest.fixture
+def player(sim_server: SimServer) -> Iterator[None]:
+    """The person at the game, doing what a client connecting to the real server asks of them:
+    lock on (the profile's B) as soon as the game takes input, so Siphon's NPC hook, which holds
+    the server's lock until something is targeted, can finish. Outside the fog wall that target
+    is the sentry; a fight restart or a walk through the fog wall targets the boss. Nothing to do
+    on the ideal server, where the boss is readable from the start."""
+    if not sim_server.real:
+        yield
+        return
+    stop = threading.Event()
+
+    def lock_on_once_input_works() -> None:
+        with grpc.insecure_channel(sim_server.host) as channel:
+            stub = pb2_grpc.SiphonServiceStub(channel)
+            while not stop.is_set():
+                try:
+                    if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["B"], hold_ms=50), timeout=2).success:
+                        return
+                except grpc.RpcError:
+                    pass
+                stop.wait(0.05)
+
+    thread = threading.Thread(target=lock_on_once_input_works, daemon=True)
+    thread.start()
+    yield
+    stop.set()
+    thread.join()
 
 
 @pytest.fixture(scope="session")

@@ -63,16 +63,13 @@ def test_only_neighbours_of_one_object_are_packed():
     assert ReadPlan.for_names(["B", "Far", "A"], blocks).requests == ("A..B", "Far")
 
 
-@pytest.mark.xfail_real_server(
-    "issue 11: the client reads NPC attributes before anything is targeted; Siphon's hook then "
-    "holds the server's mutex until a lock-on, and every read misses its 2 s deadline"
-)
-def test_packed_and_one_by_one_reads_agree_on_every_attribute(sim_server: SimServer):
+def test_packed_and_one_by_one_reads_agree_on_every_attribute(sim_server: SimServer, player: None):
     profile = load_profile("sim_margit")
     names = observed_attributes(profile)
     client = SiphonClient(sim_server.host)
     try:
         client.configure(profile.siphon)
+        client.wait_for_hook(profile.siphon, timeout=20)
         client.write("gameSpeedFlag", True)
         client.write("gameSpeedVal", 0.0)  # paused: one state for both ways of reading
         assert len(client._plan(names).requests) == 6
@@ -100,15 +97,12 @@ def test_the_simulator_refuses_an_array_it_cannot_fill(sim_server: SimServer):
         client.close()
 
 
-@pytest.mark.xfail_real_server(
-    "issue 11: the client reads NPC attributes before anything is targeted; Siphon's hook then "
-    "holds the server's mutex until a lock-on, and every read misses its 2 s deadline"
-)
-def test_reads_from_several_threads_at_once(sim_server: SimServer):
+def test_reads_from_several_threads_at_once(sim_server: SimServer, player: None):
     """The recorder reads from its sampler thread while the main thread may read too."""
     profile = load_profile("sim_margit")
     client = SiphonClient(sim_server.host)
     client.configure(profile.siphon)
+    client.wait_for_hook(profile.siphon, timeout=20)
     errors: list[BaseException] = []
 
     def reader() -> None:

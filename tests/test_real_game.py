@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -77,3 +78,95 @@ def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     simulator = load_profile("sim_margit")
     assert simulator.fight_rules.player_floor == simulator.fight_rules.boss_floor == 0  # the PRD's rule, exact
     assert simulator.restart_when_recording
+
+
+GAME_SERVER_ARGS = (
+    "--profile", "eldenring_margit", "--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2",
+    "--hook-poll-s", "0.05", "--capture-init-ms", "10", "--first-frame-ms", "50",
+    "--death-screen-s", "0.5", "--loading-s", "1.0",
+)
+"""The simulator as unkind as the game, for the game's own profile: Siphon's mutex, scans, hook and
+capture, a world that starts at the Site of Grace, real deaths and kills (short screens)."""
+
+
+@pytest.fixture
+def game_server(tmp_path: Path):
+    """A real-server-mode simulator for the game's profile, and the person at it, who locks on
+    once when the connecting client's hook asks (a soldier outside the fog wall is what is in
+    sight)."""
+    import threading
+
+    import grpc
+    from pysiphon.generated import siphon_service_pb2 as pb2
+    from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
+
+    from env.sim.launcher import SimServer
+
+    with SimServer(size=(84, 84), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server:
+        stop = threading.Event()
+
+        def lock_on_once_input_works() -> None:
+            with grpc.insecure_channel(server.host) as channel:
+                stub = pb2_grpc.SiphonServiceStub(channel)
+                while not stop.is_set():
+                    try:
+                        if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["B"], hold_ms=50), timeout=2).success:
+                            return
+                    except grpc.RpcError:
+                        pass
+                    stop.wait(0.05)
+
+        thread = threading.Thread(target=lock_on_once_input_works, daemon=True)
+        thread.start()
+        yield server
+        stop.set()
+        thread.join()
+
+
+@pytest.mark.slow
+def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_kill(game_server):
+    """The game's profile against the real-server mode, from the Site of Grace: reset walks
+    through the fog wall and locks on; a floor ends an episode with nobody dead; a real death
+    (a floor missed) is recovered by the next reset without a human; a real kill is reported with
+    the manual step, and once the save is restored (the simulator's stand-in) reset works again."""
+    from env.arena import BossKilled
+    from env.config import EnvConfig
+    from env.factory import make_env
+
+    env = make_env(EnvConfig(profile="eldenring_margit", max_steps=10), backend="siphon", host=game_server.host)
+    game = env.unwrapped.game
+    try:
+        started = time.monotonic()
+        obs, _ = env.reset(seed=0)  # from the grace: teleport, walk through the fog, lock on
+        first_reset_s = time.monotonic() - started
+        assert obs["player_hp"][0] == 1.0 and obs["boss_hp"][0] == 1.0
+        assert game.client.read(["NpcId"])["NpcId"] == game.profile.boss_npc_id
+
+        # a blow the floor cannot catch: HP 0 is a real death, a loading screen, a respawn outside
+        game.write("HeroHp", 0)
+        *_, terminated, _, info = env.step(0)
+        assert terminated and not info["win"]
+        started = time.monotonic()
+        obs, _ = env.reset(seed=1)  # waits out the loading screen, walks back in, locks on
+        death_reset_s = time.monotonic() - started
+        assert obs["player_hp"][0] == 1.0 and obs["boss_hp"][0] == 1.0
+        assert game.client.read(["SimPhase"])["SimPhase"] == 0  # in the fight
+
+        # at the floor: the episode ends, and the env gives the HP back before the game counts a death
+        game.write("HeroHp", int(0.3 * game.client.read(["HeroMaxHp"])["HeroMaxHp"]))
+        *_, terminated, _, info = env.step(0)
+        hero = game.client.read(["HeroHp", "HeroMaxHp", "SimPhase"])
+        assert terminated and hero["HeroHp"] == hero["HeroMaxHp"] and hero["SimPhase"] == 0
+
+        # a real kill: the boss is gone from the save; reset says so, with the manual step
+        game.write("NpcHp", 0)
+        *_, terminated, _, info = env.step(0)
+        assert terminated and info["win"]
+        with pytest.raises(BossKilled, match="ER0000.sl2"):
+            env.reset(seed=2)
+        game.client.write("SimRestoreSave", 1, "int")  # the user restores the backup save (sim-only control)
+        obs, _ = env.reset(seed=3)
+        assert obs["boss_hp"][0] == 1.0 and game.client.read(["SimPhase"])["SimPhase"] == 0
+    finally:
+        env.close()
+    assert first_reset_s < 20 and death_reset_s < 20, (first_reset_s, death_reset_s)

@@ -282,11 +282,7 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
     assert stats.achieved_rate_hz == pytest.approx(30, rel=0.05)
 
 
-@pytest.mark.xfail_real_server(
-    "issue 11: SiphonGame reads NPC attributes before anything is targeted (the world starts at "
-    "the Site of Grace); Siphon's hook holds the mutex until a lock-on and the sample misses its deadline"
-)
-def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server):
+def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, player):
     """Against a live game the next sample starts on its deadline even while a slow one is still
     in flight; samples come back in time order with their input windows in order."""
     from capture.sampler import Sampler

@@ -27,11 +27,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from env.sim import TICK_HZ
+from env.sim.geometry import GATE
 from env.sim.moves import PlayerAnim
 from env.sim.world import BOSS_NPC_ID, Npc, World
 
-MAP_ORIGIN = (-172.5, 393.2, -7.05)
-"""Where the arena's map block sits in global coordinates (Stormveil's gate, roughly)."""
+GAME_FOG_WALL = (19.958229064941406, -11.990748405456543, -7.051832675933838)
+"""Where EldenGym stands the player to walk through Margit's fog wall, in the game's global
+coordinates (the Elden Ring profile's reset.fog_wall)."""
+MAP_ORIGIN = (GAME_FOG_WALL[0] - GATE[0], GAME_FOG_WALL[1] - (GATE[1] - 1.0), GAME_FOG_WALL[2])
+"""Where the arena's map block sits in global coordinates: placed so that the game's fog-wall
+spot is one metre outside the simulator's fog wall, within reach of its event action, so the Elden
+Ring profile's teleports land where they would in the game."""
 MAP_ID = 10000000
 
 AttributeType = str  # "int" | "float" | "bool"

@@ -29,9 +29,12 @@ from env.siphon_game import SiphonGame
 log = logging.getLogger("env.doctor")
 
 REACTION_S = 0.8
-"""How long after a key the game's reaction is looked for."""
-HOLD_MS = 400
-"""Movement keys are held this long (a tap of a few ms barely moves the character)."""
+"""How long after a key the game's reaction is looked for (movement keys are held that long)."""
+SETTLE_S = 0.8
+"""The pause after each key, for its move to finish before the next."""
+TRIES = 3
+WATCHED = ("HeroHp", "HeroAnimId", "HeroLocalPosX", "HeroLocalPosY", "HeroSp", "HeroFp")
+"""What a reaction shows in: an animation, a step, stamina or FP spent (and HP, to tell a hit)."""
 SILENT_ACTIONS = {"lock_on": "moves only the camera", "event_action": "needs something to interact with"}
 """Bindings whose effect memory does not show in the arena: tapped, reported, not judged."""
 RATES_HZ = (60, 30, 20, 10, 5)
@@ -95,41 +98,56 @@ class Doctor:
                      "the boss (or, if this is the boss, set fight.boss_npc_id to it)")
 
     def capture(self) -> None:
-        first = self.game.capture_frame().rgb
-        time.sleep(0.5)
-        second = self.game.capture_frame().rgb
-        height, width = first.shape[:2]
-        problems = []
-        if first.mean() < 8:
-            problems.append("it is almost black (a loading screen, or capture of the wrong window?)")
-        if np.array_equal(first, second):
-            problems.append("two frames 0.5 s apart are identical (minimised or covered window?)")
-        self.say("capture", not problems, f"{width}x{height}" + (": " + "; ".join(problems) if problems else ", live"))
+        rgb = self.game.capture_frame().rgb
+        height, width = rgb.shape[:2]
+        dark = rgb.mean() < 8
+        self.say("capture", not dark, f"{width}x{height}" + (
+            ": almost black (a loading screen, or the capture of another window?)" if dark else ", not black"))
 
     def keys(self) -> None:
-        """Press every binding and look for the game's reaction in memory."""
-        game, silent, dead = self.game, [], []
+        """Press every binding and look for the game's reaction in memory; while the character
+        moves, check that the frames move too (a minimised window keeps returning its last one)."""
+        silent, dead, frozen = [], [], False
         for action, key in self.profile.keybinds.items():
-            before = game.read_state()
-            if action.startswith("move_"):
-                game.hold_keys({key})
-                game.wait_until(game.now() + HOLD_MS / 1000)
-                game.hold_keys(())
-            else:
-                game.tap_keys([key], 50)
-            game.wait_until(game.now() + REACTION_S)
-            after = game.read_state()
             if action in SILENT_ACTIONS:
+                self.game.tap_keys([key], 50)
                 silent.append(f"{action} ({key}: {SILENT_ACTIONS[action]})")
-            elif not reacted(before, after):
-                dead.append(f"{action} ({key})")
-            game.wait_until(game.now() + REACTION_S)  # let the move finish before the next key
+            else:
+                frame_before = self.game.capture_frame().rgb
+                if not self.reacts(action, key):
+                    dead.append(f"{action} ({key})")
+                elif action.startswith("move_") and np.array_equal(frame_before, self.game.capture_frame().rgb):
+                    frozen = True
+            self.game.wait_until(self.game.now() + SETTLE_S)  # let the move finish before the next key
         if silent:
             self.say("keys not judged", None, ", ".join(silent))
         self.say("keybinds", not dead,
                  f"all {len(self.profile.keybinds) - len(silent)} bindings make the game react" if not dead else
                  "no reaction to " + ", ".join(dead) + ": bind these keys in the game's key configuration as the "
                  "profile says (docs/guide.md, section 3.2), then run the doctor again")
+        if frozen:
+            self.say("frames", False, "the character moved but the captured frame did not change: is the game window "
+                     "minimised or covered? Siphon keeps returning the last frame it captured")
+
+    def reacts(self, action: str, key: str) -> bool:
+        """Whether pressing ``key`` visibly does something, watched for ``REACTION_S``. A window in
+        which the character was hit (by the boss, not by the key) proves nothing: tried again."""
+        game = self.game
+        for _ in range(TRIES):
+            before = game.client.read(WATCHED)
+            if action.startswith("move_"):
+                game.hold_keys({key})
+            else:
+                game.tap_keys([key], 50)
+            end, seen, hit = game.now() + REACTION_S, False, False
+            while game.now() < end and not seen:
+                after = game.client.read(WATCHED)
+                hit = after["HeroHp"] < before["HeroHp"]
+                seen = not hit and reacted(before, after)
+            game.hold_keys(())
+            if not hit:
+                return seen
+        return False
 
     def speed(self) -> None:
         """What this link costs, and what it allows."""

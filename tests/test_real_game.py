@@ -170,3 +170,36 @@ def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_k
     finally:
         env.close()
     assert first_reset_s < 20 and death_reset_s < 20, (first_reset_s, death_reset_s)
+
+
+@pytest.mark.slow
+def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(game_server, tmp_path: Path):
+    """At the Site of Grace with a soldier targeted: the doctor says the target is not the boss,
+    finds every binding working, and, with the profile's attack on a key the game does not bind,
+    names that binding."""
+    import shutil
+    import subprocess
+    import sys
+
+    from env.profile import PROFILES_DIR
+
+    def doctor(profile: str) -> tuple[subprocess.CompletedProcess, float]:
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, "-m", "env.doctor", "--host", game_server.host, "--profile", profile,
+                                 "--hook-timeout", "20"], capture_output=True, text=True, timeout=120)
+        return result, time.monotonic() - started
+
+    right, seconds = doctor("eldenring_margit")
+    assert right.returncode == 1, right.stdout + right.stderr
+    assert "[ok  ] server" in right.stdout and "[ok  ] capture" in right.stdout
+    assert "[FAIL] boss: the targeted NPC is 43100010, not the profile's boss_npc_id 10000850" in right.stdout
+    assert "[ok  ] keybinds: all 11 bindings make the game react" in right.stdout
+    assert "steps/s" in right.stdout and "records at" in right.stdout
+    assert seconds < 60, seconds
+
+    wrong = tmp_path / "wrong_attack"
+    shutil.copytree(PROFILES_DIR / "eldenring_margit", wrong)
+    toml = wrong / "profile.toml"
+    toml.write_text(toml.read_text().replace('attack = "P"', 'attack = "K"'))
+    result, _ = doctor(str(wrong))
+    assert "[FAIL] keybinds: no reaction to attack (K)" in result.stdout, result.stdout

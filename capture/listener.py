@@ -2,7 +2,10 @@
 
 pynput reports X11/Windows key objects; the game is driven by Siphon names. Keys are normalised
 here (``Key.shift`` -> ``LEFT_SHIFT``, ``'w'`` -> ``W``, ``Button.x2`` -> ``BUTTON5``) so the
-recorded key log speaks the same language as the profile's keybinds. Hotkeys (start/stop an
+recorded key log speaks the same language as the profile's keybinds. On Windows, where the game
+runs, a key is named by its physical position (the scancode pynput's low-level hook sees), as
+Siphon names the keys it sends: a French or German layout records the same names as QWERTY.
+Elsewhere (X11, for the simulator's window) the character the layout gives is used. Hotkeys (start/stop an
 episode, discard the last one, quit) are taken out before logging: they never become actions.
 
 pynput needs a display: import this module only once ``DISPLAY`` is set (on Linux).
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
-from env.keys import normalize_key
+from env.keys import KEY_AT, normalize_key
 
 from capture.inputs import InputLog
 
@@ -35,6 +38,8 @@ CHARACTERS = {
     '"': "APOSTROPHE", "~": "GRAVE", "|": "BACKSLASH", "<": "COMMA", ">": "PERIOD", "?": "SLASH",
     **dict(zip(")!@#$%^&*(", "0123456789")),
 }
+LLKHF_EXTENDED = 0x01
+"""KBDLLHOOKSTRUCT.flags: the key came with the E0 prefix (arrows, right-hand Ctrl/Alt...)."""
 MOUSE_BUTTONS = {"left": "LEFT", "right": "RIGHT", "middle": "MIDDLE", "x1": "BUTTON4", "x2": "BUTTON5"}
 
 
@@ -54,6 +59,11 @@ def siphon_name(key: object) -> str | None:
         return None
 
 
+def name_at(scan_code: int, flags: int) -> str | None:
+    """The Siphon name of the key at a physical position (Windows: scancode and hook flags)."""
+    return KEY_AT.get((scan_code, bool(flags & LLKHF_EXTENDED)))
+
+
 class PynputListener:
     """Feeds an ``InputLog`` from pynput's keyboard and mouse listeners (background threads)."""
 
@@ -63,7 +73,9 @@ class PynputListener:
         self.log = log_
         self.hotkeys = {normalize_key(k): fn for k, fn in (hotkeys or {}).items()}
         self._last_xy: tuple[int, int] | None = None
-        self._keyboard = keyboard.Listener(on_press=self._on_press, on_release=self._on_release)
+        self._position: str | None = None  # the physical key of the event being handled (Windows)
+        self._keyboard = keyboard.Listener(on_press=self._on_press, on_release=self._on_release,
+                                           win32_event_filter=self._at_position)
         self._mouse = mouse.Listener(on_move=self._on_move, on_click=self._on_click)
 
     def start(self) -> None:
@@ -76,15 +88,25 @@ class PynputListener:
         self._keyboard.stop()
         self._mouse.stop()
 
+    def _at_position(self, msg: int, data: object) -> bool:
+        """Windows only: called with each low-level keyboard event just before ``_on_press`` or
+        ``_on_release``, on the same thread; remembers where the key is. Never suppresses."""
+        self._position = name_at(data.scanCode, data.flags)
+        return True
+
+    def _name(self, key: object) -> str | None:
+        position, self._position = self._position, None
+        return position or siphon_name(key)
+
     def _on_press(self, key: object) -> None:
-        name = siphon_name(key)
+        name = self._name(key)
         if name in self.hotkeys:
             self.hotkeys[name]()
         elif name is not None:
             self.log.key(name, True)
 
     def _on_release(self, key: object) -> None:
-        name = siphon_name(key)
+        name = self._name(key)
         if name is not None and name not in self.hotkeys:
             self.log.key(name, False)
 

@@ -203,3 +203,74 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     toml.write_text(toml.read_text().replace('attack = "P"', 'attack = "K"'))
     result, _ = doctor(str(wrong))
     assert "[FAIL] keybinds: no reaction to attack (K)" in result.stdout, result.stdout
+
+
+@pytest.mark.slow
+def test_recording_the_game_through_deaths_and_walks_back_in(game_server, xvfb: str, tmp_path: Path):
+    """A human recording on the game's profile: no writes, no teleports; a death ends the
+    episode as a death; the loading screen after it is a pause, not a lost server; the next
+    episode starts when the player is back in the fight with the boss targeted."""
+    import subprocess
+    import sys
+
+    from capture.episode import list_episodes, read_episode
+    from env.arena import back_into_the_fight
+    from env.siphon_game import SiphonGame
+
+    out = tmp_path / "raw"
+    log = tmp_path / "recorder.log"
+    with open(log, "w") as sink:
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", game_server.host,
+             "--out", str(out), "--rate", "10", "--max-episodes", "2", "--no-status"],
+            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "DISPLAY": xvfb},
+        )
+    hands = None
+    try:
+        deadline = time.monotonic() + 60
+        while hands is None:  # the person at the game: connects once the recorder has put the hook in
+            try:
+                hands = SiphonGame(game_server.host, "eldenring_margit", hook_timeout=30)
+            except Exception:  # noqa: BLE001 - the recorder is still connecting
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.5)
+        for death in range(2):
+            back_into_the_fight(hands, timeout=30)  # walk through the fog wall, lock on
+            time.sleep(2.0)  # fight a little
+            hands.write("HeroHp", 0)  # and die: YOU DIED, a loading screen, the Site of Grace
+            time.sleep(1.0)
+        code = recorder.wait(timeout=60)
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+        if hands is not None:
+            hands.close()
+    text = log.read_text()
+    assert code == 0, text
+    assert "paused until it can" in text and "server_lost" not in text
+    episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
+    assert [e.attrs["outcome"] for e in episodes] == ["death", "death"], text
+    for e in episodes:
+        assert len(e) >= 15  # about 2 s at 10 Hz, all of it in the fight
+        assert e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[-1] == 0
+
+
+def test_keys_are_recorded_by_physical_position_on_windows(xvfb: str):
+    """On an AZERTY keyboard the key left of S prints "Q", but Siphon, the game's bindings and
+    so the recording call it "A" (scancode 0x1E); arrows come with the E0 prefix."""
+    from types import SimpleNamespace
+
+    from capture.inputs import InputLog
+    from capture.listener import PynputListener, name_at
+
+    assert name_at(0x1E, 0) == "A" and name_at(0x2A, 0) == "LEFT_SHIFT" and name_at(0x48, 1) == "UP_ARROW"
+    assert name_at(0x48, 0) == "KEYPAD_8" and name_at(0x7F, 0) is None
+    log = InputLog(("A", "S", "W"))
+    listener = PynputListener(log)  # not started: its handlers are called as pynput's hook calls them
+    listener._at_position(0x100, SimpleNamespace(scanCode=0x1E, flags=0))  # WM_KEYDOWN at A's position
+    listener._on_press(SimpleNamespace(char="q"))  # what an AZERTY layout prints there
+    listener._at_position(0x101, SimpleNamespace(scanCode=0x1E, flags=0))
+    listener._on_release(SimpleNamespace(char="q"))
+    listener._on_press(SimpleNamespace(char="w"))  # X11 and no hook data: the character, as before
+    window = log.drain()
+    assert [bool(p) for p in window.pressed] == [True, False, True]

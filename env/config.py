@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from env.siphon_config import ConfigError
 
 if TYPE_CHECKING:
-    from gymnasium import spaces
+    from gymnasium.spaces import Dict as DictSpace, Space
 
     from env.actions import ActionTable
     from env.observations import FrameSpec
@@ -114,7 +114,7 @@ class EnvConfig:
 
         return ActionTable(profile, self.action_mode)
 
-    def spaces(self, profile: Profile) -> tuple[spaces.Dict, spaces.Space]:
+    def spaces(self, profile: Profile) -> tuple[DictSpace, Space]:
         """(observation space, action space) of the env, without building one."""
         from env.observations import observation_space
 

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from capture.episode import list_episodes, read_episode
-from env.profile import load_profile
 from env.siphon import SiphonClient
 from env.sim.launcher import SimServer
 
@@ -53,9 +52,8 @@ def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: 
         rec = recorder(server.host, out, "--no-restart", "--max-episode-seconds", "30", log=tmp_path / "recorder.log")
         try:
             wait_for(lambda: list(out.glob("*.partial")), 30, "the recorder to start an episode")
-            client = SiphonClient(server.host)
-            client.configure(load_profile("sim_margit").siphon)
-            client.write("NpcLocalPosY", 9.5)  # the boss starts far off: only our keys move the player
+            client = SiphonClient(server.host)  # no configure: a second config would restart capture under the recorder
+            client.write("NpcLocalPosY", 9.5, "float")  # the boss starts far off: only our keys move the player
             client.close()
             time.sleep(0.3)
             sent = {}

@@ -29,7 +29,7 @@ import numpy as np
 from env.sim import TICK_HZ
 from env.sim.geometry import GATE
 from env.sim.moves import PlayerAnim
-from env.sim.world import BOSS_NPC_ID, Npc, World
+from env.sim.world import Npc, World
 
 GAME_FOG_WALL = (19.958229064941406, -11.990748405456543, -7.051832675933838)
 """Where EldenGym stands the player to walk through Margit's fog wall, in the game's global

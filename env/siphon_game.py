@@ -142,23 +142,25 @@ class SiphonGame:
         back at full HP on both sides, or fail with what was read. On a profile that names a
         fog wall (the real game), first get back into the fight from a real death (``env.arena``);
         a server that restarted since (it forgot the config) is configured again."""
-        self.hold_keys(())
         try:
-            self._restart(seed)
+            return self._restart(seed)
         except NotConfigured:
             log.warning("Siphon at %s forgot this client's config (restarted?): configuring it again", self.client.host)
+            self._held.clear()  # a new server holds no keys
             self._configure()
-            self._restart(seed)
-        self.boss_seen_dead = False
-        return self._wait_for_fresh_fight()
+            return self._restart(seed)
 
-    def _restart(self, seed: int | None) -> None:
+    def _restart(self, seed: int | None) -> GameState:
+        self.hold_keys(())
         if self.profile.fog_wall is not None:
             back_into_the_fight(self, self.recovery_timeout)
         for name, value in self.profile.reset_writes:
             self.client.write(name, self._resolve(value, seed))
         if self.profile.start_position is not None:
             self.teleport(self.profile.start_position)
+        state = self._wait_for_fresh_fight()
+        self.boss_seen_dead = False
+        return state
 
     def _wait_for_fresh_fight(self) -> GameState:
         deadline = time.monotonic() + self.reset_timeout

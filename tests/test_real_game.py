@@ -274,3 +274,25 @@ def test_keys_are_recorded_by_physical_position_on_windows(xvfb: str):
     listener._on_press(SimpleNamespace(char="w"))  # X11 and no hook data: the character, as before
     window = log.drain()
     assert [bool(p) for p in window.pressed] == [True, False, True]
+
+
+@pytest.mark.slow
+def test_the_env_resets_after_the_server_restarts(tmp_path: Path):
+    """Siphon restarted between two episodes has forgotten the config: reset sends it again."""
+    from env.factory import make_env
+    from env.sim.launcher import SimServer, free_port
+
+    port = free_port()
+    server = SimServer(size=(84, 84), port=port, log_path=tmp_path / "first.log")
+    env = make_env(backend="siphon", host=server.host, profile="sim_margit")
+    try:
+        env.reset(seed=0)
+        env.step(0)
+        server.stop()
+        server = SimServer(size=(84, 84), port=port, log_path=tmp_path / "second.log")
+        obs, _ = env.reset(seed=1)
+        assert obs["player_hp"][0] == 1.0
+        env.step(0)
+    finally:
+        env.close()
+        server.stop()

@@ -56,7 +56,7 @@ PARTIAL = ".h5.partial"
 PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
 
 
-FLUSH_BYTES = 16 * 2**20
+FLUSH_BYTES = 4 * 2**20
 """Buffered samples are flushed at the latest when they reach this size, however fast they come
 (lock-step recording makes hundreds a second): the buffer, and the free space a flush must find,
 stay small."""
@@ -231,12 +231,7 @@ class EpisodeWriter:
         self._lock.release()
 
     def _check_space(self, pending_bytes: int) -> None:
-        free = shutil.disk_usage(self.path.parent).free
-        if free < pending_bytes + RESERVE_BYTES:
-            raise DiskError(
-                f"the disk holding {self.path.parent} is full ({_mib(free)} free, {_mib(pending_bytes + RESERVE_BYTES)} "
-                f"needed to go on): {self._kept()}"
-            )
+        require_space(self.path.parent, pending_bytes, self._kept())
 
     def _kept(self) -> str:
         if self._file is None:
@@ -276,6 +271,15 @@ def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: b
     with open(source, "rb+") as raw:
         os.fsync(raw.fileno())
     os.replace(source, target)
+
+
+def require_space(directory: Path, needed: int, consequence: str) -> None:
+    """Raise ``DiskError`` unless the disk holding ``directory`` has ``needed`` bytes free and
+    ``RESERVE_BYTES`` to spare; ``consequence`` says what that means for the user's data."""
+    free = shutil.disk_usage(directory).free
+    if free < needed + RESERVE_BYTES:
+        raise DiskError(f"the disk holding {directory} is full ({_mib(free)} free, "
+                        f"{_mib(needed + RESERVE_BYTES)} needed to go on): {consequence}")
 
 
 def _mib(n: int) -> str:

@@ -10,7 +10,6 @@ as ``.h5.partial.bak``: no data is deleted before its copy is safely on disk.
 from __future__ import annotations
 
 import argparse
-import errno
 import json
 import logging
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import h5py
 
-from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize
+from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
 from capture.lock import FileLock
 
 log = logging.getLogger(__name__)
@@ -34,6 +33,8 @@ def recover(partial: Path) -> Path:
     recovered; either way the partial is left untouched."""
     if not partial.name.endswith(PARTIAL):
         raise EpisodeError(f"{partial} is not a partial episode (*.h5.partial)")
+    if not partial.exists():
+        raise EpisodeError(f"{partial} does not exist")
     lock = FileLock(partial)
     if not lock.acquire():
         raise Skipped(f"skipped {partial}: it is being recorded right now (a running recorder holds its lock)")
@@ -48,6 +49,9 @@ def recover(partial: Path) -> Path:
 def _recover(partial: Path) -> Path:
     target = partial.with_name(partial.name[: -len(".partial")])
     staging = partial.with_name(partial.name + ".recovering")
+    # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
+    require_space(partial.parent, partial.stat().st_size, f"{partial.name} is left untouched; free some space "
+                  "and run `python -m capture.recover` again")
     try:
         source = h5py.File(partial, "r", libver="latest", swmr=True)
     except OSError as e:
@@ -70,9 +74,6 @@ def _recover(partial: Path) -> Path:
         finalize(staging, target, "recovered", stats, recovered=True)
     except (OSError, KeyError) as e:
         staging.unlink(missing_ok=True)
-        if getattr(e, "errno", None) == errno.ENOSPC:
-            raise EpisodeError(f"{partial} cannot be recovered: the disk holding {partial.parent} is full; free "
-                               f"about {partial.stat().st_size / 2**20:.0f} MiB and run again (it is left untouched)") from None
         raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
     partial.rename(partial.with_name(partial.name + ".bak"))
     log.info("recovered %s: %d samples, %.1f s", target.name, n, duration)

@@ -61,11 +61,14 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], sto
         )
         started = time.monotonic()
         series: list[dict] = []
-        while (elapsed := time.monotonic() - started) < minutes * 60 and recorder.poll() is None:
-            series.append({"t_s": round(elapsed, 1), "recorder_rss_mib": rss_mib(recorder.pid),
+        deadline = started + minutes * 60
+        while time.monotonic() < deadline:
+            time.sleep(min(every, max(0.0, deadline - time.monotonic())))  # the first sample after start-up
+            if recorder.poll() is not None:
+                break
+            series.append({"t_s": round(time.monotonic() - started, 1), "recorder_rss_mib": rss_mib(recorder.pid),
                            "server_rss_mib": rss_mib(server.process.pid),
                            "episodes": len(list_episodes(out)) if out.exists() else 0})
-            time.sleep(every)
         if recorder.poll() is not None:
             log.close()
             raise RuntimeError(f"the recorder exited early ({recorder.returncode}):\n{(Path(tmp) / 'recorder.log').read_text()}")
@@ -96,8 +99,9 @@ def print_report(result: dict) -> None:
     print(f"{result['minutes']:g} min at {result['target_hz']:g} Hz from a {result['window']} server window, "
           f"stored {result['stored']}; recorder exit code {result['recorder_exit_code']}\n")
     print("| time | recorder RSS (MiB) | server RSS (MiB) | episodes saved |\n|---:|---:|---:|---:|")
-    step = max(1, len(result["series"]) // 15)
-    for row in result["series"][::step] + result["series"][-1:]:
+    series = result["series"]
+    step = max(1, len(series) // 15)
+    for row in series[::step] + ([series[-1]] if (len(series) - 1) % step else []):
         print(f"| {row['t_s'] / 60:.1f} min | {row['recorder_rss_mib']:.1f} | {row['server_rss_mib']:.1f} | {row['episodes']} |")
     print(f"\nRSS growth after the first minute: recorder {result['recorder_rss_slope_mib_per_min']:+.2f} MiB/min, "
           f"server {result['server_rss_slope_mib_per_min']:+.2f} MiB/min")

@@ -28,13 +28,20 @@ if sys.platform == "win32":
     import msvcrt
 
     def _try_lock(fd: int) -> None:
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # raises OSError when another process holds it
+        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # byte 0; raises OSError when another process holds it
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)  # Windows may release a lock left to close() only later
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
 else:
     import fcntl
 
     def _try_lock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError when held
+
+    def _unlock(fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
 
 
 class FileLock:
@@ -59,6 +66,7 @@ class FileLock:
         """Drop the lock and remove its file (closed first: Windows cannot remove an open file)."""
         if self._fd is None:
             return
+        _unlock(self._fd)
         os.close(self._fd)
         self._fd = None
         self.path.unlink(missing_ok=True)

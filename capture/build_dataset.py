@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,15 +30,18 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import parse_size
+from env.cli import output_folder, parse_size
 from env.config import EnvConfig
 from env.errors import EldenILError
 from env.observations import ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
 
+from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
 from capture.labels import StepLabeler
+from capture.lock import is_being_written
+from capture.staging import staged
 
 log = logging.getLogger(__name__)
 
@@ -134,28 +136,29 @@ def build_dataset(
 ):
     """Build (or with ``force``, rebuild) ``dataset_id`` for the env ``config`` describes, from
     every finished episode in ``raw_dir``. ``config.profile`` None means the profile the episodes
-    were recorded with."""
+    were recorded with. A rebuild replaces the old dataset only once the new one is complete
+    (``capture.staging``)."""
     import minari
     from minari.data_collector import EpisodeBuffer
     from tqdm import tqdm
 
+    check_dataset_id(dataset_id)
     raw_dir = Path(raw_dir)
     root = Path(root or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari").resolve()
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     paths = list_episodes(raw_dir)
+    partials = sorted(raw_dir.glob(f"*{PARTIAL}"))
     if not paths:
-        partials = sorted(raw_dir.glob(f"*{PARTIAL}"))
         hint = f" ({len(partials)} unfinished: run `python -m capture.recover {raw_dir}`)" if partials else ""
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
+    for partial in partials:
+        _warn_unfinished(partial)
     profile = load_profile(config.profile or recorded_profile(paths))
     config = config.replace(profile=profile.ref)
     actions = config.actions(profile)
     builder = ObservationBuilder(config, actions)
-    target = root / dataset_id
-    if target.exists():
-        if not force:
-            raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
-        shutil.rmtree(target)
+    if (root / dataset_id).exists() and not force:
+        raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
 
     buffers, sources = [], []
     for path in tqdm(paths, desc="episodes", unit="episode", disable=None):
@@ -178,17 +181,32 @@ def build_dataset(
     if not buffers:
         raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
     about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir)}
-    dataset = minari.create_dataset_from_buffers(
-        dataset_id, buffers, observation_space=observation_space(config.frame_spec, action_space=actions.space),
-        action_space=actions.space, algorithm_name="human or autopilot play (capture.record)", author="elden-il",
-        code_permalink="https://github.com/elden-il/elden-il", description=_description(config, len(buffers)),
-        jpeg_encoding=False,
-    )
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict()).to_json()
-    dataset.storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about)})
-    (target / "build.json").write_text(json.dumps(about, indent=2))
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        with staged(root, dataset_id) as staging:
+            minari.create_dataset_from_buffers(
+                dataset_id, buffers, observation_space=observation_space(config.frame_spec, action_space=actions.space),
+                action_space=actions.space, algorithm_name="human or autopilot play (capture.record)", author="elden-il",
+                code_permalink="https://github.com/elden-il/elden-il", description=_description(config, len(buffers)),
+                jpeg_encoding=False,
+            ).storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about)})
+            (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
+    except OSError as e:
+        raise BuildError(f"writing dataset {dataset_id!r} in {root} failed ({e}); "
+                         "the previous dataset with this id, if any, is unchanged") from None
+    dataset = minari.load_dataset(dataset_id)
     log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
     return dataset
+
+
+def _warn_unfinished(partial: Path) -> None:
+    """A partial episode is not in the dataset: say so, and how to get it in."""
+    if is_being_written(partial):
+        log.warning("not included: %s is being recorded right now", partial.name)
+    else:
+        log.warning("not included: %s is unfinished (a recorder stopped while writing it): run "
+                    "`python -m capture.recover %s`, then build again", partial.name, partial.parent)
 
 
 def _description(config: EnvConfig, episodes: int) -> str:
@@ -210,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--raw", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     parser.add_argument("--id", default="eldenil/margit-v0", help="dataset id (default: %(default)s)")
-    parser.add_argument("--root", type=Path, default=None, help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)")
+    parser.add_argument("--root", type=output_folder, default=None, help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)")
     parser.add_argument("--profile", default=None,
                         help="profile to build with (default: the one the episodes were recorded with)")
     parser.add_argument("--action-mode", choices=("discrete", "multi_binary"), default="discrete")

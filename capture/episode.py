@@ -5,7 +5,14 @@ mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
 was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
 attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
-whole episode.
+whole episode. While a partial file is written its lock (``capture.lock``) is held, so recovery
+never touches a live recording.
+
+A full disk is checked for before each flush, not found by failing to write: on a full disk HDF5
+does not always report a failed write (it went on "writing" zeros into a sparse file, and the
+episode came back as thousands of blank frames), and where it does, its file is left half
+updated. So the writer stops before a flush the disk cannot hold, closes the file as of its last
+flush, and raises ``DiskError``; a write that fails anyway (a failing disk) raises it too.
 
 Layout (N samples, A attributes, K keys; all on the recorder's one clock):
 
@@ -23,9 +30,13 @@ Layout (N samples, A attributes, K keys; all on the recorder's one clock):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,14 +48,31 @@ from env.errors import EldenILError
 
 from capture import files
 from capture.inputs import EVENT_DTYPE
+from capture.lock import FileLock
+
+log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 PARTIAL = ".h5.partial"
 PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
 
 
+FLUSH_BYTES = 4 * 2**20
+"""Buffered samples are flushed at the latest when they reach this size, however fast they come
+(lock-step recording makes hundreds a second): the buffer, and the free space a flush must find,
+stay small."""
+RESERVE_BYTES = 256 * 1024
+"""Free space a flush leaves untouched: enough for HDF5 to close the file and for ``finish`` to
+write the closing attributes."""
+
+
 class EpisodeError(EldenILError):
     """An episode file that cannot be read as one; the message names it and what to do."""
+
+
+class DiskError(EpisodeError):
+    """The disk an episode is written to is full or failing: the recording cannot go on. The
+    message names the file and what to do; every sample flushed before is kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,27 +153,41 @@ def _append(dataset: h5py.Dataset, rows: np.ndarray) -> None:
     dataset[n:] = rows
 
 
+def _sample_bytes(sample: Sample) -> int:
+    """What a sample takes on disk at most (uncompressed, as incompressible frames are stored)."""
+    return sample.frame.nbytes + sample.state.nbytes + sample.held.nbytes + sample.pressed.nbytes + 32
+
+
 class EpisodeWriter:
     def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         self.meta = meta
         self.final_path = directory / f"{stamp}_{meta.source}.h5"
         self.path = directory / f"{stamp}_{meta.source}{PARTIAL}"
         self.flush_every_s = flush_every_s
-        self._file = h5py.File(self.path, "w", libver="latest")
-        _create_datasets(self._file, meta)
-        self._file.swmr_mode = True
+        self._file: h5py.File | None = None
+        self._lock = FileLock(self.path)
+        with self._writing("start"):
+            directory.mkdir(parents=True, exist_ok=True)
+            self._check_space(0)
+            if not self._lock.acquire():
+                raise EpisodeError(f"{self.path} is already being recorded by another process")
+            self._file = h5py.File(self.path, "w", libver="latest")
+            _create_datasets(self._file, meta)
+            self._file.swmr_mode = True
         self._pending: list[Sample] = []
+        self._pending_bytes = 0
         self._events: list[np.ndarray] = []
         self._last_flush = time.monotonic()
         self.samples = 0
 
     def append(self, sample: Sample) -> None:
-        """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s``."""
+        """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s`` (or
+        ``FLUSH_BYTES``)."""
         self._pending.append(sample)
+        self._pending_bytes += _sample_bytes(sample)
         self.samples += 1
-        if time.monotonic() - self._last_flush >= self.flush_every_s:
+        if time.monotonic() - self._last_flush >= self.flush_every_s or self._pending_bytes >= FLUSH_BYTES:
             self.flush()
 
     def append_events(self, events: np.ndarray) -> None:
@@ -153,6 +195,13 @@ class EpisodeWriter:
             self._events.append(np.asarray(events, EVENT_DTYPE))
 
     def flush(self) -> None:
+        """Append what is buffered and flush it to disk; ``DiskError`` if the disk cannot hold it
+        (the file then stays as of the last flush, closed, ready for ``capture.recover``)."""
+        with self._writing("flush"):
+            self._check_space(self._pending_bytes + sum(e.nbytes for e in self._events))
+            self._flush()
+
+    def _flush(self) -> None:
         f, pending = self._file, self._pending
         if pending:
             _append(f["frames"], np.stack([s.frame for s in pending]))
@@ -165,19 +214,52 @@ class EpisodeWriter:
         if self._events:
             _append(f["events"], np.concatenate(self._events))
         f.flush()
-        self._pending, self._events = [], []
+        self._pending, self._pending_bytes, self._events = [], 0, []
         self._last_flush = time.monotonic()
 
     def finish(self, outcome: str, stats: dict[str, float]) -> Path:
         """Flush, record the outcome, and atomically publish the file as ``<name>.h5``."""
         self.flush()
-        self._file.close()
-        finalize(self.path, self.final_path, outcome, {**stats, "n_samples": self.samples}, recovered=False)
+        with self._writing("finish"):
+            self._file.close()
+            finalize(self.path, self.final_path, outcome, {**stats, "n_samples": self.samples}, recovered=False)
+        self._lock.release()
         return self.final_path
 
     def discard(self) -> None:
         self._file.close()
         self.path.unlink(missing_ok=True)
+        self._lock.release()
+
+    def _check_space(self, pending_bytes: int) -> None:
+        require_space(self.path.parent, pending_bytes, self._kept())
+
+    def _kept(self) -> str:
+        if self._file is None:
+            return "no episode file was started"
+        return (f"{self.path.name} keeps every sample up to its last flush: free some space, then run "
+                f"`python -m capture.recover {self.path.parent}`")
+
+    @contextmanager
+    def _writing(self, step: str) -> Iterator[None]:
+        """Turn a full or failing disk into one ``DiskError`` and close the file as of its last
+        flush, so nothing half-written follows and the partial stays recoverable."""
+        try:
+            yield
+        except DiskError:
+            self._abandon()
+            raise
+        except (OSError, RuntimeError) as e:  # h5py raises either for a write the disk refused
+            self._abandon()
+            raise DiskError(f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {self._kept()}") from None
+
+    def _abandon(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            except (OSError, RuntimeError) as e:  # the disk that failed the write may fail the close too
+                log.debug("closing %s after a failed write: %s", self.path, e)
+        self._lock.release()
 
 
 def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: bool) -> None:
@@ -190,6 +272,19 @@ def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: b
     with open(source, "rb+") as raw:
         os.fsync(raw.fileno())
     files.replace(source, target)
+
+
+def require_space(directory: Path, needed: int, consequence: str) -> None:
+    """Raise ``DiskError`` unless the disk holding ``directory`` has ``needed`` bytes free and
+    ``RESERVE_BYTES`` to spare; ``consequence`` says what that means for the user's data."""
+    free = shutil.disk_usage(directory).free
+    if free < needed + RESERVE_BYTES:
+        raise DiskError(f"the disk holding {directory} is full ({_mib(free)} free, "
+                        f"{_mib(needed + RESERVE_BYTES)} needed to go on): {consequence}")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def discard_finished(path: Path) -> None:

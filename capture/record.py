@@ -17,15 +17,16 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.cli import parse_size
+from env.cli import key_names, output_folder, parse_size, ruled
 from env.config import EnvConfig
 from env.errors import EldenILError
 from env.factory import DEFAULT_HOST, make_game
+from env.fields import number, whole
 from env.game import GameError
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot
-from capture.episode import EpisodeMeta, EpisodeWriter, Sample, discard_finished
+from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, discard_finished
 from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.sampler import Sampler, Taken
@@ -71,11 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "sim: the simulator in-process, lock-step (autopilot only)")
     p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
-    p.add_argument("--rate", type=float, default=30.0, help="samples per second (default: %(default)s)")
+    p.add_argument("--rate", type=ruled(float, number(0, 1000, above=True)), default=30.0, help="samples per second (default: %(default)s)")
     p.add_argument("--frame-size", type=parse_size, default=(84, 84), help="stored frame size WxH (default: 84x84)")
-    p.add_argument("--out", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
-    p.add_argument("--max-episodes", type=int, default=0, help="stop after this many episodes (0: until quit)")
-    p.add_argument("--max-episode-seconds", type=float, default=300.0, help="end an episode after this long (default: %(default)s)")
+    p.add_argument("--out", type=output_folder, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
+    p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
+    p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
     p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
     p.add_argument("--timestep-ms", type=float, default=200.0,
                    help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
@@ -84,11 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="restart the fight in place when recording starts and after each episode (the profile's "
                         "reset writes and teleport; default: the profile's reset.when_recording, on for the "
                         "simulator, off for the real game, where you walk back in yourself)")
-    p.add_argument("--restart-delay", type=float, default=1.0,
+    p.add_argument("--restart-delay", type=ruled(float, number(0, 600)), default=1.0,
                    help="seconds of game time to wait before restarting a fight (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="simulator seed of the first fight (the next ones count up)")
+    p.add_argument("--seed", type=ruled(int, whole(0)), default=0, help="simulator seed of the first fight (the next ones count up)")
     p.add_argument("--video", action="store_true", help="also write a full-resolution MP4 per episode, for review")
-    p.add_argument("--hotkeys", default="F5,F6,F8", help="start/stop, discard-last, quit keys (default: %(default)s)")
+    p.add_argument("--hotkeys", type=key_names(3), default="F5,F6,F8", help="start/stop, discard-last, quit keys (default: %(default)s)")
     p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -125,7 +126,7 @@ class RecordSettings:
             backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
             max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, manual=args.manual,
             restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
-            hotkeys=tuple(args.hotkeys.split(",")),
+            hotkeys=args.hotkeys,
         )
 
 
@@ -204,14 +205,14 @@ class Recorder:
         log.info("episode started: %s", self.writer.path.name)
 
     def _finish_episode(self, outcome: str) -> None:
-        if self.writer is None:
+        writer, self.writer = self.writer, None  # a writer that fails to finish is not tried again
+        if writer is None:
             return
         stats = self.sampler.stats
-        path = self.writer.finish(
+        path = writer.finish(
             outcome,
             {"achieved_rate_hz": stats.achieved_rate_hz, "late_samples": stats.late, "dropped_samples": stats.dropped},
         )
-        self.writer = None
         if self.video is not None:
             self.video.close()
             self.video = None
@@ -274,6 +275,9 @@ class Recorder:
                 f"recording stopped: {e}\n{len(self.saved)} episode(s) saved in {args.out} "
                 "(the one in progress as 'server_lost'), none lost"
             ) from None
+        except DiskError as e:
+            self.writer = None  # its .partial keeps every sample up to its last flush, for capture.recover
+            raise DiskError(f"recording stopped: {e} ({len(self.saved)} earlier episode(s) in {args.out} are intact)") from None
         finally:
             if self.writer is not None:
                 self._finish_episode("stopped")

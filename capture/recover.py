@@ -1,7 +1,8 @@
 """``python -m capture.recover``: salvage episodes a crashed or killed recorder left unfinished.
 
 A ``.h5.partial`` file holds everything the recorder flushed before it died (HDF5's SWMR mode
-keeps it consistent). Recovery reads it, keeps the samples present in every per-sample dataset,
+keeps it consistent). A partial that a running recorder is still writing holds its lock
+(``capture.lock``) and is skipped with a line saying so. Recovery reads it, keeps the samples present in every per-sample dataset,
 writes a finished ``.h5`` next to it marked ``recovered``, and only then moves the partial aside
 as ``.h5.partial.bak``: no data is deleted before its copy is safely on disk.
 """
@@ -17,19 +18,47 @@ from pathlib import Path
 import h5py
 
 from capture import files
-from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize
+from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
+from capture.lock import FileLock
 
 log = logging.getLogger(__name__)
 
 
+class Skipped(EpisodeError):
+    """A partial episode left alone on purpose: a running recorder is still writing it."""
+
+
 def recover(partial: Path) -> Path:
-    """Recover one partial episode; returns the finished file. Raises ``EpisodeError``."""
+    """Recover one partial episode; returns the finished file. Raises ``Skipped`` for a file
+    being recorded right now (it holds its lock) and ``EpisodeError`` for one that cannot be
+    recovered; either way the partial is left untouched."""
     if not partial.name.endswith(PARTIAL):
         raise EpisodeError(f"{partial} is not a partial episode (*.h5.partial)")
+    if not partial.exists():
+        raise EpisodeError(f"{partial} does not exist")
+    lock = FileLock(partial)
+    if not lock.acquire():
+        raise Skipped(f"skipped {partial}: it is being recorded right now (a running recorder holds its lock)")
+    try:
+        if not partial.exists():
+            raise Skipped(f"skipped {partial}: its recording finished meanwhile")
+        return _recover(partial)
+    finally:
+        lock.release()
+
+
+def _recover(partial: Path) -> Path:
     target = partial.with_name(partial.name[: -len(".partial")])
     staging = partial.with_name(partial.name + ".recovering")
+    # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
+    require_space(partial.parent, partial.stat().st_size, f"{partial.name} is left untouched; free some space "
+                  "and run `python -m capture.recover` again")
     try:
-        with h5py.File(partial, "r", libver="latest", swmr=True) as source:
+        source = h5py.File(partial, "r", libver="latest", swmr=True)
+    except OSError as e:
+        raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
+    try:
+        with source:
             n = min(source[name].shape[0] for name in PER_SAMPLE)
             with h5py.File(staging, "w", libver="latest") as out:
                 for name in (*PER_SAMPLE, "events"):
@@ -41,12 +70,12 @@ def recover(partial: Path) -> Path:
                     )
                 out.attrs.update(dict(source.attrs))
                 t = source["t"][:n]
+        duration = float(t[-1] - t[0]) if n > 1 else 0.0
+        stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
+        finalize(staging, target, "recovered", stats, recovered=True)
     except (OSError, KeyError) as e:
         staging.unlink(missing_ok=True)
-        raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
-    duration = float(t[-1] - t[0]) if n > 1 else 0.0
-    stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
-    finalize(staging, target, "recovered", stats, recovered=True)
+        raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
     files.replace(partial, partial.with_name(partial.name + ".bak"))
     log.info("recovered %s: %d samples, %.1f s", target.name, n, duration)
     return target
@@ -80,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             target = recover(partial)
             with h5py.File(target, "r") as f:
                 print(f"recovered {target} ({json.loads(f.attrs['stats'])['n_samples']} samples)")
+        except Skipped as e:
+            print(e)
         except EpisodeError as e:
             print(f"error: {e}", file=sys.stderr)
             failed += 1

@@ -20,6 +20,8 @@ import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
+from env.fields import check_fields, checked, number, whole
+
 from elden_il.data import Demonstrations
 from elden_il.policy import make_policy, save_env_config
 
@@ -28,13 +30,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BCConfig:
-    epochs: int = 10
-    batch_size: int = 128
-    learning_rate: float = 3e-4
-    weight_decay: float = 1e-5
-    validation_fraction: float = 0.1
-    patience: int = 3  # epochs without validation improvement before stopping
-    seed: int = 0
+    """Behaviour cloning's knobs, each with the values it accepts (a batch of -1 trains to nan)."""
+
+    epochs: int = checked(10, whole(1, 100_000))
+    batch_size: int = checked(128, whole(1, 1_000_000))
+    learning_rate: float = checked(3e-4, number(0, 1, above=True))
+    weight_decay: float = checked(1e-5, number(0, 1))
+    validation_fraction: float = checked(0.1, number(0, 1, below=True))
+    patience: int = checked(3, whole(1))  # epochs without validation improvement before stopping
+    seed: int = checked(0, whole(0, 2**32 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def device() -> torch.device:

@@ -24,7 +24,8 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
 
 from env.config import EnvConfig
-from env.factory import env_fns
+from env.factory import BACKENDS, env_fns
+from env.fields import FLAG, Rule, check_fields, checked, number, one_of, whole
 
 from elden_il.policy import policy_kwargs, save_env_config
 
@@ -56,22 +57,32 @@ class KLToPriorPolicy(ActorCriticPolicy):
         return values, log_prob, -kl
 
 
+HOSTS = Rule(lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
+             'must be a list of "host:port" strings')
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
-    total_steps: int = 50_000
-    backend: str = "sim"  # sim | sim_server: num_envs simulators | siphon: one env per host in hosts
-    hosts: tuple[str, ...] = ()  # siphon only: "pc1:50051", one per gaming PC (or simulator server)
-    num_envs: int = 4
-    subprocesses: bool = True
-    kl_coef: float = 0.05
-    learning_rate: float = 1e-4
-    n_steps: int = 256  # per env per rollout
-    batch_size: int = 256
-    n_epochs: int = 4
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.1
-    seed: int = 0
+    """PPO's knobs, each with the values it accepts (``total_steps: -5`` would publish the BC
+    policy untrained as "fine-tuned")."""
+
+    total_steps: int = checked(50_000, whole(1))
+    backend: str = checked("sim", one_of(*BACKENDS))  # sim | sim_server: num_envs simulators | siphon: one env per host
+    hosts: tuple[str, ...] = checked((), HOSTS)  # siphon only: "pc1:50051", one per gaming PC (or simulator server)
+    num_envs: int = checked(4, whole(1, 256))
+    subprocesses: bool = checked(True, FLAG)
+    kl_coef: float = checked(0.05, number(0))
+    learning_rate: float = checked(1e-4, number(0, 1, above=True))
+    n_steps: int = checked(256, whole(2))  # per env per rollout
+    batch_size: int = checked(256, whole(2))  # PPO normalises advantages over a batch: one sample is nan
+    n_epochs: int = checked(4, whole(1))
+    gamma: float = checked(0.99, number(0, 1, above=True))
+    gae_lambda: float = checked(0.95, number(0, 1))
+    clip_range: float = checked(0.1, number(0, above=True))
+    seed: int = checked(0, whole(0, 2**32 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 class LearningCurve(BaseCallback):

@@ -18,14 +18,18 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from env.config import EnvConfig, FieldError
+from capture.dataset_id import DATASET_ID
+from env.config import EnvConfig
 from env.errors import EldenILError
+from env.factory import BACKENDS
+from env.fields import FLAG, TEXT, FieldError, Rule, number, one_of, optional, whole
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -52,50 +56,57 @@ def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
     return params
 
 
-NUMBER = (int, float)
 ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("frame_stack", "action_history", "max_steps")}
 """Where params.yaml keeps each field of the env config (EnvConfig checks their values)."""
-SCHEMA: dict[str, dict[str, type | tuple[type, ...]]] = {
-    "demos": {"source": str, "raw_dir": str, "episodes": int, "seed": int, "rate_hz": NUMBER},
-    "dataset": {"id": str, **{k: object for k in ENV_FIELDS["dataset"]}},
-    "env": {k: object for k in ENV_FIELDS["env"]},
-    "evaluate": {"fights": int, "first_seed": int, "backend": str, "host": str, "deterministic": bool, "parallel": int},
+SCHEMA: dict[str, dict[str, Rule | None]] = {
+    "demos": {"source": one_of("sim", "raw"), "raw_dir": optional(TEXT), "episodes": whole(1), "seed": whole(0),
+              "rate_hz": number(0, 1000, above=True)},
+    "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"])},
+    "env": dict.fromkeys(ENV_FIELDS["env"]),
+    "evaluate": {"fights": whole(1), "first_seed": whole(0), "backend": one_of(*BACKENDS), "host": TEXT,
+                 "deterministic": FLAG, "parallel": whole(1, 256)},
 }
-"""The plain sections; ``bc`` and ``finetune`` are checked against their config dataclasses."""
+"""The plain sections, each key with the values it accepts (None: an env config field, which
+EnvConfig checks); ``bc`` and ``finetune`` are checked by their config dataclasses' own fields."""
+
+
+def _mapping(values: Any, name: str, known: Iterable[str]) -> dict[str, Any]:
+    """A section as a mapping of known keys, or a ParamsError naming what is wrong."""
+    if values is None:
+        raise ParamsError(f"params.yaml needs a '{name}:' section")
+    if not isinstance(values, dict):
+        raise ParamsError(f"params.yaml {name} must be a mapping of keys ({', '.join(known)}), got {values!r}")
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ParamsError(f"params.yaml {name}: unknown keys {unknown}; known: {sorted(known)}")
+    return values
 
 
 def section(params: dict, name: str) -> dict[str, Any]:
-    """One section, checked: every key known, every value of the right type."""
-    allowed = SCHEMA[name]
-    values = params.get(name)
-    if not isinstance(values, dict):
-        raise ParamsError(f"params.yaml needs a '{name}:' section")
-    unknown = sorted(set(values) - set(allowed))
-    if unknown:
-        raise ParamsError(f"params.yaml {name}: unknown keys {unknown}; known: {sorted(allowed)}")
-    for key, types in allowed.items():
-        if key in values and values[key] is not None and not isinstance(values[key], types):
-            raise ParamsError(f"params.yaml {name}.{key} = {values[key]!r} should be {types}")
+    """One section, checked: every key known, every value allowed by its rule."""
+    rules = SCHEMA[name]
+    values = _mapping(params.get(name), name, rules)
+    try:
+        for key, value in values.items():
+            if rules[key] is not None:
+                rules[key].check(key, value)
+    except FieldError as e:
+        raise ParamsError(f"params.yaml {name}.{e}") from None
     return values
 
 
 def dataclass_params(values: Any, name: str, cls: type) -> Any:
-    """A config dataclass from a params section: unknown keys and wrong types are refused."""
-    if not isinstance(values, dict):
-        raise ParamsError(f"params.yaml needs a '{name}:' section")
-    known = {f.name: f.default for f in fields(cls)}
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ParamsError(f"params.yaml {name}: unknown keys {unknown}; known: {sorted(known)}")
-    values = dict(values)
+    """A config dataclass from a params section: unknown keys are refused here, values by the
+    rules declared on the dataclass's fields (``env.fields``)."""
+    defaults = {f.name: f.default for f in fields(cls)}
+    values = dict(_mapping(values, name, defaults))
     for key, value in values.items():
-        default = known[key]
-        if isinstance(default, tuple) and isinstance(value, list):  # YAML has lists, not tuples
-            value = values[key] = tuple(value)
-        expected = (int, float) if isinstance(default, float) else type(default)
-        if default is not None and value is not None and (not isinstance(value, expected) or isinstance(value, bool) != isinstance(default, bool)):
-            raise ParamsError(f"params.yaml {name}.{key} = {value!r} should be a {type(default).__name__}")
-    return cls(**values)
+        if isinstance(defaults[key], tuple) and isinstance(value, list):  # YAML has lists, not tuples
+            values[key] = tuple(value)
+    try:
+        return cls(**values)
+    except FieldError as e:
+        raise ParamsError(f"params.yaml {name}.{e}") from None
 
 
 def env_config(params: dict) -> EnvConfig:
@@ -115,20 +126,27 @@ def write_json(path: Path, data: Any) -> None:
 
 
 # --------------------------------------------------------------------------------------- stages
+def dataset_id(params: dict) -> str:
+    """``dataset.id``, which every stage from the dataset on needs."""
+    value = section(params, "dataset").get("id")
+    if value is None:
+        raise ParamsError(f"params.yaml dataset.id is missing: {DATASET_ID.allowed}")
+    return value
+
+
 def stage_demos(params: dict) -> None:
     demos = section(params, "demos")
-    if demos.get("source") not in ("sim", "raw"):
-        raise ParamsError(f"params.yaml demos.source must be 'sim' or 'raw', got {demos.get('source')!r}")
+    env = env_config(params)  # every value checked before the old demonstrations are removed
     if DEMOS_DIR.exists():
         shutil.rmtree(DEMOS_DIR)
     DEMOS_DIR.mkdir(parents=True)
-    if demos["source"] == "raw":
+    if demos.get("source", "sim") == "raw":
         log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.get("raw_dir"))
         return
     from capture.record import RecordSettings, record
 
     record(RecordSettings(
-        env=env_config(params).replace(profile="sim_margit"), backend="sim", autopilot=True,
+        env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
         max_episodes=demos.get("episodes", 40), seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
         out=DEMOS_DIR,
     ))
@@ -138,10 +156,10 @@ def stage_dataset(params: dict) -> None:
     from capture.build_dataset import build_dataset
 
     demos = section(params, "demos")
-    raw = DEMOS_DIR if demos.get("source") == "sim" else Path(demos.get("raw_dir") or USER_RAW_DIR)
-    dataset_id = section(params, "dataset")["id"]
-    dataset = build_dataset(raw, dataset_id, env_config(params), root=MINARI_ROOT, force=True)
-    write_json(REPORTS / "dataset.json", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": dataset_id})
+    raw = DEMOS_DIR if demos.get("source", "sim") == "sim" else Path(demos.get("raw_dir") or USER_RAW_DIR)
+    name = dataset_id(params)
+    dataset = build_dataset(raw, name, env_config(params), root=MINARI_ROOT, force=True)
+    write_json(REPORTS / "dataset.json", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
 
 
 def stage_bc(params: dict) -> None:
@@ -149,10 +167,10 @@ def stage_bc(params: dict) -> None:
     from elden_il.data import check_config, load_demonstrations
 
     config = dataclass_params(params.get("bc"), "bc", BCConfig)
-    dataset_id = section(params, "dataset")["id"]
-    demos = load_demonstrations(dataset_id, MINARI_ROOT)
+    name = dataset_id(params)
+    demos = load_demonstrations(name, MINARI_ROOT)
     wanted = env_config(params).replace(profile=demos.config.profile)
-    check_config(demos.config, wanted, f"dataset {dataset_id!r}",
+    check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
     metrics = train_bc(demos, config, MODELS / "bc")
     write_json(REPORTS / "bc.json", metrics)
@@ -172,16 +190,12 @@ def stage_evaluate(params: dict) -> None:
     from elden_il.evaluate import PolicyActor, evaluate
     from elden_il.plots import comparison_chart, learning_curves
     from elden_il.policy import load_env_config
-    from env.factory import BACKENDS, make_env
+    from env.factory import make_env
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
     ev = section(params, "evaluate")
     backend = ev.get("backend", "sim")
-    if backend not in BACKENDS:
-        raise ParamsError(f"params.yaml evaluate.backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if ev.get("fights", 100) < 1:
-        raise ParamsError("params.yaml evaluate.fights must be at least 1")
     config = load_env_config(MODELS / "bc")
     check_config(load_env_config(MODELS / "finetuned"), config, "the fine-tuned policy",
                  "fine-tune it again from this BC policy (`dvc repro finetune`)")

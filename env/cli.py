@@ -1,9 +1,15 @@
-"""Small argparse helpers the project's command lines share."""
+"""Small argparse helpers the project's command lines share: every value is converted and
+range-checked where it is parsed, so a bad flag is one argparse error line, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
+from env.fields import Rule
+from env.keys import normalize_key
 from env.observations import check_frame_size
 from env.siphon_config import ConfigError
 
@@ -19,3 +25,39 @@ def parse_size(text: str) -> tuple[int, int]:
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return width, height
+
+
+def ruled(convert: Callable[[str], Any], rule: Rule) -> Callable[[str], Any]:
+    """An argparse ``type`` that converts the text and holds it to ``rule`` (``env.fields``)."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            value = text
+        if not rule.accepts(value):
+            raise argparse.ArgumentTypeError(f"{text!r} {rule.allowed}")
+        return value
+
+    return parse
+
+
+def output_folder(text: str) -> Path:
+    """A folder to write into: it may not exist yet, but it must not be a file."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: name a folder to write into")
+    return path
+
+
+def key_names(count: int) -> Callable[[str], tuple[str, ...]]:
+    """``"F5,F6,F8"`` -> ``("F5", "F6", "F8")``: exactly ``count`` different Siphon key names."""
+    def parse(text: str) -> tuple[str, ...]:
+        try:
+            keys = tuple(normalize_key(k.strip()) for k in text.split(","))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if len(keys) != count or len(set(keys)) != count:
+            raise argparse.ArgumentTypeError(f"{text!r} must be {count} different keys, comma-separated (e.g. F5,F6,F8)")
+        return keys
+
+    return parse

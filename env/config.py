@@ -13,11 +13,11 @@ is how a Minari dataset's env spec rebuilds the env (``dataset.recover_environme
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from env.fields import FieldError, is_int, is_number
 from env.siphon_config import ConfigError
 
 if TYPE_CHECKING:
@@ -30,13 +30,6 @@ if TYPE_CHECKING:
 ACTION_MODES = ("discrete", "multi_binary")
 
 
-class FieldError(ConfigError):
-    """One config field with a value that cannot be used; ``field`` names it, so an edge that
-    knows where the field came from (a params.yaml section) can say so."""
-
-    def __init__(self, field: str, value: Any, allowed: str) -> None:
-        super().__init__(f"{field} = {value!r}: {allowed}")
-        self.field = field
 MAX_TAP_MS = 10_000
 
 
@@ -134,29 +127,22 @@ def _check(config: EnvConfig) -> None:
         fail("profile", "must be a profile name (sim_margit, eldenring_margit) or a folder, or null for the default")
     if config.action_mode not in ACTION_MODES:
         fail("action_mode", f"must be one of {', '.join(ACTION_MODES)}")
-    if not _is_number(config.timestep_ms) or not 0 <= config.timestep_ms <= 60_000:
+    if not is_number(config.timestep_ms) or not 0 <= config.timestep_ms <= 60_000:
         fail("timestep_ms", "must be a number of milliseconds from 0 to 60000")
     size, crop = config.frame_size, config.frame_crop
-    if not (isinstance(size, tuple) and len(size) == 2 and all(_is_int(v) for v in size)):
+    if not (isinstance(size, tuple) and len(size) == 2 and all(is_int(v) for v in size)):
         fail("frame_size", "must be [width, height] in pixels")
-    if not (isinstance(crop, tuple) and len(crop) == 4 and all(_is_number(v) for v in crop)):
+    if not (isinstance(crop, tuple) and len(crop) == 4 and all(is_number(v) for v in crop)):
         fail("frame_crop", "must be [left, top, right, bottom] fractions of the frame")
     config.frame_spec  # noqa: B018 - FrameSpec checks the size's range and the crop's order
     for name in ("frame_stack", "action_history"):
         value = getattr(config, name)
-        if value is not None and not (_is_int(value) and 1 <= value <= 64):
+        if value is not None and not (is_int(value) and 1 <= value <= 64):
             fail(name, "must be null (off) or a whole number from 1 to 64")
-    if not (_is_int(config.max_steps) and config.max_steps >= 1):
+    if not (is_int(config.max_steps) and config.max_steps >= 1):
         fail("max_steps", "must be a whole number of steps, at least 1")
     if not isinstance(config.action_persistence, bool):
         fail("action_persistence", "must be true or false")
-    if not (_is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
+    if not (is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
         fail("tap_ms", f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}")
 
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)

@@ -31,6 +31,14 @@ from env.siphon_config import ConfigError
 BACKENDS = ("sim", "sim_server", "siphon")
 DEFAULT_PROFILES = {"sim": "sim_margit", "sim_server": "sim_margit", "siphon": "eldenring_margit"}
 DEFAULT_HOST = "127.0.0.1:50051"
+MIN_SIM_SIDE = 16
+"""The simulator renders nothing smaller; a smaller frame size (down to 8x8) is resized from it."""
+
+
+def sim_window(frame_size: tuple[int, int]) -> tuple[int, int]:
+    """The window a simulator renders for ``frame_size``: the frame size itself, at least 16x16."""
+    width, height = frame_size
+    return max(width, MIN_SIM_SIDE), max(height, MIN_SIM_SIDE)
 
 
 def make_game(
@@ -43,11 +51,11 @@ def make_game(
     if backend == "sim":
         from env.sim.game import SimGame
 
-        return SimGame(profile, seed=seed, window_size=config.frame_size)
+        return SimGame(profile, seed=seed, window_size=sim_window(config.frame_size))
     if backend == "sim_server":
         from env.sim.launcher import SimServerGame
 
-        return SimServerGame(profile, seed=seed, **{"size": config.frame_size, **server_options})
+        return SimServerGame(profile, seed=seed, **{"size": sim_window(config.frame_size), **server_options})
     from env.siphon_game import SiphonGame
 
     return SiphonGame(host, profile)

@@ -99,11 +99,11 @@ def write_params(project: Path, name: str, **changes) -> str:
 
 @pytest.mark.parametrize("changes, message", [
     ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
-    ({"bc.learning_rate": "fast"}, "bc.learning_rate = 'fast' should be a float"),
+    ({"bc.learning_rate": "fast"}, "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
     ({"dataset.action_mode": "continuous"}, "params.yaml dataset.action_mode = 'continuous': must be one of discrete, multi_binary"),
     ({"env.max_steps": True}, "params.yaml env.max_steps = True: must be a whole number of steps"),
     ({"dataset.frame_size": [99999, 99999]}, "params.yaml dataset.frame_size = (99999, 99999): each side must be from 8 to 4096"),
-    ({"evaluate.backend": "xbox"}, "evaluate.backend must be one of sim, sim_server, siphon"),
+    ({"evaluate.backend": "xbox"}, "params.yaml evaluate.backend = 'xbox': must be one of sim, sim_server, siphon"),
 ])
 def test_bad_params_are_refused_with_what_to_fix(tmp_path: Path, changes: dict, message: str):
     name = write_params(tmp_path, "params.yaml", **{k.replace("__", "."): v for k, v in changes.items()})

@@ -1,0 +1,353 @@
+"""The fault matrix: every failure found by trying to break the project (issue 13), kept as a test.
+
+Each fault is tried the way a hostile or clumsy user meets it, against real components (a real
+recorder process, a real tmpfs that fills up, real HDF5 and Minari files, the real command
+lines), and must end in a clear one-line error that loses no data:
+
+==============================================  ===============================================
+fault                                           expected
+==============================================  ===============================================
+disk fills while recording (lock-step, live)    one line, exit 2, earlier episodes intact, the
+                                                current one recoverable up to its last flush
+recover on a full disk                          says the disk is full (not "cannot be read")
+``capture.recover`` during a live recording     skips it with one line; the recording finishes
+rebuild of a dataset fails half-way             the old dataset is left as it was
+bad ``params.yaml`` values                      one line naming the key and what is allowed, 2
+bad command-line values                         one argparse line, exit 2, no traceback
+unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
+==============================================  ===============================================
+
+New faults go into the table of their kind (``PARAM_FAULTS``, ``CLI_FAULTS``) or get a test of
+their own here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import minari
+import pytest
+import yaml
+
+from capture.build_dataset import BuildError, build_dataset
+from capture.episode import Episode, EpisodeWriter, list_episodes, read_episode
+from env.sim.launcher import SimServer
+
+ROOT = Path(__file__).parents[1]
+
+
+def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A project command line, run as the user runs it."""
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+
+
+def one_error_line(output: str) -> str:
+    """The output's error lines, which must be exactly one (and no traceback)."""
+    assert "Traceback" not in output, output
+    errors = [line for line in output.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1, output
+    return errors[0]
+
+
+def record_lock_step(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return cli("capture.record", "--backend", "sim", "--autopilot", "--no-status", "--out", str(out), *extra)
+
+
+# ------------------------------------------------------------------------------- a full disk
+class SmallDisk:
+    """A tmpfs of a few MiB, mounted for one test: a disk that really fills up."""
+
+    def __init__(self, path: Path, size_mib: int) -> None:
+        self.path = path
+        path.mkdir()
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(path)],
+                                capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs ({result.stderr.strip()}): the full-disk faults need root on Linux")
+
+    def fill(self) -> Path:
+        """Take all but a few KiB of what is free, as another program's file would."""
+        filler = self.path / "filler"
+        filler.write_bytes(bytes(shutil.disk_usage(self.path).free - 64 * 1024))
+        return filler
+
+    def unmount(self) -> None:
+        subprocess.run(["umount", "-l", str(self.path)], check=True)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
+    disk = SmallDisk(tmp_path / "disk", size_mib=12)
+    yield disk
+    disk.unmount()
+
+
+def check_stopped_cleanly_and_recoverable(
+    disk: SmallDisk, out: Path, result: subprocess.CompletedProcess,
+) -> tuple[Episode, list[Path]]:
+    """One line, exit 2, earlier episodes whole, no lock left; the partial is refused while the
+    disk is full (saying so) and recovered once space is freed: returns it and the earlier ones."""
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    line = one_error_line(output)
+    assert "is full" in line and "capture.recover" in line and "earlier episode(s)" in line, line
+    finished = list_episodes(out)
+    for path in finished:  # every earlier episode whole
+        assert read_episode(path).attrs["finished"]
+    (partial,) = out.glob("*.h5.partial")
+    assert not list(out.glob("*.lock")), "a stopped recorder leaves no lock behind"
+
+    filler = disk.fill()
+    full = cli("capture.recover", str(out))  # no room for the recovered copy: say so, touch nothing
+    assert full.returncode == 1 and "is full" in one_error_line(full.stderr), full.stderr
+    assert "cannot be read" not in full.stderr and partial.exists() and not list(out.glob("*.recovering"))
+
+    filler.unlink()  # the user frees space
+    recovered = cli("capture.recover", str(out))
+    assert recovered.returncode == 0, recovered.stdout + recovered.stderr
+    episode = read_episode(partial.with_name(partial.name.removesuffix(".partial")))
+    assert episode.attrs["recovered"]
+    assert (episode.frames.reshape(len(episode), -1).max(axis=1) > 0).all(), "every recovered frame has pixels"
+    return episode, finished
+
+
+@pytest.mark.slow
+def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_disk: SmallDisk):
+    out = small_disk.path / "raw"
+    result = record_lock_step(out, "--max-episodes", "1000", "--max-episode-seconds", "20")
+    _, finished = check_stopped_cleanly_and_recoverable(small_disk, out, result)
+    assert len(finished) >= 2
+
+
+@pytest.mark.slow
+def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
+    out = small_disk.path / "raw"
+    with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server:
+        result = cli("capture.record", "--host", server.host, "--autopilot", "--no-status", "--out", str(out),
+                     "--max-episode-seconds", "4", "--frame-size", "320x180", timeout=300)
+        stopped = time.monotonic()
+    episode, finished = check_stopped_cleanly_and_recoverable(small_disk, out, result)
+    assert len(finished) >= 1 and len(episode) > 0
+    # the recorder's clock is the system's monotonic clock: its last flushed sample was taken at
+    # most a flush interval (1 s) before it stopped; the rest is process exit and load
+    assert stopped - episode.t[-1] < 2.5, stopped - episode.t[-1]
+
+
+# ----------------------------------------------------------------------- recover vs a live one
+@pytest.mark.slow
+def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, tmp_path: Path):
+    out = tmp_path / "raw"
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "capture.record", "--host", sim_server.host, "--autopilot", "--no-status",
+         "--out", str(out), "--max-episodes", "1", "--max-episode-seconds", "6", "--no-restart"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list(out.glob("*.h5.partial")):
+            assert time.monotonic() < deadline and recorder.poll() is None, "no episode started"
+            time.sleep(0.05)
+        time.sleep(1.5)  # a flush or more on disk
+        result = cli("capture.recover", str(out))  # the same folder, as both default to
+        assert result.returncode == 0, result.stderr
+        assert "being recorded right now" in result.stdout and "recovered" not in result.stdout, result.stdout
+        assert list(out.glob("*.h5.partial")) and not list(out.glob("*.bak"))
+        assert recorder.wait(timeout=60) == 0, recorder.stdout.read()
+    finally:
+        if recorder.poll() is None:
+            recorder.kill()
+    (path,) = list_episodes(out)
+    episode = read_episode(path)
+    assert not episode.attrs["recovered"] and episode.attrs["outcome"] == "timeout"
+    assert 170 <= len(episode) <= 190  # 6 s at 30 Hz, whole
+    assert not list(out.glob("*.partial*")) and not list(out.glob("*.lock"))
+
+
+# ------------------------------------------------------------------------------ atomic rebuild
+@pytest.fixture(scope="module")
+def raw_episodes(tmp_path_factory) -> Path:
+    raw = tmp_path_factory.mktemp("raw")
+    result = record_lock_step(raw, "--max-episodes", "2", "--max-episode-seconds", "4")
+    assert result.returncode == 0, result.stderr
+    return raw
+
+
+def dataset_state(root: Path, dataset_id: str) -> tuple[int, str]:
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    return minari.load_dataset(dataset_id).total_episodes, (root / dataset_id / "build.json").read_text()
+
+
+def test_a_failed_rebuild_leaves_the_old_dataset(raw_episodes: Path, tmp_path: Path):
+    root = tmp_path / "minari"
+    build_dataset(raw_episodes, "test/atomic-v0", root=root)
+    before = dataset_state(root, "test/atomic-v0")
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for path in list_episodes(raw_episodes):
+        (raw / path.name).write_bytes(path.read_bytes())
+    (raw / "zzz_human.h5").write_bytes(b"not an episode")  # read last: the rebuild fails late
+    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/atomic-v0", "--root", str(root), "--force")
+    assert result.returncode == 1 and "zzz_human.h5 is not a readable episode" in one_error_line(result.stderr)
+    assert dataset_state(root, "test/atomic-v0") == before
+    assert not [p for p in root.iterdir() if p.name.startswith(".building")]
+
+
+def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episodes: Path, tmp_path: Path, monkeypatch):
+    from minari.dataset._storages.hdf5_storage import HDF5Storage
+
+    root = tmp_path / "minari"
+    build_dataset(raw_episodes, "test/atomic-v0", root=root)
+    before = dataset_state(root, "test/atomic-v0")
+    original = HDF5Storage.update_episodes
+
+    def disk_full_halfway(self, episodes):
+        original(self, episodes[:1])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(HDF5Storage, "update_episodes", disk_full_halfway)
+    with pytest.raises(BuildError, match="No space left on device.*previous dataset with this id, if any, is unchanged"):
+        build_dataset(raw_episodes, "test/atomic-v0", root=root, force=True)
+    monkeypatch.undo()
+    assert dataset_state(root, "test/atomic-v0") == before
+    assert not [p for p in root.iterdir() if p.name.startswith(".building")]
+    rebuilt = build_dataset(raw_episodes, "test/atomic-v0", root=root, force=True)  # and a good rebuild replaces it
+    assert rebuilt.total_episodes == 2 and dataset_state(root, "test/atomic-v0")[0] == 2
+
+
+# ------------------------------------------------------------------------------- params.yaml
+TINY = yaml.safe_load((ROOT / "params.yaml").read_text())
+
+PARAM_FAULTS = [
+    # (stage, key, value, the one line's expected text)
+    ("bc", "bc.batch_size", -1, "params.yaml bc.batch_size = -1: must be a whole number from 1"),
+    ("bc", "bc.batch_size", 0, "params.yaml bc.batch_size = 0: must be a whole number from 1"),
+    ("bc", "bc.epochs", 0, "params.yaml bc.epochs = 0: must be a whole number from 1"),
+    ("bc", "bc", [1, 2], "params.yaml bc must be a mapping of keys (epochs, batch_size"),
+    ("bc", "bc.validation_fraction", 1.5, "params.yaml bc.validation_fraction = 1.5: must be a number at least 0 and below 1"),
+    ("bc", "bc.learning_rate", 0, "params.yaml bc.learning_rate = 0: must be a number above 0"),
+    ("bc", "bc.learning_rate", "fast", "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
+    ("bc", "bc.patience", 2.5, "params.yaml bc.patience = 2.5: must be a whole number"),
+    ("bc", "bc.seed", True, "params.yaml bc.seed = True: must be a whole number"),
+    ("finetune", "finetune.total_steps", -5, "params.yaml finetune.total_steps = -5: must be a whole number at least 1"),
+    ("finetune", "finetune.learning_rate", -0.1, "params.yaml finetune.learning_rate = -0.1: must be a number above 0"),
+    ("finetune", "finetune.gamma", 0, "params.yaml finetune.gamma = 0: must be a number above 0 and at most 1"),
+    ("finetune", "finetune.gamma", 1.01, "params.yaml finetune.gamma = 1.01: must be a number above 0 and at most 1"),
+    ("finetune", "finetune.batch_size", 1, "params.yaml finetune.batch_size = 1: must be a whole number at least 2"),
+    ("finetune", "finetune.num_envs", 0, "params.yaml finetune.num_envs = 0: must be a whole number from 1"),
+    ("finetune", "finetune.hosts", "pc1:50051", "params.yaml finetune.hosts = 'pc1:50051': must be a list of"),
+    ("finetune", "finetune.backend", "xbox", "params.yaml finetune.backend = 'xbox': must be one of sim, sim_server, siphon"),
+    ("dataset", "env.max_steps", True, "params.yaml env.max_steps = True: must be a whole number of steps"),
+    ("dataset", "env.action_history", -2, "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64"),
+    ("dataset", "dataset.frame_size", [84], "params.yaml dataset.frame_size = (84,): must be [width, height]"),
+    ("dataset", "dataset.timestep_ms", -1, "params.yaml dataset.timestep_ms = -1: must be a number of milliseconds"),
+    ("dataset", "dataset.id", "../../escape", "params.yaml dataset.id = '../../escape': must look like namespace/name-vN"),
+    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
+    ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
+    ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
+    ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number at least 1"),
+    ("evaluate", "evaluate.parallel", -1, "params.yaml evaluate.parallel = -1: must be a whole number from 1"),
+    ("evaluate", "evaluate.deterministic", "yes", "params.yaml evaluate.deterministic = 'yes': must be true or false"),
+]
+
+
+@pytest.mark.parametrize("stage, key, value, message", PARAM_FAULTS, ids=[f"{k}={v!r}" for _, k, v, _ in PARAM_FAULTS])
+def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(tmp_path, monkeypatch, capsys, stage, key, value, message):
+    from elden_il import pipeline
+
+    params = yaml.safe_load(yaml.safe_dump(TINY))
+    if "." in key:
+        name, field = key.split(".")
+        params[name][field] = value
+    else:
+        params[key] = value
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)  # nothing a stage might write lands in the repository
+    assert pipeline.main([stage]) == 2
+    assert one_error_line(capsys.readouterr().err).startswith(f"error: {message}")
+
+
+def test_the_default_params_are_all_allowed():
+    from elden_il.bc import BCConfig
+    from elden_il.finetune import FinetuneConfig
+    from elden_il.pipeline import SCHEMA, dataclass_params, env_config, section
+
+    for name in SCHEMA:
+        section(TINY, name)
+    env_config(TINY)
+    dataclass_params(TINY["bc"], "bc", BCConfig)
+    dataclass_params(TINY["finetune"], "finetune", FinetuneConfig)
+
+
+# ---------------------------------------------------------------------------- command lines
+CLI_FAULTS = [
+    # (command line, the one line's expected text)
+    (["capture.record", "--frame-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
+    (["capture.record", "--frame-size", "84"], "size must look like 84x84"),
+    (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
+    (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
+    (["capture.record", "--rate", "nan"], "argument --rate: 'nan' must be a number above 0"),
+    (["capture.record", "--hotkeys", "F5"], "argument --hotkeys: 'F5' must be 3 different keys"),
+    (["capture.record", "--hotkeys", "F5,F5,F8"], "must be 3 different keys"),
+    (["capture.record", "--hotkeys", "F5,F6,F13"], "unknown Siphon key name 'F13'"),
+    (["capture.record", "--out", str(ROOT / "params.yaml")], "is a file, not a folder"),
+    (["capture.record", "--max-episodes", "-1"], "argument --max-episodes: '-1' must be a whole number at least 0"),
+    (["capture.record", "--max-episode-seconds", "0"], "argument --max-episode-seconds: '0' must be a number above 0"),
+    (["capture.record", "--seed", "x"], "argument --seed: 'x' must be a whole number"),
+    (["capture.build_dataset", "--id", "../../escape"], "dataset id = '../../escape': must look like namespace/name-vN"),
+    (["capture.build_dataset", "--id", "/etc/x-v0"], "must look like namespace/name-vN"),
+    (["capture.build_dataset", "--frame-size", "8"], "size must look like 84x84"),
+    (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
+    (["capture.build_dataset", "--max-steps", "0"], "max_steps = 0: must be a whole number of steps, at least 1"),
+]
+
+
+@pytest.mark.parametrize("args, message", CLI_FAULTS, ids=[" ".join(a) for a, _ in CLI_FAULTS])
+def test_a_bad_command_line_value_is_one_line(tmp_path: Path, args: list[str], message: str):
+    if args[0] == "capture.build_dataset" and "--raw" not in args:
+        args = [*args, "--raw", str(tmp_path)]
+    result = cli(*args, cwd=tmp_path)
+    assert result.returncode in (1, 2) and result.stdout == "", result.stdout
+    assert message in one_error_line(result.stderr)
+
+
+def test_a_frame_size_down_to_8x8_records(tmp_path: Path):
+    result = record_lock_step(tmp_path, "--max-episodes", "1", "--max-episode-seconds", "1", "--frame-size", "8x8")
+    assert result.returncode == 0, result.stderr
+    (path,) = list_episodes(tmp_path)
+    assert read_episode(path).frames.shape[1:] == (8, 8, 3)
+
+
+# ------------------------------------------------------------------------ unrecovered partials
+def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_path: Path, caplog):
+    from test_recording import meta, sample
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for path in list_episodes(raw_episodes):
+        (raw / path.name).write_bytes(path.read_bytes())
+    live = EpisodeWriter(raw, meta())  # being recorded right now
+    live.append(sample(0))
+    live.flush()
+    crashed = raw / "20200101-000000-000000_human.h5.partial"  # as a killed recorder leaves one
+    crashed.write_bytes(live.path.read_bytes())
+    try:
+        with caplog.at_level(logging.WARNING, logger="capture.build_dataset"):
+            build_dataset(raw, "test/partials-v0", root=tmp_path / "minari")
+    finally:
+        live.discard()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(crashed.name in w and f"python -m capture.recover {raw}" in w for w in warnings), warnings
+    assert any(live.path.name in w and "being recorded right now" in w for w in warnings), warnings
+    assert json.loads((tmp_path / "minari/test/partials-v0/build.json").read_text())["source_episodes"] == [
+        p.name for p in list_episodes(raw_episodes)
+    ]

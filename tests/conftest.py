@@ -24,7 +24,7 @@ import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.sim.launcher import SimServer
+from env.sim.launcher import ARGS_VARIABLE, SimServer
 
 
 REAL_SERVER_TEST_ARGS = (
@@ -53,7 +53,7 @@ def sim_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SimSe
     """A fresh ``python -m env.sim`` (seed 0, 160x90) on a free loopback port, ideal or real."""
     args = REAL_SERVER_TEST_ARGS if request.param == "real" else ()
     with SimServer(seed=0, size=(160, 90), extra_args=args, log_path=tmp_path / "server.log") as server:
-        server.real = request.param == "real"
+        server.real = request.param == "real" or "--real-server" in os.environ.get(ARGS_VARIABLE, "")
         yield server
 
 

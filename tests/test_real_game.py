@@ -296,3 +296,22 @@ def test_the_env_resets_after_the_server_restarts(tmp_path: Path):
     finally:
         env.close()
         server.stop()
+
+
+def test_the_client_refuses_what_the_real_server_would_silently_ignore(sim_server):
+    """Siphon turns an unknown key name, or a mouse button held through InputKeyToggle, into
+    scancode 0 and reports success: nothing happens and nobody is told. Our client refuses both
+    before they are sent."""
+    from env.siphon import SiphonClient, SiphonError
+
+    client = SiphonClient(sim_server.host)
+    try:
+        client.configure(load_profile("sim_margit").siphon)
+        with pytest.raises(ValueError, match="unknown Siphon key name 'SHFT'"):
+            client.toggle_key("SHFT", True)
+        with pytest.raises(SiphonError, match="cannot hold the mouse button LEFT: Siphon only taps mouse buttons"):
+            client.toggle_key("LEFT", True)
+        with pytest.raises(ValueError, match="unknown Siphon key name 'LSHIFT'"):
+            client.tap_keys(["W", "LSHIFT"])
+    finally:
+        client.close()

@@ -18,13 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
-import grpc
-from pysiphon.generated import siphon_service_pb2 as pb2
-from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from benchmarks.machine import describe
 from env.arena import BossKilled
@@ -32,20 +29,7 @@ from env.config import EnvConfig
 from env.factory import make_env
 from env.profile import load_profile
 from env.sim.expert import ScriptedExpert, expert_actor
-from env.sim.launcher import SimServer
-
-
-def lock_on_when_input_works(host: str) -> None:
-    """The person at the game locks on once, when the connecting client's hook asks."""
-    with grpc.insecure_channel(host) as channel:
-        stub = pb2_grpc.SiphonServiceStub(channel)
-        for _ in range(600):
-            try:
-                if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["B"], hold_ms=50), timeout=2).success:
-                    return
-            except grpc.RpcError:
-                pass
-            time.sleep(0.1)
+from env.sim.launcher import SimServer, someone_locks_on
 
 
 def main() -> None:
@@ -58,8 +42,9 @@ def main() -> None:
     config = EnvConfig(profile="eldenring_margit", max_steps=args.max_steps)
     results: dict = {"machine": describe(), "fights": 0, "resets": {"in_place": [], "after_death": []},
                      "kills_reported": 0, "kills": 0, "deaths": 0, "human_needed": 0}
-    with SimServer(size=(320, 180), extra_args=("--profile", "eldenring_margit")) as server:
-        threading.Thread(target=lock_on_when_input_works, args=(server.host,), daemon=True).start()
+    with ExitStack() as stack:
+        server = stack.enter_context(SimServer(size=(320, 180), extra_args=("--profile", "eldenring_margit")))
+        stack.enter_context(someone_locks_on(server.host))
         attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
         env = make_env(config, backend="siphon", host=server.host, state_attributes=attributes)
         game, actor, kind = env.unwrapped.game, expert_actor(config), "in_place"

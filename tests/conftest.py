@@ -14,17 +14,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import grpc
 import pytest
-from pysiphon.generated import siphon_service_pb2 as pb2
-from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.sim.launcher import ARGS_VARIABLE, SimServer
+from env.sim.launcher import ARGS_VARIABLE, SimServer, someone_locks_on
 
 
 REAL_SERVER_TEST_ARGS = (
@@ -67,24 +63,8 @@ def player(sim_server: SimServer) -> Iterator[None]:
     if not sim_server.real:
         yield
         return
-    stop = threading.Event()
-
-    def lock_on_once_input_works() -> None:
-        with grpc.insecure_channel(sim_server.host) as channel:
-            stub = pb2_grpc.SiphonServiceStub(channel)
-            while not stop.is_set():
-                try:
-                    if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["B"], hold_ms=50), timeout=2).success:
-                        return
-                except grpc.RpcError:
-                    pass
-                stop.wait(0.05)
-
-    thread = threading.Thread(target=lock_on_once_input_works, daemon=True)
-    thread.start()
-    yield
-    stop.set()
-    thread.join()
+    with someone_locks_on(sim_server.host):
+        yield
 
 
 @pytest.fixture(scope="session")

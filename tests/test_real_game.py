@@ -94,33 +94,11 @@ def game_server(tmp_path: Path):
     """A real-server-mode simulator for the game's profile, and the person at it, who locks on
     once when the connecting client's hook asks (a soldier outside the fog wall is what is in
     sight)."""
-    import threading
-
-    import grpc
-    from pysiphon.generated import siphon_service_pb2 as pb2
-    from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
-
-    from env.sim.launcher import SimServer
+    from env.sim.launcher import SimServer, someone_locks_on
 
     with SimServer(size=(84, 84), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server:
-        stop = threading.Event()
-
-        def lock_on_once_input_works() -> None:
-            with grpc.insecure_channel(server.host) as channel:
-                stub = pb2_grpc.SiphonServiceStub(channel)
-                while not stop.is_set():
-                    try:
-                        if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["B"], hold_ms=50), timeout=2).success:
-                            return
-                    except grpc.RpcError:
-                        pass
-                    stop.wait(0.05)
-
-        thread = threading.Thread(target=lock_on_once_input_works, daemon=True)
-        thread.start()
-        yield server
-        stop.set()
-        thread.join()
+        with someone_locks_on(server.host):
+            yield server
 
 
 @pytest.mark.slow

@@ -16,7 +16,10 @@ import shlex
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -102,3 +105,33 @@ class SimServerGame(SiphonGame):
             super().close()
         finally:
             self.server.stop()
+
+
+@contextmanager
+def someone_locks_on(host: str, key: str = "B", timeout: float = 60.0) -> Iterator[None]:
+    """The person at the game, for tests and benchmarks against the real-server mode: taps the
+    lock-on key once, as soon as the server takes input (a client's InitializeInput), which is
+    what a connecting client's NPC hook asks of them (Siphon holds its lock until something is
+    targeted). Outside the fog wall that is the sentry; a fight restart or a walk through the fog
+    wall targets the boss."""
+    stop = threading.Event()
+
+    def press() -> None:
+        deadline = time.monotonic() + timeout
+        with grpc.insecure_channel(host) as channel:
+            stub = pb2_grpc.SiphonServiceStub(channel)
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=[key], hold_ms=50), timeout=2).success:
+                        return
+                except grpc.RpcError:
+                    pass
+                stop.wait(0.05)
+
+    thread = threading.Thread(target=press, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()

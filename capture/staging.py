@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from capture import files
+
 log = logging.getLogger(__name__)
 
 NAMESPACE_METADATA = "namespace_metadata.json"  # minari.namespace's file name
@@ -55,11 +57,11 @@ def _copy_namespaces(staging: Path, root: Path) -> None:
 
 def _swap(built: Path, target: Path, aside: Path) -> None:
     if target.exists():
-        os.replace(target, aside)
+        files.replace(target, aside)
     try:
-        os.replace(built, target)
+        files.replace(built, target)
     except OSError:
         if aside.exists():
-            os.replace(aside, target)  # put the old dataset back before reporting the failure
+            files.replace(aside, target)  # put the old dataset back before reporting the failure
         raise
     log.debug("swapped in %s", target)

@@ -145,7 +145,7 @@ def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: S
 
 # ----------------------------------------------------------------------- recover vs a live one
 @pytest.mark.slow
-def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, tmp_path: Path):
+def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, player: None, tmp_path: Path):
     out = tmp_path / "raw"
     recorder = subprocess.Popen(
         [sys.executable, "-m", "capture.record", "--host", sim_server.host, "--autopilot", "--no-status",

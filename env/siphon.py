@@ -200,27 +200,42 @@ class SiphonClient:
         """Read one NPC attribute (``method = "dll"``) with a long deadline, so that Siphon's NPC
         hook is in place before anything else needs it. On the real server the first such read
         injects hook.dll, sleeps 3 s and then waits, holding the server's one lock, until the
-        player targets an enemy: so this says, every few seconds, to lock on now."""
+        player targets an enemy; once it is in, reads are refused while nothing has been targeted
+        since the last loading screen. Either way the player must lock on: this says so, every
+        few seconds, until the read succeeds or ``timeout`` passes."""
         hooked = [a.name for a in config.attributes.values() if a.method == "dll"]
         if not hooked:
             return
-        future = self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=hooked[0]), timeout=timeout)
-        started = time.monotonic()
+        label, started = f"GetAttribute({hooked[0]})", time.monotonic()
+        deadline, said_at = started + timeout, started
+        future = None
         while True:
+            if future is None:
+                request = pb2.GetSiphonRequest(attributeName=hooked[0])
+                future = self._stub.GetAttribute.future(request, timeout=max(0.1, deadline - time.monotonic()))
             try:
-                self._checked(f"GetAttribute({hooked[0]})", future.result(timeout=HOOK_MESSAGE_EVERY_S))
+                self._checked(label, future.result(timeout=HOOK_MESSAGE_EVERY_S))
                 return
             except grpc.FutureTimeoutError:
-                log.warning("Siphon is putting its NPC hook in place: lock on to the boss now (every other call "
-                            "waits until then; %.0f s of %.0f s)", time.monotonic() - started, timeout)
+                pass  # still inside the hook's wait
+            except ReadRefused:
+                future = None  # the hook is in, nothing targeted yet: ask again
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
             except grpc.RpcError as e:
-                if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                    raise SiphonError(
-                        f"Siphon at {self.host} did not finish putting its NPC hook in place within {timeout:g} s: "
-                        "lock on to the boss in the game (the profile's lock_on key), with the game focused; "
-                        "is hook.dll next to siphon.exe, and Easy Anti-Cheat off (offline mode)?"
-                    ) from None
-                raise self._rpc_error(f"GetAttribute({hooked[0]})", e) from None
+                if e.code() != grpc.StatusCode.DEADLINE_EXCEEDED:
+                    raise self._rpc_error(label, e) from None
+                break
+            if time.monotonic() - said_at >= HOOK_MESSAGE_EVERY_S - 0.1:
+                said_at = time.monotonic()
+                log.warning("Siphon is waiting for a target: lock on to the boss now (every other call waits "
+                            "until then; %.0f s of %.0f s)", said_at - started, timeout)
+        raise SiphonError(
+            f"nothing was targeted within {timeout:g} s, so Siphon's NPC attributes cannot be read: lock on to "
+            "the boss in the game (the profile's lock_on key), with the game focused; is hook.dll next to "
+            "siphon.exe, and Easy Anti-Cheat off (offline mode)?"
+        )
 
     def wait_for_first_frame(self, timeout: float = 5.0) -> None:
         """Capture until the server has a frame: Siphon answers success with 0 bytes until the

@@ -293,3 +293,29 @@ def test_the_client_refuses_what_the_real_server_would_silently_ignore(sim_serve
             client.tap_keys(["W", "LSHIFT"])
     finally:
         client.close()
+
+
+@pytest.mark.slow
+def test_connecting_after_a_death_waits_for_the_lock_on(game_server, caplog: pytest.LogCaptureFixture):
+    """The hook is in, but after a death's loading screen nothing is targeted and Siphon refuses
+    NPC reads: a client connecting then (a recorder started at the grace) asks for a lock-on
+    and waits, instead of failing on the first refused read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from env.sim.launcher import someone_locks_on
+    from env.siphon_game import SiphonGame
+
+    first = SiphonGame(game_server.host, "eldenring_margit", hook_timeout=20)  # the hook goes in
+    first.write("HeroHp", 0)  # a real death: YOU DIED, a loading screen, the grace, no target
+    first.close()
+    time.sleep(2.0)
+    with caplog.at_level(logging.WARNING, logger="env.siphon"), ThreadPoolExecutor(1) as pool:
+        connecting = pool.submit(SiphonGame, game_server.host, "eldenring_margit", hook_timeout=20)
+        time.sleep(4.0)  # refused reads meanwhile: nothing targeted
+        assert not connecting.done() and "lock on to the boss now" in caplog.text
+        with someone_locks_on(game_server.host):  # the person does as asked
+            second = connecting.result(timeout=20)
+    try:
+        assert second.client.read(["NpcId"])["NpcId"] > 0
+    finally:
+        second.close()

@@ -150,6 +150,37 @@ def test_game_speed_pauses_and_paused_steps_are_exact(stub, sim_server: SimServe
         assert ticks() - before in ((12, 13) if sim_server.real else (12,))
 
 
+def test_a_frame_shows_what_a_memory_write_changed_while_paused(stub, sim_server: SimServer):
+    """A paused game still draws what a write moved: the frame cache must not serve the frame
+    from before the write (it was keyed by tick alone, and a paused world keeps its tick)."""
+    def frame() -> bytes:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            response = stub.CaptureFrame(pb2.CaptureFrameRequest(), timeout=2)
+            if response.success and response.frame:
+                return response.frame
+            time.sleep(0.02)  # the real server answers empty frames for a moment after InitializeCapture
+        raise AssertionError("no frame within 5 s")
+
+    def write(name: str, value: float) -> None:
+        assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName=name, float_value=value), timeout=2).success
+
+    stub.InitializeCapture(pb2.InitializeCaptureRequest(), timeout=2)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    write("gameSpeedVal", 0.0)
+    before = frame()
+    x = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="HeroLocalPosX"), timeout=2).float_value
+    write("HeroLocalPosX", x + 3.0)
+    assert hashlib.sha256(frame()).digest() != hashlib.sha256(before).digest()
+
+
+def test_the_in_process_game_draws_a_write_made_between_ticks():
+    game = SimGame(seed=0, window_size=(160, 90))
+    before = game.capture_frame().rgb.copy()
+    game.write("HeroLocalPosX", game.read_state(["HeroLocalPosX"])["HeroLocalPosX"] + 3.0)
+    assert not np.array_equal(game.capture_frame().rgb, before)
+
+
 def test_streamed_frames_are_new_and_numbered(stub):
     stub.InitializeCapture(pb2.InitializeCaptureRequest(), timeout=2)
     for fmt in ("raw", "jpeg"):

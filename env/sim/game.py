@@ -50,6 +50,7 @@ class SimGame:
         self._releases: list[tuple[int, int, str]] = []  # (tick, order, key) min-heap
         self._order = itertools.count()
         self._frame: Frame | None = None
+        self._frame_revision = -1  # the world revision self._frame shows
 
     # ---------------------------------------------------------------------------- the protocol
     def now(self) -> float:
@@ -67,9 +68,10 @@ class SimGame:
 
     def capture_frame(self) -> Frame:
         world = self.world
-        if self._frame is None or self._frame.number != world.tick_count:
+        if self._frame_revision != world.revision:
             rgb = cv2.cvtColor(self._renderer.render_bgr(world), cv2.COLOR_BGR2RGB)
             self._frame = Frame(rgb, world.time, world.tick_count)
+            self._frame_revision = world.revision
         return self._frame
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
@@ -129,7 +131,6 @@ class SimGame:
         self._releases.clear()
         self._latch.drain()
         self.world.restart(seed)
-        self._frame = None  # the tick count did not move, but the picture did
         state = self.read_state()
         if state["HeroHp"] != state["HeroMaxHp"] or state["NpcHp"] != state["NpcMaxHp"]:
             raise GameError("the simulator did not restart the fight (HP not full after restart)")

@@ -249,6 +249,7 @@ def write(world: World, name: str, value: Value, via_hook: bool = False) -> None
         attr.write(world, target, value)
     else:
         attr.write(world, value)
+    world.revision += 1
 
 
 def unknown_attribute_message(name: str) -> str:

@@ -88,14 +88,15 @@ class SimProcess:
         return self.window.renderer
 
     def bgra_frame(self) -> tuple[int, bytes]:
-        """The current frame as tight BGRA bytes, rendered once per tick however often asked."""
+        """The current frame as tight BGRA bytes and its tick, rendered once per change of the
+        world (a tick or a write: see ``World.revision``) however often asked."""
         with self.lock:
             self.clock.settle()
-            key = (self.world.tick_count, self.renderer)
+            key = (self.world.revision, self.renderer)
             if self._frame_cache[0] != key:
                 bgra = cv2.cvtColor(self.renderer.render_bgr(self.world), cv2.COLOR_BGR2BGRA)
                 self._frame_cache = (key, bgra.tobytes())
-            return key[0], self._frame_cache[1]
+            return self.world.tick_count, self._frame_cache[1]
 
     def bgr_frame(self) -> tuple[int, np.ndarray]:
         with self.lock:

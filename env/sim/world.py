@@ -302,6 +302,9 @@ class World:
         self.sentry = Sentry()
         self.daggers: list[Dagger] = []
         self.tick_count = 0
+        # Bumped by every change a frame could show (a tick, a memory write, a restart), so a
+        # frame cache keys on it: a paused world keeps its tick while writes move things.
+        self.revision = 0
         self.camera_yaw = math.pi / 2
         self.seed = seed
         self.rng = random.Random(seed)
@@ -356,6 +359,7 @@ class World:
     def _set_phase(self, phase: Phase) -> None:
         self.phase = phase
         self.phase_t = 0  # ticks since the phase began
+        self.revision += 1
 
     def _begin_loading(self) -> None:
         self._set_phase(Phase.LOADING)
@@ -402,6 +406,7 @@ class World:
         self._update_daggers()
         self._update_lifecycle()
         self.tick_count += 1
+        self.revision += 1
 
     # ------------------------------------------------------------------------------- lifecycle
     def _update_lifecycle(self) -> None:

@@ -18,9 +18,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.siphon import SiphonClient
+from env.siphon_config import load_siphon_config
 from env.sim.launcher import ARGS_VARIABLE, SimServer, someone_locks_on
+
+ROOT = Path(__file__).parents[1]
 
 
 REAL_SERVER_TEST_ARGS = (
@@ -65,6 +71,17 @@ def player(sim_server: SimServer) -> Iterator[None]:
         return
     with someone_locks_on(sim_server.host):
         yield
+
+
+@pytest.fixture
+def stub(sim_server: SimServer) -> Iterator[pb2_grpc.SiphonServiceStub]:
+    """A raw gRPC stub to ``sim_server``, configured with the simulator's own Siphon config
+    (memory, input and capture initialized), for tests of the protocol itself."""
+    with grpc.insecure_channel(sim_server.host) as channel:
+        client = SiphonClient(sim_server.host)
+        client.configure(load_siphon_config(ROOT / "env/profiles/sim_margit/siphon.toml"))
+        yield pb2_grpc.SiphonServiceStub(channel)
+        client.close()
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,12 @@ rebuild of a dataset fails half-way             the old dataset is left as it wa
 bad ``params.yaml`` values                      one line naming the key and what is allowed, 2
 bad command-line values                         one argparse line, exit 2, no traceback
 unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
+a write the simulator cannot simulate           refused with the reason; the server keeps serving
+  (inf/NaN/huge game speed, position, angle)
+the fastest game speed                          game time slips; calls and SIGTERM still land
+a second ``env.sim`` on a port in use           refuses to start, one line, exit 2
+frame streams nobody reads, long or many taps   streams and taps cannot starve each other; the
+                                                call over a limit is refused at once
 ==============================================  ===============================================
 
 New faults go into the table of their kind (``PARAM_FAULTS``, ``CLI_FAULTS``) or get a test of
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -33,9 +40,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import minari
 import pytest
 import yaml
+from pysiphon.generated import siphon_service_pb2 as pb2
 
 from capture.build_dataset import BuildError, build_dataset
 from capture.episode import Episode, EpisodeWriter, list_episodes, read_episode
@@ -355,3 +364,102 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     assert json.loads((tmp_path / "minari/test/partials-v0/build.json").read_text())["source_episodes"] == [
         p.name for p in list_episodes(raw_episodes)
     ]
+
+
+# ------------------------------------------------------------------------ the simulator server
+def answers(stub, timeout: float = 2.0) -> bool:
+    """The server still serves: a read and a frame, each within ``timeout``."""
+    read = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=timeout)
+    frame = stub.CaptureFrame(pb2.CaptureFrameRequest(), timeout=timeout)
+    return read.success and frame.success
+
+
+UNSIMULABLE_WRITES = [
+    ("gameSpeedVal", math.inf, "cannot be simulated"),
+    ("gameSpeedVal", math.nan, "cannot be simulated"),
+    ("gameSpeedVal", 1e9, "cannot be simulated"),
+    ("gameSpeedVal", -1.0, "cannot be simulated"),
+    ("HeroLocalPosX", math.nan, "is no place in the game"),
+    ("HeroGlobalPosY", -math.inf, "is no place in the game"),
+    ("HeroLocalPosZ", 1e30, "is no place in the game"),
+    ("HeroAngle", math.nan, "is no angle"),
+]
+
+
+@pytest.mark.parametrize("name, value, message", UNSIMULABLE_WRITES, ids=[f"{n}={v}" for n, v, _ in UNSIMULABLE_WRITES])
+def test_a_value_the_simulator_cannot_simulate_is_refused_and_it_keeps_serving(stub, name: str, value: float, message: str):
+    """An infinite game speed used to spin the clock with the world lock held (every call then
+    timed out, SIGTERM too); a NaN or huge position broke every frame until the fight restarted."""
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    response = stub.SetAttribute(pb2.SetSiphonRequest(attributeName=name, float_value=value), timeout=2)
+    assert not response.success and message in response.message, response.message
+    assert answers(stub)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1.0), timeout=2).success
+
+
+def test_the_fastest_game_speed_keeps_the_server_serving_and_stoppable(stub, sim_server: SimServer):
+    """At the highest speed it accepts the clock cannot keep up on this machine: it lets game
+    time slip in bursts instead of holding the world lock, so calls and SIGTERM still land."""
+    from env.sim.memory import MAX_GAME_SPEED
+
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=MAX_GAME_SPEED), timeout=2).success
+    started = time.monotonic()
+    for _ in range(20):
+        assert answers(stub)
+    assert time.monotonic() - started < 10
+    began = time.monotonic()
+    sim_server.process.terminate()
+    assert sim_server.process.wait(timeout=10) == 0
+    assert time.monotonic() - began < 5
+
+
+def test_a_second_simulator_on_a_port_in_use_refuses_to_start(sim_server: SimServer):
+    """gRPC shares ports by default (SO_REUSEPORT): a second server used to start and take part
+    of the connections, so a client could reconnect to a different world without a word."""
+    port = sim_server.host.rsplit(":", 1)[1]
+    result = cli("env.sim", "--port", port, "--size", "84x84", timeout=60)
+    assert result.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_streams_nobody_reads_cannot_starve_taps(stub):
+    """Frame streams nobody reads used to hold all 16 waiting threads, and every tap (so every
+    attack and roll) then timed out. Now streams have threads of their own, the one over the
+    limit is refused at once, and taps go on."""
+    from env.sim.server import MAX_STREAMS
+
+    streams = [stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=60) for _ in range(MAX_STREAMS)]
+    try:
+        time.sleep(0.5)  # every stream has started and blocks in flow control, unread
+        extra = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=5)
+        with pytest.raises(grpc.RpcError) as refused:
+            next(extra)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "frame streams are already in flight" in refused.value.details()
+        for _ in range(10):
+            assert stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["W"], hold_ms=20), timeout=2).success
+        assert answers(stub)
+    finally:
+        for stream in streams:
+            stream.cancel()
+    time.sleep(0.5)  # the cancelled streams give their slots back
+    stream = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=10)
+    assert next(stream).data
+    stream.cancel()
+
+
+def test_taps_are_bounded_and_refused_beyond_the_limit(stub):
+    """A tap waits its hold plus a delay between each pair of keys, twice: 3 keys at the old
+    10 s limits waited 50 s. The whole tap is now bounded, and taps beyond the limit in flight
+    are refused at once instead of queueing."""
+    from env.sim.server import MAX_TAPS, MAX_WAIT_MS
+
+    long = stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["W", "A", "S"], hold_ms=0, delay_ms=MAX_WAIT_MS // 4 + 1), timeout=2)
+    assert not long.success and "hold + 2 x (keys - 1) x delay" in long.message
+    calls = [stub.InputKeyTap.future(pb2.InputKeyTapRequest(keys=["W"], hold_ms=1500), timeout=10) for _ in range(MAX_TAPS + 4)]
+    results = [call.result() for call in calls]
+    refused = [r for r in results if not r.success]
+    assert len(results) - len(refused) >= MAX_TAPS - 2  # (a tap may finish before the last is sent)
+    assert refused and all("taps are already in flight" in r.message for r in refused)
+    assert stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["W"], hold_ms=20), timeout=2).success

@@ -70,16 +70,6 @@ def test_the_games_own_config_is_accepted_unchanged(sim_server: SimServer, playe
     assert "NpcAnimId = " in pysiphon(sim_server.host, "get", "NpcAnimId").stdout
 
 
-@pytest.fixture
-def stub(sim_server: SimServer):
-    with grpc.insecure_channel(sim_server.host) as channel:
-        stub = pb2_grpc.SiphonServiceStub(channel)
-        client = SiphonClient(sim_server.host)
-        client.configure(load_siphon_config(SIM_CONFIG))
-        yield stub
-        client.close()
-
-
 def still_serving(stub) -> bool:
     response = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=2)
     return response.success and response.int_value > 0

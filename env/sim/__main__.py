@@ -9,8 +9,10 @@ import sys
 import threading
 from dataclasses import replace
 
-from env.cli import parse_size
+from env.cli import parse_size, ruled
+from env.fields import number, whole
 from env.siphon_config import ConfigError
+from env.sim.memory import MAX_GAME_SPEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import serve
 from env.sim.world import Lifecycle
@@ -53,11 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)")
-    parser.add_argument("--port", type=int, default=50051, help="port (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the boss's decisions (default: %(default)s)")
+    parser.add_argument("--port", type=ruled(int, whole(1, 65535)), default=50051, help="port (default: %(default)s)")
+    parser.add_argument("--seed", type=ruled(int, whole(0, 2**31 - 1)), default=0, help="seed of the boss's decisions (default: %(default)s)")
     parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window size WxH (default: 1280x720)")
     parser.add_argument("--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)")
-    parser.add_argument("--speed", type=float, help="initial game speed (0 starts paused)")
+    parser.add_argument("--speed", type=ruled(float, number(0, MAX_GAME_SPEED)), help="initial game speed (0 starts paused)")
     parser.add_argument("--window", action="store_true", help="open a window to play the fight with the keyboard")
     parser.add_argument("--log-level", default="INFO")
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
@@ -87,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
             args.host, args.port, args.seed, args.size, args.profile, args.speed, timings if is_real else None,
             life_timings, None if args.start is None else args.start == "fight",
         )
-    except ConfigError as e:
+    except (ConfigError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)

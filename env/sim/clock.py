@@ -22,6 +22,13 @@ from env.sim import TICK_HZ
 from env.sim.inputs import InputLatch
 from env.sim.world import World
 
+MAX_BURST = 256
+"""The most ticks one ``settle`` runs (about 5 ms of work) before letting game time slip: a
+stall or a speed faster than the machine then costs game time, never the world lock, so every
+RPC keeps being served."""
+STALL_S = 0.25
+"""A clock this far behind skips ahead instead of catching up in a burst (a suspended laptop)."""
+
 
 class RealtimeClock:
     def __init__(self, world: World, latch: InputLatch, lock: threading.Lock) -> None:
@@ -48,14 +55,14 @@ class RealtimeClock:
     def settle(self) -> None:
         """Run every tick that is due by now (lock held)."""
         now = time.monotonic()
-        ticked = False
+        ticks = 0
         while self._deadline is not None and self._deadline <= now:
             self.world.tick(*self.latch.drain())
             self._deadline += 1.0 / (TICK_HZ * self._speed)
-            ticked = True
-            if now - self._deadline > 0.25:  # a long stall: skip ahead rather than burst
-                self._deadline = now
-        if ticked:
+            ticks += 1
+            if now - self._deadline > STALL_S or (ticks == MAX_BURST and self._deadline <= now):
+                self._deadline = now + 1.0 / (TICK_HZ * self._speed)  # slip: skip ahead
+        if ticks:
             self.ticked.notify_all()
 
     def reschedule(self) -> None:

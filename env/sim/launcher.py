@@ -33,6 +33,13 @@ from env.siphon_game import SiphonGame
 ARGS_VARIABLE = "ELDEN_IL_SIM_ARGS"
 
 
+PORT_ATTEMPTS = 3
+
+
+class ServerExited(GameError):
+    """The server process ended before it answered (on a port taken meanwhile, say)."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -44,15 +51,24 @@ class SimServer:
         self, seed: int = 0, size: tuple[int, int] = (84, 84), port: int | None = None,
         extra_args: tuple[str, ...] = (), log_path: Path | None = None, start_timeout: float = 30.0,
     ) -> None:
-        self.port = port or free_port()
-        self.host = f"127.0.0.1:{self.port}"
-        command = [
-            sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
-            "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,
-        ]
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
-        self._wait_ready(start_timeout)
+        for attempt in range(1 if port else PORT_ATTEMPTS):
+            self.port = port or free_port()
+            self.host = f"127.0.0.1:{self.port}"
+            command = [
+                sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
+                "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,
+            ]
+            self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+            try:
+                self._wait_ready(start_timeout)
+                return
+            except ServerExited:
+                # A port picked here can be taken by someone else before the server binds it
+                # (it refuses to share a port): pick another.
+                if port or attempt == PORT_ATTEMPTS - 1:
+                    self.stop()
+                    raise
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -60,7 +76,7 @@ class SimServer:
             stub = pb2_grpc.SiphonServiceStub(channel)
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise GameError(f"the simulator server on {self.host} exited with code {self.process.returncode}")
+                    raise ServerExited(f"the simulator server on {self.host} exited with code {self.process.returncode}")
                 try:
                     stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=0.5)
                     return

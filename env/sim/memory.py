@@ -52,6 +52,15 @@ class MemoryError_(ValueError):
     """A read or write the simulator's memory cannot do; the message says why."""
 
 
+MAX_GAME_SPEED = 100.0
+"""The fastest game speed the simulator accepts. Its clock runs at most a burst of ticks per
+wake-up and lets time slip beyond that, so any speed keeps it serving; above this one the
+clock only slips, which no client can mean."""
+MAX_DISTANCE_M = 100_000.0
+"""How far from the map origin a position write may place anyone: beyond any map of the game,
+and the renderer's pixel arithmetic overflows long before 1e30."""
+
+
 def f32(x: float) -> float:
     """Round to the nearest 32-bit float, as a float field in game memory would hold it."""
     return float(np.float32(x))
@@ -100,6 +109,22 @@ def _write_npc_hp(world: World, npc: Npc, value: Value) -> None:
         b.cancel_move()  # revived in place
 
 
+def _local(value: Value, off: float) -> float:
+    """A written coordinate, in the arena's own frame, or ``MemoryError_`` for one that no place
+    in the game has (NaN, infinite, or farther than ``MAX_DISTANCE_M``)."""
+    local = f32(float(value)) - off
+    if not abs(local) <= MAX_DISTANCE_M:
+        raise MemoryError_(f"{value} is no place in the game: a coordinate must be a finite number within {MAX_DISTANCE_M:g} m of the map's origin")
+    return local
+
+
+def _write_game_speed(world: World, value: Value) -> None:
+    speed = f32(float(value))
+    if not 0.0 <= speed <= MAX_GAME_SPEED:
+        raise MemoryError_(f"game speed {value} cannot be simulated: write a number from 0 (paused) to {MAX_GAME_SPEED:g}")
+    world.game_speed_val = speed
+
+
 def _hero_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
     attrs = {}
     for axis, name in enumerate("XYZ"):
@@ -110,7 +135,7 @@ def _hero_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
             return f32((p.x, p.y, p.z)[axis] + off)
 
         def write(w: World, value: Value, axis=axis, off=off) -> None:
-            local = f32(float(value)) - off
+            local = _local(value, off)
             if axis == 2:
                 w.player.z = max(0.0, local)
             else:
@@ -129,8 +154,9 @@ def _npc_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
             return f32((npc.x, npc.y, 0.0)[axis] + off)
 
         def write(w: World, npc: Npc, value: Value, axis=axis, off=off) -> None:
+            local = _local(value, off)
             if axis < 2:  # NPCs stand on the floor: a height written is ignored
-                setattr(npc, "xy"[axis], f32(float(value)) - off)
+                setattr(npc, "xy"[axis], local)
                 npc.cancel_move()
 
         attrs[f"{prefix}{name}"] = Attribute("float", read, write, "npc")
@@ -138,7 +164,10 @@ def _npc_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
 
 
 def _angle(value: Value) -> float:
-    return math.remainder(f32(float(value)), 2 * math.pi)
+    angle = f32(float(value))
+    if not math.isfinite(angle):
+        raise MemoryError_(f"{value} is no angle: write a finite number of radians")
+    return math.remainder(angle, 2 * math.pi)
 
 
 def _write_hero_angle(w: World, value: Value) -> None:
@@ -178,7 +207,7 @@ ATTRIBUTES: dict[str, Attribute] = {
     "HeroMapId": Attribute("int", lambda w: MAP_ID),
     "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set_player("no_gravity", bool)),
     "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"),
-    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), lambda w, v: setattr(w, "game_speed_val", max(0.0, f32(float(v)))), "game"),
+    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game"),
     "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
     "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc"),
     "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc"),

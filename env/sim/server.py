@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -48,18 +48,23 @@ from env.sim.world import Lifecycle, Phase, World
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 100 * 1024 * 1024
-MAX_WAIT_MS = 10_000  # longest hold or delay a tap may ask for
+MAX_WAIT_MS = 10_000
+"""The longest a tap may take, its hold and every delay between keys together (Siphon presses
+the keys one delay apart, holds, and releases them one delay apart)."""
 PROMPT_WORKERS = 2
 """Threads for the calls that answer at once (attributes, frames, config). More only fight over
 the GIL: an env step's 7 concurrent calls cost the server about 30 % more CPU with 16 threads."""
-WAITING_WORKERS = 16
-WAITING_CALLS = ("InputKeyTap", "StreamFrames")
-"""Calls that wait (a tap's hold, a stream's life) run on threads of their own, so they can never
-hold up an attribute read."""
+MAX_TAPS = 32
+"""Taps in flight at once; one more is refused at once. An env step taps a handful at a time."""
+MAX_STREAMS = 4
+"""Frame streams open at once; one more is refused at once. A stream nobody reads holds its
+thread (gRPC's flow control blocks it, which also drops the frames it would have sent) and
+about a frame of memory, so the cap bounds both; taps and streams have threads of their own."""
 LOCKED_CALLS = ("GetAttribute", "SetAttribute", "SetProcessConfig", "InitializeMemory", "InitializeInput",
                 "InitializeCapture", "GetServerStatus")
 """The calls that take Siphon's mutex. In real-server mode they queue on it, on threads of their
 own, so input and capture (which take no lock) are served while they wait, as on Siphon."""
+MUTEX_WORKERS = 16  # threads for the calls queued on that mutex (real-server mode)
 VALUE_FIELDS = {"int": "int_value", "float": "float_value", "bool": "bool_value", "array": "array_value"}
 RECORDING_MESSAGE = (
     "the simulator does not record server-side: record with `python -m capture.record`, which "
@@ -121,6 +126,27 @@ def guarded(response_type: type) -> Callable:
     return wrap
 
 
+class Admission:
+    """At most ``limit`` calls of one kind in flight. The next is refused at once with a reason,
+    rather than queued behind calls that may never end (a stream nobody reads)."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit = limit
+        self.what = what
+        self._slots = threading.BoundedSemaphore(limit)
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[str | None]:
+        """Yields None with a slot held, or the refusal's message when all are taken."""
+        if not self._slots.acquire(blocking=False):
+            yield f"{self.limit} {self.what} are already in flight: wait for one to end (or close one), then try again"
+            return
+        try:
+            yield None
+        finally:
+            self._slots.release()
+
+
 @dataclass(frozen=True, slots=True)
 class ProcessConfig:
     """A config as SetProcessConfig received it: attributes by name, and the arrays among them
@@ -140,6 +166,8 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         self.config: ProcessConfig | None = None  # the latest SetProcessConfig
         self.memory: ProcessConfig | None = None  # the config memory reads go by (InitializeMemory's)
         self.input_ready = self.capture_ready = False
+        self.taps = Admission(MAX_TAPS, "taps")
+        self.streams = Admission(MAX_STREAMS, "frame streams")
 
     # ------------------------------------------------------------------------------- config
     @guarded(pb2.SetProcessConfigResponse)
@@ -330,8 +358,17 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def InputKeyTap(self, request, context):
         if not self.input_ready:
             return pb2.InputKeyTapResponse(success=False, message="input is not initialized: call InitializeInput first")
-        if not (0 <= request.hold_ms <= MAX_WAIT_MS and 0 <= request.delay_ms <= MAX_WAIT_MS):
-            return pb2.InputKeyTapResponse(success=False, message=f"hold_ms and delay_ms must be within 0..{MAX_WAIT_MS}")
+        hold, delay, count = request.hold_ms, request.delay_ms, len(request.keys)
+        if hold < 0 or delay < 0 or hold + 2 * max(0, count - 1) * delay > MAX_WAIT_MS:
+            return pb2.InputKeyTapResponse(success=False, message=(
+                f"a tap of {count} keys with hold_ms={hold} and delay_ms={delay} takes hold + 2 x (keys - 1) x delay ms: "
+                f"it must be from 0 to {MAX_WAIT_MS} ms"))
+        with self.taps.slot() as refused:
+            if refused:
+                return pb2.InputKeyTapResponse(success=False, message=refused)
+            return self._tap(request)
+
+    def _tap(self, request) -> pb2.InputKeyTapResponse:
         if self.real is not None:  # Siphon: an unknown name is scancode 0, pressed and reported done
             keys = [k for k in map(scancodes.tapped, request.keys) if k is not None]
         else:
@@ -390,6 +427,14 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if fmt not in ("jpeg", "raw"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"format must be 'jpeg' or 'raw', got {fmt!r}")
         quality = request.quality or 85
+        with self.streams.slot() as refused:
+            if refused:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
+            yield from self._stream(fmt, quality, context)
+
+    def _stream(self, fmt: str, quality: int, context) -> Iterator[pb2.FrameData]:
+        """Each new frame once, for as long as the client keeps the stream; a frame the client
+        is too slow for is never rendered (the generator waits in gRPC's flow control)."""
         process = self.process
         last = -1
         while context.is_active():
@@ -487,21 +532,37 @@ def serve(
     process = SimProcess(world, InputLatch(load_profile(profile).keybinds), Renderer(*size), first_frame)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
-        options=[("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE)],
+        options=[
+            ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
+            # gRPC shares a port by default (SO_REUSEPORT): a second server would then take part
+            # of the connections, and a client could reconnect to a different world unawares.
+            ("grpc.so_reuseport", 0),
+        ],
     )
     siphon = None if real is None else RealServer(real)
     service = SimSiphonService(process, siphon)
-    pools = [futures.ThreadPoolExecutor(max_workers=WAITING_WORKERS, thread_name_prefix="siphon-wait")]
-    for name in WAITING_CALLS:
-        setattr(service, name, _on_pool(getattr(service, name), pools[0]))
+    # Calls that wait run on threads of their own, so they never hold up an attribute read; each
+    # pool has a thread beyond its admission limit, so the call over it is refused, not queued.
+    pools = [
+        futures.ThreadPoolExecutor(max_workers=MAX_TAPS + 1, thread_name_prefix="siphon-tap"),
+        futures.ThreadPoolExecutor(max_workers=MAX_STREAMS + 1, thread_name_prefix="siphon-stream"),
+    ]
+    service.InputKeyTap = _on_pool(service.InputKeyTap, pools[0])
+    service.StreamFrames = _on_pool(service.StreamFrames, pools[1])
     if siphon is not None:
-        pools.append(futures.ThreadPoolExecutor(max_workers=WAITING_WORKERS, thread_name_prefix="siphon-mutex"))
+        pools.append(futures.ThreadPoolExecutor(max_workers=MUTEX_WORKERS, thread_name_prefix="siphon-mutex"))
         for name in LOCKED_CALLS:
-            setattr(service, name, _on_pool(getattr(service, name), pools[1]))
+            setattr(service, name, _on_pool(getattr(service, name), pools[2]))
     pb2_grpc.add_SiphonServiceServicer_to_server(service, server)
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:  # grpc raises this for an address it cannot bind
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}: is another server (or Siphon) already using it?")
+        raise OSError(
+            f"cannot listen on {host}:{port}: another server (or Siphon) is using that port, or "
+            f"{host} is not an address of this machine; pick another --port, or --host 127.0.0.1"
+        )
     server.start()
     process.clock.start()
     mode = "real-server mode" if siphon is not None else "ideal server"

@@ -23,6 +23,7 @@ from env.errors import EldenILError
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import number, whole
 from env.game import GameError
+from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot
@@ -134,6 +135,18 @@ class RecordError(EldenILError):
     """A recording that cannot start as asked; the message says how to ask instead."""
 
 
+def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:
+    """Refuse hotkeys that are also game keys: the listener keeps hotkeys out of the recorded
+    actions, so an attack bound to F5 would never be recorded, and pressing it would cut episodes."""
+    bound = {key: action for action, key in profile.keybinds.items()}
+    clashes = [f"{key} ({bound[key]})" for key in hotkeys if key in bound]
+    if clashes:
+        raise RecordError(
+            f"--hotkeys {','.join(hotkeys)}: {', '.join(clashes)} also bound in profile {profile.name!r}; "
+            f"choose keys the game does not use, e.g. --hotkeys F5,F6,F8"
+        )
+
+
 @dataclass
 class Requests:
     """Hotkeys and signals arrive on other threads; the sampling loop acts on them."""
@@ -146,6 +159,8 @@ class Requests:
 class Recorder:
     def __init__(self, settings: RecordSettings) -> None:
         self.settings = settings
+        if not settings.autopilot:
+            check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
         if settings.backend == "sim" and not settings.autopilot:
             raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot, "
                               "or play the simulator in its window (python -m env.sim --window) and record that")

@@ -312,6 +312,7 @@ CLI_FAULTS = [
     (["capture.record", "--hotkeys", "F5"], "argument --hotkeys: 'F5' must be 3 different keys"),
     (["capture.record", "--hotkeys", "F5,F5,F8"], "must be 3 different keys"),
     (["capture.record", "--hotkeys", "F5,F6,F13"], "unknown Siphon key name 'F13'"),
+    (["capture.record", "--hotkeys", "F5,P,F8"], "P (attack) also bound in profile 'sim_margit'"),
     (["capture.record", "--out", str(ROOT / "params.yaml")], "is a file, not a folder"),
     (["capture.record", "--max-episodes", "-1"], "argument --max-episodes: '-1' must be a whole number at least 0"),
     (["capture.record", "--max-episode-seconds", "0"], "argument --max-episode-seconds: '0' must be a number above 0"),

@@ -34,12 +34,16 @@ import logging
 import os
 import platform
 import shutil
+import sys
 import time
-from collections.abc import Iterator
+import traceback
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import TracebackType
+from typing import Any
 
 import h5py
 import numpy as np
@@ -72,7 +76,20 @@ class EpisodeError(EldenILError):
 
 class DiskError(EpisodeError):
     """The disk an episode is written to is full or failing: the recording cannot go on. The
-    message names the file and what to do; every sample flushed before is kept."""
+    message names the file and what to do; every sample flushed before is kept.
+
+    ``unclosed``: HDF5 could not close the file after a failed write. It then retries that
+    write when the process ends and crashes (SIGSEGV), so a program that gets this should end
+    with ``os._exit`` once it has said what happened; the file on disk stays recoverable."""
+
+    def __init__(self, message: str, unclosed: bool = False) -> None:
+        super().__init__(message)
+        self.unclosed = unclosed
+
+
+_UNCLOSABLE: list[h5py.File] = []
+"""Files HDF5 failed to close. Kept referenced: releasing their objects retries the failed
+write and prints HDF5's tracebacks (see ``DiskError.unclosed``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,32 +251,68 @@ class EpisodeWriter:
     def _check_space(self, pending_bytes: int) -> None:
         require_space(self.path.parent, pending_bytes, self._kept())
 
-    def _kept(self) -> str:
+    def _kept(self, fix: str = "free some space") -> str:
         if self._file is None:
             return "no episode file was started"
-        return (f"{self.path.name} keeps every sample up to its last flush: free some space, then run "
+        return (f"{self.path.name} keeps every sample up to its last flush: {fix}, then run "
                 f"`python -m capture.recover {self.path.parent}`")
 
     @contextmanager
     def _writing(self, step: str) -> Iterator[None]:
         """Turn a full or failing disk into one ``DiskError`` and close the file as of its last
         flush, so nothing half-written follows and the partial stays recoverable."""
+        hooks = sys.unraisablehook, sys.excepthook
+        sys.unraisablehook, sys.excepthook = _quiet_hdf5_release(*hooks)
         try:
             yield
         except DiskError:
             self._abandon()
             raise
         except (OSError, RuntimeError) as e:  # h5py raises either for a write the disk refused
-            self._abandon()
-            raise DiskError(f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {self._kept()}") from None
+            closed = self._abandon()
+            kept = self._kept("fix what refused the write")
+            raise DiskError(f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {kept}",
+                            unclosed=not closed) from None
+        finally:
+            sys.unraisablehook, sys.excepthook = hooks
 
-    def _abandon(self) -> None:
+    def _abandon(self) -> bool:
+        """Close the file as of its last flush; False if HDF5 could not (see ``_UNCLOSABLE``)."""
+        closed = True
         if self._file is not None:
             try:
                 self._file.close()
             except (OSError, RuntimeError) as e:  # the disk that failed the write may fail the close too
                 log.debug("closing %s after a failed write: %s", self.path, e)
+                _UNCLOSABLE.append(self._file)
+                closed = False
         self._lock.release()
+        return closed
+
+
+def _quiet_hdf5_release(
+    unraisable_hook: Callable[[Any], None], except_hook: Callable[..., None],
+) -> tuple[Callable[[Any], None], Callable[..., None]]:
+    """Hooks for while a write may fail. After a failed write, HDF5 fails again for every
+    object h5py releases, and h5py prints each with a traceback (through both hooks); the one
+    ``DiskError`` already says it, so those go to the debug log. Anything else goes on as usual."""
+    def from_release(error: BaseException | None, tb: TracebackType | None) -> bool:
+        return isinstance(error, RuntimeError) and any(
+            frame.filename.endswith("_objects.pyx") for frame in traceback.extract_tb(tb))
+
+    def unraisable(info: Any) -> None:
+        if from_release(info.exc_value, info.exc_traceback):
+            log.debug("HDF5 after a failed write: %s", info.exc_value)
+        else:
+            unraisable_hook(info)
+
+    def excepthook(kind: type[BaseException], error: BaseException, tb: TracebackType | None) -> None:
+        if from_release(error, tb):
+            log.debug("HDF5 after a failed write: %s", error)
+        else:
+            except_hook(kind, error, tb)
+
+    return unraisable, excepthook
 
 
 def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: bool) -> None:

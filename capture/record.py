@@ -292,7 +292,8 @@ class Recorder:
             ) from None
         except DiskError as e:
             self.writer = None  # its .partial keeps every sample up to its last flush, for capture.recover
-            raise DiskError(f"recording stopped: {e} ({len(self.saved)} earlier episode(s) in {args.out} are intact)") from None
+            raise DiskError(f"recording stopped: {e} ({len(self.saved)} earlier episode(s) in {args.out} are intact)",
+                            e.unclosed) from None
         finally:
             if self.writer is not None:
                 self._finish_episode("stopped")
@@ -373,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
     except EldenILError as e:  # no server, a broken profile, the game lost: say which
         log.error("%s", e)
+        if isinstance(e, DiskError) and e.unclosed:
+            logging.shutdown()
+            os._exit(2)  # HDF5 would retry the failed write at exit and crash (DiskError.unclosed)
         return 2
     return 0
 

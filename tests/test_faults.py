@@ -33,7 +33,9 @@ import json
 import logging
 import math
 import os
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +159,29 @@ def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: S
 
 
 # ----------------------------------------------------------------------- recover vs a live one
+def test_a_write_the_disk_refuses_stops_the_recorder_with_one_line(tmp_path: Path):
+    """A write that fails for another reason than a full disk (here: a file-size limit, EFBIG,
+    as a failing or quota-bound disk refuses writes) used to end in SIGSEGV at exit, after
+    HDF5 tracebacks and advice to free space: HDF5 cannot close a file whose write failed."""
+    def limit_file_size() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
+
+    out = tmp_path / "raw"
+    result = subprocess.run(
+        [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot", "--no-status", "--out", str(out),
+         "--max-episodes", "3", "--max-episode-seconds", "20"],
+        capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size,
+    )
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result.stdout + result.stderr)
+    assert "File too large" in line and "capture.recover" in line and "free some space" not in line, line
+    recovered = cli("capture.recover", str(out))
+    assert recovered.returncode == 0, recovered.stderr
+    (path,) = list_episodes(out)
+    assert read_episode(path).attrs["recovered"] and len(read_episode(path, frames=False).t) > 0
+
+
 @pytest.mark.slow
 def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, player: None, tmp_path: Path):
     out = tmp_path / "raw"
@@ -369,8 +394,9 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
 
 # ------------------------------------------------------------------------ the simulator server
 def answers(stub, timeout: float = 2.0) -> bool:
-    """The server still serves: a read and a frame, each within ``timeout``."""
-    read = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=timeout)
+    """The server still serves: a read and a frame, each within ``timeout`` (the tick: at high
+    speed the fight may be on its loading screen, where the game has no HP to read)."""
+    read = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="SimTick"), timeout=timeout)
     frame = stub.CaptureFrame(pb2.CaptureFrameRequest(), timeout=timeout)
     return read.success and frame.success
 

@@ -7,12 +7,15 @@ scalars, over the whole episode's columns at once), so dataset frames and live f
 the very same code; the action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
 (``env.fight``) terminates the episode there, anything else truncates it. Frames are stored
-losslessly (``jpeg_encoding=False``). Not ``minari.DataCollector``: it keeps a whole session in a
+losslessly: not JPEG (``jpeg_encoding=False``), but gzip-compressed by HDF5 (``capture.compression``).
+Not ``minari.DataCollector``: it keeps a whole session in a
 temporary folder (a crash loses it all) and needs jax.
 
 The dataset describes its env: the ``EnvConfig`` it was built for is its Minari env spec
 (``dataset.recover_environment()`` rebuilds that env) and, with the source episodes, its
-``elden_il`` metadata, which training and evaluation read back.
+``elden_il`` metadata, which training and evaluation read back. Its Minari description says in
+words what was recorded and how to load it, and its ``code_permalink`` is pinned to the commit
+that built it (``capture.provenance``).
 """
 
 from __future__ import annotations
@@ -37,10 +40,13 @@ from env.observations import ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
 
+from capture.compression import DEFAULT as DEFAULT_COMPRESSION
+from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
 from capture.labels import StepLabeler
 from capture.lock import is_being_written
+from capture.provenance import provenance
 from capture.staging import staged
 
 log = logging.getLogger(__name__)
@@ -48,7 +54,7 @@ log = logging.getLogger(__name__)
 ENV_ID = "EldenIL/Margit-v0"
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
-source episodes and the raw folder."""
+source episodes, the raw folder, the frame compression and the code (commit) that built it."""
 
 
 class BuildError(EldenILError):
@@ -133,11 +139,12 @@ def build_dataset(
     config: EnvConfig = EnvConfig(),
     root: str | Path | None = None,
     force: bool = False,
+    compression: FrameCompression = DEFAULT_COMPRESSION,
 ):
     """Build (or with ``force``, rebuild) ``dataset_id`` for the env ``config`` describes, from
     every finished episode in ``raw_dir``. ``config.profile`` None means the profile the episodes
     were recorded with. A rebuild replaces the old dataset only once the new one is complete
-    (``capture.staging``)."""
+    (``capture.staging``). ``compression`` is how frames are stored (lossless either way)."""
     import minari
     from minari.data_collector import EpisodeBuffer
     from tqdm import tqdm
@@ -180,17 +187,23 @@ def build_dataset(
         sources.append(path.name)
     if not buffers:
         raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
-    about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir)}
+    code = provenance()
+    about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir),
+             "frame_compression": str(compression), "code": code.to_dict()}
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict()).to_json()
+    outcomes = [bool(b.terminations[-1]) for b in buffers]
     root.mkdir(parents=True, exist_ok=True)
     try:
         with staged(root, dataset_id) as staging:
-            minari.create_dataset_from_buffers(
+            storage = minari.create_dataset_from_buffers(
                 dataset_id, buffers, observation_space=observation_space(config.frame_spec, action_space=actions.space),
                 action_space=actions.space, algorithm_name="human or autopilot play (capture.record)", author="elden-il",
-                code_permalink="https://github.com/elden-il/elden-il", description=_description(config, len(buffers)),
+                code_permalink=code.permalink, description=describe(dataset_id, config, outcomes, compression),
                 jpeg_encoding=False,
-            ).storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about)})
+            ).storage
+            compress_frames(storage.data_path / "main_data.hdf5", compression)
+            storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about),
+                                     "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
     except OSError as e:
         raise BuildError(f"writing dataset {dataset_id!r} in {root} failed ({e}); "
@@ -209,13 +222,26 @@ def _warn_unfinished(partial: Path) -> None:
                     "`python -m capture.recover %s`, then build again", partial.name, partial.parent)
 
 
-def _description(config: EnvConfig, episodes: int) -> str:
+def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compression: FrameCompression) -> str:
+    """The dataset's Minari description (what ``minari show`` prints): what was recorded, the
+    env in words, and how to load it; ``decided`` says per episode whether the fight ended in a
+    win or a death (terminated) rather than being cut."""
+    fights = len(decided)
+    ended = sum(decided)
+    stack = f"a stack of the last {config.frame_stack} frames" if config.frame_stack else "no frame stack"
+    history = (f"the last {config.action_history} actions" if config.action_history else "no action history")
     return (
-        f"{episodes} recorded boss fights (profile {config.profile}) on the env's step grid: "
-        f"{config.action_mode} actions every {config.timestep_ms:g} ms, {config.frame_size[0]}x"
-        f"{config.frame_size[1]} RGB frames stored losslessly with HP, distance and animation "
-        "observations. The frame stack and action history of the env (see the env spec) are "
-        "rebuilt from each episode by elden_il.data. Built by python -m capture.build_dataset."
+        f"{fights} recorded boss fight{'s' * (fights != 1)} against the {config.profile} profile's boss, "
+        f"{ended} played to a win or a death and {fights - ended} cut short (truncated). "
+        f"One step is {config.timestep_ms:g} ms of game time with a {config.action_mode} action "
+        f"(the profile's action table) and the env's base reward; episodes end after at most "
+        f"{config.max_steps} steps. Observations: the RGB frame at {config.frame_size[0]}x{config.frame_size[1]} "
+        f"(stored losslessly, HDF5 {compression}), player and boss HP (0-1), their distance "
+        f"and both animation ids. The env it was built for (see the env spec) adds {stack} and "
+        f"{history}; elden_il.data rebuilds them from each episode. "
+        f"Load it: minari.load_dataset({dataset_id!r}) with MINARI_DATASETS_PATH pointing at the "
+        f"datasets root; dataset.recover_environment() makes that env. For d3rlpy or TorchRL use "
+        f"elden_il.interop. Built by python -m capture.build_dataset from recorded episodes."
     )
 
 

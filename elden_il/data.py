@@ -41,6 +41,10 @@ class Demonstrations:
     observation_space: gym.spaces.Dict  # the env's full observation space (with stack and history)
     action_space: gym.spaces.Space
     source_episodes: int
+    rewards: np.ndarray  # the reward for each step's action (0 on a final row)
+    terminated: np.ndarray  # the step ended the fight (a win or a death)
+    truncated: np.ndarray  # the step ended the episode without deciding the fight
+    final: np.ndarray  # the row is an episode's last observation, no step (``final_observations``)
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -81,36 +85,57 @@ def dataset_config(dataset: Any) -> EnvConfig:
     return EnvConfig.from_dict(json.loads(about)["env_config"], f"dataset {dataset.id!r}")
 
 
-def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demonstrations:
+def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
+    """``minari.load_dataset(dataset_id)`` from ``root`` (see ``minari_root``), with a one-line
+    error that says how to build it."""
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(minari_root(root).resolve())
     try:
-        dataset = minari.load_dataset(dataset_id)
+        return minari.load_dataset(dataset_id)
     except Exception as e:  # minari raises several types for a missing or broken dataset
         raise DatasetError(
             f"cannot load dataset {dataset_id!r} from {minari_root(root)}: {e}. Build it with "
             "`python -m capture.build_dataset` (or `dvc repro dataset`)"
         ) from None
+
+
+def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demonstrations:
+    """The dataset ``dataset_id`` as a trainer batches from it: one row per step."""
+    return demonstrations(open_dataset(dataset_id, root))
+
+
+def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrations:
+    """A loaded ``MinariDataset`` as ``Demonstrations``. With ``final_observations`` each episode
+    also keeps the observation it ended on, as one more row (``Demonstrations.final`` marks it;
+    its action is the idle action, never taken): offline RL needs it as the last step's next
+    observation, and ``batch`` rebuilds its stack and history like any other row's."""
     config = dataset_config(dataset)
     space = dataset.observation_space
     if not isinstance(space, gym.spaces.Dict) or not set(BASE_KEYS) <= set(space.spaces):
-        raise DatasetError(f"dataset {dataset_id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})")
+        raise DatasetError(f"dataset {dataset.id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})")
+    table = config.actions(load_profile(config.profile))
     obs: dict[str, list[np.ndarray]] = {k: [] for k in BASE_KEYS}
-    actions, episode, first = [], [], []
+    actions, rewards, terminated, truncated, episode, first, final = [], [], [], [], [], [], []
     start = 0
     count = 0
     for count, ep in enumerate(dataset.iterate_episodes(), start=1):
         steps = len(ep.actions)
+        rows = steps + int(final_observations)
         for key in BASE_KEYS:
-            obs[key].append(np.asarray(ep.observations[key][:steps]))
-        actions.append(np.asarray(ep.actions))
-        episode.append(np.full(steps, count - 1))
-        first.append(np.full(steps, start))
-        start += steps
+            obs[key].append(np.asarray(ep.observations[key][:rows]))
+        extra = rows - steps
+        actions.append(np.concatenate([np.asarray(ep.actions), np.repeat(np.asarray([table.idle]), extra, axis=0)])
+                       if extra else np.asarray(ep.actions))
+        rewards.append(np.pad(np.asarray(ep.rewards, np.float64), (0, extra)))
+        terminated.append(np.pad(np.asarray(ep.terminations, bool), (0, extra)))
+        truncated.append(np.pad(np.asarray(ep.truncations, bool), (0, extra)))
+        final.append(np.arange(rows) >= steps)
+        episode.append(np.full(rows, count - 1))
+        first.append(np.full(rows, start))
+        start += rows
     if start == 0:
-        raise DatasetError(f"dataset {dataset_id!r} has no steps: record demonstrations first (`python -m capture.record`)")
-    table = config.actions(load_profile(config.profile))
+        raise DatasetError(f"dataset {dataset.id!r} has no steps: record demonstrations first (`python -m capture.record`)")
     observation_space, action_space = config.spaces(table.profile)
     return Demonstrations(
         obs={k: np.concatenate(v) for k, v in obs.items()},
@@ -122,6 +147,10 @@ def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demo
         observation_space=observation_space,
         action_space=action_space,
         source_episodes=count,
+        rewards=np.concatenate(rewards),
+        terminated=np.concatenate(terminated),
+        truncated=np.concatenate(truncated),
+        final=np.concatenate(final),
     )
 
 

@@ -1,0 +1,123 @@
+"""Datasets for the tools researchers already use: they describe themselves, store frames
+compressed but bit-exact, and convert to d3rlpy and TorchRL with real values.
+
+A small dataset is built from autopilot fights recorded lock-step on the in-process simulator
+(as ``tests/test_replay.py`` does), for an env with a frame stack and an action history so the
+converters must present what the env shows, not only the stored keys.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from capture.build_dataset import build_dataset
+from capture.compression import NONE
+from capture.provenance import REPOSITORY, provenance
+from capture.record import RecordSettings, record
+from elden_il.data import demonstrations, load_demonstrations
+from env.config import EnvConfig
+from env.factory import make_env
+
+CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=3)
+FIGHT_SEED = 7
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two short recorded fights built twice: frames compressed (the default) and raw."""
+    tmp = tmp_path_factory.mktemp("interop")
+    record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12,
+                          seed=FIGHT_SEED, out=tmp / "raw"))
+    build_dataset(tmp / "raw", "test/raw-v0", CONFIG, root=tmp / "minari", compression=NONE)
+    build_dataset(tmp / "raw", "test/interop-v0", CONFIG, root=tmp / "minari")
+    return tmp / "minari"
+
+
+def test_compressed_frames_read_back_bit_identical_and_smaller(built: Path):
+    import minari
+
+    size = {i: (built / f"test/{i}-v0/data/main_data.hdf5").stat().st_size for i in ("raw", "interop")}
+    assert size["interop"] * 5 < size["raw"], size
+    raw = load_demonstrations("test/raw-v0", built)
+    packed = load_demonstrations("test/interop-v0", built)
+    assert set(raw.obs) == set(packed.obs)
+    for key in raw.obs:
+        assert raw.obs[key].dtype == packed.obs[key].dtype and np.array_equal(raw.obs[key], packed.obs[key]), key
+    assert np.array_equal(raw.actions, packed.actions) and np.array_equal(raw.rewards, packed.rewards)
+    assert minari.load_dataset("test/interop-v0").storage.metadata["dataset_size"] < 1 + size["interop"] / 1e6
+
+
+def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tmp_path: Path):
+    import minari
+
+    metadata = minari.load_dataset("test/interop-v0").storage.metadata
+    description = metadata["description"]
+    assert description.startswith("2 recorded boss fights") and "{" not in description
+    for words in ("200 ms", "84x84", "the last 2 frames", "the last 3 actions", "minari.load_dataset('test/interop-v0')",
+                  "recover_environment()", "gzip 6"):
+        assert words in description, words
+    here = provenance()
+    assert here.commit is not None and re.fullmatch(r"[0-9a-f]{40}", here.commit)
+    assert metadata["code_permalink"].startswith(f"{REPOSITORY}/tree/{here.commit}")
+    assert metadata["code_permalink"].endswith("(plus uncommitted changes)") == here.dirty
+    assert provenance(tmp_path).permalink == REPOSITORY  # not a git checkout: the repository alone
+
+
+def test_torchrl_buffer_holds_the_real_steps(built: Path):
+    pytest.importorskip("torchrl", reason="the torchrl extra is not installed: pip install -e '.[torchrl]'")
+    import minari
+    from elden_il.interop import to_torchrl
+
+    dataset = minari.load_dataset("test/interop-v0")
+    buffer = to_torchrl(dataset)
+    demos = load_demonstrations("test/interop-v0", built)
+    assert len(buffer) == len(demos) == dataset.total_steps
+    data = buffer[np.arange(len(buffer))]
+    assert data["observation", "frame"].float().mean() > 10, "frames are not all zeros (TorchRL's own loader bug)"
+    for key, value in demos.batch(np.arange(len(demos))).items():
+        assert np.array_equal(data["observation", key].numpy(), value), key
+    assert np.array_equal(data["action"].numpy(), demos.actions)
+    assert np.array_equal(data["next", "reward"].numpy()[:, 0], demos.rewards.astype(np.float32))
+    # the next observation of an episode's last step is the observation it ended on
+    start = 0
+    for episode in dataset.iterate_episodes():
+        end = start + len(episode.actions)
+        assert np.array_equal(data["next", "observation", "frame"][start:end].numpy(), episode.observations["frame"][1:])
+        assert data["next", "done"][end - 1].item() and not data["next", "done"][start:end - 1].any()
+        assert data["next", "terminated"][end - 1].item() == episode.terminations[-1]
+        start = end
+
+
+@pytest.mark.slow
+def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(built: Path, tmp_path: Path):
+    d3rlpy = pytest.importorskip("d3rlpy", reason="the d3rlpy extra is not installed: pip install -e '.[d3rlpy]'")
+    import minari
+    from elden_il.d3rlpy_encoder import FrameAndStateEncoderFactory
+    from elden_il.interop import D3rlpyActor, D3rlpyObservation, to_d3rlpy
+    from env.play import run_fights
+
+    dataset = minari.load_dataset("test/interop-v0")
+    mdp = to_d3rlpy(dataset)
+    demos = demonstrations(dataset)
+    assert sum(len(e.rewards) for e in mdp.episodes) == len(demos) and len(mdp.episodes) == 2
+    frames, state = mdp.episodes[0].observations
+    assert frames.shape[1:] == (6, 84, 84) and frames.dtype == np.uint8 and state.dtype == np.float32
+
+    # the wrapper shows the live env exactly as the dataset shows d3rlpy the recorded fight
+    env = D3rlpyObservation(dataset.recover_environment())
+    try:
+        (live_frames, live_state), _ = env.reset(options={"fight_seed": FIGHT_SEED})
+        assert env.observation_space.contains((live_frames, live_state))
+        assert np.array_equal(live_frames, frames[0]) and np.array_equal(live_state, state[0])
+    finally:
+        env.close()
+
+    algo = d3rlpy.algos.DiscreteBCConfig(encoder_factory=FrameAndStateEncoderFactory(), batch_size=16).create(device="cpu:0")
+    algo.fit(mdp, n_steps=200, n_steps_per_epoch=200, show_progress=False, save_interval=10**9,
+             logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+    records, _ = run_fights(lambda: D3rlpyObservation(make_env(CONFIG)), D3rlpyActor(algo), [0], parallel=1)
+    assert len(records) == 1 and records[0].length > 0

@@ -2,9 +2,13 @@
 
 A dataset's Minari ``code_permalink`` should lead to the exact code that built it, so that the
 preprocessing (crop, resize, step grid, labels) can be read and rerun. In a git checkout that is
-the repository URL at ``HEAD``'s commit, marked when tracked files have uncommitted changes (the
-commit alone then does not say what built it); outside one (an installed wheel, a tarball) it is
-the repository URL alone.
+the repository URL at the newest commit that changed the code (``CODE``), marked when that code
+has uncommitted changes (the commit alone then does not say what built it); outside one (an
+installed wheel, a tarball) it is the repository URL alone.
+
+The code's commit, not ``HEAD``'s: committing results (``dvc.lock``, reports) makes a new
+``HEAD``, and a dataset rebuilt by unchanged code must stay byte-identical, or every fresh
+``dvc repro`` would retrain everything and leave the checkout modified.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ log = logging.getLogger(__name__)
 
 REPOSITORY = "https://github.com/elden-il/elden-il"
 CHECKOUT = Path(__file__).resolve().parent.parent
+CODE = ("capture", "env", "elden_il", "pyproject.toml")
+"""What builds a dataset, relative to the checkout."""
 
 
 @dataclass(frozen=True)
@@ -37,11 +43,11 @@ class Provenance:
 
 
 def provenance(checkout: Path = CHECKOUT) -> Provenance:
-    """The commit ``checkout`` is at and whether its tracked files are changed; no commit when
-    it is not a git checkout or git is missing."""
+    """The newest commit that changed ``CODE`` in ``checkout`` and whether that code has
+    uncommitted changes; no commit when it is not a git checkout or git is missing."""
     try:
-        commit = _git(checkout, "rev-parse", "HEAD")
-        dirty = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no"))
+        commit = _git(checkout, "log", "-1", "--format=%H", "--", *CODE) or None
+        dirty = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no", "--", *CODE))
     except (OSError, subprocess.SubprocessError):
         log.debug("%s is not a git checkout: the permalink has no commit", checkout)
         return Provenance(None, False)

@@ -9,6 +9,7 @@ converters must present what the env shows, not only the stored keys.
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 
 from capture.build_dataset import build_dataset
 from capture.compression import NONE
-from capture.provenance import REPOSITORY, provenance
+from capture.provenance import REPOSITORY, Provenance, provenance
 from capture.record import RecordSettings, record
 from elden_il.data import demonstrations, load_demonstrations
 from env.config import EnvConfig
@@ -65,6 +66,26 @@ def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tm
     assert metadata["code_permalink"].startswith(f"{REPOSITORY}/tree/{here.commit}")
     assert metadata["code_permalink"].endswith("(plus uncommitted changes)") == here.dirty
     assert provenance(tmp_path).permalink == REPOSITORY  # not a git checkout: the repository alone
+
+
+def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_identical(tmp_path: Path):
+    """Committing dvc.lock makes a new HEAD; a dataset rebuilt by the same code must not change."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "capture").mkdir()
+    (tmp_path / "capture" / "build.py").write_text("x = 1\n")
+    git("add", "."), git("commit", "-qm", "code")
+    code = git("rev-parse", "HEAD")
+    (tmp_path / "dvc.lock").write_text("results\n")
+    git("add", "."), git("commit", "-qm", "results")
+    assert provenance(tmp_path) == Provenance(code, dirty=False)
+    (tmp_path / "dvc.lock").write_text("results changed\n")
+    assert not provenance(tmp_path).dirty
+    (tmp_path / "capture" / "build.py").write_text("x = 2\n")
+    assert provenance(tmp_path).dirty
 
 
 def test_torchrl_buffer_holds_the_real_steps(built: Path):

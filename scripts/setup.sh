@@ -31,6 +31,10 @@ fi
 .venv/bin/python -m pip install -q torch==2.13.0
 # the offline-RL extras are in too: tests/test_interop.py trains d3rlpy and fills a TorchRL buffer
 .venv/bin/python -m pip install -q -e ".[test,d3rlpy,torchrl]"
+# d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every
+# import, and stable-baselines3 imports gym whenever it is installed: every command would print
+# it. gym_notices carries nothing but that notice (gym runs without it).
+.venv/bin/python -m pip uninstall -q -y gym_notices
 
 export DVC_NO_ANALYTICS=1 PATH="$PWD/.venv/bin:$PATH"
 if [ $run_main_job -eq 1 ]; then

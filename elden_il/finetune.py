@@ -57,6 +57,10 @@ class KLToPriorPolicy(ActorCriticPolicy):
         return values, log_prob, -kl
 
 
+UPDATE_DIAGNOSTICS = ("train/explained_variance", "train/value_loss", "train/approx_kl",
+                      "train/clip_fraction", "train/entropy_loss")
+"""What SB3 logs after an update that says how it went (``entropy_loss`` is minus the KL to BC)."""
+
 HOSTS = Rule(lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
              'must be a list of "host:port" strings')
 
@@ -79,18 +83,68 @@ class FinetuneConfig:
     gamma: float = checked(0.99, number(0, 1, above=True))
     gae_lambda: float = checked(0.95, number(0, 1))
     clip_range: float = checked(0.1, number(0, above=True))
+    value_warmup_steps: int = checked(0, whole(0))  # env steps in which only the critic learns (see ValueWarmup)
     seed: int = checked(0, whole(0, 2**32 - 1))
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
+def actor_parameters(policy: ActorCriticPolicy) -> list[torch.nn.Parameter]:
+    """What decides the actions: the shared features, the actor's layers and its head. The
+    critic's own layers and head are the rest."""
+    critic = {id(p) for p in (*policy.mlp_extractor.value_net.parameters(), *policy.value_net.parameters())}
+    if not policy.share_features_extractor:
+        critic |= {id(p) for p in policy.vf_features_extractor.parameters()}
+    return [p for p in policy.parameters() if id(p) not in critic]
+
+
+class ValueWarmup(BaseCallback):
+    """Train the critic alone for the first ``steps`` env steps, the actor frozen as BC left it.
+
+    Behaviour cloning trains only the actor, so PPO starts with a competent actor and a random
+    critic: its first advantages are noise, and the clipped updates on them unlearn what BC
+    taught (the fine-tuning curve's early collapse). With the actor frozen, PPO's own value
+    loss fits the critic to the BC policy's returns first; after that both learn as usual."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+        self._frozen: list[torch.nn.Parameter] = []
+
+    def _on_training_start(self) -> None:
+        if self.steps > 0:
+            self._frozen = [p for p in actor_parameters(self.model.policy) if p.requires_grad]
+            for p in self._frozen:
+                p.requires_grad_(False)
+            log.info("critic warm-up: the actor is frozen for the first %d steps", self.steps)
+
+    def _on_rollout_start(self) -> None:
+        if self._frozen and self.num_timesteps >= self.steps:
+            for p in self._frozen:
+                p.requires_grad_(True)
+            self._frozen = []
+            log.info("critic warm-up done at %d steps: the actor learns too", self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
+
+
 class LearningCurve(BaseCallback):
-    """Episode returns and wins as training goes, for the learning-curve plot."""
+    """Episode returns and wins as training goes, for the learning-curve plot, and PPO's own
+    diagnostics after each update (how well the critic explains the returns, how far each
+    update moved the policy), which show why a curve falls."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[dict] = []
+        self.updates: list[dict] = []
+
+    def _on_rollout_start(self) -> None:
+        logged = self.model.logger.name_to_value
+        if "train/explained_variance" in logged:
+            self.updates.append({"timesteps": self.num_timesteps, **{
+                key.removeprefix("train/"): float(logged[key]) for key in UPDATE_DIAGNOSTICS if key in logged}})
 
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
@@ -136,12 +190,13 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     model.policy.set_prior(bc)
     curve = LearningCurve()
     started = time.perf_counter()
-    model.learn(config.total_steps, callback=curve, progress_bar=True)
+    model.learn(config.total_steps, callback=[ValueWarmup(config.value_warmup_steps), curve], progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()
     save_env_config(out, env_config)
     ActorCriticPolicy.save(model.policy, str(out / "policy.zip"))
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
+    (out / "updates.json").write_text(json.dumps(curve.updates))
     wins = [r["win"] for r in curve.rows]
     return {
         "timesteps": model.num_timesteps,

@@ -29,7 +29,7 @@ fi
 # torch first, pinned: the CPU build is on disk here, while an unpinned torch pulls GBs of CUDA.
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
-.venv/bin/python -m pip install -q -e ".[test]"
+.venv/bin/python -m pip install -q -e ".[test,pipeline,video]"   # pipeline: dvc; video: RecordVideo
 
 export DVC_NO_ANALYTICS=1 PATH="$PWD/.venv/bin:$PATH"
 if [ $run_main_job -eq 1 ]; then

@@ -23,11 +23,12 @@ log = logging.getLogger(__name__)
 
 
 class PolicyActor(Actor):
-    def __init__(self, path: Path, deterministic: bool) -> None:
-        from stable_baselines3.common.policies import ActorCriticPolicy
+    """A saved policy (either of SB3's formats, see ``load_policy``) playing its fights."""
 
-        self.policy = ActorCriticPolicy.load(str(path))
-        self.policy.set_training_mode(False)
+    def __init__(self, path: Path, deterministic: bool) -> None:
+        from elden_il.policy import load_policy
+
+        self.policy = load_policy(path).policy
         self.deterministic = deterministic
 
     def act(self, observations, envs, slots):
@@ -51,9 +52,14 @@ def evaluate(
     return results
 
 
-def write_gif(frames: list[np.ndarray], path: Path, size: int = 168, every: int = 1) -> None:
+def write_gif(frames: list[np.ndarray], path: Path, width: int = 320, every: int = 1) -> None:
+    """The rendered frames (``render_mode="rgb_array"``) as a GIF ``width`` pixels wide."""
     from PIL import Image
 
+    from env.game import scaled
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    images = [Image.fromarray(f).resize((size, size), Image.NEAREST) for f in frames[::every]]
+    height, frame_width = frames[0].shape[:2]
+    size = (width, max(1, round(height * width / frame_width)))
+    images = [Image.fromarray(scaled(f, size)) for f in frames[::every]]
     images[0].save(path, save_all=True, append_images=images[1:], duration=200, loop=0)

@@ -27,7 +27,7 @@ from env.config import EnvConfig
 from env.factory import BACKENDS, env_fns
 from env.fields import FLAG, Rule, check_fields, checked, number, one_of, whole
 
-from elden_il.policy import policy_kwargs, save_env_config
+from elden_il.policy import POLICY_FILE, policy_kwargs, save_env_config
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,11 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
 
 def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
-    (the one the BC policy was trained for); saves ``out/policy.zip`` and its env config."""
+    (the one the BC policy was trained for); saves the PPO model as ``out/policy.zip`` (SB3's
+    algorithm zip: ``PPO.load`` reads it; ``elden_il.policy.load_policy`` too) and its env config.
+
+    The KL prior is not saved: a ``PPO.load``-ed model trains on with ``ent_coef`` as a plain
+    entropy bonus unless ``model.policy.set_prior(bc_policy)`` is called again."""
     fns = seeded_env_fns(config, env_config)
     vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
     vec = VecMonitor(vec, info_keywords=("win",))
@@ -194,7 +198,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     seconds = time.perf_counter() - started
     vec.close()
     save_env_config(out, env_config)
-    ActorCriticPolicy.save(model.policy, str(out / "policy.zip"))
+    model.save(out / POLICY_FILE)
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     (out / "updates.json").write_text(json.dumps(curve.updates))
     wins = [r["win"] for r in curve.rows]

@@ -213,10 +213,10 @@ def stage_evaluate(params: dict) -> None:
 
     def make():
         if backend == "siphon":
-            return make_env(config, backend=backend, host=ev.get("host", ""))
+            return make_env(config, backend=backend, host=ev.get("host", ""), render_mode="rgb_array")
         # a simulator server runs in real time: paused while the policies think, so the live path is exact
         return make_env(config, backend=backend, state_attributes=ScriptedExpert.ATTRIBUTES,
-                        pause_between_steps=backend == "sim_server")
+                        pause_between_steps=backend == "sim_server", render_mode="rgb_array")
 
     parallel = 1 if backend != "sim" else ev.get("parallel", 8)
     results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)

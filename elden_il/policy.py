@@ -9,8 +9,10 @@ the policy is built on that transposed space; offline batches go through the pol
 from __future__ import annotations
 
 import json
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +26,12 @@ from torch import nn
 from env.config import EnvConfig
 from env.errors import EldenILError
 
+if TYPE_CHECKING:
+    from env.elden_env import EldenRingEnv
+
+POLICY_FILE = "policy.zip"
+"""A saved policy's file in its folder: SB3's policy-only zip (behaviour cloning) or SB3's
+algorithm zip (``PPO.save``: the fine-tuned model, which ``PPO.load`` reads as it is)."""
 ENV_CONFIG_FILE = "env_config.json"
 """Beside every saved policy: the ``EnvConfig`` of the env it was trained for."""
 
@@ -129,3 +137,64 @@ def load_env_config(folder: Path) -> EnvConfig:
         raise EldenILError(f"{path} is missing: {folder} holds no policy trained by this project (run `dvc repro`)") from None
     except json.JSONDecodeError as e:
         raise EldenILError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None
+
+
+@dataclass(frozen=True)
+class LoadedPolicy:
+    """A saved policy and the env it was trained for: ``policy.predict(obs)`` is SB3's own."""
+
+    policy: ActorCriticPolicy
+    config: EnvConfig
+    path: Path
+
+    def make_env(self, backend: str = "sim", **options: Any) -> EldenRingEnv:
+        """The env this policy acts in (``env.factory.make_env`` with its config); ``options``
+        are the env's behaviour (``render_mode``, ``host``, ``seed``...), not config fields."""
+        from env.factory import make_env
+
+        return make_env(self.config, backend=backend, **options)
+
+    def check_env(self, env: Any) -> None:
+        """Refuse an env other than the one the policy was trained for, naming every field
+        that differs (an observation key missing would otherwise be a bare shape error)."""
+        from elden_il.data import check_config
+
+        check_config(self.config, env.unwrapped.config, f"the policy {self.path}",
+                     "make its env with load_policy(path).make_env(), or gymnasium.make with "
+                     "the config in its env_config.json")
+
+
+def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
+    """The policy saved at ``path`` (a ``policy.zip`` or the folder holding it) with its env
+    config; with ``env``, refuse it unless it is the env the policy was trained for.
+
+    Both of SB3's formats load: the policy-only zip (``ActorCriticPolicy.save``, behaviour
+    cloning) and the algorithm zip (``PPO.save``, fine-tuning), told apart by the ``data``
+    member only the latter holds."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / POLICY_FILE
+    if not path.is_file():
+        raise EldenILError(f"no policy at {path}: train one (`dvc repro`) or give the path of a policy.zip")
+    config = load_env_config(path.parent)
+    if _is_algorithm_zip(path):
+        from stable_baselines3 import PPO
+
+        policy = PPO.load(str(path), device=device).policy
+    else:
+        policy = ActorCriticPolicy.load(str(path), device=device)
+    policy.set_training_mode(False)
+    loaded = LoadedPolicy(policy, config, path)
+    if env is not None:
+        loaded.check_env(env)
+    return loaded
+
+
+def _is_algorithm_zip(path: Path) -> bool:
+    """True for SB3's algorithm zip (``BaseAlgorithm.save``: a ``data`` JSON member); a
+    policy-only zip is a ``torch.save`` archive, without one."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "data" in archive.namelist()
+    except zipfile.BadZipFile:
+        raise EldenILError(f"{path} is not a saved policy (not a zip file): retrain it (`dvc repro`)") from None

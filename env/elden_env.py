@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -23,10 +24,17 @@ import numpy as np
 from env import fight
 from env.actions import KeyCommand, send
 from env.config import EnvConfig
+from env.fields import is_int
 from env.game import Frame, Game, GameState
+from env.keys import pygame_key
 from env.observations import ObservationBuilder
 from env.rewards import BaseReward, RewardFn
 from env.siphon_config import ConfigError
+
+DEFAULT_RENDER_SIZE = (640, 360)
+"""``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
+size the observation is (84x84 for training)."""
+MAX_RENDER_SIZE = (7680, 4320)
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +46,16 @@ class EldenRingEnv(gym.Env):
     choice: ``env.factory.make_env`` builds both from one ``EnvConfig`` and a backend name, and
     is what ``gymnasium.make("EldenIL/Margit-v0", ...)`` calls. The env's settings are kept as
     ``self.config`` (an ``EnvConfig``), the value datasets and policies record.
+
+    The episode limit is the config's ``max_steps``, enforced here (the env must release the
+    game's keys when it ends an episode) and shown as ``env.spec.max_episode_steps``; so
+    ``gymnasium.make`` adds no ``TimeLimit`` of its own unless asked (``max_episode_steps=``).
+    Rendering (``render_mode="rgb_array"``) is a picture at ``render_size`` for people and videos,
+    drawn apart from the observation's frame.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 5}
+    _spec: gym.envs.registration.EnvSpec | None = None
 
     def __init__(
         self,
@@ -58,7 +73,8 @@ class EldenRingEnv(gym.Env):
         reward_fn: RewardFn | None = None,
         pause_between_steps: bool = False,
         state_attributes: tuple[str, ...] = (),
-        render_mode: str | None = "rgb_array",
+        render_mode: str | None = None,
+        render_size: tuple[int, int] = DEFAULT_RENDER_SIZE,
     ) -> None:
         super().__init__()
         self.game = game_interface
@@ -75,6 +91,12 @@ class EldenRingEnv(gym.Env):
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
+        size = tuple(render_size)  # a list from JSON or YAML is fine
+        if not (len(size) == 2 and all(is_int(v) and 16 <= v <= m for v, m in zip(size, MAX_RENDER_SIZE))):
+            raise ConfigError(f"render_size must be [width, height] in pixels, from 16x16 to 7680x4320, got {render_size!r}")
+        self.render_size: tuple[int, int] = (int(size[0]), int(size[1]))
+        if timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
+            self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / timestep_ms))}
         self.pause_between_steps = pause_between_steps
         self.rules = self.profile.fight_rules
         self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)
@@ -105,6 +127,18 @@ class EldenRingEnv(gym.Env):
     @property
     def max_steps(self) -> int:
         return self.config.max_steps
+
+    @property
+    def spec(self) -> gym.envs.registration.EnvSpec | None:
+        """The spec ``gymnasium.make`` gave this env, with ``max_episode_steps`` saying where
+        this env truncates (``make`` records None there for the env itself)."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, spec: gym.envs.registration.EnvSpec | None) -> None:
+        if spec is not None and spec.max_episode_steps is None:
+            spec = replace(spec, max_episode_steps=self.max_steps)
+        self._spec = spec
 
     # --------------------------------------------------------------------------------- reset
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
@@ -222,10 +256,28 @@ class EldenRingEnv(gym.Env):
 
     # ------------------------------------------------------------------------ render / close
     def render(self) -> np.ndarray | None:
-        """The last captured frame at full size (RGB), before any crop or resize."""
+        """The last captured frame as RGB at ``render_size``, uncropped (None unless
+        ``render_mode="rgb_array"``, or before the first reset)."""
         if self.render_mode != "rgb_array" or self._frame is None:
             return None
-        return self._frame.rgb
+        return self.game.picture(self._frame, self.render_size)
+
+    def get_keys_to_action(self) -> dict[tuple[int, ...], Any]:
+        """pygame key combinations -> actions, from the profile's keybinds, so that
+        ``gymnasium.utils.play.play(env)`` plays this env from the keyboard: each action of the
+        action table is the keys it holds and taps (``W`` + ``LEFT_SHIFT`` is roll_forward)."""
+        commands = self.actions.commands if self.action_mode == "discrete" else [
+            KeyCommand(frozenset((key,))) for key in self.actions.keys
+        ]
+        mapping: dict[tuple[int, ...], Any] = {}
+        for index, command in enumerate(commands):
+            keys = sorted({*command.hold, *command.tap})
+            codes = [pygame_key(k) for k in keys]
+            if not keys or None in codes:
+                continue  # idle is play()'s noop; a mouse button cannot be pressed on a keyboard
+            action = index if self.action_mode == "discrete" else self.actions.bits(frozenset(keys))
+            mapping.setdefault(tuple(sorted(codes)), action)
+        return mapping
 
     def _release_keys(self) -> None:
         """Best effort: called while another error may be on its way up, which must win."""

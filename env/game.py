@@ -85,6 +85,12 @@ class Game(Protocol):
     def capture_frame(self) -> Frame:
         ...
 
+    def picture(self, frame: Frame, size: tuple[int, int]) -> np.ndarray:
+        """``frame`` (the last one observed) as RGB at ``size`` (width, height), for a person to
+        watch (``env.render()``), whatever size the observation is: a captured game scales its
+        frame (``scaled``), the simulator draws the same moment again at that size."""
+        ...
+
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         """A snapshot and a frame, taken together (concurrently where the backend can)."""
         ...
@@ -116,3 +122,14 @@ class Game(Protocol):
     def close(self) -> None:
         """Release every key and free the connection. Safe to call twice."""
         ...
+
+
+def scaled(rgb: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """``rgb`` resized to ``size`` (width, height): area-averaged down, bilinear up."""
+    height, width = rgb.shape[:2]
+    if (width, height) == tuple(size):
+        return rgb
+    import cv2
+
+    shrink = size[0] * size[1] < width * height
+    return cv2.resize(rgb, tuple(size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_LINEAR)

@@ -74,3 +74,30 @@ def normalize_key(name: str) -> str:
 
 def is_mouse_button(name: str) -> bool:
     return name in MOUSE_BUTTONS
+
+
+PYGAME_NAMES: dict[str, str] = {
+    "left shift": "LEFT_SHIFT", "right shift": "RIGHT_SHIFT", "left ctrl": "LEFT_CTRL",
+    "left alt": "LEFT_ALT", "space": "SPACE", "return": "ENTER", "escape": "ESC", "tab": "TAB",
+    "backspace": "BACKSPACE", "up": "UP_ARROW", "down": "DOWN_ARROW", "left": "LEFT_ARROW",
+    "right": "RIGHT_ARROW", "caps lock": "CAPSLOCK",
+}
+"""pygame's key names that differ from Siphon's (the others are Siphon's, lower-cased)."""
+
+
+def pygame_key(name: str) -> int | None:
+    """The pygame key code of Siphon's key ``name`` (``LEFT_SHIFT`` -> ``K_LSHIFT``), or None
+    for a key a keyboard window cannot press (a mouse button, a name pygame lacks)."""
+    import warnings
+
+    import pygame
+
+    if is_mouse_button(name):
+        return None
+    pygame_name = {v: k for k, v in PYGAME_NAMES.items()}.get(normalize_key(name), name.lower())
+    with warnings.catch_warnings():  # key_code warns before pygame.init(); the codes are fixed
+        warnings.simplefilter("ignore")
+        try:
+            return pygame.key.key_code(pygame_name)
+        except ValueError:
+            return None

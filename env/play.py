@@ -109,6 +109,10 @@ def run_fights(
     """One fight per seed, ``parallel`` at a time with batched decisions; optionally the first
     fight's frames for a GIF. Results do not depend on ``parallel``."""
     envs = [make_env() for _ in range(max(1, min(parallel, len(seeds))))]
+    if record_first and envs[0].render_mode != "rgb_array":
+        for env in envs:
+            env.close()
+        raise ValueError("record_first needs envs made with render_mode='rgb_array' (their frames are render()'s)")
     queue = list(seeds)
     running: dict[int, tuple[int, dict]] = {}  # slot -> (seed, observation)
     records: dict[int, FightRecord] = {}

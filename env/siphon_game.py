@@ -28,7 +28,7 @@ import grpc
 import numpy as np
 
 from env.arena import back_into_the_fight
-from env.game import AttributeValue, Frame, GameError, GameState
+from env.game import AttributeValue, Frame, GameError, GameState, scaled
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, NotConfigured, SiphonClient
@@ -85,6 +85,9 @@ class SiphonGame:
         start = time.monotonic()
         rgb = self.client.capture_rgb()
         return self._frame(rgb, (start + time.monotonic()) / 2)
+
+    def picture(self, frame: Frame, size: tuple[int, int]) -> np.ndarray:
+        return scaled(frame.rgb, size)  # the captured frame itself: no second capture over the network
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         start = time.monotonic()

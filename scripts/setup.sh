@@ -29,8 +29,9 @@ fi
 # torch first, pinned: the CPU build is on disk here, while an unpinned torch pulls GBs of CUDA.
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
-# the offline-RL extras are in too: tests/test_interop.py trains d3rlpy and fills a TorchRL buffer
-.venv/bin/python -m pip install -q -e ".[test,d3rlpy,torchrl]"
+# pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
+# d3rlpy and fills a TorchRL buffer
+.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl]"
 # d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every
 # import, and stable-baselines3 imports gym whenever it is installed: every command would print
 # it. gym_notices carries nothing but that notice (gym runs without it).

@@ -22,7 +22,7 @@ from env.wrappers import BossHpCurriculum, RewardOverride
 def test_gymnasium_and_sb3_env_checkers_pass(mode: str):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    check_env(make_env(action_mode=mode, frame_stack=4, action_history=4), skip_render_check=False)
+    check_env(make_env(action_mode=mode, frame_stack=4, action_history=4, render_mode="rgb_array"), skip_render_check=False)
     sb3_check_env(make_env(action_mode=mode), warn=True)
 
 

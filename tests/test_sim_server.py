@@ -224,7 +224,8 @@ def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
     size = (160, 90)
 
     def trajectory(game) -> list[tuple]:
-        env = EldenRingEnv(game_interface=game, pause_between_steps=True, frame_size=size, state_attributes=game.profile.attribute_names)
+        env = EldenRingEnv(game_interface=game, pause_between_steps=True, frame_size=size, state_attributes=game.profile.attribute_names,
+                           render_mode="rgb_array", render_size=size)  # the captured frame itself
         obs, _ = env.reset(seed=11)
         out = []
         for a in actions:

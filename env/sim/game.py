@@ -14,6 +14,7 @@ import math
 from collections.abc import Collection, Sequence
 
 import cv2
+import numpy as np
 
 from env.game import AttributeValue, Frame, GameError, GameState
 from env.keys import normalize_key
@@ -47,6 +48,7 @@ class SimGame:
         self.world = World(seed)
         self._latch = InputLatch(self.profile.keybinds)
         self._renderer = Renderer(*window_size)
+        self._picture_renderers: dict[tuple[int, int], Renderer] = {}
         self._releases: list[tuple[int, int, str]] = []  # (tick, order, key) min-heap
         self._order = itertools.count()
         self._frame: Frame | None = None
@@ -73,6 +75,17 @@ class SimGame:
             self._frame = Frame(rgb, world.time, world.tick_count)
             self._frame_revision = world.revision
         return self._frame
+
+    def picture(self, frame: Frame, size: tuple[int, int]) -> np.ndarray:
+        """The world drawn again at ``size`` (sharp at any size, where scaling a small training
+        frame up would blur it); ``frame`` itself when it already has that size."""
+        size = (int(size[0]), int(size[1]))
+        if frame.rgb.shape[1::-1] == size:
+            return frame.rgb
+        renderer = self._picture_renderers.get(size)
+        if renderer is None:
+            renderer = self._picture_renderers[size] = Renderer(*size)
+        return cv2.cvtColor(renderer.render_bgr(self.world), cv2.COLOR_BGR2RGB)
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         return self.read_state(names), self.capture_frame()

@@ -12,17 +12,10 @@ import threading
 
 import cv2
 
-from env.keys import normalize_key
+from env.keys import PYGAME_NAMES, normalize_key
 from env.sim.server import SimProcess
 
 log = logging.getLogger(__name__)
-
-PYGAME_NAMES = {
-    "left shift": "LEFT_SHIFT", "right shift": "RIGHT_SHIFT", "left ctrl": "LEFT_CTRL",
-    "left alt": "LEFT_ALT", "space": "SPACE", "return": "ENTER", "escape": "ESC", "tab": "TAB",
-    "backspace": "BACKSPACE", "up": "UP_ARROW", "down": "DOWN_ARROW", "left": "LEFT_ARROW",
-    "right": "RIGHT_ARROW", "caps lock": "CAPSLOCK",
-}
 
 
 def siphon_name(pygame_name: str) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,16 @@ class Demonstrations:
 
     def __len__(self) -> int:
         return len(self.actions)
+
+    def first_episodes(self, count: int) -> Demonstrations:
+        """The first ``count`` episodes alone. Episodes are stored one after another, so they
+        are a prefix of every per-row array and the ``first`` indices stay valid."""
+        if not 1 <= count <= self.source_episodes:
+            raise DatasetError(f"asked for the first {count} episodes of {self.source_episodes}: record more fights")
+        rows = int(np.searchsorted(self.episode, count))
+        per_row = {f.name: getattr(self, f.name)[:rows] for f in fields(self)
+                   if isinstance(getattr(self, f.name), np.ndarray) and len(getattr(self, f.name)) == len(self.episode)}
+        return replace(self, obs={k: v[:rows] for k, v in self.obs.items()}, source_episodes=count, **per_row)
 
     def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
         """The observations at ``index`` exactly as the env would have given them, with the

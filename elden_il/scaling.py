@@ -1,0 +1,159 @@
+"""How many fights must I record? Behaviour cloning on growing numbers of demonstration fights.
+
+The scripted expert's fights are recorded once (seeds 0, 1, ...), built into one dataset, and a
+BC policy is trained on the first 5, 10, 20, 40 and 80 of them, three training seeds each (the
+params.yaml ``bc`` settings otherwise). Every policy then fights the same held-out seeds. Per
+number of fights: the win rate over all its policies' fights with a Wilson 95 % interval, the
+spread between training seeds, and damage dealt and taken. The table answers "how much do I
+need to play?" for the simulator's boss; a real boss needs its own run on your recordings.
+
+    python -m elden_il.scaling                                     # the full study (about 30 min on 2 cores)
+    python -m elden_il.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from env.cli import ruled
+from env.errors import EldenILError
+from env.fields import whole
+
+log = logging.getLogger(__name__)
+
+OUT = Path("datasets/studies/scaling")
+HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
+
+
+def study(fights: list[int], seeds: list[int], eval_fights: int, params: dict, out: Path) -> dict:
+    """Record, train and evaluate as the module docstring says; writes ``out/results.json``
+    and ``out/scaling.png`` and returns the results."""
+    from capture.build_dataset import build_dataset
+    from capture.record import RecordSettings, record
+    from elden_il.bc import BCConfig, train_bc
+    from elden_il.data import demonstrations, open_dataset
+    from elden_il.evaluate import PolicyActor
+    from elden_il.pipeline import dataclass_params, env_config
+    from env.factory import make_env
+    from env.play import run_fights, summarize, wilson_interval
+
+    config = env_config(params)
+    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
+    demos_params = params.get("demos") or {}
+    held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
+    results: dict = {"fights": fights, "training_seeds": seeds, "eval_fights": eval_fights, "bc": vars(bc_config),
+                     "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        started = time.perf_counter()
+        record(RecordSettings(env=config.replace(profile="sim_margit"), backend="sim", autopilot=True,
+                              max_episodes=max(fights), seed=0, rate=demos_params.get("rate_hz", 30), out=tmp / "raw"))
+        build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
+        everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
+        results["record_and_build_seconds"] = time.perf_counter() - started
+        for n in fights:
+            demos = everything.first_episodes(n)
+            runs = []
+            for seed in seeds:
+                started = time.perf_counter()
+                metrics = train_bc(demos, replace(bc_config, seed=seed), tmp / f"bc-{n}-{seed}")
+                trained = time.perf_counter() - started
+                records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(tmp / f"bc-{n}-{seed}" / "policy.zip", True),
+                                        held_out, parallel=8)
+                runs.append({"seed": seed, "samples": len(demos), "train_seconds": trained, "epochs": metrics["epochs_run"],
+                             "val_accuracy": metrics["final"]["val_accuracy"], **summarize(records, 1.0), "records": records})
+                log.info("%d fights, seed %d: win rate %.0f %%", n, seed, 100 * runs[-1]["win_rate"])
+            wins = sum(r.win for run in runs for r in run["records"])
+            total = sum(len(run["records"]) for run in runs)
+            results["rows"].append({
+                "fights": n, "samples": len(demos), "policies": len(runs), "eval_fights": total,
+                "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
+                "win_rate_by_seed": [run["win_rate"] for run in runs],
+                "boss_damage_dealt": float(np.mean([r.boss_damage_dealt for run in runs for r in run["records"]])),
+                "boss_damage_dealt_sd": float(np.std([r.boss_damage_dealt for run in runs for r in run["records"]])),
+                "player_damage_taken": float(np.mean([r.player_damage_taken for run in runs for r in run["records"]])),
+                "train_seconds": float(np.mean([run["train_seconds"] for run in runs])),
+            })
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / "scaling.png")
+    return results
+
+
+def plot(results: dict, path: Path) -> None:
+    """Win rate (with its interval and each training seed) and damage dealt against fights."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = results["rows"]
+    n = np.array([r["fights"] for r in rows])
+    fig, (win, damage) = plt.subplots(1, 2, figsize=(10, 4))
+    rate = np.array([r["win_rate"] for r in rows]) * 100
+    low, high = (np.array([r["win_rate_ci95"][i] for r in rows]) * 100 for i in (0, 1))
+    win.fill_between(n, low, high, alpha=0.25, label="95 % interval")
+    win.plot(n, rate, "o-", label="all training seeds")
+    for r in rows:
+        win.scatter([r["fights"]] * len(r["win_rate_by_seed"]), np.array(r["win_rate_by_seed"]) * 100, s=10, color="grey")
+    win.set(xscale="log", xticks=n, xticklabels=n, xlabel="demonstration fights", ylabel="win rate (%)", ylim=(0, 100),
+            title=f"BC win rate on {results['eval_fights']} held-out fights per policy")
+    win.legend()
+    dealt = np.array([r["boss_damage_dealt"] for r in rows])
+    damage.errorbar(n, dealt, yerr=[r["boss_damage_dealt_sd"] for r in rows], fmt="o-", capsize=3, label="dealt (± sd)")
+    damage.plot(n, [r["player_damage_taken"] for r in rows], "s--", label="taken")
+    damage.set(xscale="log", xticks=n, xticklabels=n, xlabel="demonstration fights", ylabel="fraction of max HP per fight", title="damage")
+    damage.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def table(results: dict) -> str:
+    """The results as the README's markdown table (damage as a fraction of max HP)."""
+    lines = ["| fights recorded | samples | BC win rate (95 % interval) | by training seed | damage dealt | damage taken |",
+             "|---:|---:|---|---|---:|---:|"]
+    for r in results["rows"]:
+        low, high = r["win_rate_ci95"]
+        seeds = ", ".join(f"{w:.0%}" for w in r["win_rate_by_seed"])
+        lines.append(f"| {r['fights']} | {r['samples']:,} | {r['win_rate']:.0%} ({low:.0%}-{high:.0%}) | {seeds} | "
+                     f"{r['boss_damage_dealt']:.0%} | {r['player_damage_taken']:.0%} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m elden_il.scaling", description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    count = ruled(int, whole(1, 10_000))
+    parser.add_argument("--fights", type=count, nargs="+", default=[5, 10, 20, 40, 80], help="numbers of demonstration fights")
+    parser.add_argument("--seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+", default=[0, 1, 2], help="BC training seeds")
+    parser.add_argument("--eval-fights", type=count, default=100, help="held-out fights per policy (default: %(default)s)")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="the env and bc settings (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=OUT, help="where results.json and scaling.png go (default: %(default)s)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from elden_il.pipeline import load_params
+
+    try:
+        results = study(sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), args.out)
+    except EldenILError as e:
+        log.error("%s", e)
+        return 2
+    print(table(results))
+    print(f"\nresults and plot in {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

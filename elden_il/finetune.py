@@ -13,6 +13,7 @@ import copy
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -86,11 +87,13 @@ class FinetuneConfig:
 
 
 class LearningCurve(BaseCallback):
-    """Episode returns and wins as training goes, for the learning-curve plot."""
+    """Episode returns and wins as training goes, for the learning-curve plot; each row is also
+    handed to ``on_episode`` as it comes (the pipeline logs it with DVCLive)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_episode: Callable[[dict], None] | None = None) -> None:
         super().__init__()
         self.rows: list[dict] = []
+        self.on_episode = on_episode
 
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
@@ -101,6 +104,8 @@ class LearningCurve(BaseCallback):
                     "length": int(info["episode"]["l"]),
                     "win": bool(info.get("win", False)),
                 })
+                if self.on_episode is not None:
+                    self.on_episode(self.rows[-1])
         return True
 
 
@@ -118,9 +123,11 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
     return [seeded(make, i) for i, make in enumerate(fns)]
 
 
-def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path) -> dict:
+def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path,
+             on_episode: Callable[[dict], None] | None = None) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
-    (the one the BC policy was trained for); saves ``out/policy.zip`` and its env config."""
+    (the one the BC policy was trained for); saves ``out/policy.zip`` and its env config.
+    ``on_episode`` gets each training episode's learning-curve row as it ends."""
     fns = seeded_env_fns(config, env_config)
     vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
     vec = VecMonitor(vec, info_keywords=("win",))
@@ -134,7 +141,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     )
     model.policy.load_state_dict(bc.state_dict())
     model.policy.set_prior(bc)
-    curve = LearningCurve()
+    curve = LearningCurve(on_episode)
     started = time.perf_counter()
     model.learn(config.total_steps, callback=curve, progress_bar=True)
     seconds = time.perf_counter() - started

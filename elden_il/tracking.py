@@ -11,8 +11,11 @@ writes the same bytes. DVCLive is asked neither to edit ``dvc.yaml`` (the pipeli
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 WIN_RATE_WINDOW = 20
 """Episodes in the fine-tuning win rate's trailing mean (as in ``plots.learning_curves``)."""
@@ -24,9 +27,7 @@ class TrainingLog:
     the run's curves are complete when it exits."""
 
     def __init__(self, directory: Path) -> None:
-        from dvclive import Live
-
-        self.live = Live(str(directory), save_dvc_exp=False, dvcyaml=None)
+        self.live = _live(directory)
         self._wins: deque[float] = deque(maxlen=WIN_RATE_WINDOW)
 
     def bc_epoch(self, record: dict) -> None:
@@ -51,3 +52,21 @@ class TrainingLog:
 
     def __exit__(self, *exc) -> None:
         self.live.end()
+
+
+def _live(directory: Path):
+    """A DVCLive ``Live`` logging into ``directory``, also in a git repository without commits
+    yet (``git init``, ``dvc init``, ``dvc repro``), where DVCLive 3.49 fails while looking up
+    the commit to attach an experiment to (treeverse/dvclive#522): there is none to attach to,
+    and the curves are written all the same."""
+    from dvclive import Live
+    from scmrepo.exceptions import SCMError
+
+    class CommitlessLive(Live):
+        def _init_dvc(self) -> None:
+            try:
+                super()._init_dvc()
+            except SCMError as e:
+                log.debug("DVCLive without a DVC experiment: %s", e)
+
+    return CommitlessLive(str(directory), save_dvc_exp=False, dvcyaml=None)

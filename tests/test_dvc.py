@@ -64,3 +64,17 @@ def test_a_trained_output_travels_through_a_local_remote(tmp_path: Path):
     assert md5s(clone / "model") == md5s(origin / "model")
     status = run(clone, "dvc", "status")
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
+
+
+def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
+    from elden_il.pipeline import split_report
+
+    metrics, run_info = split_report({
+        "fights": 3, "backend": "sim", "config": {"seed": 0}, "final": {"epoch": 2, "val_loss": 0.5},
+        "policies": {"bc": {"win_rate": 0.5, "fights_per_minute": 99.0}, "expert": {"win_rate": 0.75}},
+        "train_samples_per_second": 1e3,
+    })
+    assert metrics == {"fights": 3, "backend": "sim", "final": {"epoch": 2, "val_loss": 0.5},
+                       "policies": {"bc": {"win_rate": 0.5}, "expert": {"win_rate": 0.75}}}
+    assert run_info == {"config": {"seed": 0}, "policies": {"bc": {"fights_per_minute": 99.0}},
+                        "train_samples_per_second": 1e3}

@@ -36,7 +36,10 @@ import platform
 import shutil
 import sys
 import time
+<<<<<<< HEAD
 import traceback
+=======
+>>>>>>> dvc-track
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -129,7 +132,7 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
-def _create_datasets(f: h5py.File, meta: EpisodeMeta) -> None:
+def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None) -> None:
     w, h = meta.frame_size
     a, k = len(meta.attribute_names), len(meta.key_names)
     f.create_dataset("frames", (0, h, w, 3), np.uint8, maxshape=(None, h, w, 3), chunks=(1, h, w, 3), compression="gzip", compression_opts=1)
@@ -152,7 +155,7 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta) -> None:
         "sim_seed": -1 if meta.sim_seed is None else meta.sim_seed,
         "host": meta.host,
         "software": json.dumps(software_versions()),
-        "started_at_unix": time.time(),
+        **({} if started_at_unix is None else {"started_at_unix": started_at_unix}),
         "clock": "time.monotonic (live) or game time (in-process simulator)",
         "finished": False,
         "recovered": False,
@@ -176,12 +179,26 @@ def _sample_bytes(sample: Sample) -> int:
 
 
 class EpisodeWriter:
-    def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0) -> None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    """Writes one episode as ``<name>_<source>.h5``.
+
+    ``name`` None names it by the UTC wall-clock time it starts, which is also stored as
+    ``started_at_unix``: what a person recording wants. A given name (the pipeline's
+    ``demos`` stage gives the episode's index and seed) stores no wall-clock time at all, so with
+    a ``clock`` that is game time the file depends only on what was recorded: two recordings
+    with the same settings are byte-identical, and DVC sees no change. ``flush_every_s`` is
+    measured on ``clock`` (the recorder's: ``time.monotonic`` live, game time in-process).
+    """
+
+    def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0, name: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        started_at_unix = time.time() if name is None else None
+        if name is None:
+            name = datetime.fromtimestamp(started_at_unix, timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         self.meta = meta
-        self.final_path = directory / f"{stamp}_{meta.source}.h5"
-        self.path = directory / f"{stamp}_{meta.source}{PARTIAL}"
+        self.final_path = directory / f"{name}_{meta.source}.h5"
+        self.path = directory / f"{name}_{meta.source}{PARTIAL}"
         self.flush_every_s = flush_every_s
+        self._clock = clock
         self._file: h5py.File | None = None
         self._lock = FileLock(self.path)
         with self._writing("start"):
@@ -190,12 +207,12 @@ class EpisodeWriter:
             if not self._lock.acquire():
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
             self._file = h5py.File(self.path, "w", libver="latest")
-            _create_datasets(self._file, meta)
+            _create_datasets(self._file, meta, started_at_unix)
             self._file.swmr_mode = True
         self._pending: list[Sample] = []
         self._pending_bytes = 0
         self._events: list[np.ndarray] = []
-        self._last_flush = time.monotonic()
+        self._last_flush = clock()
         self.samples = 0
 
     def append(self, sample: Sample) -> None:
@@ -204,7 +221,7 @@ class EpisodeWriter:
         self._pending.append(sample)
         self._pending_bytes += _sample_bytes(sample)
         self.samples += 1
-        if time.monotonic() - self._last_flush >= self.flush_every_s or self._pending_bytes >= FLUSH_BYTES:
+        if self._clock() - self._last_flush >= self.flush_every_s or self._pending_bytes >= FLUSH_BYTES:
             self.flush()
 
     def append_events(self, events: np.ndarray) -> None:
@@ -232,7 +249,7 @@ class EpisodeWriter:
             _append(f["events"], np.concatenate(self._events))
         f.flush()
         self._pending, self._pending_bytes, self._events = [], 0, []
-        self._last_flush = time.monotonic()
+        self._last_flush = self._clock()
 
     def finish(self, outcome: str, stats: dict[str, float]) -> Path:
         """Flush, record the outcome, and atomically publish the file as ``<name>.h5``."""

@@ -119,6 +119,10 @@ class RecordSettings:
     seed: int = 0
     video: bool = False
     hotkeys: tuple[str, str, str] = ("F5", "F6", "F8")
+    reproducible: bool = False
+    """Name episodes by their order and fight seed (``00000-seed0_autopilot.h5``) and store no
+    wall-clock time in them, instead of naming them by the time they start: in-process, the same
+    settings then record byte-identical files (the pipeline's ``demos`` stage, tracked by DVC)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
@@ -177,6 +181,7 @@ class Recorder:
         self._episode_t0 = 0.0
         self.video: VideoSidecar | None = None
         self.saved: list[Path] = []
+        self.started = 0  # episodes begun, discarded ones included: the next reproducible name
         self.fight_seed = settings.seed
         self.has_seed = settings.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
         self.autopilot = Autopilot(self.game, self.inputs, settings.env) if settings.autopilot else None
@@ -210,7 +215,8 @@ class Recorder:
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
         )
-        self.writer = EpisodeWriter(self.settings.out, meta)
+        self.writer = EpisodeWriter(self.settings.out, meta, name=self._episode_name(), clock=self.game.now)
+        self.started += 1
         self._episode_t0 = self.game.now()
         self.sampler.count_from(first)
         if self.settings.video:
@@ -218,6 +224,14 @@ class Recorder:
         if self.autopilot:
             self.autopilot.new_fight()
         log.info("episode started: %s", self.writer.path.name)
+
+    def _episode_name(self) -> str | None:
+        """A reproducible episode's name: zero-padded, so names sort in recording order (the
+        order ``capture.build_dataset`` reads them in, as it reads time-stamped names); None:
+        named by the wall-clock time it starts."""
+        if not self.settings.reproducible:
+            return None
+        return f"{self.started:05d}-seed{self.fight_seed}" if self.has_seed else f"{self.started:05d}"
 
     def _finish_episode(self, outcome: str) -> None:
         writer, self.writer = self.writer, None  # a writer that fails to finish is not tried again

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -58,9 +59,11 @@ def split_episodes(demos: Demonstrations, fraction: float, seed: int) -> tuple[n
     return np.flatnonzero(~is_val), np.flatnonzero(is_val)
 
 
-def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
+def train_bc(demos: Demonstrations, config: BCConfig, out: Path,
+             on_epoch: Callable[[dict], None] | None = None) -> dict:
     """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
-    for beside it), return the metrics."""
+    for beside it), return the metrics. ``on_epoch`` gets each epoch's record as it ends (the
+    pipeline logs it with DVCLive)."""
     torch.manual_seed(config.seed)
     dev = device()
     policy = make_policy(demos.observation_space, demos.action_space).to(dev)
@@ -90,6 +93,8 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path) -> dict:
         record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_loss": val_loss, "val_accuracy": val_acc}
         history.append(record)
         log.info("BC epoch %d: %s", epoch, record)
+        if on_epoch is not None:
+            on_epoch(record)
         score = val_loss if len(val_idx) else record["train_loss"]
         if score < best - 1e-4:
             best, stale = score, 0

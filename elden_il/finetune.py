@@ -13,6 +13,7 @@ import copy
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -131,14 +132,16 @@ class ValueWarmup(BaseCallback):
 
 
 class LearningCurve(BaseCallback):
-    """Episode returns and wins as training goes, for the learning-curve plot, and PPO's own
+    """Episode returns and wins as training goes, for the learning-curve plot (each row is also
+    handed to ``on_episode`` as it comes: the pipeline logs it with DVCLive), and PPO's own
     diagnostics after each update (how well the critic explains the returns, how far each
     update moved the policy), which show why a curve falls."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_episode: Callable[[dict], None] | None = None) -> None:
         super().__init__()
         self.rows: list[dict] = []
         self.updates: list[dict] = []
+        self.on_episode = on_episode
 
     def _on_rollout_start(self) -> None:
         logged = self.model.logger.name_to_value
@@ -155,6 +158,8 @@ class LearningCurve(BaseCallback):
                     "length": int(info["episode"]["l"]),
                     "win": bool(info.get("win", False)),
                 })
+                if self.on_episode is not None:
+                    self.on_episode(self.rows[-1])
         return True
 
 
@@ -172,10 +177,12 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
     return [seeded(make, i) for i, make in enumerate(fns)]
 
 
-def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path) -> dict:
+def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path,
+             on_episode: Callable[[dict], None] | None = None) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
     (the one the BC policy was trained for); saves the PPO model as ``out/policy.zip`` (SB3's
     algorithm zip: ``PPO.load`` reads it; ``elden_il.policy.load_policy`` too) and its env config.
+    ``on_episode`` gets each training episode's learning-curve row as it ends.
 
     The KL prior is not saved: a ``PPO.load``-ed model trains on with ``ent_coef`` as a plain
     entropy bonus unless ``model.policy.set_prior(bc_policy)`` is called again."""
@@ -192,7 +199,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     )
     model.policy.load_state_dict(bc.state_dict())
     model.policy.set_prior(bc)
-    curve = LearningCurve()
+    curve = LearningCurve(on_episode)
     started = time.perf_counter()
     model.learn(config.total_steps, callback=[ValueWarmup(config.value_warmup_steps), curve], progress_bar=True)
     seconds = time.perf_counter() - started

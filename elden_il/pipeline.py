@@ -7,13 +7,17 @@
     python -m elden_il.pipeline evaluate   every policy, same seeds, same env; metrics and plots
     python -m elden_il.pipeline summary    the last evaluation, as a table
 
-Outputs (DVC-tracked, git-ignored), all under ``datasets/``: ``demos/``, ``minari/``, ``models/``,
-``reports/`` (metrics as JSON for ``dvc metrics show``, plots as PNG, a GIF per policy).
+Outputs, all under ``datasets/``: ``demos/``, ``minari/``, ``models/`` (DVC-cached, git-ignored);
+``reports/``: metrics as JSON for ``dvc metrics show``, the data of ``dvc plots`` (DVCLive's
+training curves in ``reports/live/``, ``reports/eval_policies.csv``), these committed to git;
+plots as PNG and a GIF per policy (DVC-cached); and per stage a ``<stage>.run.json`` with how
+that run went on this machine (timings, device, the config it ran with), git-ignored.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import logging
 import shutil
@@ -38,6 +42,13 @@ USER_RAW_DIR = Path("datasets/raw")
 MINARI_ROOT = Path("datasets/minari")
 MODELS = Path("datasets/models")
 REPORTS = Path("datasets/reports")
+LIVE = REPORTS / "live"
+RUN_ONLY = frozenset({"config", "env_config", "id", "device", "train_samples_per_second", "env_steps_per_second",
+                      "fights_per_minute"})
+"""Report keys, at any depth, that are not results: copies of params and timings of this run on
+this machine. They go to ``<stage>.run.json``, not the metrics DVC tracks: a metric that changes
+on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` modified and widen
+``dvc metrics show`` for nothing."""
 
 
 class ParamsError(EldenILError):
@@ -125,6 +136,30 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2))
 
 
+def split_report(report: dict) -> tuple[dict, dict]:
+    """``report`` as (metrics, run): the ``RUN_ONLY`` keys at any depth in the second, at the
+    same place; everything else in the first."""
+    metrics: dict = {}
+    run: dict = {}
+    for key, value in report.items():
+        if key in RUN_ONLY:
+            run[key] = value
+        elif isinstance(value, dict):
+            metrics[key], inner = split_report(value)
+            if inner:
+                run[key] = inner
+        else:
+            metrics[key] = value
+    return metrics, run
+
+
+def write_report(stage: str, report: dict) -> None:
+    """``reports/<stage>.json``, the stage's metrics, and ``reports/<stage>.run.json``, the rest."""
+    metrics, run = split_report(report)
+    write_json(REPORTS / f"{stage}.json", metrics)
+    write_json(REPORTS / f"{stage}.run.json", run)
+
+
 # --------------------------------------------------------------------------------------- stages
 def dataset_id(params: dict) -> str:
     """``dataset.id``, which every stage from the dataset on needs."""
@@ -148,7 +183,7 @@ def stage_demos(params: dict) -> None:
     record(RecordSettings(
         env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
         max_episodes=demos.get("episodes", 40), seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
-        out=DEMOS_DIR,
+        out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
     ))
 
 
@@ -159,12 +194,13 @@ def stage_dataset(params: dict) -> None:
     raw = DEMOS_DIR if demos.get("source", "sim") == "sim" else Path(demos.get("raw_dir") or USER_RAW_DIR)
     name = dataset_id(params)
     dataset = build_dataset(raw, name, env_config(params), root=MINARI_ROOT, force=True)
-    write_json(REPORTS / "dataset.json", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
+    write_report("dataset", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
 
 
 def stage_bc(params: dict) -> None:
     from elden_il.bc import BCConfig, train_bc
     from elden_il.data import check_config, load_demonstrations
+    from elden_il.tracking import TrainingLog
 
     config = dataclass_params(params.get("bc"), "bc", BCConfig)
     name = dataset_id(params)
@@ -172,17 +208,21 @@ def stage_bc(params: dict) -> None:
     wanted = env_config(params).replace(profile=demos.config.profile)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
-    metrics = train_bc(demos, config, MODELS / "bc")
-    write_json(REPORTS / "bc.json", metrics)
+    with TrainingLog(LIVE / "bc") as live:
+        metrics = train_bc(demos, config, MODELS / "bc", on_epoch=live.bc_epoch)
+    write_report("bc", metrics)
 
 
 def stage_finetune(params: dict) -> None:
     from elden_il.finetune import FinetuneConfig, finetune
     from elden_il.policy import load_env_config
+    from elden_il.tracking import TrainingLog
 
     config = dataclass_params(params.get("finetune"), "finetune", FinetuneConfig)
-    metrics = finetune(MODELS / "bc" / "policy.zip", config, load_env_config(MODELS / "bc"), MODELS / "finetuned")
-    write_json(REPORTS / "finetune.json", metrics)
+    with TrainingLog(LIVE / "finetune") as live:
+        metrics = finetune(MODELS / "bc" / "policy.zip", config, load_env_config(MODELS / "bc"), MODELS / "finetuned",
+                           on_episode=live.rl_episode)
+    write_report("finetune", metrics)
 
 
 def stage_evaluate(params: dict) -> None:
@@ -220,10 +260,26 @@ def stage_evaluate(params: dict) -> None:
 
     parallel = 1 if backend != "sim" else ev.get("parallel", 8)
     results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)
-    write_json(REPORTS / "eval.json", {"backend": backend, "fights": len(seeds), "policies": results})
+    write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results})
+    write_policy_table(results, REPORTS / "eval_policies.csv")
     show_summary()
     comparison_chart(results, REPORTS / "plots" / "comparison.png")
     learning_curves(MODELS / "bc" / "history.json", MODELS / "finetuned" / "learning_curve.json", REPORTS / "plots" / "learning_curves.png")
+
+
+POLICY_COLUMNS = ("policy", "win_rate", "win_rate_ci95_low", "win_rate_ci95_high", "boss_damage_dealt",
+                  "player_damage_taken", "episode_length", "episode_reward")
+
+
+def write_policy_table(results: dict[str, dict], path: Path) -> None:
+    """The evaluation, a row per policy, as CSV: what ``dvc plots`` draws as bars (it needs rows,
+    and ``eval.json`` keys its results by policy) and what a spreadsheet opens."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, POLICY_COLUMNS, extrasaction="ignore")  # not the timings
+        writer.writeheader()
+        for name, r in results.items():
+            low, high = r["win_rate_ci95"]
+            writer.writerow({**r, "policy": name, "win_rate_ci95_low": low, "win_rate_ci95_high": high})
 
 
 def show_summary(path: Path = REPORTS / "eval.json") -> None:

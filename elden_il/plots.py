@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from elden_il.tracking import WIN_RATE_WINDOW  # noqa: E402
+
 ORDER = ("random", "bc", "finetuned", "expert")
 
 
@@ -39,7 +41,7 @@ def comparison_chart(results: dict[str, dict], path: Path) -> None:
     plt.close(fig)
 
 
-def learning_curves(bc_history: Path, rl_curve: Path, path: Path, window: int = 20) -> None:
+def learning_curves(bc_history: Path, rl_curve: Path, path: Path, window: int = WIN_RATE_WINDOW) -> None:
     """BC losses per epoch; RL episode return and win rate (moving average) per timestep."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
     history = json.loads(bc_history.read_text())

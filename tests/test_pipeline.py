@@ -39,7 +39,10 @@ def project(tmp_path_factory) -> Path:
     for name in ("env", "capture", "elden_il"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
-    (root / "datasets" / "raw").mkdir(parents=True)
+    for ignore in (".gitignore", *(p.relative_to(ROOT) for p in (ROOT / "datasets").rglob(".gitignore"))):
+        (root / ignore).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / ignore, root / ignore)
+    (root / "datasets" / "raw").mkdir(parents=True, exist_ok=True)
     (root / "datasets" / "raw" / ".gitkeep").touch()
     (root / "params.yaml").write_text(yaml.safe_dump(TINY))
     for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
@@ -59,11 +62,18 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
         assert (project / "datasets/reports" / picture).stat().st_size > 1000
     shown = run(project, "dvc", "metrics", "show")
     assert "win_rate" in shown.stdout
+    check_metrics_and_plots(project)
     summary = run(project, sys.executable, "-m", "elden_il.pipeline", "summary")
     assert summary.returncode == 0 and "win rate" in summary.stdout and "finetuned" in summary.stdout
 
     again = run(project, "dvc", "repro")
     assert again.returncode == 0 and "Running stage" not in again.stdout
+
+    # recording and building again from a fresh state changes nothing git or DVC track
+    commit(project)
+    redone = run(project, "dvc", "repro", "--force", "dataset")
+    assert redone.returncode == 0 and "Running stage 'demos'" in redone.stdout, redone.stdout + redone.stderr
+    assert run(project, "git", "status", "--porcelain").stdout == ""
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["bc"]["learning_rate"] = 0.0002
@@ -72,6 +82,42 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     assert changed.returncode == 0, changed.stdout + changed.stderr
     ran = {line.split("'")[1] for line in changed.stdout.splitlines() if line.startswith("Running stage")}
     assert ran == {"bc", "finetune", "evaluate"}
+
+
+def commit(project: Path) -> None:
+    for command in (["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"]):
+        result = run(project, *command)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def check_metrics_and_plots(project: Path) -> None:
+    """Metrics hold results only (timings and config copies are in the git-ignored run files),
+    and every plot dvc.yaml declares has its data."""
+    from elden_il.pipeline import RUN_ONLY
+
+    def keys(tree: dict) -> set[str]:
+        return set(tree) | {k for v in tree.values() if isinstance(v, dict) for k in keys(v)}
+
+    metrics = json.loads(run(project, "dvc", "metrics", "show", "--json").stdout)
+    files = next(iter(metrics.values()))["data"]  # the workspace's
+    assert set(files) == {f"datasets/reports/{stage}.json" for stage in ("dataset", "bc", "finetune", "eval")}
+    for data in files.values():
+        assert not keys(data["data"]) & RUN_ONLY
+    run_info = json.loads((project / "datasets/reports/bc.run.json").read_text())
+    assert run_info["train_samples_per_second"] > 0 and run_info["config"]["epochs"] == 1
+    assert "fights_per_minute" in json.loads((project / "datasets/reports/eval.run.json").read_text())["policies"]["bc"]
+
+    shown = run(project, "dvc", "plots", "show", "--json")
+    assert shown.returncode == 0, shown.stderr
+    plots = json.loads(shown.stdout)["data"]
+    declared = [next(iter(p)) if isinstance(p, dict) else p for p in yaml.safe_load((project / "dvc.yaml").read_text())["plots"]]
+    assert set(plots) == set(declared)
+    for name, [plot] in plots.items():
+        assert plot["type"] == "image" or plot["content"]["data"]["values"], name
+    losses = {row["filename::field"] for row in plots["bc_loss"][0]["content"]["data"]["values"]}
+    assert losses == {"train_loss.tsv::train_loss", "val_loss.tsv::val_loss"}
+    policies = [row["policy"] for row in plots["eval_win_rate"][0]["content"]["data"]["values"]]
+    assert policies == ["random", "bc", "finetuned", "expert"]
 
 
 @pytest.mark.slow

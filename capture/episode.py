@@ -36,10 +36,7 @@ import platform
 import shutil
 import sys
 import time
-<<<<<<< HEAD
 import traceback
-=======
->>>>>>> dvc-track
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass

@@ -359,10 +359,12 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if not self.input_ready:
             return pb2.InputKeyTapResponse(success=False, message="input is not initialized: call InitializeInput first")
         hold, delay, count = request.hold_ms, request.delay_ms, len(request.keys)
-        if hold < 0 or delay < 0 or hold + 2 * max(0, count - 1) * delay > MAX_WAIT_MS:
+        if hold < 0 or delay < 0:
+            return pb2.InputKeyTapResponse(success=False, message=f"hold_ms and delay_ms must be 0 or more, got {hold} and {delay}")
+        if hold + 2 * max(0, count - 1) * delay > MAX_WAIT_MS:
             return pb2.InputKeyTapResponse(success=False, message=(
                 f"a tap of {count} keys with hold_ms={hold} and delay_ms={delay} takes hold + 2 x (keys - 1) x delay ms: "
-                f"it must be from 0 to {MAX_WAIT_MS} ms"))
+                f"it must be at most {MAX_WAIT_MS} ms"))
         with self.taps.slot() as refused:
             if refused:
                 return pb2.InputKeyTapResponse(success=False, message=refused)

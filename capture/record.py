@@ -164,6 +164,8 @@ def check_players(settings: RecordSettings) -> None:
         raise RecordError("--autopilot and --policy both play the game: choose one")
     if settings.scripted_human and settings.policy is None:
         raise RecordError("--scripted-human corrects a policy: add --policy PATH")
+    if settings.policy is not None:
+        policy_file(settings.policy)  # before the game is started
 
 
 def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:

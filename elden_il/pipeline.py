@@ -164,7 +164,7 @@ def stage_dataset(params: dict) -> None:
 
 def stage_bc(params: dict) -> None:
     from elden_il.bc import BCConfig, train_bc
-    from elden_il.data import check_config, load_demonstrations
+    from elden_il.data import check_config, load_demonstrations, sample_weights
 
     config = dataclass_params(params.get("bc"), "bc", BCConfig)
     name = dataset_id(params)
@@ -172,7 +172,10 @@ def stage_bc(params: dict) -> None:
     wanted = env_config(params).replace(profile=demos.config.profile)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
-    metrics = train_bc(demos, config, MODELS / "bc")
+    # recordings with a policy at the keys (capture.record --policy): the person's corrections
+    # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
+    corrected = (demos.intervention | demos.policy_played).any()
+    metrics = train_bc(demos, config, MODELS / "bc", sample_weights(demos) if corrected else None)
     write_json(REPORTS / "bc.json", metrics)
 
 

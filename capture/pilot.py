@@ -87,7 +87,7 @@ class PolicyPilot:
         self.decisions += 1
         if self.human is not None:
             self.human.decide(state, action)
-        if not self.takeover.in_control(state.timestamp):
+        if not self.takeover.in_control(sample.t):
             self.driver.play(self.actions.command(action))
         return action
 

@@ -291,6 +291,8 @@ class Recorder:
         if self.video is not None:
             self.video.close()
             self.video = None
+        if self.pilot:
+            self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
 
@@ -299,8 +301,6 @@ class Recorder:
         self.game.wait_until(self.game.now() + self.settings.restart_delay)
         if self.autopilot:
             self.autopilot.release()
-        if self.pilot:
-            self.pilot.release()
         self.game.reset_fight(self.fight_seed)
         self.sampler.restart_clock()
 

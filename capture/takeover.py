@@ -110,7 +110,6 @@ class ScriptedHuman:
         self.policy_table = table
         self.expert = ScriptedExpert(step_seconds)
         self.playing = False
-        self.takeovers = 0
 
     def new_fight(self) -> None:
         self.expert.reset()
@@ -121,7 +120,6 @@ class ScriptedHuman:
         # a person takes over by pressing keys: a correction to "do nothing" cannot be made
         presses = bool(expert.hold or expert.tap)
         if self.expert.attack_coming and (self.playing or (presses and self._differs(expert, policy_action))):
-            self.takeovers += not self.playing
             self.playing = True
             self.keyboard.play(expert)
         else:

@@ -28,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from env.cli import output_folder
 from env.config import EnvConfig
 from env.errors import EldenILError
@@ -144,12 +146,18 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
     def samples(paths: list[Path]) -> int:
         return sum(len(read_episode(p, frames=False)) for p in paths)
 
+    def takeovers(paths: list[Path]) -> int:
+        """How often the person took control: the runs of marked samples."""
+        marks = [read_episode(p, frames=False).intervention.astype(int) for p in paths]
+        return int(sum((np.diff(m, prepend=0) == 1).sum() for m in marks))
+
     arms = {
         "bc": {"added_fights": 0, "added_labelled_steps": 0, "added_recorded_steps": 0, "added_samples": 0,
                "dataset": base, "seconds": base_seconds},
         "bc+corrections": {"added_fights": len(corrections.raw), "added_labelled_steps": budget,
                            "added_recorded_steps": corrected["intervention_steps"] + corrected["policy_steps"],
-                           "added_samples": samples(corrections.raw), "dataset": corrected,
+                           "added_samples": samples(corrections.raw), "takeovers": takeovers(corrections.raw),
+                           "dataset": corrected,
                            "seconds": corrections.seconds},
         "bc+more demos": {"added_fights": len(more.raw),
                           "added_labelled_steps": more_counts["demonstration_steps"] - base["demonstration_steps"],
@@ -180,20 +188,24 @@ def show(report: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     defaults = CorrectionsConfig()
-    p = argparse.ArgumentParser(prog="python -m elden_il.corrections", description=__doc__.split("\n\n")[0].strip("`"),
+    p = argparse.ArgumentParser(prog="python -m elden_il.corrections",
+                                description=__doc__.split("\n\n")[0].split(": ", 1)[1],
                                 epilog="example: python -m elden_il.corrections --out /tmp/corrections")
     p.add_argument("--out", type=output_folder, default=Path("datasets/corrections"),
                    help="work folder, created; must not exist (default: %(default)s)")
-    p.add_argument("--demo-fights", type=int, default=defaults.demo_fights, help="first demonstrations (default: %(default)s)")
+    p.add_argument("--demo-fights", type=int, default=defaults.demo_fights,
+                   help="first demonstrations (default: %(default)s)")
     p.add_argument("--correction-fights", type=int, default=defaults.correction_fights,
                    help="fights BC plays with the scripted human correcting (default: %(default)s)")
     p.add_argument("--intervention-weight", type=float, default=defaults.intervention_weight,
                    help="weight of a correction step in BC's loss (a demonstration step: 1) (default: %(default)s)")
     p.add_argument("--takeover-quiet", type=float, default=defaults.takeover_quiet,
                    help="seconds with no key held before the policy plays again (default: %(default)s)")
-    p.add_argument("--eval-fights", type=int, default=defaults.eval_fights, help="held-out fights per policy (default: %(default)s)")
+    p.add_argument("--eval-fights", type=int, default=defaults.eval_fights,
+                   help="held-out fights per policy (default: %(default)s)")
     p.add_argument("--epochs", type=int, default=defaults.bc.epochs, help="BC epochs (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=defaults.seed, help="first demonstration fight's seed (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=defaults.seed,
+                   help="first demonstration fight's seed (default: %(default)s)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -230,6 +230,9 @@ class Recorder:
             raise RecordError(f"--policy {path} was trained for profile {config.profile!r}, "
                               f"not {self.profile.name!r}: pass --profile {config.profile}")
         human = None
+        if self.settings.scripted_human and "SimSeed" not in self.profile.siphon.attributes:
+            raise RecordError(f"--scripted-human knows the simulator's moves only, not profile {self.profile.name!r}'s: "
+                              "record against the simulator (--profile sim_margit)")
         if self.settings.scripted_human:
             keyboard = KeyDriver(self.game, self.takeover, config.tap_ms) if lock_step else self._display_keyboard()
             human = ScriptedHuman(keyboard, config.actions(self.profile), config.timestep_ms / 1000.0)

@@ -6,13 +6,17 @@ It decides once per step of the env config's ``timestep_ms`` (the env's timestep
 the policies will act at), from the state of the sample that falls due, and mirrors every key
 it holds or taps into the ``InputLog`` at the moment it sends it. Being driven by the sampling
 loop rather than its own thread, it runs identically in real time and lock-step.
+
+``DecisionClock`` and ``KeyDriver`` are those two halves (when to decide, how to press and log),
+shared with the policy pilot (``capture.pilot``) and the scripted human (``capture.takeover``).
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Protocol
 
-from env.actions import ActionTable, send
+from env.actions import ActionTable, KeyCommand, send
 from env.config import EnvConfig
 from env.game import Game, GameError, GameState
 from env.sim.expert import ScriptedExpert
@@ -22,45 +26,84 @@ from capture.inputs import InputLog
 log = logging.getLogger(__name__)
 
 
+class KeySink(Protocol):
+    """Where pressed keys are logged: an ``InputLog``, or a ``Takeover`` in front of one."""
+
+    def key(self, name: str, down: bool, t: float | None = None) -> None: ...
+
+    def tap(self, names: tuple[str, ...], t: float | None = None) -> None: ...
+
+
+class DecisionClock:
+    """Once per env step of game time, from the first sample of a fight on."""
+
+    def __init__(self, step_seconds: float) -> None:
+        self.step_seconds = step_seconds
+        self._next = float("-inf")
+
+    def reset(self) -> None:
+        self._next = float("-inf")
+
+    def due(self, t: float) -> bool:
+        """Whether a decision falls due at time ``t`` (and if so, schedule the next one)."""
+        if t + 1e-6 < self._next:
+            return False
+        self._next = max(self._next + self.step_seconds, t)
+        return True
+
+
+class KeyDriver:
+    """Sends key commands to the game and logs each key into ``sink`` as it is sent; remembers
+    what it holds itself, so it releases only its own keys."""
+
+    def __init__(self, game: Game, sink: KeySink, tap_ms: int) -> None:
+        self.game = game
+        self.sink = sink
+        self.tap_ms = tap_ms
+        self.holding: frozenset[str] = frozenset()
+
+    def play(self, command: KeyCommand) -> None:
+        send(self.game, command, self.tap_ms)
+        for key in self.holding - command.hold:
+            self.sink.key(key, False)
+        for key in command.hold - self.holding:
+            self.sink.key(key, True)
+        if command.tap:
+            self.sink.tap(command.tap)
+        self.holding = command.hold
+
+    def release(self, keep_logged: frozenset[str] = frozenset()) -> None:
+        """Let go of every key held; ``keep_logged``: keys someone else holds too, whose release
+        is not logged (they are still down)."""
+        try:
+            self.game.hold_keys(())
+        except GameError as e:
+            log.warning("could not release the keys: %s", e)
+        for key in self.holding - keep_logged:
+            self.sink.key(key, False)
+        self.holding = frozenset()
+
+
 class Autopilot:
     def __init__(self, game: Game, inputs: InputLog, config: EnvConfig) -> None:
-        self.game = game
-        self.inputs = inputs
-        self.step_seconds = config.timestep_ms / 1000.0
-        self.tap_ms = config.tap_ms
+        self.clock = DecisionClock(config.timestep_ms / 1000.0)
+        self.driver = KeyDriver(game, inputs, config.tap_ms)
         self.actions = ActionTable(game.profile, "discrete")
-        self.expert = ScriptedExpert(self.step_seconds)
-        self._next_decision = float("-inf")
+        self.expert = ScriptedExpert(self.clock.step_seconds)
 
     def new_fight(self) -> None:
         self.expert.reset()
-        self._next_decision = float("-inf")
+        self.clock.reset()
 
     def maybe_act(self, state: GameState) -> str | None:
         """Act if a decision is due at this state's time; returns the action taken, if any."""
-        if state.timestamp + 1e-6 < self._next_decision:
-            return None
-        self._next_decision = max(self._next_decision + self.step_seconds, state.timestamp)
-        return self.act(state)
+        return self.act(state) if self.clock.due(state.timestamp) else None
 
     def act(self, state: GameState) -> str:
         """Decide and send one action; log its keys as they are sent."""
         name = self.expert.act(state)
-        command = self.actions.command(self.actions.index(name))
-        before = self.inputs.held_names()
-        send(self.game, command, self.tap_ms)
-        for key in before - command.hold:
-            self.inputs.key(key, False)
-        for key in command.hold - before:
-            self.inputs.key(key, True)
-        if command.tap:
-            self.inputs.tap(command.tap)
+        self.driver.play(self.actions.command(self.actions.index(name)))
         return name
 
     def release(self) -> None:
-        try:
-            self.game.hold_keys(())
-        except GameError as e:
-            log.warning("autopilot could not release its keys: %s", e)
-        for key in self.inputs.held_names():
-            self.inputs.key(key, False)
+        self.driver.release()

@@ -6,7 +6,9 @@ at or before it by the env's own ``ObservationBuilder`` (its frame preprocessing
 scalars, over the whole episode's columns at once), so dataset frames and live frames come from
 the very same code; the action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
-(``env.fight``) terminates the episode there, anything else truncates it. Frames are stored
+(``env.fight``) terminates the episode there, anything else truncates it. Each step's infos say
+who played it (``step_infos``): the person correcting a policy (``intervention``), or the
+policy itself (``policy``, its own action, not a demonstration). Frames are stored
 losslessly: not JPEG (``jpeg_encoding=False``), but gzip-compressed by HDF5 (``capture.compression``).
 Not ``minari.DataCollector``: it keeps a whole session in a
 temporary folder (a crash loses it all) and needs jax.
@@ -68,6 +70,19 @@ class Steps:
     rewards: np.ndarray
     terminations: np.ndarray
     truncations: np.ndarray
+    infos: dict[str, np.ndarray]  # T + 1 rows, as Minari keeps them: the reset's, then each step's
+
+
+def step_infos(episode: Episode, at: np.ndarray) -> dict[str, np.ndarray]:
+    """Who played each step (the samples after boundary k-1 up to boundary k): ``intervention``
+    when the person had taken control from the policy at every one of its samples (so its action
+    is theirs alone), ``policy`` when the policy played it (an episode recorded with ``--policy``,
+    outside interventions). Row 0 is the reset's, as in Minari: step k's is row k."""
+    marked = episode.intervention
+    intervention = np.array([bool(marked[a + 1 : b + 1].all()) and b > a for a, b in zip(at[:-1], at[1:])], bool)
+    policy = ~intervention if episode.attrs.get("source") == "policy" else np.zeros_like(intervention)
+    return {name: np.concatenate([[False], column]) for name, column in
+            (("intervention", intervention), ("policy", policy))}
 
 
 def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable) -> Steps | None:
@@ -115,6 +130,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
         rewards=np.asarray(BaseReward(rules=rules)(before, after), np.float64),
         terminations=terminations,
         truncations=truncations,
+        infos=step_infos(episode, at),
     )
 
 
@@ -182,7 +198,7 @@ def build_dataset(
         buffers.append(EpisodeBuffer(
             id=len(buffers), seed=int(episode.attrs.get("sim_seed", -1)), observations=steps.observations,
             actions=steps.actions, rewards=list(steps.rewards), terminations=list(steps.terminations),
-            truncations=list(steps.truncations),
+            truncations=list(steps.truncations), infos=steps.infos,
         ))
         sources.append(path.name)
     if not buffers:

@@ -23,8 +23,12 @@ Layout (N samples, A attributes, K keys; all on the recorder's one clock):
 ``keys_held``             (N, K) bool         keys down at sample time (``key_names`` order)
 ``keys_pressed``          (N, K) bool         keys pressed since the previous sample
 ``mouse``                 (N, 2) float32      mouse movement since the previous sample
+``intervention``          (N,) bool           the person had taken control from a policy
 ``events``                (M,) compound       the raw input log: t, kind, key, dx, dy
 ========================  ==================  =============================================
+
+``intervention`` is all False unless a policy played (``python -m capture.record --policy``);
+files written before it existed lack it and read as all False.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 PARTIAL = ".h5.partial"
 PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
+MARKS = ("intervention",)
+"""Per-sample marks added after format 1's first files: absent from those, read as all False."""
 
 
 FLUSH_BYTES = 4 * 2**20
@@ -102,6 +108,7 @@ class Sample:
     pressed: np.ndarray  # (K,) bool
     mouse_dx: float
     mouse_dy: float
+    intervention: bool = False  # the person had taken control from the policy (``capture.takeover``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +119,7 @@ class EpisodeMeta:
     sample_rate_hz: float
     frame_size: tuple[int, int]  # (width, height) stored
     window_size: tuple[int, int]  # (width, height) captured
-    source: str  # "human" | "autopilot"
+    source: str  # "human" | "autopilot" | "policy" (a policy played, the person could take over)
     sim_seed: int | None
     host: str
 
@@ -139,6 +146,7 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
     for name in ("keys_held", "keys_pressed"):
         f.create_dataset(name, (0, k), bool, maxshape=(None, k), chunks=(1024, k))
     f.create_dataset("mouse", (0, 2), np.float32, maxshape=(None, 2), chunks=(1024, 2))
+    f.create_dataset("intervention", (0,), bool, maxshape=(None,), chunks=(1024,))
     f.create_dataset("events", (0,), EVENT_DTYPE, maxshape=(None,), chunks=(1024,))
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -242,6 +250,7 @@ class EpisodeWriter:
             _append(f["keys_held"], np.stack([s.held for s in pending]))
             _append(f["keys_pressed"], np.stack([s.pressed for s in pending]))
             _append(f["mouse"], np.array([(s.mouse_dx, s.mouse_dy) for s in pending], np.float32))
+            _append(f["intervention"], np.array([s.intervention for s in pending], bool))
         if self._events:
             _append(f["events"], np.concatenate(self._events))
         f.flush()
@@ -371,6 +380,7 @@ class Episode:
     keys_pressed: np.ndarray
     mouse: np.ndarray
     events: np.ndarray
+    intervention: np.ndarray  # (N,) bool: the person had taken control from a policy
     attribute_names: tuple[str, ...]
     key_names: tuple[str, ...]
     attrs: dict
@@ -393,6 +403,8 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
             if not f.attrs.get("finished", False):
                 raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
             data = {name: f[name][()] for name in (*PER_SAMPLE, "events") if frames or name != "frames"}
+            n = len(data["t"])
+            data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
     except (OSError, KeyError) as e:
         raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None

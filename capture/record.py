@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from env.cli import key_names, output_folder, parse_size, ruled
@@ -26,13 +26,15 @@ from env.game import GameError
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
-from capture.autopilot import Autopilot
+from capture.autopilot import Autopilot, KeyDriver
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, discard_finished
 from capture.fights import FightTracker
 from capture.inputs import InputLog
+from capture.pilot import PolicyPilot, policy_file
 from capture.sampler import Sampler, Taken
 from capture.silence import InputSilence
 from capture.status import RecorderStatus
+from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
 from capture.video import VideoSidecar
 
 log = logging.getLogger("capture.record")
@@ -52,6 +54,13 @@ examples:
   # the same, lock-step in-process (no server, no waiting: as fast as the simulator renders)
   python -m capture.record --backend sim --autopilot --max-episodes 20
 
+  # corrections: your BC policy plays, you take over with any bound key (F8 quits)
+  python -m env.sim --window &
+  python -m capture.record --policy datasets/models/bc --max-episodes 5
+
+  # the same with the scripted human of the simulator correcting, lock-step in-process
+  python -m capture.record --backend sim --policy datasets/models/bc --scripted-human --max-episodes 5
+
   # the real game: run this on the gaming PC itself (pynput hears the local keyboard), with the
   # Siphon server running and Margit locked on
   python -m capture.record --profile eldenring_margit --video
@@ -70,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--backend", choices=("siphon", "sim"), default="siphon",
                    help="siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; "
-                        "sim: the simulator in-process, lock-step (autopilot only)")
+                        "sim: the simulator in-process, lock-step (--autopilot, or --policy with --scripted-human)")
     p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
     p.add_argument("--rate", type=ruled(float, number(0, 1000, above=True)), default=30.0, help="samples per second (default: %(default)s)")
@@ -79,6 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
     p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
     p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
+    p.add_argument("--policy", type=Path, default=None,
+                   help="let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); "
+                        "press any bound key to take over: those samples are marked as interventions")
+    p.add_argument("--takeover-quiet", type=ruled(float, number(0, 60)), default=DEFAULT_QUIET_S,
+                   help="with --policy: seconds with no bound key held before the policy plays again (default: %(default)s)")
+    p.add_argument("--scripted-human", action="store_true",
+                   help="with --policy, simulator only: a scripted person takes over when the policy's choice differs "
+                        "from the scripted expert's while a boss attack winds up (real key events on the display, "
+                        "or in-process with --backend sim)")
     p.add_argument("--timestep-ms", type=float, default=200.0,
                    help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
     p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
@@ -123,6 +141,9 @@ class RecordSettings:
     """Name episodes by their order and fight seed (``00000-seed0_autopilot.h5``) and store no
     wall-clock time in them, instead of naming them by the time they start: in-process, the same
     settings then record byte-identical files (the pipeline's ``demos`` stage, tracked by DVC)."""
+    policy: Path | None = None  # a trained policy plays; the person may take over (capture.takeover)
+    takeover_quiet: float = DEFAULT_QUIET_S
+    scripted_human: bool = False  # the simulator's scripted person corrects the policy
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
@@ -131,12 +152,24 @@ class RecordSettings:
             backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
             max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, manual=args.manual,
             restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
-            hotkeys=args.hotkeys,
+            hotkeys=args.hotkeys, policy=args.policy, takeover_quiet=args.takeover_quiet,
+            scripted_human=args.scripted_human,
         )
 
 
 class RecordError(EldenILError):
     """A recording that cannot start as asked; the message says how to ask instead."""
+
+
+def check_players(settings: RecordSettings) -> None:
+    """One player at the keys: the autopilot, or a policy (which a person, or the scripted one,
+    may correct), or the person alone."""
+    if settings.autopilot and settings.policy is not None:
+        raise RecordError("--autopilot and --policy both play the game: choose one")
+    if settings.scripted_human and settings.policy is None:
+        raise RecordError("--scripted-human corrects a policy: add --policy PATH")
+    if settings.policy is not None:
+        policy_file(settings.policy)  # before the game is started
 
 
 def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:
@@ -163,11 +196,14 @@ class Requests:
 class Recorder:
     def __init__(self, settings: RecordSettings) -> None:
         self.settings = settings
+        check_players(settings)
         if not settings.autopilot:
             check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
-        if settings.backend == "sim" and not settings.autopilot:
-            raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot, "
-                              "or play the simulator in its window (python -m env.sim --window) and record that")
+        lock_step_human = settings.policy is not None and settings.scripted_human and settings.backend == "sim"
+        if settings.backend == "sim" and not (settings.autopilot or lock_step_human):
+            raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot (or "
+                              "--policy with --scripted-human), or play the simulator in its window "
+                              "(python -m env.sim --window) and record that")
         self.game = make_game(settings.env, settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
@@ -175,7 +211,7 @@ class Recorder:
         self.inputs = InputLog(self.key_names, clock=self.game.now)
         self.sampler = Sampler(self.game, self.inputs, settings.env.frame_spec, settings.rate)
         self.tracker = FightTracker(self.profile.boss_npc_id)
-        self.silence = InputSilence(active=not settings.autopilot)
+        self.silence = InputSilence(active=not settings.autopilot and not lock_step_human)
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
@@ -185,18 +221,43 @@ class Recorder:
         self.fight_seed = settings.seed
         self.has_seed = settings.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
         self.autopilot = Autopilot(self.game, self.inputs, settings.env) if settings.autopilot else None
-        self.listener = None if settings.autopilot else self._listen()
+        self.takeover = Takeover(self.inputs, settings.takeover_quiet, self.game.now) if settings.policy else None
+        self.pilot = self._pilot(lock_step_human) if settings.policy else None
+        self.listener = None if settings.autopilot or lock_step_human else self._listen()
+
+    def _pilot(self, lock_step: bool) -> PolicyPilot:
+        """The policy at the keys, for the env it was trained for, and the scripted human if asked."""
+        from elden_il.policy import load_env_config  # torch: only when a policy plays
+
+        path = self.settings.policy
+        config = load_env_config(policy_file(path).parent)
+        if load_profile(config.profile).name != self.profile.name:
+            raise RecordError(f"--policy {path} was trained for profile {config.profile!r}, "
+                              f"not {self.profile.name!r}: pass --profile {config.profile}")
+        human = None
+        if self.settings.scripted_human and "SimSeed" not in self.profile.siphon.attributes:
+            raise RecordError(f"--scripted-human knows the simulator's moves only, not profile {self.profile.name!r}'s: "
+                              "record against the simulator (--profile sim_margit)")
+        if self.settings.scripted_human:
+            keyboard = KeyDriver(self.game, self.takeover, config.tap_ms) if lock_step else self._display_keyboard()
+            human = ScriptedHuman(keyboard, config.actions(self.profile), config.timestep_ms / 1000.0)
+        return PolicyPilot(self.game, self.takeover, path, config, human)
+
+    def _display_keyboard(self) -> PynputKeyboard:
+        self._need_display("press the scripted human's keys")
+        return PynputKeyboard()
+
+    def _need_display(self, what: str) -> None:
+        if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+            raise RecordError(f"capture.record needs an X display to {what} (set DISPLAY), or use --autopilot")
 
     def _listen(self):
-        if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-            raise RecordError(
-                "capture.record needs an X display to hear your keyboard (set DISPLAY), or use --autopilot"
-            )
+        self._need_display("hear your keyboard")
         from capture.listener import PynputListener
 
         toggle, discard, quit_ = self.settings.hotkeys
         listener = PynputListener(
-            self.inputs,
+            self.takeover or self.inputs,
             {toggle: self.requests.toggle.set, discard: self.requests.discard.set, quit_: self.requests.quit.set},
         )
         listener.start()
@@ -211,7 +272,7 @@ class Recorder:
             sample_rate_hz=self.settings.rate,
             frame_size=self.settings.env.frame_size,
             window_size=window_size,
-            source="autopilot" if self.autopilot else "human",
+            source="autopilot" if self.autopilot else "policy" if self.pilot else "human",
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
         )
@@ -223,6 +284,8 @@ class Recorder:
             self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.settings.rate)
         if self.autopilot:
             self.autopilot.new_fight()
+        if self.pilot:
+            self.pilot.new_fight()
         log.info("episode started: %s", self.writer.path.name)
 
     def _episode_name(self) -> str | None:
@@ -245,6 +308,8 @@ class Recorder:
         if self.video is not None:
             self.video.close()
             self.video = None
+        if self.pilot:
+            self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
 
@@ -268,6 +333,8 @@ class Recorder:
                 if taken is None:
                     break
                 sample, state, frame, events = taken
+                if self.takeover is not None:
+                    sample = replace(sample, intervention=self.takeover.in_control(sample.t))
                 self.silence.update(sample.t, state, events)
                 window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
                 outcome = self._handle_requests(sample, window_size)
@@ -280,6 +347,8 @@ class Recorder:
                 if self.autopilot and outcome is None:
                     # after the episode starts: its decisions fall on the env's step boundaries
                     self.autopilot.maybe_act(state)
+                if self.pilot and self.writer is not None and outcome is None:
+                    self.pilot.on_sample(sample, state, frame.rgb)
                 if self.writer is not None:
                     self.writer.append(sample)
                     self.writer.append_events(events)
@@ -360,6 +429,8 @@ class Recorder:
     def close(self) -> None:
         if self.autopilot:
             self.autopilot.release()
+        if self.pilot:
+            self.pilot.close()
         if self.listener:
             self.listener.stop()
         self.sampler.close()

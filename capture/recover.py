@@ -18,7 +18,7 @@ from pathlib import Path
 import h5py
 
 from capture import files
-from capture.episode import PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
+from capture.episode import MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
 from capture.lock import FileLock
 
 log = logging.getLogger(__name__)
@@ -59,9 +59,10 @@ def _recover(partial: Path) -> Path:
         raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
     try:
         with source:
-            n = min(source[name].shape[0] for name in PER_SAMPLE)
+            per_sample = (*PER_SAMPLE, *(mark for mark in MARKS if mark in source))
+            n = min(source[name].shape[0] for name in per_sample)
             with h5py.File(staging, "w", libver="latest") as out:
-                for name in (*PER_SAMPLE, "events"):
+                for name in (*per_sample, "events"):
                     data = source[name]
                     rows = data.shape[0] if name == "events" else n
                     out.create_dataset(

@@ -50,25 +50,33 @@ def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def split_episodes(demos: Demonstrations, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    episodes = np.unique(demos.episode)
+def split_episodes(
+    demos: Demonstrations, fraction: float, seed: int, weights: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(training rows, validation rows), whole episodes apart; with ``weights``, only rows of
+    positive weight, split among the episodes that have some."""
+    kept = np.ones(len(demos), bool) if weights is None else weights > 0
+    episodes = np.unique(demos.episode[kept])
     rng = np.random.default_rng(seed)
     n_val = max(1, round(len(episodes) * fraction)) if len(episodes) > 1 and fraction > 0 else 0
     val_episodes = rng.choice(episodes, n_val, replace=False) if n_val else np.array([], int)
     is_val = np.isin(demos.episode, val_episodes)
-    return np.flatnonzero(~is_val), np.flatnonzero(is_val)
+    return np.flatnonzero(~is_val & kept), np.flatnonzero(is_val & kept)
 
 
-def train_bc(demos: Demonstrations, config: BCConfig, out: Path,
+def train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None = None,
              on_epoch: Callable[[dict], None] | None = None) -> dict:
     """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
-    for beside it), return the metrics. ``on_epoch`` gets each epoch's record as it ends (the
+    for beside it), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
+    weigh each step's loss; rows of weight 0 are left out of training and validation altogether
+    (still there as frame-stack and action-history context), so steps weighted 0 train exactly
+    as if they were not in the dataset. ``on_epoch`` gets each epoch's record as it ends (the
     pipeline logs it with DVCLive)."""
     torch.manual_seed(config.seed)
     dev = device()
     policy = make_policy(demos.observation_space, demos.action_space).to(dev)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
-    train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed)
+    train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
     out.mkdir(parents=True, exist_ok=True)
     save_env_config(out, demos.config)
@@ -82,7 +90,12 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path,
         started = time.perf_counter()
         for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
-            loss = -log_likelihood(policy, demos, index, dev).mean()
+            log_prob = log_likelihood(policy, demos, index, dev)
+            if weights is None:
+                loss = -log_prob.mean()
+            else:
+                w = torch.as_tensor(weights[index], dtype=log_prob.dtype, device=dev)
+                loss = -(log_prob * w).sum() / w.sum()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -45,6 +45,8 @@ class Demonstrations:
     terminated: np.ndarray  # the step ended the fight (a win or a death)
     truncated: np.ndarray  # the step ended the episode without deciding the fight
     final: np.ndarray  # the row is an episode's last observation, no step (``final_observations``)
+    intervention: np.ndarray  # the person took the step over from a policy (a correction)
+    policy_played: np.ndarray  # a policy played the step: its own action, not a demonstration
 
     def __len__(self) -> int:
         return len(self.actions)
@@ -127,6 +129,7 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     table = config.actions(load_profile(config.profile))
     obs: dict[str, list[np.ndarray]] = {k: [] for k in BASE_KEYS}
     actions, rewards, terminated, truncated, episode, first, final = [], [], [], [], [], [], []
+    marks: dict[str, list[np.ndarray]] = {"intervention": [], "policy": []}
     start = 0
     count = 0
     for count, ep in enumerate(dataset.iterate_episodes(), start=1):
@@ -141,6 +144,9 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
         terminated.append(np.pad(np.asarray(ep.terminations, bool), (0, extra)))
         truncated.append(np.pad(np.asarray(ep.truncations, bool), (0, extra)))
         final.append(np.arange(rows) >= steps)
+        for name, rows_marked in marks.items():  # infos row k + 1 is step k's (row 0: the reset's)
+            marked = np.asarray(ep.infos.get(name, np.zeros(steps + 1, bool)), bool)[1 : steps + 1]
+            rows_marked.append(np.pad(marked, (0, extra)))
         episode.append(np.full(rows, count - 1))
         first.append(np.full(rows, start))
         start += rows
@@ -161,7 +167,20 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
         terminated=np.concatenate(terminated),
         truncated=np.concatenate(truncated),
         final=np.concatenate(final),
+        intervention=np.concatenate(marks["intervention"]),
+        policy_played=np.concatenate(marks["policy"]),
     )
+
+
+def sample_weights(demos: Demonstrations, intervention_weight: float = 1.0) -> np.ndarray:
+    """Each step's weight in behaviour cloning (HG-DAgger style): a demonstration 1, a person's
+    correction ``intervention_weight``, a step the policy played itself 0 (its label is its own
+    choice, nothing to learn from), an episode's final observation 0 (no action was taken)."""
+    if not 0 <= intervention_weight < float("inf"):
+        raise DatasetError(f"intervention weight must be 0 or more, got {intervention_weight!r}")
+    weights = np.where(demos.intervention, intervention_weight, 1.0)
+    weights[demos.policy_played | demos.final] = 0.0
+    return weights
 
 
 def check_config(built_for: EnvConfig, wanted: EnvConfig, what: str, fix: str) -> None:

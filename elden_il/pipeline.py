@@ -199,7 +199,7 @@ def stage_dataset(params: dict) -> None:
 
 def stage_bc(params: dict) -> None:
     from elden_il.bc import BCConfig, train_bc
-    from elden_il.data import check_config, load_demonstrations
+    from elden_il.data import check_config, load_demonstrations, sample_weights
     from elden_il.tracking import TrainingLog
 
     config = dataclass_params(params.get("bc"), "bc", BCConfig)
@@ -208,8 +208,12 @@ def stage_bc(params: dict) -> None:
     wanted = env_config(params).replace(profile=demos.config.profile)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
+    # recordings with a policy at the keys (capture.record --policy): the person's corrections
+    # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
+    corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(LIVE / "bc") as live:
-        metrics = train_bc(demos, config, MODELS / "bc", on_epoch=live.bc_epoch)
+        metrics = train_bc(demos, config, MODELS / "bc", sample_weights(demos) if corrected else None,
+                           on_epoch=live.bc_epoch)
     write_report("bc", metrics)
 
 

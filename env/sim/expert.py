@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from env import fight
 from env.config import EnvConfig
 from env.play import NamingActor
-from env.sim.moves import ROLL, BossMove
+from env.sim.moves import ROLL, BossMove, Strike
 from env.sim.world import MOVES_BY_PHASE
 
 ROLL_DELAY = 0.05 + ROLL.iframe_start / 60
@@ -48,8 +48,12 @@ class ScriptedExpert:
         self._anim_start = 0.0
         self._flasks_used = 0
         self._dodged_for = -1.0
+        self.attack_coming = False
 
     def act(self, state: Mapping[str, float]) -> str:
+        """The action for this step; also sets ``attack_coming``: whether a boss blow is winding
+        up that can still reach the player (what a watching person reacts to)."""
+        self.attack_coming = False
         now = float(state.timestamp) if hasattr(state, "timestamp") else 0.0
         anim = int(state["NpcAnimId"])
         if anim != self._anim:
@@ -66,7 +70,9 @@ class ScriptedExpert:
             state["NpcLocalPosX"] - state["HeroLocalPosX"], state["NpcLocalPosY"] - state["HeroLocalPosY"]
         )
         if move is not None:
-            dodge = self._dodge(move, elapsed, dist, state)
+            coming = self._next_strike(move, elapsed, dist)
+            self.attack_coming = coming is not None
+            dodge = self._dodge(move, coming, state)
             if dodge:
                 return dodge
             if self._in_recovery(move, elapsed, need=0.55):
@@ -78,7 +84,9 @@ class ScriptedExpert:
         return "move_forward" if dist > 3.0 else "idle"
 
     # ------------------------------------------------------------------------------ decisions
-    def _dodge(self, move: BossMove, elapsed: float, dist: float, state: Mapping[str, float]) -> str | None:
+    def _next_strike(self, move: BossMove, elapsed: float, dist: float) -> tuple[Strike, float] | None:
+        """The move's next blow still to land, and in how many seconds; None when none is left
+        or the player is out of its reach."""
         for strike in move.strikes:
             hit_at = strike.start / 60
             if strike.hitbox is None:  # daggers: they take time to fly to the player
@@ -88,15 +96,21 @@ class ScriptedExpert:
                 continue
             if strike.hitbox is not None and dist > self._threat_range(move) + 0.8:
                 return None
-            # Roll now if waiting one more step would put the blow past the invincible frames'
-            # start, i.e. this is the last decision before it lands.
-            if until - self.step < ROLL_DELAY + 0.02:
-                if until < ROLL_DELAY - 0.12:
-                    return None  # too late to roll through it: take it rather than waste a roll
-                if state["HeroSp"] < 10:
-                    return None
-                return self._roll_direction(move, strike.hitbox)
+            return strike, until
+        return None
+
+    def _dodge(self, move: BossMove, coming: tuple[Strike, float] | None, state: Mapping[str, float]) -> str | None:
+        if coming is None:
             return None
+        strike, until = coming
+        # Roll now if waiting one more step would put the blow past the invincible frames'
+        # start, i.e. this is the last decision before it lands.
+        if until - self.step < ROLL_DELAY + 0.02:
+            if until < ROLL_DELAY - 0.12:
+                return None  # too late to roll through it: take it rather than waste a roll
+            if state["HeroSp"] < 10:
+                return None
+            return self._roll_direction(move, strike.hitbox)
         return None
 
     def _threat_range(self, move: BossMove) -> float:

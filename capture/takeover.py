@@ -1,0 +1,170 @@
+"""Taking control from a policy (HG-DAgger style corrections).
+
+While a policy plays (``python -m capture.record --policy``), the person watches with their
+hands on the keys. ``Takeover`` stands between the keyboard listener and the ``InputLog``: the
+moment a bound key goes down, control is the person's, the policy stops sending keys, and it
+stays theirs until no bound key has been held for ``quiet_s`` (they let go for a moment). Every
+sample taken meanwhile is marked as an intervention (``Sample.intervention``), so training can
+tell the person's corrections from the policy's own play.
+
+``ScriptedHuman`` stands in for the person on the simulator: it watches the policy's choice
+and takes over when that choice differs from the scripted expert's while a boss attack is
+winding up, playing the expert's actions until the attack is over. It presses keys through a
+``Keyboard``: ``KeyDriver`` in lock-step (the keys go to the game and, as the person's, into
+``Takeover``), or ``PynputKeyboard``, real key events on an X display that the recorder's
+listener hears like a person's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Protocol
+
+from env.actions import ActionTable, KeyCommand
+from env.game import GameState
+from env.sim.expert import ScriptedExpert
+
+from capture.inputs import InputLog
+
+DEFAULT_QUIET_S = 0.6
+"""How long the person must let go of every bound key before the policy plays again: a few env
+steps, so that a pause between two dodges does not hand control back."""
+
+
+class Takeover:
+    """The listener's ``InputLog`` interface, noting who is in control (thread-safe: keys arrive
+    on the listener's thread, control is asked for on the sampling loop's)."""
+
+    def __init__(self, inputs: InputLog, quiet_s: float, clock: Callable[[], float]) -> None:
+        self.inputs = inputs
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self._bound = frozenset(inputs.key_names)
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._since: float | None = None  # when the person took control; None: the policy has it
+        self._released_at = float("-inf")
+
+    # ----------------------------------------------------------------- the InputLog interface
+    def key(self, name: str, down: bool, t: float | None = None) -> None:
+        if name in self._bound:
+            t = self.clock() if t is None else t
+            with self._lock:
+                if down:
+                    self._held.add(name)
+                    if self._since is None:
+                        self._since = t
+                elif name in self._held:
+                    self._held.discard(name)
+                    if not self._held:
+                        self._released_at = t
+        self.inputs.key(name, down, t)
+
+    def tap(self, names: tuple[str, ...], t: float | None = None) -> None:
+        t = self.clock() if t is None else t
+        for name in names:
+            self.key(name, True, t)
+            self.key(name, False, t)
+
+    def mouse_move(self, dx: float, dy: float, t: float | None = None) -> None:
+        self.inputs.mouse_move(dx, dy, t)
+
+    # -------------------------------------------------------------------------------- control
+    def in_control(self, t: float) -> bool:
+        """Whether the person has control at time ``t`` (times asked for only ever increase):
+        from their first bound key press until ``quiet_s`` after they last let go of every key."""
+        with self._lock:
+            if self._since is None or t < self._since:
+                return False
+            if self._held or t < self._released_at + self.quiet_s:
+                return True
+            self._since = None  # they let go long enough: the policy plays again
+            return False
+
+    def held(self) -> frozenset[str]:
+        """The bound keys the person holds now."""
+        with self._lock:
+            return frozenset(self._held)
+
+
+class Keyboard(Protocol):
+    """How the scripted human presses keys: make the keys of ``command`` the ones pressed."""
+
+    def play(self, command: KeyCommand) -> None: ...
+
+    def release(self) -> None: ...
+
+
+class ScriptedHuman:
+    """The person, scripted for the simulator. Each decision it is shown the state and the
+    policy's choice; it takes over (plays the expert's action) when the policy's choice differs
+    from the expert's while a boss attack is winding up and the expert's action presses a key
+    (taking over is pressing keys), keeps playing the expert while the
+    attack lasts, and then lets go of the keys (``Takeover`` hands control back after its quiet
+    time). Call ``new_fight`` at each fight's start and ``decide`` at every decision."""
+
+    def __init__(self, keyboard: Keyboard, table: ActionTable, step_seconds: float) -> None:
+        self.keyboard = keyboard
+        self.table = ActionTable(table.profile, "discrete")  # the expert names discrete actions
+        self.policy_table = table
+        self.expert = ScriptedExpert(step_seconds)
+        self.playing = False
+
+    def new_fight(self) -> None:
+        self.expert.reset()
+        self.release()
+
+    def decide(self, state: GameState, policy_action: object) -> None:
+        expert = self.table.command(self.table.index(self.expert.act(state)))
+        # a person takes over by pressing keys: a correction to "do nothing" cannot be made
+        presses = bool(expert.hold or expert.tap)
+        if self.expert.attack_coming and (self.playing or (presses and self._differs(expert, policy_action))):
+            self.playing = True
+            self.keyboard.play(expert)
+        else:
+            self.release()
+
+    def release(self) -> None:
+        if self.playing:
+            self.keyboard.release()
+            self.playing = False
+
+    def _differs(self, expert: KeyCommand, policy_action: object) -> bool:
+        policy = self.policy_table.command(policy_action)
+        return (policy.hold, policy.tap) != (expert.hold, expert.tap)
+
+
+SIPHON_TO_PYNPUT = {"LEFT_SHIFT": "shift", "RIGHT_SHIFT": "shift_r", "LEFT_CTRL": "ctrl", "LEFT_ALT": "alt",
+                    "SPACE": "space", "ENTER": "enter", "TAB": "tab", "ESC": "esc"}
+"""Siphon names the bundled profiles bind that are pynput ``Key`` members (letters are chars)."""
+
+
+class PynputKeyboard:
+    """Real key events on the display (X11's XTest through pynput): the recorder's listener
+    hears them as it hears a person, and the focused game window receives them."""
+
+    def __init__(self) -> None:
+        from pynput.keyboard import Controller  # needs DISPLAY: imported only when pressing
+
+        self._controller = Controller()
+        self.holding: frozenset[str] = frozenset()
+
+    def _key(self, name: str) -> object:
+        from pynput.keyboard import Key
+
+        special = SIPHON_TO_PYNPUT.get(name)
+        return getattr(Key, special) if special else name.lower()
+
+    def play(self, command: KeyCommand) -> None:
+        for name in self.holding - command.hold:
+            self._controller.release(self._key(name))
+        for name in command.hold - self.holding:
+            self._controller.press(self._key(name))
+        for name in command.tap:
+            self._controller.press(self._key(name))
+            self._controller.release(self._key(name))
+        self.holding = command.hold
+
+    def release(self) -> None:
+        self.play(KeyCommand(frozenset()))

@@ -2,13 +2,15 @@
 
 A dataset's Minari ``code_permalink`` should lead to the exact code that built it, so that the
 preprocessing (crop, resize, step grid, labels) can be read and rerun. In a git checkout that is
-the repository URL at the newest commit that changed the code (``CODE``), marked when that code
-has uncommitted changes (the commit alone then does not say what built it); outside one (an
-installed wheel, a tarball) it is the repository URL alone.
+the repository URL at the newest commit that changed the code that builds datasets (``CODE``),
+marked when that code has uncommitted changes (the commit alone then does not say what built
+it); outside one (an installed wheel, a tarball) it is the repository URL alone.
 
-The code's commit, not ``HEAD``'s: committing results (``dvc.lock``, reports) makes a new
-``HEAD``, and a dataset rebuilt by unchanged code must stay byte-identical, or every fresh
-``dvc repro`` would retrain everything and leave the checkout modified.
+That code's commit, not ``HEAD``'s: committing results (``dvc.lock``, reports) or changing
+other code makes a new ``HEAD``, and a dataset rebuilt by unchanged code must stay
+byte-identical, or every fresh ``dvc repro`` would retrain everything and leave the checkout
+modified. ``CODE`` is exactly what the ``dataset`` stage of ``dvc.yaml`` depends on
+(``tests/test_dvc.py`` holds them equal): when the permalink changes, DVC rebuilds anyway.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ log = logging.getLogger(__name__)
 
 REPOSITORY = "https://github.com/elden-il/elden-il"
 CHECKOUT = Path(__file__).resolve().parent.parent
-CODE = ("capture", "env", "elden_il", "pyproject.toml")
+CODE = (
+    "elden_il/pipeline.py", "capture/build_dataset.py", "capture/labels.py", "capture/compression.py",
+    "capture/provenance.py", "capture/episode.py", "env/observations.py", "env/config.py", "env/fight.py",
+    "env/actions.py", "env/rewards.py", "env/profiles",
+)
 """What builds a dataset, relative to the checkout."""
 
 

@@ -14,6 +14,8 @@ import yaml
 
 from test_pipeline import TINY, run
 
+ROOT = Path(__file__).parents[1]
+
 
 def md5s(root: Path) -> dict[str, str]:
     """Every file under ``root`` by its relative path, with its MD5 (what DVC hashes outputs by)."""
@@ -78,3 +80,13 @@ def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
                        "policies": {"bc": {"win_rate": 0.5}, "expert": {"win_rate": 0.75}}}
     assert run_info == {"config": {"seed": 0}, "policies": {"bc": {"fights_per_minute": 99.0}},
                         "train_samples_per_second": 1e3}
+
+
+def test_the_dataset_permalinks_code_is_what_the_dataset_stage_depends_on():
+    """A dataset's permalink pins the newest commit of the code that builds it; DVC must rebuild
+    whenever that changes, and only then, or a fresh `dvc repro` retrains and dirties dvc.lock."""
+    from capture.provenance import CODE
+
+    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["dataset"]
+    code = [dep for dep in stage["deps"] if not dep.startswith("datasets/")]
+    assert sorted(code) == sorted(CODE)

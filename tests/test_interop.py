@@ -76,7 +76,7 @@ def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_
 
     git("init", "-q")
     (tmp_path / "capture").mkdir()
-    (tmp_path / "capture" / "build.py").write_text("x = 1\n")
+    (tmp_path / "capture" / "build_dataset.py").write_text("x = 1\n")
     git("add", "."), git("commit", "-qm", "code")
     code = git("rev-parse", "HEAD")
     (tmp_path / "dvc.lock").write_text("results\n")
@@ -84,7 +84,10 @@ def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_
     assert provenance(tmp_path) == Provenance(code, dirty=False)
     (tmp_path / "dvc.lock").write_text("results changed\n")
     assert not provenance(tmp_path).dirty
-    (tmp_path / "capture" / "build.py").write_text("x = 2\n")
+    (tmp_path / "capture" / "other.py").write_text("y = 1\n")  # code that does not build datasets
+    git("add", "."), git("commit", "-qm", "other code")
+    assert provenance(tmp_path) == Provenance(code, dirty=False)
+    (tmp_path / "capture" / "build_dataset.py").write_text("x = 2\n")
     assert provenance(tmp_path).dirty
 
 

@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="steps per variant (default: params.yaml's finetune.total_steps)")
     parser.add_argument("--warmups", type=int, nargs="+", default=[0, 6000], help="critic warm-up steps of each variant")
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
-    parser.add_argument("--bc-fights", type=int, default=100, help="fights for the BC policy's own sampled win rate")
+    parser.add_argument("--bc-fights", type=int, default=100, help="fights for the BC policy's own sampled win rate (0: skip)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     from elden_il.finetune import FinetuneConfig, finetune
@@ -78,8 +78,10 @@ def main() -> None:
     steps = args.steps or base.total_steps
     env_config = load_env_config(args.policy)
     results: dict = {"machine": describe(), "steps": steps, "base": {k: v for k, v in vars(base).items() if k != "hosts"},
-                     "bc_sampled": bc_sampled_win_rate(args.policy, args.bc_fights), "variants": {}}
-    print(f"BC, sampled actions: {results['bc_sampled']['win_rate']:.0%} of {args.bc_fights} fights")
+                     "bc_sampled": bc_sampled_win_rate(args.policy, args.bc_fights) if args.bc_fights else None,
+                     "variants": {}}
+    if results["bc_sampled"]:
+        print(f"BC, sampled actions: {results['bc_sampled']['win_rate']:.0%} of {args.bc_fights} fights")
     for warmup in args.warmups:
         config = replace(base, total_steps=steps, value_warmup_steps=warmup)
         with tempfile.TemporaryDirectory() as tmp:

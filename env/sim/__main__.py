@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)")
-    parser.add_argument("--port", type=ruled(int, whole(1, 65535)), default=50051, help="port (default: %(default)s)")
+    parser.add_argument("--port", type=ruled(int, whole(0, 65535)), default=50051, help="port (default: %(default)s; 0: any free port, logged)")
     parser.add_argument("--seed", type=ruled(int, whole(0, 2**31 - 1)), default=0, help="seed of the boss's decisions (default: %(default)s)")
     parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window size WxH (default: 1280x720)")
     parser.add_argument("--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)")

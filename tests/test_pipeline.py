@@ -47,6 +47,7 @@ def project(tmp_path_factory) -> Path:
     (root / "params.yaml").write_text(yaml.safe_dump(TINY))
     for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "config", "core.analytics", "false"]):
         assert run(root, *command).returncode == 0
+    commit(root)  # as a clone has it: the datasets' permalinks pin the code's commit
     return root
 
 

@@ -113,6 +113,8 @@ def plot(results: dict, path: Path) -> None:
     damage.plot(n, [r["player_damage_taken"] for r in rows], "s--", label="taken")
     damage.set(xscale="log", xticks=n, xticklabels=n, xlabel="demonstration fights", ylabel="fraction of max HP per fight", title="damage")
     damage.legend()
+    for axes in (win, damage):
+        axes.minorticks_off()  # the log axis's minor labels (6x10^0) would crowd the fight counts
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

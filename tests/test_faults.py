@@ -352,6 +352,8 @@ CLI_FAULTS = [
     (["capture.build_dataset", "--frame-size", "8"], "size must look like 84x84"),
     (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
     (["capture.build_dataset", "--max-steps", "0"], "max_steps = 0: must be a whole number of steps, at least 1"),
+    (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
+    (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be a number from 0 to 100"),
 ]
 
 

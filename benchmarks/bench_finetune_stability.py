@@ -2,13 +2,16 @@
 side by side from the same behaviour-cloned policy, same seeds, same steps.
 
 For each variant it reports the sampled-action win rate of the training fights in windows of
-steps (with Wilson 95 % intervals), and PPO's own diagnostics after each update: the critic's
-explained variance of the returns (near 0 or below: its advantages are noise), the value loss,
-and how far each update moved the policy (approx. KL, clip fraction). The BC policy's own
-sampled-action win rate, measured on fresh fights, is the level the curve starts from.
+steps (with Wilson 95 % intervals), PPO's own diagnostics after each update (the critic's
+explained variance of the returns: near 0 or below, its advantages are noise; the value loss;
+how far each update moved the policy), and the trained policy's win rate on held-out fights,
+acting deterministically (as the pipeline evaluates it) and by sampling. The BC policy's own
+win rates on the same held-out fights are the level the curve starts from.
 
-    python -m benchmarks.bench_finetune_stability                       # the pipeline's BC policy
-    python -m benchmarks.bench_finetune_stability --warmups 0 6000 --steps 30000 --json out.json
+A variant is a name and the fine-tuning settings it changes from params.yaml's ``finetune``:
+
+    python -m benchmarks.bench_finetune_stability                       # the pipeline's settings
+    python -m benchmarks.bench_finetune_stability --variant pipeline --variant kl_decay kl_decay_steps=30000
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,21 +46,42 @@ def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     return out
 
 
-def bc_sampled_win_rate(policy_dir: Path, fights: int) -> dict:
-    """The BC policy acting by sampling, as PPO's rollouts do, on fights of its own."""
+def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
+    """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
+    pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
     from elden_il.evaluate import PolicyActor
     from elden_il.policy import load_env_config
     from env.factory import make_env
-    from env.play import run_fights, summarize, wilson_interval
+    from env.play import run_fights, summarize
 
     config = load_env_config(policy_dir)
-    torch.manual_seed(0)  # the sampling
-    actor = PolicyActor(policy_dir / "policy.zip", deterministic=False)
-    started = time.perf_counter()
-    records, _ = run_fights(lambda: make_env(config), actor, list(range(5000, 5000 + fights)), parallel=8)
-    summary = summarize(records, time.perf_counter() - started)
-    wins = sum(r.win for r in records)
-    return {"fights": fights, "win_rate": wins / fights, "interval": wilson_interval(wins, fights), **summary}
+    seeds = list(range(first_seed, first_seed + fights))
+    out = {}
+    for mode, deterministic in (("deterministic", True), ("sampled", False)):
+        torch.manual_seed(0)  # the sampling
+        actor = PolicyActor(policy_dir / "policy.zip", deterministic=deterministic)
+        started = time.perf_counter()
+        records, _ = run_fights(lambda: make_env(config), actor, seeds, parallel=8)
+        out[mode] = summarize(records, time.perf_counter() - started)
+    return out
+
+
+def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
+    """``NAME [FIELD=VALUE ...]`` as a name and ``base`` with those fields replaced (values in
+    YAML, checked by the config's own rules)."""
+    from elden_il.pipeline import ParamsError, dataclass_params
+
+    name, *settings = words
+    changes = {}
+    for setting in settings:
+        field, sep, value = setting.partition("=")
+        if not sep:
+            raise SystemExit(f"--variant {name}: {setting!r} is not FIELD=VALUE (e.g. n_epochs=10)")
+        changes[field] = yaml.safe_load(value)
+    try:
+        return name, dataclass_params({**vars(base), **changes}, "finetune", type(base))
+    except ParamsError as e:
+        raise SystemExit(f"--variant {name}: {e}") from None
 
 
 def main() -> None:
@@ -64,9 +89,12 @@ def main() -> None:
                                      epilog=__doc__.split("\n\n", 2)[2])
     parser.add_argument("--policy", type=Path, default=ROOT / "datasets/models/bc", help="the BC policy folder (default: the pipeline's)")
     parser.add_argument("--steps", type=int, default=None, help="steps per variant (default: params.yaml's finetune.total_steps)")
-    parser.add_argument("--warmups", type=int, nargs="+", default=[0, 6000], help="critic warm-up steps of each variant")
+    parser.add_argument("--variant", nargs="+", action="append", metavar="NAME_AND_SETTINGS", dest="variants",
+                        help="a variant: its name, then the finetune settings it changes (repeat for more; "
+                             "default: one, 'pipeline', with params.yaml's settings)")
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
-    parser.add_argument("--bc-fights", type=int, default=100, help="fights for the BC policy's own sampled win rate (0: skip)")
+    parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
+    parser.add_argument("--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     from elden_il.finetune import FinetuneConfig, finetune
@@ -75,27 +103,36 @@ def main() -> None:
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     base = dataclass_params(params["finetune"], "finetune", FinetuneConfig)
-    steps = args.steps or base.total_steps
+    base = replace(base, total_steps=args.steps or base.total_steps)
+    variants = [parse_variant(words, base) for words in (args.variants or [["pipeline"]])]
     env_config = load_env_config(args.policy)
-    results: dict = {"machine": describe(), "steps": steps, "base": {k: v for k, v in vars(base).items() if k != "hosts"},
-                     "bc_sampled": bc_sampled_win_rate(args.policy, args.bc_fights) if args.bc_fights else None,
+
+    def report(name: str, rates: dict) -> None:
+        print(f"{name}: held-out win rate " + ", ".join(
+            f"{mode} {r['win_rate']:.1%} ({r['win_rate_ci95'][0]:.1%}-{r['win_rate_ci95'][1]:.1%})" for mode, r in rates.items()))
+
+    results: dict = {"machine": describe(), "held_out": {"fights": args.fights, "first_seed": args.first_seed},
+                     "bc": held_out_win_rates(args.policy, args.fights, args.first_seed) if args.fights else None,
                      "variants": {}}
-    if results["bc_sampled"]:
-        print(f"BC, sampled actions: {results['bc_sampled']['win_rate']:.0%} of {args.bc_fights} fights")
-    for warmup in args.warmups:
-        config = replace(base, total_steps=steps, value_warmup_steps=warmup)
+    if results["bc"]:
+        report("BC", results["bc"])
+    for name, config in variants:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.perf_counter()
             finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
             seconds = time.perf_counter() - started
             rows = json.loads((Path(tmp) / "learning_curve.json").read_text())
             updates = json.loads((Path(tmp) / "updates.json").read_text())
-        curve = windows(rows, steps, args.window)
-        results["variants"][f"warmup_{warmup}"] = {"seconds": seconds, "curve": curve, "updates": updates, "fights": rows}
-        print(f"warm-up {warmup:>6} steps ({seconds:.0f} s): win rate by {args.window}-step window: "
+            held_out = held_out_win_rates(Path(tmp), args.fights, args.first_seed) if args.fights else None
+        curve = windows(rows, config.total_steps, args.window)
+        explained = [u["explained_variance"] for u in updates]
+        results["variants"][name] = {"config": {k: v for k, v in vars(config).items() if k != "hosts"}, "seconds": seconds,
+                                     "curve": curve, "updates": updates, "fights": rows, "held_out": held_out}
+        print(f"{name} ({seconds:.0f} s): training win rate by {args.window}-step window: "
               + "  ".join("-" if w["win_rate"] is None else f"{w['win_rate']:.0%}" for w in curve))
-        print("   explained variance after each update: "
-              + " ".join(f"{u['explained_variance']:.2f}" for u in updates[:12]) + (" ..." if len(updates) > 12 else ""))
+        print(f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}")
+        if held_out:
+            report(f"   {name}", held_out)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

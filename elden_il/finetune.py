@@ -84,6 +84,7 @@ class FinetuneConfig:
     gamma: float = checked(0.99, number(0, 1, above=True))
     gae_lambda: float = checked(0.95, number(0, 1))
     clip_range: float = checked(0.1, number(0, above=True))
+    kl_decay_steps: int = checked(0, whole(0))  # 0: kl_coef throughout; else it falls linearly to 0 over these steps
     value_warmup_steps: int = checked(0, whole(0))  # env steps in which only the critic learns (see ValueWarmup)
     seed: int = checked(0, whole(0, 2**32 - 1))
 
@@ -126,6 +127,29 @@ class ValueWarmup(BaseCallback):
                 p.requires_grad_(True)
             self._frozen = []
             log.info("critic warm-up done at %d steps: the actor learns too", self.num_timesteps)
+
+    def _on_step(self) -> bool:
+        return True
+
+
+class KLDecay(BaseCallback):
+    """Lower the KL-to-BC coefficient linearly from its start to 0 over ``steps`` env steps.
+
+    Early on, the pull towards BC keeps noisy first advantages from undoing what BC taught; once
+    the critic explains the returns, the same pull only holds the policy back from improving on
+    its teacher. Set each rollout, since PPO reads ``ent_coef`` in every update."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+        self.start = 0.0
+
+    def _on_training_start(self) -> None:
+        self.start = float(self.model.ent_coef)
+
+    def _on_rollout_start(self) -> None:
+        if self.steps > 0:
+            self.model.ent_coef = self.start * max(0.0, 1.0 - self.num_timesteps / self.steps)
 
     def _on_step(self) -> bool:
         return True
@@ -201,7 +225,8 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     model.policy.set_prior(bc)
     curve = LearningCurve(on_episode)
     started = time.perf_counter()
-    model.learn(config.total_steps, callback=[ValueWarmup(config.value_warmup_steps), curve], progress_bar=True)
+    callbacks = [ValueWarmup(config.value_warmup_steps), KLDecay(config.kl_decay_steps), curve]
+    model.learn(config.total_steps, callback=callbacks, progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()
     save_env_config(out, env_config)

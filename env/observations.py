@@ -29,6 +29,8 @@ MIN_FRAME_SIDE, MAX_FRAME_SIDE = 8, 4096
 MAX_DISTANCE = 20.0
 PLAYER_ANIMATIONS = 100
 BOSS_ANIMATIONS = 200
+FULL_FRAME = (0.0, 0.0, 1.0, 1.0)
+"""The crop that keeps the whole frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +42,37 @@ class FrameSpec:
     """
 
     size: tuple[int, int] = (84, 84)
-    crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    crop: tuple[float, float, float, float] = FULL_FRAME
 
     def __post_init__(self) -> None:
         check_frame_size(self.size)
-        left, top, right, bottom = self.crop
-        if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
-            raise FieldError("frame_crop", self.crop, "must be [left, top, right, bottom] fractions with "
-                             "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
+        check_frame_crop(self.crop)
 
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.size[1], self.size[0], 3)
 
+    def __str__(self) -> str:
+        """``84x84``, or ``84x84 cropped to 0,0.1,1,1``: how messages name it."""
+        size, crop = self._texts()
+        return size if crop is None else f"{size} cropped to {crop}"
+
+    @property
+    def flags(self) -> str:
+        """The command-line flags that ask for it (``capture.record``'s and ``capture.build_dataset``'s)."""
+        size, crop = self._texts()
+        return f"--frame-size {size}" if crop is None else f"--frame-size {size} --frame-crop {crop}"
+
+    def _texts(self) -> tuple[str, str | None]:
+        """(size as WxH, crop as L,T,R,B or None for the whole frame), as the flags write them."""
+        crop = None if self.crop == FULL_FRAME else ",".join(f"{v:g}" for v in self.crop)
+        return f"{self.size[0]}x{self.size[1]}", crop
+
     def process(self, rgb: np.ndarray) -> np.ndarray:
         """Crop and resize one RGB uint8 frame (H, W, 3) -> ``shape``."""
         h, w = rgb.shape[:2]
         left, top, right, bottom = self.crop
-        if (left, top, right, bottom) != (0.0, 0.0, 1.0, 1.0):
+        if self.crop != FULL_FRAME:
             rgb = rgb[round(top * h) : round(bottom * h), round(left * w) : round(right * w)]
         if rgb.shape[1] == self.size[0] and rgb.shape[0] == self.size[1]:
             return rgb.copy()  # observations are the caller's to keep: never alias the game's frame
@@ -70,6 +85,14 @@ def check_frame_size(size: tuple[int, int]) -> None:
     tens of gigabytes)."""
     if not all(MIN_FRAME_SIDE <= side <= MAX_FRAME_SIDE for side in size):
         raise FieldError("frame_size", size, f"each side must be from {MIN_FRAME_SIDE} to {MAX_FRAME_SIDE} pixels")
+
+
+def check_frame_crop(crop: tuple[float, float, float, float]) -> None:
+    """Refuse a crop that keeps nothing or reaches outside the frame."""
+    left, top, right, bottom = crop
+    if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
+        raise FieldError("frame_crop", crop, "must be [left, top, right, bottom] fractions with "
+                         "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
 
 
 class AnimationVocabulary:

@@ -336,6 +336,8 @@ CLI_FAULTS = [
     # (command line, the one line's expected text)
     (["capture.record", "--frame-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
     (["capture.record", "--frame-size", "84"], "size must look like 84x84"),
+    (["capture.record", "--frame-crop", "0,1,1"], "crop must look like 0,0.1,1,1"),
+    (["capture.record", "--frame-crop", "0.5,0,0.4,1"], "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1"),
     (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
     (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
     (["capture.record", "--rate", "nan"], "argument --rate: 'nan' must be a number above 0"),

@@ -1,9 +1,9 @@
 """Demonstrations from a Minari dataset into arrays a trainer can batch from.
 
 A dataset stores each frame and action once; the env's ``frame_stack`` and ``action_history``
-are rebuilt here by the env's rule (``env.observations.ObservationBuilder``): the last k frames
-of the episode, padded with its first, and the last k actions, padded with the action table's
-idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
+are rebuilt here by the env's own functions (``env.observations.stack_window`` and
+``history_window``): the last k frames of the episode, padded with its first, and the last k
+actions, padded with the action table's idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
 a batch is, bit for bit, what that env would have shown (``tests/test_replay.py`` holds it to
 that).
 """
@@ -22,6 +22,7 @@ import numpy as np
 
 from env.config import EnvConfig
 from env.errors import EldenILError
+from env.observations import history_window, stack_window
 from env.profile import load_profile
 
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
@@ -68,15 +69,9 @@ class Demonstrations:
         out = {k: v[index] for k, v in self.obs.items()}
         first = self.first[index]
         if self.config.frame_stack:
-            back = np.arange(self.config.frame_stack - 1, -1, -1)
-            frames = np.maximum(index[:, None] - back[None, :], first[:, None])
-            out["frame_stack"] = self.obs["frame"][frames]
+            out["frame_stack"] = stack_window(self.obs["frame"], index, first, self.config.frame_stack)
         if self.config.action_history:
-            back = np.arange(self.config.action_history, 0, -1)
-            steps = index[:, None] - back[None, :]
-            history = self.actions[np.maximum(steps, 0)].astype(np.int32)
-            history[steps < first[:, None]] = self.idle
-            out["action_history"] = history
+            out["action_history"] = history_window(self.actions, index, first, self.config.action_history, self.idle)
         return out
 
 

@@ -8,7 +8,6 @@ and animation ids mapped through the profile's vocabulary (unknown ids become 0)
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 from gymnasium import spaces
+from numpy.typing import ArrayLike
 
 from env.config import FieldError
 from env.siphon_config import ConfigError
@@ -157,13 +157,42 @@ def observed_attributes(profile: Profile) -> tuple[str, ...]:
     return names
 
 
+def window(values: np.ndarray, end: ArrayLike, start: ArrayLike, length: int, pad: Any = None) -> np.ndarray:
+    """The history rule, written once for the env (one step) and for a dataset (a batch of rows):
+    for each ``end``, the ``length`` rows of ``values`` just before row ``end``, oldest first, where
+    a row before its episode's first row ``start`` is ``pad``, or (``pad`` None) that first row.
+    ``end`` and ``start`` are one row number each, or arrays of them (one window per element)."""
+    end, start = np.asarray(end)[..., None], np.asarray(start)[..., None]
+    rows = end - length + np.arange(length)
+    if pad is None:
+        return values[np.maximum(rows, start)]
+    out = np.empty(rows.shape + values.shape[1:], values.dtype)
+    out[...] = pad
+    kept = rows >= start
+    out[kept] = values[rows[kept]]
+    return out
+
+
+def stack_window(frames: np.ndarray, at: ArrayLike, first: ArrayLike, length: int) -> np.ndarray:
+    """The observation's ``frame_stack`` at row ``at`` of an episode whose first row is ``first``:
+    the last ``length`` frames up to its own, padded with the episode's first frame."""
+    return window(frames, np.asarray(at) + 1, first, length)
+
+
+def history_window(actions: np.ndarray, at: ArrayLike, first: ArrayLike, length: int, idle: Any) -> np.ndarray:
+    """The observation's ``action_history`` at row ``at`` (row ``k`` of ``actions`` is the action
+    taken from observation ``k``): the last ``length`` actions that led to it, padded with the
+    action table's ``idle`` action (whatever its index)."""
+    return window(actions, at, first, length, idle).astype(np.int32)
+
+
 class ObservationBuilder:
     """Builds the observation Dict from game state and frames; ``space`` exists from construction.
 
-    The history rule, in one place: the first observation of an episode fills the frame stack
-    with its own frame and the action history with the action table's idle action; every step
-    then pushes its frame and the action that led to it. ``elden_il.data`` rebuilds the same
-    windows from a dataset, and a test replays recordings through the env to hold both to it.
+    The history rule is ``stack_window`` and ``history_window``: the first observation of an
+    episode has a stack of its own frame and a history of idle actions; every step then adds its
+    frame and the action that led to it. ``elden_il.data`` applies the same two functions to a
+    dataset's episodes, and a test replays recordings through the env to hold both to it.
     """
 
     def __init__(self, config: EnvConfig, actions: ActionTable) -> None:
@@ -178,8 +207,10 @@ class ObservationBuilder:
         self.attributes = observed_attributes(profile)
 
         self.space = observation_space(self.frame, self.frame_stack, self.action_history, actions.space)
-        self._frames: deque[np.ndarray] = deque(maxlen=self.frame_stack or 1)
-        self._actions: deque[np.ndarray] = deque(maxlen=self.action_history or 1)
+        # this episode's last frames and actions, at most a window's worth: while a window needs
+        # padding they still hold the whole episode, so their row 0 is its first
+        self._frames: list[np.ndarray] = []
+        self._actions: list[np.ndarray] = []
 
     def scalars(self, state: Mapping[str, Any]) -> dict[str, np.ndarray | int]:
         """The state keys of the observation, from one snapshot, or from columns of a whole
@@ -200,22 +231,20 @@ class ObservationBuilder:
     def reset(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
         """The first observation of an episode."""
         processed = self.frame.process(frame)
-        self._frames.clear()
-        self._frames.extend([processed] * self._frames.maxlen)
-        self._actions.clear()
-        self._actions.extend([np.asarray(self.idle, np.int32)] * self._actions.maxlen)
+        self._frames, self._actions = [processed], []
         return self._build(state, processed)
 
     def step(self, state: Mapping[str, float], frame: np.ndarray, action: np.ndarray | int) -> dict:
         processed = self.frame.process(frame)
-        self._frames.append(processed)
-        self._actions.append(np.asarray(action, np.int32))
+        self._frames = [*self._frames, processed][-(self.frame_stack or 1):]
+        self._actions = [*self._actions, np.asarray(action, np.int32)][-(self.action_history or 1):]
         return self._build(state, processed)
 
     def _build(self, state: Mapping[str, float], processed: np.ndarray) -> dict:
         obs: dict = {"frame": processed, **self.scalars(state)}
         if self.frame_stack:
-            obs["frame_stack"] = np.stack(self._frames)
+            obs["frame_stack"] = stack_window(np.stack(self._frames), len(self._frames) - 1, 0, self.frame_stack)
         if self.action_history:
-            obs["action_history"] = np.stack(self._actions).astype(np.int32)
+            taken = np.array(self._actions, np.int32).reshape(len(self._actions), *np.shape(self.idle))
+            obs["action_history"] = history_window(taken, len(taken), 0, self.action_history, self.idle)
         return obs

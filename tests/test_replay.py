@@ -90,3 +90,23 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
                 obs, *_ = env.step(demos.actions[row])
         finally:
             env.close()
+
+
+def test_the_history_rule_pads_with_the_first_frame_and_the_idle_action(tmp_path: Path):
+    """The rule itself, written out as lists (the replay above holds the env and the dataset to
+    one function, so it cannot see that function being wrong): the stack is the last 3 frames,
+    padded with the first; the history the last 3 actions, padded with idle (index 12 here)."""
+    config = EnvConfig(profile=idle_last_profile(tmp_path / "profile"), frame_stack=3, action_history=3)
+    env = make_env(config)
+    try:
+        obs, _ = env.reset(seed=0)
+        frames, taken = [obs["frame"]], []
+        for action in (None, 1, 9, 4, 0):
+            if action is not None:
+                obs, *_ = env.step(action)
+                frames.append(obs["frame"])
+                taken.append(action)
+            assert list(obs["action_history"]) == ([12] * 3 + taken)[-3:]
+            assert np.array_equal(obs["frame_stack"], np.stack(([frames[0]] * 2 + frames)[-3:]))
+    finally:
+        env.close()

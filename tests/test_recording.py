@@ -347,3 +347,17 @@ def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
     dropped.discard()
     assert (tmp_path / "kept.mp4").stat().st_size > 0
     assert not (tmp_path / "dropped.mp4").exists() and not dropped._thread.is_alive()
+
+
+def test_an_episode_starts_when_both_fighters_are_at_full_hp():
+    """env.fight.fresh, the one rule for "a fight has (re)started" (the recorder's cutter, both
+    games' restarts): after a fight ends, a boss back at full HP is not enough while the player
+    is still hurt."""
+    from capture.fights import FightTracker
+
+    tracker = FightTracker()
+    fresh = {"HeroHp": 500, "HeroMaxHp": 500, "NpcHp": 4174, "NpcMaxHp": 4174}
+    assert tracker.update({**fresh, "HeroHp": 300, "NpcHp": 1000}) == "start"  # recording began mid-fight
+    assert tracker.update({**fresh, "NpcHp": 0}) == "win"
+    assert tracker.update({**fresh, "HeroHp": 300}) is None
+    assert tracker.update(fresh) == "start"

@@ -96,7 +96,7 @@ def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rou
         servers = {name: stack.enter_context(SimServer(size=size)) for name in per_round}
         envs = {}
         for name, config in configs.items():
-            envs[name] = EldenRingEnv(SiphonGame(servers[name].host, config), timestep_ms=0, max_steps=10**9)
+            envs[name] = EldenRingEnv(SiphonGame(servers[name].host, config), EnvConfig(timestep_ms=0, max_steps=10**9))
             stack.callback(envs[name].close)
             envs[name].reset(seed=0)
         builder = ObservationBuilder(EnvConfig(), ActionTable(profile, "discrete"))

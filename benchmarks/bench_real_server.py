@@ -24,6 +24,7 @@ from pathlib import Path
 from benchmarks.bench_live import timed
 from benchmarks.bench_recorder import highest_sustainable, rate_search
 from benchmarks.machine import describe
+from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.game import GameError
 from env.siphon_game import SiphonGame
@@ -44,7 +45,7 @@ def what_fails() -> dict[str, str]:
     out = {}
     with SimServer(size=(320, 180), extra_args=("--real-server",)) as server:
         try:
-            env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0)
+            env = EldenRingEnv(SiphonGame(server.host, "sim_margit"), EnvConfig(timestep_ms=0))
             env.reset(seed=0)
             env.step(0)
             env.close()
@@ -65,7 +66,7 @@ def what_fails() -> dict[str, str]:
 
 def env_steps_per_s(size: tuple[int, int], server_args: tuple[str, ...], steps: int) -> float:
     with SimServer(size=size, extra_args=server_args) as server:
-        env = EldenRingEnv(game_interface=SiphonGame(server.host, "sim_margit"), timestep_ms=0, max_steps=10**9)
+        env = EldenRingEnv(SiphonGame(server.host, "sim_margit"), EnvConfig(timestep_ms=0, max_steps=10**9))
         env.reset(seed=0)
         per_step = timed(partial(env.step, 0), steps, warmup=5)
         env.close()

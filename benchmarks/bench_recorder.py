@@ -40,7 +40,7 @@ def sustained(
         keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
         inputs = InputLog(keys)
         sampler = Sampler(game, inputs, FrameSpec(stored), rate)
-        meta = EpisodeMeta("sim_margit", game.profile.attribute_names, keys, rate, stored, size, "human", None, server.host)
+        meta = EpisodeMeta("sim_margit", game.profile.attribute_names, keys, rate, sampler.frame, size, "human", None, server.host)
         writer = EpisodeWriter(Path(tmp), meta)
         sampler.restart_clock()
         end = time.monotonic() + seconds

@@ -1,10 +1,13 @@
 """``python -m capture.build_dataset``: raw episodes -> a Minari dataset the trainers read.
 
 Each recorded episode is resampled on the env's step grid (step k begins at the episode's first
-sample time plus k timesteps). The observation at a step boundary is built from the last sample
-at or before it by the env's own ``ObservationBuilder`` (its frame preprocessing and its state
-scalars, over the whole episode's columns at once), so dataset frames and live frames come from
-the very same code; the action is read from the key log over the step (``capture.labels``); the
+sample time plus k timesteps). The observation at a step boundary is the last sample at or before
+it: its frame as stored, and its state scalars by the env's own ``ObservationBuilder`` (over the
+whole episode's columns at once). A frame is cropped and resized once, by the recorder, with the
+env's ``FrameSpec`` (``capture.sampler``), as the live env does with the frame it captures; so a
+dataset is built for the frame size and crop its episodes were recorded with, and another is
+refused (resizing stored frames a second time would give other pixels than the live env's). The
+action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
 (``env.fight``) terminates the episode there, anything else truncates it. Each step's infos say
 who played it (``step_infos``): the person correcting a policy (``intervention``), or the
@@ -35,10 +38,10 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import output_folder, parse_size
-from env.config import EnvConfig
+from env.cli import output_folder, parse_crop, parse_size
+from env.config import ACTION_MODES, EnvConfig
 from env.errors import EldenILError
-from env.observations import ObservationBuilder, observation_space
+from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
 
@@ -123,7 +126,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     truncations[-1] = not terminations[-1]
     return Steps(
         observations={
-            "frame": np.stack([builder.frame.process(episode.frames[i]) for i in at]),
+            "frame": episode.frames[at],  # as recorded: processed once, by the sampler
             **builder.scalars(states),
         },
         actions=np.array(labels),
@@ -134,19 +137,38 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     )
 
 
-def recorded_profile(paths: list[Path]) -> str:
-    """The one profile every episode was recorded with (a dataset holds one game's actions)."""
-    names = {}
+def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec]:
+    """The one profile and the one frame size and crop every episode was recorded with: a
+    dataset holds one game's actions, and its frames as they were stored."""
+    found: dict[tuple[str, FrameSpec], str] = {}  # (profile, frames) -> the first episode with them
     for path in paths:
         try:
-            names.setdefault(read_episode(path, frames=False).attrs.get("profile"), path.name)
+            episode = read_episode(path, frames=False)
         except EpisodeError as e:
             raise BuildError(str(e)) from None
-    if len(names) > 1:
-        examples = ", ".join(f"{name!r} ({path})" for name, path in names.items())
-        raise BuildError(f"the episodes were recorded with different profiles: {examples}; "
-                         "build one dataset per profile (keep their episodes in separate folders)")
-    return next(iter(names))
+        found.setdefault((episode.attrs.get("profile"), episode.frame_spec), path.name)
+    for i, (what, show) in enumerate((("profiles", repr), ("frame sizes and crops", str))):
+        first: dict[str, str] = {}
+        for key, name in found.items():
+            first.setdefault(show(key[i]), name)
+        if len(first) > 1:
+            examples = ", ".join(f"{value} ({name})" for value, name in first.items())
+            raise BuildError(f"the episodes were recorded with different {what}: {examples}; "
+                             "build one dataset from each (keep their episodes in separate folders)")
+    return next(iter(found))
+
+
+def check_frames(path: Path, recorded: FrameSpec, wanted: FrameSpec) -> None:
+    """Refuse an episode whose frames were stored at another size or crop than the dataset's:
+    frames are processed once, when recorded, exactly as the live env processes what it captures."""
+    if recorded != wanted:
+        raise BuildError(
+            f"{path.name} was recorded with {recorded} frames, not the {wanted} this dataset is for: the "
+            "recorder crops and resizes each frame once, as the live env does, and resizing it again would "
+            f"give the dataset other pixels than the env shows. Build the dataset for {recorded} (what "
+            "capture.build_dataset does without --frame-size and --frame-crop; in params.yaml, "
+            f"dataset.frame_size: {list(recorded.size)}), or record again with `python -m capture.record {wanted.flags}`"
+        )
 
 
 def build_dataset(
@@ -176,7 +198,7 @@ def build_dataset(
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
     for partial in partials:
         _warn_unfinished(partial)
-    profile = load_profile(config.profile or recorded_profile(paths))
+    profile = load_profile(config.profile or recorded_with(paths)[0])
     config = config.replace(profile=profile.ref)
     actions = config.actions(profile)
     builder = ObservationBuilder(config, actions)
@@ -191,6 +213,7 @@ def build_dataset(
             raise BuildError(str(e)) from None
         if episode.attrs.get("profile") != profile.name:
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
+        check_frames(path, episode.frame_spec, config.frame_spec)
         steps = episode_steps(episode, config, builder, actions)
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
@@ -262,6 +285,7 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
 
 
 def main(argv: list[str] | None = None) -> int:
+    defaults = EnvConfig()
     parser = argparse.ArgumentParser(
         prog="python -m capture.build_dataset",
         description="Build a Minari dataset (lossless frames) from recorded episodes, with the env's "
@@ -273,21 +297,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=output_folder, default=None, help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)")
     parser.add_argument("--profile", default=None,
                         help="profile to build with (default: the one the episodes were recorded with)")
-    parser.add_argument("--action-mode", choices=("discrete", "multi_binary"), default="discrete")
-    parser.add_argument("--timestep-ms", type=float, default=200.0, help="game time per env step (default: %(default)s)")
-    parser.add_argument("--frame-size", type=parse_size, default=(84, 84), help="observation frame WxH (default: 84x84)")
-    parser.add_argument("--frame-stack", type=int, default=None,
+    parser.add_argument("--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)")
+    parser.add_argument("--timestep-ms", type=float, default=defaults.timestep_ms, help="game time per env step (default: %(default)s)")
+    parser.add_argument("--frame-size", type=parse_size, default=None,
+                        help="observation frame WxH: the one the episodes were recorded at (the default), or refused")
+    parser.add_argument("--frame-crop", type=parse_crop, default=None,
+                        help="LEFT,TOP,RIGHT,BOTTOM fractions: the crop the episodes were recorded with (the default), or refused")
+    parser.add_argument("--frame-stack", type=int, default=defaults.frame_stack,
                         help="the env's frame stack (rebuilt from the episodes when training; default: none)")
-    parser.add_argument("--action-history", type=int, default=None,
+    parser.add_argument("--action-history", type=int, default=defaults.action_history,
                         help="the env's action history (rebuilt from the episodes when training; default: none)")
-    parser.add_argument("--max-steps", type=int, default=900, help="steps before an episode is cut (default: %(default)s)")
+    parser.add_argument("--max-steps", type=int, default=defaults.max_steps, help="steps before an episode is cut (default: %(default)s)")
     parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        paths = list_episodes(args.raw)
+        recorded = recorded_with(paths)[1] if paths else FrameSpec()  # none: build_dataset says so
         config = EnvConfig(profile=args.profile, action_mode=args.action_mode, timestep_ms=args.timestep_ms,
-                           frame_size=args.frame_size, frame_stack=args.frame_stack,
-                           action_history=args.action_history, max_steps=args.max_steps)
+                           frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop,
+                           frame_stack=args.frame_stack, action_history=args.action_history, max_steps=args.max_steps)
         build_dataset(args.raw, args.id, config, args.root, args.force)
     except EldenILError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -17,7 +17,9 @@ flush, and raises ``DiskError``; a write that fails anyway (a failing disk) rais
 Layout (N samples, A attributes, K keys; all on the recorder's one clock):
 
 ========================  ==================  =============================================
-``frames``                (N, H, W, 3) uint8  RGB at the stored size, gzip-1, a chunk a frame
+``frames``                (N, H, W, 3) uint8  RGB as stored (cropped and resized once, when
+                                              sampled: ``frame_size``, ``frame_crop``),
+                                              gzip-1, a chunk a frame
 ``t`` / ``frame_t``       (N,) float64        sample time / when its frame was captured
 ``state``                 (N, A) float64      attributes, in ``attribute_names`` order
 ``keys_held``             (N, K) bool         keys down at sample time (``key_names`` order)
@@ -53,6 +55,7 @@ import h5py
 import numpy as np
 
 from env.errors import EldenILError
+from env.observations import FrameSpec
 
 from capture import files
 from capture.inputs import EVENT_DTYPE
@@ -117,7 +120,7 @@ class EpisodeMeta:
     attribute_names: tuple[str, ...]
     key_names: tuple[str, ...]
     sample_rate_hz: float
-    frame_size: tuple[int, int]  # (width, height) stored
+    frame: FrameSpec  # how each captured frame was cropped and resized before it was stored
     window_size: tuple[int, int]  # (width, height) captured
     source: str  # "human" | "autopilot" | "policy" (a policy played, the person could take over)
     sim_seed: int | None
@@ -137,7 +140,7 @@ def software_versions() -> dict[str, str]:
 
 
 def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None) -> None:
-    w, h = meta.frame_size
+    w, h = meta.frame.size
     a, k = len(meta.attribute_names), len(meta.key_names)
     f.create_dataset("frames", (0, h, w, 3), np.uint8, maxshape=(None, h, w, 3), chunks=(1, h, w, 3), compression="gzip", compression_opts=1)
     for name in ("t", "frame_t"):
@@ -154,7 +157,8 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
         "attribute_names": json.dumps(list(meta.attribute_names)),
         "key_names": json.dumps(list(meta.key_names)),
         "sample_rate_hz": meta.sample_rate_hz,
-        "frame_size": list(meta.frame_size),
+        "frame_size": list(meta.frame.size),
+        "frame_crop": list(meta.frame.crop),
         "window_size": list(meta.window_size),
         "source": meta.source,
         "sim_seed": -1 if meta.sim_seed is None else meta.sim_seed,
@@ -390,6 +394,15 @@ class Episode:
 
     def column(self, name: str) -> np.ndarray:
         return self.state[:, self.attribute_names.index(name)]
+
+    @property
+    def frame_spec(self) -> FrameSpec:
+        """How its frames were made from the captured ones (the recorder's ``FrameSpec``). Files
+        written before ``frame_crop`` was stored lack it: the recorder could not crop then."""
+        size = tuple(int(v) for v in self.attrs["frame_size"])
+        if "frame_crop" not in self.attrs:
+            return FrameSpec(size)
+        return FrameSpec(size, tuple(float(v) for v in self.attrs["frame_crop"]))
 
 
 def read_episode(path: str | Path, frames: bool = True) -> Episode:

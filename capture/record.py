@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from env.cli import key_names, output_folder, parse_size, ruled
+from env.cli import key_names, output_folder, parse_crop, parse_size, ruled
 from env.config import EnvConfig
 from env.errors import EldenILError
 from env.factory import DEFAULT_HOST, make_game
@@ -71,6 +71,7 @@ hotkeys (human recording; never recorded as actions):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    env = EnvConfig()  # the defaults of what is recorded for
     p = argparse.ArgumentParser(
         prog="python -m capture.record",
         description=__doc__.split("\n\n")[1],
@@ -83,7 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
     p.add_argument("--rate", type=ruled(float, number(0, 1000, above=True)), default=30.0, help="samples per second (default: %(default)s)")
-    p.add_argument("--frame-size", type=parse_size, default=(84, 84), help="stored frame size WxH (default: 84x84)")
+    p.add_argument("--frame-size", type=parse_size, default=env.frame_size,
+                   help=f"stored frame size WxH: the dataset's and the env's (default: {env.frame_spec})")
+    p.add_argument("--frame-crop", type=parse_crop, default=env.frame_crop,
+                   help="LEFT,TOP,RIGHT,BOTTOM fractions of the captured frame kept before resizing (default: all of it)")
     p.add_argument("--out", type=output_folder, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
     p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
@@ -97,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --policy, simulator only: a scripted person takes over when the policy's choice differs "
                         "from the scripted expert's while a boss attack winds up (real key events on the display, "
                         "or in-process with --backend sim)")
-    p.add_argument("--timestep-ms", type=float, default=200.0,
+    p.add_argument("--timestep-ms", type=float, default=env.timestep_ms,
                    help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
     p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
     p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=None,
@@ -148,7 +152,8 @@ class RecordSettings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
         return cls(
-            env=EnvConfig(profile=args.profile, frame_size=args.frame_size, timestep_ms=args.timestep_ms),
+            env=EnvConfig(profile=args.profile, frame_size=args.frame_size, frame_crop=args.frame_crop,
+                          timestep_ms=args.timestep_ms),
             backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
             max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, manual=args.manual,
             restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
@@ -270,7 +275,7 @@ class Recorder:
             attribute_names=self.profile.attribute_names,
             key_names=self.key_names,
             sample_rate_hz=self.settings.rate,
-            frame_size=self.settings.env.frame_size,
+            frame=self.settings.env.frame_spec,
             window_size=window_size,
             source="autopilot" if self.autopilot else "policy" if self.pilot else "human",
             sim_seed=self.fight_seed if self.has_seed else None,

@@ -1,9 +1,9 @@
 """Demonstrations from a Minari dataset into arrays a trainer can batch from.
 
 A dataset stores each frame and action once; the env's ``frame_stack`` and ``action_history``
-are rebuilt here by the env's rule (``env.observations.ObservationBuilder``): the last k frames
-of the episode, padded with its first, and the last k actions, padded with the action table's
-idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
+are rebuilt here by the env's own functions (``env.observations.stack_window`` and
+``history_window``): the last k frames of the episode, padded with its first, and the last k
+actions, padded with the action table's idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
 a batch is, bit for bit, what that env would have shown (``tests/test_replay.py`` holds it to
 that).
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 
 from env.config import EnvConfig
 from env.errors import EldenILError
+from env.observations import history_window, stack_window
 from env.profile import load_profile
 
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
@@ -67,15 +69,9 @@ class Demonstrations:
         out = {k: v[index] for k, v in self.obs.items()}
         first = self.first[index]
         if self.config.frame_stack:
-            back = np.arange(self.config.frame_stack - 1, -1, -1)
-            frames = np.maximum(index[:, None] - back[None, :], first[:, None])
-            out["frame_stack"] = self.obs["frame"][frames]
+            out["frame_stack"] = stack_window(self.obs["frame"], index, first, self.config.frame_stack)
         if self.config.action_history:
-            back = np.arange(self.config.action_history, 0, -1)
-            steps = index[:, None] - back[None, :]
-            history = self.actions[np.maximum(steps, 0)].astype(np.int32)
-            history[steps < first[:, None]] = self.idle
-            out["action_history"] = history
+            out["action_history"] = history_window(self.actions, index, first, self.config.action_history, self.idle)
         return out
 
 
@@ -84,32 +80,51 @@ def minari_root(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari")
 
 
+REBUILD = "rebuild it with `python -m capture.build_dataset --force` (or `dvc repro dataset`)"
+DAMAGED = (OSError, ValueError, KeyError)
+"""What Minari and h5py raise for a dataset missing or damaged on disk: no such folder or file, or
+an HDF5 file that cannot be read (``OSError``); a ``metadata.json`` that is not JSON or that Minari
+cannot use (``ValueError``); a key missing from it (``KeyError``). Anything else is a bug, and
+keeps its own type and traceback."""
+
+
 def dataset_config(dataset: Any) -> EnvConfig:
     """The ``EnvConfig`` a Minari dataset was built for (``capture.build_dataset`` writes it)."""
     from capture.build_dataset import METADATA_KEY
 
     about = dataset.storage.metadata.get(METADATA_KEY)
     if about is None:
-        raise DatasetError(
-            f"dataset {dataset.id!r} does not say which env it was built for (no {METADATA_KEY!r} metadata): "
-            "rebuild it with `python -m capture.build_dataset --force` (or `dvc repro dataset`)"
-        )
-    return EnvConfig.from_dict(json.loads(about)["env_config"], f"dataset {dataset.id!r}")
+        raise DatasetError(f"dataset {dataset.id!r} does not say which env it was built for "
+                           f"(no {METADATA_KEY!r} metadata): {REBUILD}")
+    try:
+        values = json.loads(about)["env_config"]
+    except (ValueError, KeyError, TypeError) as e:  # not JSON, no env_config, not a mapping
+        raise DatasetError(f"dataset {dataset.id!r}: its {METADATA_KEY!r} metadata is damaged ({e!r}): {REBUILD}") from e
+    return EnvConfig.from_dict(values, f"dataset {dataset.id!r}")
 
 
 def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
     """``minari.load_dataset(dataset_id)`` from ``root`` (see ``minari_root``), with a one-line
-    error that says how to build it."""
+    error that says how to build it when the dataset is missing or damaged."""
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(minari_root(root).resolve())
     try:
         return minari.load_dataset(dataset_id)
-    except Exception as e:  # minari raises several types for a missing or broken dataset
+    except DAMAGED as e:
         raise DatasetError(
             f"cannot load dataset {dataset_id!r} from {minari_root(root)}: {e}. Build it with "
             "`python -m capture.build_dataset` (or `dvc repro dataset`)"
-        ) from None
+        ) from e
+
+
+def episodes(dataset: Any) -> Iterator[Any]:
+    """``dataset.iterate_episodes()``, with a data file HDF5 cannot read (damaged, cut short by a
+    copy) said to be one; errors in the caller's loop are not touched."""
+    try:
+        yield from dataset.iterate_episodes()
+    except OSError as e:
+        raise DatasetError(f"dataset {dataset.id!r}: its episodes cannot be read ({e}): {REBUILD}") from e
 
 
 def load_demonstrations(dataset_id: str, root: str | Path | None = None) -> Demonstrations:
@@ -132,7 +147,7 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     marks: dict[str, list[np.ndarray]] = {"intervention": [], "policy": []}
     start = 0
     count = 0
-    for count, ep in enumerate(dataset.iterate_episodes(), start=1):
+    for count, ep in enumerate(episodes(dataset), start=1):
         steps = len(ep.actions)
         rows = steps + int(final_observations)
         for key in BASE_KEYS:

@@ -205,6 +205,9 @@ def stage_bc(params: dict) -> None:
     config = dataclass_params(params.get("bc"), "bc", BCConfig)
     name = dataset_id(params)
     demos = load_demonstrations(name, MINARI_ROOT)
+    # BC trains for the env the dataset was built for (demos.config); params.yaml is read only to
+    # refuse a dataset it no longer describes (a stage run by hand after editing it), which is
+    # why dvc.yaml's bc stage declares the dataset and env params too
     wanted = env_config(params).replace(profile=demos.config.profile)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")

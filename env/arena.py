@@ -20,6 +20,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from env.fight import AT_DEATH
 from env.game import GameError
 from env.siphon import ReadRefused
 
@@ -83,7 +84,7 @@ def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
     said = False
     while True:
         try:
-            if game.client.read(["HeroHp"])["HeroHp"] > 0:
+            if not AT_DEATH.player_down(game.client.read(["HeroHp", "HeroMaxHp"])):
                 return
             what = "the player died: waiting for the loading screen and the respawn"
         except ReadRefused:
@@ -102,14 +103,14 @@ def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
 def _boss_targeted(game: SiphonGame) -> bool:
     """Whether NPC reads follow the boss, alive. Raises ``BossKilled`` if it is at 0 HP."""
     wanted = game.profile.boss_npc_id
-    names = ["NpcHp", "NpcId"] if wanted is not None else ["NpcHp"]
+    names = ["NpcHp", "NpcMaxHp", *(["NpcId"] if wanted is not None else [])]
     try:
         npc = game.client.read(names)
     except ReadRefused:  # nothing targeted since the last loading screen, or the boss gone
         return False
     if wanted is not None and npc["NpcId"] != wanted:
         return False
-    if npc["NpcHp"] <= 0:
+    if AT_DEATH.boss_down(npc):
         raise BossKilled(KILLED_MESSAGE)
     return True
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from env.fields import Rule
 from env.keys import normalize_key
-from env.observations import check_frame_size
+from env.observations import check_frame_crop, check_frame_size
 from env.siphon_config import ConfigError
 
 
@@ -25,6 +25,21 @@ def parse_size(text: str) -> tuple[int, int]:
     except ConfigError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return width, height
+
+
+def parse_crop(text: str) -> tuple[float, float, float, float]:
+    """``"0,0.1,1,1"`` -> ``(0.0, 0.1, 1.0, 1.0)``: left, top, right, bottom as fractions of the frame."""
+    try:
+        crop = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        crop = ()
+    if len(crop) != 4:
+        raise argparse.ArgumentTypeError(f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}")
+    try:
+        check_frame_crop(crop)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return crop
 
 
 def ruled(convert: Callable[[str], Any], rule: Rule) -> Callable[[str], Any]:

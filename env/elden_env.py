@@ -28,6 +28,7 @@ from env.fields import is_int
 from env.game import Frame, Game, GameState
 from env.keys import pygame_key
 from env.observations import ObservationBuilder
+from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
 from env.siphon_config import ConfigError
 
@@ -40,12 +41,14 @@ log = logging.getLogger(__name__)
 
 
 class EldenRingEnv(gym.Env):
-    """The env over ``game_interface``, with the PRD's keyword arguments.
+    """The env over ``game``, for the env ``config`` describes, with the env's own behaviour.
 
     Which game (the in-process simulator, a simulator server, the real game) is the caller's
     choice: ``env.factory.make_env`` builds both from one ``EnvConfig`` and a backend name, and
-    is what ``gymnasium.make("EldenIL/Margit-v0", ...)`` calls. The env's settings are kept as
-    ``self.config`` (an ``EnvConfig``), the value datasets and policies record.
+    is what ``gymnasium.make("EldenIL/Margit-v0", ...)`` calls. The config (its profile is the
+    game's) is kept as ``self.config``, the value datasets and policies record; the keyword
+    arguments are what a dataset or a policy does not depend on (the reward, pausing between
+    steps, extra attributes to read, rendering).
 
     The episode limit is the config's ``max_steps``, enforced here (the env must release the
     game's keys when it ends an episode) and shown as ``env.spec.max_episode_steps``; so
@@ -59,17 +62,10 @@ class EldenRingEnv(gym.Env):
 
     def __init__(
         self,
-        game_interface: Game,
+        game: Game,
+        config: EnvConfig = EnvConfig(),
+        *,
         boss_name: str = "margit",
-        action_mode: str = "discrete",
-        action_persistence: bool = True,
-        timestep_ms: float = 200,
-        max_steps: int = 900,
-        frame_size: tuple[int, int] = (84, 84),
-        frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0),
-        frame_stack: int | None = None,
-        action_history: int | None = None,
-        tap_ms: int = 50,
         reward_fn: RewardFn | None = None,
         pause_between_steps: bool = False,
         state_attributes: tuple[str, ...] = (),
@@ -77,13 +73,12 @@ class EldenRingEnv(gym.Env):
         render_size: tuple[int, int] = DEFAULT_RENDER_SIZE,
     ) -> None:
         super().__init__()
-        self.game = game_interface
-        self.profile = game_interface.profile
-        self.config = EnvConfig(
-            profile=self.profile.ref, action_mode=action_mode, action_persistence=action_persistence,
-            timestep_ms=timestep_ms, max_steps=max_steps, frame_size=tuple(frame_size), frame_crop=tuple(frame_crop),
-            frame_stack=frame_stack, action_history=action_history, tap_ms=tap_ms,
-        )
+        self.game = game
+        self.profile = game.profile
+        if config.profile is not None and load_profile(config.profile).name != self.profile.name:
+            raise ConfigError(f"the config is for profile {config.profile!r}, the game plays {self.profile.name!r}: "
+                              "build both from one config (env.factory.make_env)")
+        self.config = config.replace(profile=self.profile.ref)
         if boss_name.lower() not in self.profile.boss_name.lower():
             raise ConfigError(
                 f"boss_name {boss_name!r} does not match profile {self.profile.name!r} ({self.profile.boss_name})"
@@ -95,8 +90,8 @@ class EldenRingEnv(gym.Env):
         if not (len(size) == 2 and all(is_int(v) and 16 <= v <= m for v, m in zip(size, MAX_RENDER_SIZE))):
             raise ConfigError(f"render_size must be [width, height] in pixels, from 16x16 to 7680x4320, got {render_size!r}")
         self.render_size: tuple[int, int] = (int(size[0]), int(size[1]))
-        if timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
-            self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / timestep_ms))}
+        if config.timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
+            self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / config.timestep_ms))}
         self.pause_between_steps = pause_between_steps
         self.rules = self.profile.fight_rules
         self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)

@@ -83,7 +83,7 @@ def make_env(
     config = _with_fields(config, options)
     game = make_game(config, backend, host, seed)
     try:
-        return EldenRingEnv(game, **_behaviour(config), **options)
+        return EldenRingEnv(game, config, **options)
     except BaseException:
         game.close()
         raise
@@ -94,13 +94,6 @@ def _with_fields(config: EnvConfig | None, options: dict[str, Any]) -> EnvConfig
     which are taken out of it: what is left is the env's own behaviour."""
     fields = {k: options.pop(k) for k in list(options) if k in FIELD_NAMES}
     return (config or EnvConfig()).replace(**fields)
-
-
-def _behaviour(config: EnvConfig) -> dict[str, Any]:
-    """The config as the env's keyword arguments (the profile travels inside the game)."""
-    values = config.to_dict()
-    del values["profile"]
-    return values
 
 
 def env_fns(

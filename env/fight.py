@@ -67,6 +67,12 @@ AT_DEATH = FightRules()
 """The PRD's rule: over when a fighter's HP reaches 0 (what the game itself calls a death or a kill)."""
 
 
+def fresh(state: State) -> bool:
+    """A fight that has just started or restarted: both fighters alive at full HP (one snapshot).
+    What a restart must reach, and what starts a recorded episode."""
+    return bool(state["HeroHp"] >= state["HeroMaxHp"] > 0 and state["NpcHp"] >= state["NpcMaxHp"] > 0)
+
+
 def hp_lost(before: State, after: State, hp: str, max_hp: str) -> Any:
     """The fraction of max HP lost between two snapshots (0 if HP rose, e.g. a heal)."""
     return np.maximum(0.0, (before[hp] - after[hp]) / np.maximum(1, after[max_hp]))

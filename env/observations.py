@@ -8,7 +8,6 @@ and animation ids mapped through the profile's vocabulary (unknown ids become 0)
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import cv2
 import numpy as np
 from gymnasium import spaces
+from numpy.typing import ArrayLike
 
 from env.config import FieldError
 from env.siphon_config import ConfigError
@@ -29,6 +29,8 @@ MIN_FRAME_SIDE, MAX_FRAME_SIDE = 8, 4096
 MAX_DISTANCE = 20.0
 PLAYER_ANIMATIONS = 100
 BOSS_ANIMATIONS = 200
+FULL_FRAME = (0.0, 0.0, 1.0, 1.0)
+"""The crop that keeps the whole frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,24 +42,37 @@ class FrameSpec:
     """
 
     size: tuple[int, int] = (84, 84)
-    crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    crop: tuple[float, float, float, float] = FULL_FRAME
 
     def __post_init__(self) -> None:
         check_frame_size(self.size)
-        left, top, right, bottom = self.crop
-        if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
-            raise FieldError("frame_crop", self.crop, "must be [left, top, right, bottom] fractions with "
-                             "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
+        check_frame_crop(self.crop)
 
     @property
     def shape(self) -> tuple[int, int, int]:
         return (self.size[1], self.size[0], 3)
 
+    def __str__(self) -> str:
+        """``84x84``, or ``84x84 cropped to 0,0.1,1,1``: how messages name it."""
+        size, crop = self._texts()
+        return size if crop is None else f"{size} cropped to {crop}"
+
+    @property
+    def flags(self) -> str:
+        """The command-line flags that ask for it (``capture.record``'s and ``capture.build_dataset``'s)."""
+        size, crop = self._texts()
+        return f"--frame-size {size}" if crop is None else f"--frame-size {size} --frame-crop {crop}"
+
+    def _texts(self) -> tuple[str, str | None]:
+        """(size as WxH, crop as L,T,R,B or None for the whole frame), as the flags write them."""
+        crop = None if self.crop == FULL_FRAME else ",".join(f"{v:g}" for v in self.crop)
+        return f"{self.size[0]}x{self.size[1]}", crop
+
     def process(self, rgb: np.ndarray) -> np.ndarray:
         """Crop and resize one RGB uint8 frame (H, W, 3) -> ``shape``."""
         h, w = rgb.shape[:2]
         left, top, right, bottom = self.crop
-        if (left, top, right, bottom) != (0.0, 0.0, 1.0, 1.0):
+        if self.crop != FULL_FRAME:
             rgb = rgb[round(top * h) : round(bottom * h), round(left * w) : round(right * w)]
         if rgb.shape[1] == self.size[0] and rgb.shape[0] == self.size[1]:
             return rgb.copy()  # observations are the caller's to keep: never alias the game's frame
@@ -70,6 +85,14 @@ def check_frame_size(size: tuple[int, int]) -> None:
     tens of gigabytes)."""
     if not all(MIN_FRAME_SIDE <= side <= MAX_FRAME_SIDE for side in size):
         raise FieldError("frame_size", size, f"each side must be from {MIN_FRAME_SIDE} to {MAX_FRAME_SIDE} pixels")
+
+
+def check_frame_crop(crop: tuple[float, float, float, float]) -> None:
+    """Refuse a crop that keeps nothing or reaches outside the frame."""
+    left, top, right, bottom = crop
+    if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
+        raise FieldError("frame_crop", crop, "must be [left, top, right, bottom] fractions with "
+                         "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
 
 
 class AnimationVocabulary:
@@ -134,13 +157,42 @@ def observed_attributes(profile: Profile) -> tuple[str, ...]:
     return names
 
 
+def window(values: np.ndarray, end: ArrayLike, start: ArrayLike, length: int, pad: Any = None) -> np.ndarray:
+    """The history rule, written once for the env (one step) and for a dataset (a batch of rows):
+    for each ``end``, the ``length`` rows of ``values`` just before row ``end``, oldest first, where
+    a row before its episode's first row ``start`` is ``pad``, or (``pad`` None) that first row.
+    ``end`` and ``start`` are one row number each, or arrays of them (one window per element)."""
+    end, start = np.asarray(end)[..., None], np.asarray(start)[..., None]
+    rows = end - length + np.arange(length)
+    if pad is None:
+        return values[np.maximum(rows, start)]
+    out = np.empty(rows.shape + values.shape[1:], values.dtype)
+    out[...] = pad
+    kept = rows >= start
+    out[kept] = values[rows[kept]]
+    return out
+
+
+def stack_window(frames: np.ndarray, at: ArrayLike, first: ArrayLike, length: int) -> np.ndarray:
+    """The observation's ``frame_stack`` at row ``at`` of an episode whose first row is ``first``:
+    the last ``length`` frames up to its own, padded with the episode's first frame."""
+    return window(frames, np.asarray(at) + 1, first, length)
+
+
+def history_window(actions: np.ndarray, at: ArrayLike, first: ArrayLike, length: int, idle: Any) -> np.ndarray:
+    """The observation's ``action_history`` at row ``at`` (row ``k`` of ``actions`` is the action
+    taken from observation ``k``): the last ``length`` actions that led to it, padded with the
+    action table's ``idle`` action (whatever its index)."""
+    return window(actions, at, first, length, idle).astype(np.int32)
+
+
 class ObservationBuilder:
     """Builds the observation Dict from game state and frames; ``space`` exists from construction.
 
-    The history rule, in one place: the first observation of an episode fills the frame stack
-    with its own frame and the action history with the action table's idle action; every step
-    then pushes its frame and the action that led to it. ``elden_il.data`` rebuilds the same
-    windows from a dataset, and a test replays recordings through the env to hold both to it.
+    The history rule is ``stack_window`` and ``history_window``: the first observation of an
+    episode has a stack of its own frame and a history of idle actions; every step then adds its
+    frame and the action that led to it. ``elden_il.data`` applies the same two functions to a
+    dataset's episodes, and a test replays recordings through the env to hold both to it.
     """
 
     def __init__(self, config: EnvConfig, actions: ActionTable) -> None:
@@ -155,8 +207,10 @@ class ObservationBuilder:
         self.attributes = observed_attributes(profile)
 
         self.space = observation_space(self.frame, self.frame_stack, self.action_history, actions.space)
-        self._frames: deque[np.ndarray] = deque(maxlen=self.frame_stack or 1)
-        self._actions: deque[np.ndarray] = deque(maxlen=self.action_history or 1)
+        # this episode's last frames and actions, at most a window's worth: while a window needs
+        # padding they still hold the whole episode, so their row 0 is its first
+        self._frames: list[np.ndarray] = []
+        self._actions: list[np.ndarray] = []
 
     def scalars(self, state: Mapping[str, Any]) -> dict[str, np.ndarray | int]:
         """The state keys of the observation, from one snapshot, or from columns of a whole
@@ -177,22 +231,20 @@ class ObservationBuilder:
     def reset(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
         """The first observation of an episode."""
         processed = self.frame.process(frame)
-        self._frames.clear()
-        self._frames.extend([processed] * self._frames.maxlen)
-        self._actions.clear()
-        self._actions.extend([np.asarray(self.idle, np.int32)] * self._actions.maxlen)
+        self._frames, self._actions = [processed], []
         return self._build(state, processed)
 
     def step(self, state: Mapping[str, float], frame: np.ndarray, action: np.ndarray | int) -> dict:
         processed = self.frame.process(frame)
-        self._frames.append(processed)
-        self._actions.append(np.asarray(action, np.int32))
+        self._frames = [*self._frames, processed][-(self.frame_stack or 1):]
+        self._actions = [*self._actions, np.asarray(action, np.int32)][-(self.action_history or 1):]
         return self._build(state, processed)
 
     def _build(self, state: Mapping[str, float], processed: np.ndarray) -> dict:
         obs: dict = {"frame": processed, **self.scalars(state)}
         if self.frame_stack:
-            obs["frame_stack"] = np.stack(self._frames)
+            obs["frame_stack"] = stack_window(np.stack(self._frames), len(self._frames) - 1, 0, self.frame_stack)
         if self.action_history:
-            obs["action_history"] = np.stack(self._actions).astype(np.int32)
+            taken = np.array(self._actions, np.int32).reshape(len(self._actions), *np.shape(self.idle))
+            obs["action_history"] = history_window(taken, len(taken), 0, self.action_history, self.idle)
         return obs

@@ -27,6 +27,7 @@ import grpc
 
 import numpy as np
 
+from env import fight
 from env.arena import back_into_the_fight
 from env.game import AttributeValue, Frame, GameError, GameState, scaled
 from env.keys import normalize_key
@@ -96,7 +97,7 @@ class SiphonGame:
         return self._state(values, taken), self._frame(rgb, taken)
 
     def _state(self, values: dict[str, AttributeValue], taken: float) -> GameState:
-        if values.get("NpcHp", 1) <= 0:
+        if {"NpcHp", "NpcMaxHp"} <= values.keys() and fight.AT_DEATH.boss_down(values):
             self.boss_seen_dead = True
         return GameState(values, taken)
 
@@ -169,7 +170,7 @@ class SiphonGame:
         deadline = time.monotonic() + self.reset_timeout
         while True:
             state = self.read_state()
-            if state["HeroHp"] == state["HeroMaxHp"] > 0 and state["NpcHp"] == state["NpcMaxHp"] > 0:
+            if fight.fresh(state):
                 return state
             if time.monotonic() > deadline:
                 raise GameError(

@@ -1,11 +1,21 @@
 """Difficulty is honest, over 200 seeded in-process fights per policy through the env, the way
-evaluation plays them (the README quotes these)."""
+evaluation plays them (the README quotes these); and the expert has one win rate: the difficulty
+check on the evaluation's seeds gives the evaluation's expert row."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import time
+from pathlib import Path
 
+import pytest
+import yaml
+
+from env.config import EnvConfig
+from env.play import summarize
 from env.sim.duel import duel
+
+ROOT = Path(__file__).parents[1]
 
 FIGHTS = list(range(200))
 
@@ -28,3 +38,19 @@ def test_attacking_every_step_rarely_wins():
 @pytest.mark.slow
 def test_the_scripted_expert_wins_most_but_not_all_fights():
     assert 0.60 <= win_rate("expert") <= 0.90
+
+
+@pytest.mark.slow
+def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expert_row():
+    """The README quotes the expert twice: the evaluation's row (datasets/reports/eval.json, the
+    held-out seeds of params.yaml) and the difficulty table (seeds 0-199). Both come from one
+    fight loop, so `python -m env.sim.duel` on the evaluation's seeds gives exactly its row."""
+    evaluate = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
+    report = json.loads((ROOT / "datasets/reports/eval.json").read_text())
+    seeds = list(range(evaluate["first_seed"], evaluate["first_seed"] + evaluate["fights"]))
+    assert report["backend"] == "sim" and report["fights"] == len(seeds)
+    expert = report["policies"]["expert"]
+    started = time.perf_counter()
+    records = duel("expert", seeds, EnvConfig())  # what python -m env.sim.duel plays
+    summary = summarize(records, time.perf_counter() - started)
+    assert {key: summary[key] for key in expert} == expert  # the results; the speed is not in eval.json

@@ -90,3 +90,32 @@ def test_the_dataset_permalinks_code_is_what_the_dataset_stage_depends_on():
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["dataset"]
     code = [dep for dep in stage["deps"] if not dep.startswith("datasets/")]
     assert sorted(code) == sorted(CODE)
+
+
+NOT_DECIDING_WHAT_IS_RECORDED = {
+    "env/__init__.py", "env/errors.py", "env/fields.py", "env/cli.py", "env/game.py",  # errors, checks, interfaces
+    "env/elden_env.py", "env/play.py", "env/rewards.py",  # imported beside make_game and the expert, not run
+    "env/siphon.py", "env/packed_reads.py",  # the Siphon backend: the stage records in-process
+    "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
+    "capture/pilot.py", "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
+    "capture/status.py", "capture/video.py",  # the live display, the review video
+    "elden_il/__init__.py", "elden_il/shadowing.py",
+}
+"""Modules the demos stage imports that decide nothing in the files it records."""
+
+
+def test_the_demos_stage_depends_on_the_code_that_decides_what_it_records(tmp_path: Path):
+    """Every module of this project that ``python -m elden_il.pipeline demos`` loads is a dependency
+    of the stage in dvc.yaml (itself or its folder), or is named above as deciding nothing it
+    records: a change to the frame processing, the fight rules or the factory reruns the stage."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 1}}))
+    script = ("import sys; from elden_il.pipeline import main; assert main(['demos']) == 0; "
+              "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))")
+    result = run(tmp_path, sys.executable, "-c", script)
+    assert result.returncode == 0, result.stderr
+    ran = {Path(f).resolve().relative_to(ROOT).as_posix() for f in result.stdout.split() if Path(f).resolve().is_relative_to(ROOT)}
+    assert "capture/sampler.py" in ran and "env/sim/world.py" in ran
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["demos"]["deps"]
+    undeclared = sorted(f for f in ran - NOT_DECIDING_WHAT_IS_RECORDED
+                        if not any(f == dep or f.startswith(f"{dep}/") for dep in deps))
+    assert undeclared == [], f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {undeclared}"

@@ -8,6 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0
+from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.game import GameError
@@ -91,7 +92,7 @@ class TickSpy:
 @pytest.mark.parametrize("persistence, presses", [(True, 1), (False, 5)])
 def test_action_persistence_holds_keys_across_equal_actions(persistence: bool, presses: int):
     game = SimGame()
-    e = EldenRingEnv(game_interface=game, action_persistence=persistence)
+    e = EldenRingEnv(game, EnvConfig(action_persistence=persistence))
     e.reset(seed=0)
     spy = TickSpy(game)
     forward = e.actions.index("move_forward")
@@ -104,7 +105,7 @@ def test_action_persistence_holds_keys_across_equal_actions(persistence: bool, p
 
 def test_a_discrete_roll_is_a_dodge_tap_not_a_sprint():
     game = SimGame()
-    e = EldenRingEnv(game_interface=game)
+    e = EldenRingEnv(game)
     e.reset(seed=0)
     seen = []
     spy = TickSpy(game)
@@ -122,7 +123,7 @@ def test_a_discrete_roll_is_a_dodge_tap_not_a_sprint():
 
 def test_pause_between_steps_runs_exactly_one_timestep_per_step():
     game = SimGame()
-    e = EldenRingEnv(game_interface=game, pause_between_steps=True, timestep_ms=200)
+    e = EldenRingEnv(game, EnvConfig(timestep_ms=200), pause_between_steps=True)
     e.reset(seed=0)
     start = game.world.tick_count
     for _ in range(3):
@@ -149,7 +150,11 @@ def test_bad_constructor_arguments_are_refused_clearly():
     with pytest.raises(ConfigError, match="unknown backend 'xbox'"):
         make_env(backend="xbox")
     with pytest.raises(ConfigError, match="max_steps = True"):
-        EldenRingEnv(SimGame(), max_steps=True)
+        make_env(max_steps=True)
+    with pytest.raises(ConfigError, match="the config is for profile 'eldenring_margit', the game plays 'sim_margit'"):
+        EldenRingEnv(SimGame(), EnvConfig(profile="eldenring_margit"))
+    with pytest.raises(TypeError):  # the config is one value, not fields one by one
+        EldenRingEnv(SimGame(), max_steps=10)
 
 
 def test_a_profile_asking_for_attributes_the_game_lacks_fails_at_construction(tmp_path):
@@ -165,14 +170,14 @@ def test_a_profile_asking_for_attributes_the_game_lacks_fails_at_construction(tm
 
 def test_keys_are_released_when_the_env_closes_or_a_step_fails():
     game = SimGame()
-    e = EldenRingEnv(game_interface=game)
+    e = EldenRingEnv(game)
     e.reset(seed=0)
     e.step(e.actions.index("move_forward"))
     assert game._latch.held_keys() == {"W"}
     e.close()
     assert game._latch.held_keys() == set()
 
-    e = EldenRingEnv(game_interface=game)
+    e = EldenRingEnv(game)
     e.reset(seed=0)
     e.step(e.actions.index("move_forward"))
 

@@ -267,6 +267,39 @@ def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episod
     assert rebuilt.total_episodes == 2 and dataset_state(root, "test/atomic-v0")[0] == 2
 
 
+DAMAGES = {
+    "metadata cut short": ("metadata.json", lambda text: text[:100]),
+    "metadata missing a key": ("metadata.json", lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "dataset_id"})),
+    "elden_il metadata not JSON": ("metadata.json", lambda text: json.dumps({**json.loads(text), "elden_il": "{not json"})),
+    "data file cut short": ("main_data.hdf5", lambda data: data[:5000]),
+    "data file overwritten": ("main_data.hdf5", lambda data: b"x" * len(data)),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+def test_a_damaged_dataset_is_one_clear_error(raw_episodes: Path, tmp_path: Path, damage: str):
+    from elden_il.data import DatasetError, load_demonstrations
+
+    build_dataset(raw_episodes, "test/damaged-v0", root=tmp_path / "minari")
+    name, spoil = DAMAGES[damage]
+    path = tmp_path / "minari/test/damaged-v0/data" / name
+    if name.endswith(".json"):
+        path.write_text(spoil(path.read_text()))
+    else:
+        path.write_bytes(spoil(path.read_bytes()))
+    with pytest.raises(DatasetError, match="test/damaged-v0.*(Build it with|rebuild it with) `python -m capture.build_dataset"):
+        load_demonstrations("test/damaged-v0", tmp_path / "minari")
+
+
+def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):
+    """Only a missing or damaged dataset becomes a DatasetError; a caller's bug (an id that is no
+    string) is not dressed up as one."""
+    from elden_il.data import open_dataset
+
+    with pytest.raises(TypeError):
+        open_dataset(123, tmp_path)
+
+
 # ------------------------------------------------------------------------------- params.yaml
 TINY = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -336,6 +369,8 @@ CLI_FAULTS = [
     # (command line, the one line's expected text)
     (["capture.record", "--frame-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
     (["capture.record", "--frame-size", "84"], "size must look like 84x84"),
+    (["capture.record", "--frame-crop", "0,1,1"], "crop must look like 0,0.1,1,1"),
+    (["capture.record", "--frame-crop", "0.5,0,0.4,1"], "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1"),
     (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
     (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
     (["capture.record", "--rate", "nan"], "argument --rate: 'nan' must be a number above 0"),

@@ -11,11 +11,13 @@ import textwrap
 import time
 from pathlib import Path
 
+import h5py
 import minari
 import numpy as np
 import pytest
 
 from capture.build_dataset import BuildError, build_dataset
+from capture.build_dataset import main as build_main
 from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from capture.inputs import InputLog
 from capture.labels import StepLabeler
@@ -32,7 +34,7 @@ KEYS = tuple(PROFILE.keybinds.values())
 
 def meta(**kw) -> EpisodeMeta:
     base = dict(profile="sim_margit", attribute_names=("HeroHp", "NpcHp"), key_names=KEYS, sample_rate_hz=30.0,
-                frame_size=(16, 12), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
+                frame=FrameSpec((16, 12)), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
     return EpisodeMeta(**{**base, **kw})
 
 
@@ -204,9 +206,10 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     expected = [decided[round(0.2 * k, 4)] for k in range(len(labels))]
     assert labels == expected
 
-    # frames are bit-identical to what the env's preprocessing makes of the recorded frame
+    # frames are the recorded ones, as stored: processed once, by the recorder (tests/test_replay.py
+    # holds them equal to the live env's)
     at = np.searchsorted(episode.t, t0 + 0.2 * 5, side="right") - 1
-    assert np.array_equal(first.observations["frame"][5], FrameSpec((84, 84)).process(episode.frames[at]))
+    assert np.array_equal(first.observations["frame"][5], episode.frames[at])
 
     # a fight decided by a death or a kill ends terminated on its final sample, as the env ends it
     outcomes = [read_episode(p, frames=False).attrs["outcome"] for p in paths]
@@ -236,13 +239,31 @@ def test_the_builder_says_what_is_wrong(tmp_path: Path):
     with pytest.raises(BuildError, match="recorded with profile 'sim_margit', not 'eldenring_margit'"):
         build_dataset(raw, "test/z-v0", EnvConfig(profile="eldenring_margit"), root=tmp_path / "minari")
 
+    # frames are resized once, when recorded: a dataset for another size or crop is refused, with both
+    # named and the two ways out (build for the recording's frames, or record for the wanted ones)
+    for size, crop, asked in (((64, 64), (0, 0, 1, 1), "64x64"), ((84, 84), (0, 0.1, 1, 1), "84x84 cropped to 0,0.1,1,1")):
+        with pytest.raises(BuildError) as refused:
+            build_dataset(raw, "test/u-v0", EnvConfig(frame_size=size, frame_crop=crop), root=tmp_path / "minari")
+        message = str(refused.value)
+        assert f"recorded with 84x84 frames, not the {asked} this dataset is for" in message, message
+        assert "dataset.frame_size: [84, 84]" in message and "python -m capture.record --frame-size" in message
+    # the command line builds for the recording's frames unless told otherwise; so did files that
+    # were recorded before episodes stored their crop (the recorder could not crop then)
+    (path,) = list_episodes(raw)
+    with h5py.File(path, "r+") as f:
+        assert list(f.attrs["frame_crop"]) == [0, 0, 1, 1]
+        del f.attrs["frame_crop"]
+    assert build_main(["--raw", str(raw), "--id", "test/t-v0", "--root", str(tmp_path / "minari")]) == 0
+    assert build_main(["--raw", str(raw), "--id", "test/s-v0", "--root", str(tmp_path / "minari"), "--frame-size", "64x64"]) == 1
+
     # a salvaged episode with no samples (a crash before the first flush) is skipped, not fatal
-    writer = EpisodeWriter(raw, meta(attribute_names=PROFILE.attribute_names))
+    recorded_as = dict(attribute_names=PROFILE.attribute_names, frame=FrameSpec((84, 84)), window_size=(84, 84))
+    writer = EpisodeWriter(raw, meta(**recorded_as))
     writer.finish("recovered", {})
     assert len(list_episodes(raw)) == 2
     assert build_dataset(raw, "test/w-v0", root=tmp_path / "minari").total_episodes == 1
     only_empty = tmp_path / "only_empty"
-    EpisodeWriter(only_empty, meta(attribute_names=PROFILE.attribute_names)).finish("recovered", {})
+    EpisodeWriter(only_empty, meta(**recorded_as)).finish("recovered", {})
     with pytest.raises(BuildError, match="shorter than one 200 ms step"):
         build_dataset(only_empty, "test/v-v0", root=tmp_path / "minari")
 
@@ -326,3 +347,17 @@ def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
     dropped.discard()
     assert (tmp_path / "kept.mp4").stat().st_size > 0
     assert not (tmp_path / "dropped.mp4").exists() and not dropped._thread.is_alive()
+
+
+def test_an_episode_starts_when_both_fighters_are_at_full_hp():
+    """env.fight.fresh, the one rule for "a fight has (re)started" (the recorder's cutter, both
+    games' restarts): after a fight ends, a boss back at full HP is not enough while the player
+    is still hurt."""
+    from capture.fights import FightTracker
+
+    tracker = FightTracker()
+    fresh = {"HeroHp": 500, "HeroMaxHp": 500, "NpcHp": 4174, "NpcMaxHp": 4174}
+    assert tracker.update({**fresh, "HeroHp": 300, "NpcHp": 1000}) == "start"  # recording began mid-fight
+    assert tracker.update({**fresh, "NpcHp": 0}) == "win"
+    assert tracker.update({**fresh, "HeroHp": 300}) is None
+    assert tracker.update(fresh) == "start"

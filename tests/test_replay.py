@@ -8,6 +8,10 @@ observation must equal ``Demonstrations.batch`` at that step, key by key, byte f
 padding, stacking or preprocessing rule that differs between the env and the dataset path (the
 idle action, the first frame, a crop, a resize) fails here.
 
+One case records with a crop and a capture larger than the frame (the simulator renders at least
+16x16, so a 12x10 frame is cut and scaled down from it, as a game's 1920x1080 capture is): a
+frame cropped or resized a second time on the way to the dataset differs from the live one.
+
 The profile is the simulator's with its idle action moved to the end of the table, so a rule that
 pads with action 0 instead of the table's idle action cannot pass by luck.
 
@@ -44,11 +48,19 @@ def idle_last_profile(folder: Path) -> str:
     return str(folder)
 
 
+CASES = {
+    "discrete": dict(action_mode="discrete"),
+    "multi_binary": dict(action_mode="multi_binary"),
+    "cropped-and-downscaled": dict(action_mode="discrete", frame_size=(12, 10), frame_crop=(0.0, 0.25, 1.0, 1.0)),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("action_mode", ["discrete", "multi_binary"])
-def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replayed(tmp_path: Path, action_mode: str):
+@pytest.mark.parametrize("case", CASES)
+def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replayed(tmp_path: Path, case: str):
     profile = idle_last_profile(tmp_path / "profile")
-    config = EnvConfig(profile=profile, action_mode=action_mode, frame_stack=3, action_history=4)
+    config = EnvConfig(profile=profile, frame_stack=3, action_history=4, **CASES[case])
+    action_mode = config.action_mode
     assert action_mode != "discrete" or config.actions(load_profile(profile)).idle == 12
     record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=20,
                           seed=5, out=tmp_path / "raw"))
@@ -65,6 +77,9 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
         env = make_env(demos.config)
         try:
             obs, _ = env.reset(options={"fight_seed": 5 + episode})
+            if case == "cropped-and-downscaled":  # the premise: the game's frame is cut and scaled down
+                captured = env.game.capture_frame().rgb.shape
+                assert captured[0] > config.frame_size[1] and captured[1] > config.frame_size[0], captured
             for step, row in enumerate(rows):
                 expected = demos.batch(np.array([row]))
                 assert set(expected) == set(obs)
@@ -75,3 +90,23 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
                 obs, *_ = env.step(demos.actions[row])
         finally:
             env.close()
+
+
+def test_the_history_rule_pads_with_the_first_frame_and_the_idle_action(tmp_path: Path):
+    """The rule itself, written out as lists (the replay above holds the env and the dataset to
+    one function, so it cannot see that function being wrong): the stack is the last 3 frames,
+    padded with the first; the history the last 3 actions, padded with idle (index 12 here)."""
+    config = EnvConfig(profile=idle_last_profile(tmp_path / "profile"), frame_stack=3, action_history=3)
+    env = make_env(config)
+    try:
+        obs, _ = env.reset(seed=0)
+        frames, taken = [obs["frame"]], []
+        for action in (None, 1, 9, 4, 0):
+            if action is not None:
+                obs, *_ = env.step(action)
+                frames.append(obs["frame"])
+                taken.append(action)
+            assert list(obs["action_history"]) == ([12] * 3 + taken)[-3:]
+            assert np.array_equal(obs["frame_stack"], np.stack(([frames[0]] * 2 + frames)[-3:]))
+    finally:
+        env.close()

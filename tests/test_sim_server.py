@@ -17,6 +17,7 @@ import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.siphon import SiphonClient, SiphonError
 from env.siphon_config import ConfigError, load_siphon_config
@@ -224,7 +225,7 @@ def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
     size = (160, 90)
 
     def trajectory(game) -> list[tuple]:
-        env = EldenRingEnv(game_interface=game, pause_between_steps=True, frame_size=size, state_attributes=game.profile.attribute_names,
+        env = EldenRingEnv(game, EnvConfig(frame_size=size), pause_between_steps=True, state_attributes=game.profile.attribute_names,
                            render_mode="rgb_array", render_size=size)  # the captured frame itself
         obs, _ = env.reset(seed=11)
         out = []

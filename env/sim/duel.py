@@ -9,6 +9,7 @@ number: the same seeds give the same fights.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Callable
 
 from env.config import EnvConfig
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     config = EnvConfig()
     for name in args.policy:
+        started = time.perf_counter()
         records = duel(name, list(range(args.first_seed, args.first_seed + args.fights)), config)
+        summary = summarize(records, time.perf_counter() - started)
         if not args.quiet:
             for r in records:
                 outcome = "[green]WIN [/]" if r.win else "[red]LOSS[/]"
@@ -59,11 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{name:>7} seed {r.seed:4d}  {outcome}  {r.length * config.timestep_ms / 1000:6.1f} s  "
                     f"boss damage {r.boss_damage_dealt:6.1%}  damage taken {r.player_damage_taken:6.1%}"
                 )
-        summary = summarize(records, 1.0)
         console.print(
             f"[bold]{name}: won {sum(r.win for r in records)}/{len(records)} ({summary['win_rate']:.0%}, "
             f"95 % interval {summary['win_rate_ci95'][0]:.0%}-{summary['win_rate_ci95'][1]:.0%}), "
-            f"mean boss damage {summary['boss_damage_dealt']:.0%}[/]"
+            f"mean boss damage {summary['boss_damage_dealt']:.0%}[/] ({summary['fights_per_minute']:.0f} fights a minute)"
         )
     return 0
 

@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 import cv2
 import numpy as np
 
+from env import fight
 from env.game import AttributeValue, Frame, GameError, GameState
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
@@ -145,7 +146,7 @@ class SimGame:
         self._latch.drain()
         self.world.restart(seed)
         state = self.read_state()
-        if state["HeroHp"] != state["HeroMaxHp"] or state["NpcHp"] != state["NpcMaxHp"]:
+        if not fight.fresh(state):
             raise GameError("the simulator did not restart the fight (HP not full after restart)")
         return state
 

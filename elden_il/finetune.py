@@ -86,6 +86,7 @@ class FinetuneConfig:
     clip_range: float = checked(0.1, number(0, above=True))
     kl_decay_steps: int = checked(0, whole(0))  # 0: kl_coef throughout; else it falls linearly to 0 over these steps
     value_warmup_steps: int = checked(0, whole(0))  # env steps in which only the critic learns (see ValueWarmup)
+    value_warmup_epochs: int = checked(0, whole(0))  # passes over each warm-up rollout (0: n_epochs, as after it)
     seed: int = checked(0, whole(0, 2**32 - 1))
 
     def __post_init__(self) -> None:
@@ -102,23 +103,31 @@ def actor_parameters(policy: ActorCriticPolicy) -> list[torch.nn.Parameter]:
 
 
 class ValueWarmup(BaseCallback):
-    """Train the critic alone for the first ``steps`` env steps, the actor frozen as BC left it.
+    """Train the critic alone for the first ``steps`` env steps, the actor frozen as BC left it,
+    with ``epochs`` passes over each rollout (0: PPO's own ``n_epochs``).
 
     Behaviour cloning trains only the actor, so PPO starts with a competent actor and a random
     critic: its first advantages are noise, and the clipped updates on them unlearn what BC
-    taught (the fine-tuning curve's early collapse). With the actor frozen, PPO's own value
-    loss fits the critic to the BC policy's returns first; after that both learn as usual."""
+    taught. With the actor frozen, PPO's own value loss fits the critic to the BC policy's
+    returns first; after that both learn as usual. PPO's few passes a rollout leave the critic
+    nearly as untrained as it started (its explained variance stays near 0), so the warm-up
+    takes more of them: nothing else is learning then, and there is nothing to overfit but
+    the value of the teacher's own play."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, epochs: int = 0) -> None:
         super().__init__()
         self.steps = steps
+        self.epochs = epochs
         self._frozen: list[torch.nn.Parameter] = []
+        self._n_epochs = 0
 
     def _on_training_start(self) -> None:
         if self.steps > 0:
             self._frozen = [p for p in actor_parameters(self.model.policy) if p.requires_grad]
             for p in self._frozen:
                 p.requires_grad_(False)
+            self._n_epochs = self.model.n_epochs
+            self.model.n_epochs = self.epochs or self._n_epochs
             log.info("critic warm-up: the actor is frozen for the first %d steps", self.steps)
 
     def _on_rollout_start(self) -> None:
@@ -126,7 +135,15 @@ class ValueWarmup(BaseCallback):
             for p in self._frozen:
                 p.requires_grad_(True)
             self._frozen = []
+            self.model.n_epochs = self._n_epochs
             log.info("critic warm-up done at %d steps: the actor learns too", self.num_timesteps)
+
+    def _on_training_end(self) -> None:
+        if self._frozen:  # a run no longer than its warm-up: the saved model keeps PPO's own settings
+            for p in self._frozen:
+                p.requires_grad_(True)
+            self._frozen = []
+            self.model.n_epochs = self._n_epochs
 
     def _on_step(self) -> bool:
         return True
@@ -225,7 +242,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     model.policy.set_prior(bc)
     curve = LearningCurve(on_episode)
     started = time.perf_counter()
-    callbacks = [ValueWarmup(config.value_warmup_steps), KLDecay(config.kl_decay_steps), curve]
+    callbacks = [ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs), KLDecay(config.kl_decay_steps), curve]
     model.learn(config.total_steps, callback=callbacks, progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()

@@ -80,6 +80,108 @@ def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     assert simulator.restart_when_recording
 
 
+def test_the_games_floors_are_above_the_hardest_blow_on_either_side():
+    """A floor below a single blow is no floor: a fighter just above it is killed for real by the
+    next blow (Margit's holy hammer takes 620 of the simulator's 1100 HP; the player's skill 340
+    of Margit's 4174). The game's profile's defaults clear the simulator's hardest blows."""
+    from env.sim.moves import BOSS_MOVES, PLAYER_ATTACKS
+    from env.sim.world import BOSS_MAX_HP, PLAYER_MAX_HP
+
+    rules = load_profile("eldenring_margit").fight_rules
+    boss_blow = max(s.damage * max(1, s.projectiles) for m in BOSS_MOVES for s in m.strikes)  # a volley may all hit
+    player_blow = max(a.damage for a in PLAYER_ATTACKS.values())
+    assert rules.player_floor * PLAYER_MAX_HP > boss_blow, (rules.player_floor * PLAYER_MAX_HP, boss_blow)
+    assert rules.boss_floor * BOSS_MAX_HP > player_blow, (rules.boss_floor * BOSS_MAX_HP, player_blow)
+
+
+def test_a_blow_harder_than_a_floor_is_named_once_with_the_floor_that_catches_it(caplog: pytest.LogCaptureFixture):
+    from env.fight import FightRules
+    from env.floors import FloorWatch
+
+    watch = FloorWatch(FightRules(player_floor=0.35, boss_floor=0.02), "eldenring_margit")
+    before = {"HeroHp": 800, "HeroMaxHp": 1100, "NpcHp": 1000, "NpcMaxHp": 4174}
+    with caplog.at_level(logging.WARNING, logger="env.floors"):
+        watch.update(before, {**before, "HeroHp": 500})  # 300 HP: 27 %, below the floor's 35 %: fine
+        assert not caplog.text
+        watch.update(before, {**before, "HeroHp": 180})  # the holy hammer: 620 HP, 56 %
+        watch.update(before, {**before, "HeroHp": 180})
+        watch.update(before, {**before, "NpcHp": 850})  # a light attack: 150 HP, 3.6 % of Margit's
+        watch.update(before, {**before, "HeroHp": 1100})  # a heal is no blow
+    assert caplog.text.count("a blow took") == 2, caplog.text
+    assert "a blow took 620 HP from the player, 56 % of max HP, more than fight.player_hp_floor = 0.35" in caplog.text
+    assert "real death" in caplog.text and "Set player_hp_floor to 0.62 or more" in caplog.text
+    assert "real kill" in caplog.text and "Set boss_hp_floor to 0.04 or more" in caplog.text
+    quiet = FloorWatch(FightRules(), "sim_margit")  # floors 0, the PRD's rule: down is dead, nothing to warn of
+    quiet.update(before, {**before, "HeroHp": 0})
+    assert not quiet.warned
+
+
+def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: pytest.LogCaptureFixture):
+    """The scripted expert's full-length fights on the game's profile, against the simulator
+    (in-process, lock-step: the world the real-server mode serves, without its timing noise):
+    every episode ends at a floor or the time limit, never at a real death or a real kill, and
+    the env leaves both fighters alive until the next reset."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.sim.expert import ScriptedExpert, expert_actor
+
+    config = EnvConfig(profile="eldenring_margit", max_steps=900)
+    attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
+    env = make_env(config, backend="sim", state_attributes=attributes)
+    world, actor = env.unwrapped.game.world, expert_actor(config)
+    real_deaths = real_kills = ended_at_a_floor = 0
+    try:
+        caplog.set_level(logging.WARNING, logger="env.floors")
+        for fight in range(20):
+            obs, _ = env.reset(seed=fight)
+            actor.start(0, fight)
+            done = False
+            while not done:
+                obs, _, terminated, truncated, _ = env.step(actor.act([obs], [env], [0])[0])
+                real_deaths += world.player.dead
+                real_kills += world.boss.dead
+                done = terminated or truncated
+            ended_at_a_floor += terminated
+            assert world.player.hp == world.player.max_hp and world.boss.hp == world.boss.max_hp  # until reset
+    finally:
+        env.close()
+    assert (real_deaths, real_kills) == (0, 0)
+    assert "a blow took" not in caplog.text  # no blow came near beating a floor
+    assert ended_at_a_floor >= 15  # full-length: fights end at a floor, rarely at the 900-step limit
+
+
+def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """``python -m capture.floors`` reads recorded episodes (on the game: a human's fights, with
+    no writes) and prints floors that catch the hardest blow recorded on each side: here the holy
+    hammer (620 of 1100 HP) and the skill (340 of 4174), not a heal, nor the blow that kills
+    (it shows only what HP was left)."""
+    import tomllib
+
+    from capture import floors
+    from capture.episode import EpisodeMeta, EpisodeWriter, Sample
+
+    names = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
+    meta = EpisodeMeta(profile="eldenring_margit", attribute_names=names, key_names=("W",), sample_rate_hz=30.0,
+                       frame_size=(8, 8), window_size=(8, 8), source="human", sim_seed=None, host="test")
+    fights = (
+        [(1100, 4174), (780, 4174), (780, 4024), (1100, 4024), (1100, 3874)],  # a swipe, a light attack, a flask
+        [(1100, 4174), (1100, 3834), (480, 3834), (0, 3834)],  # a skill, the holy hammer, then 480 HP: a death
+    )
+    for fight, outcome in zip(fights, ("timeout", "death")):
+        writer = EpisodeWriter(tmp_path, meta)
+        for i, (hero, npc) in enumerate(fight):
+            writer.append(Sample(t=i / 30, frame_t=i / 30, frame=np.zeros((8, 8, 3), np.uint8),
+                                 state=np.array([hero, 1100, npc, 4174], float), held=np.zeros(1, bool),
+                                 pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
+        writer.finish(outcome, {})
+    assert floors.main([str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert tomllib.loads(printed)["fight"] == {"player_hp_floor": 0.62, "boss_hp_floor": 0.09}
+    assert "620 HP of 1100" in printed and "340 HP of 4174" in printed
+    assert floors.main([str(tmp_path / "nothing")]) == 1
+    assert "no finished episodes" in capsys.readouterr().err
+
+
 GAME_SERVER_ARGS = (
     "--profile", "eldenring_margit", "--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2",
     "--hook-poll-s", "0.05", "--capture-init-ms", "10", "--first-frame-ms", "50",

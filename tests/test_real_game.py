@@ -253,6 +253,33 @@ def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_k
 
 
 @pytest.mark.slow
+def test_twenty_fights_with_forced_real_deaths_and_kills_need_no_human(tmp_path: Path):
+    """The recovery benchmark's 20 fights, short ones (1 s each) on short game timings: four
+    forced real deaths and two forced real kills between them, every death recovered by the next
+    reset alone, every kill reported with the manual step, no reset left to a human."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "recovery.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_recovery", "--fights", "20", "--max-steps", "5",
+         "--server-args", " ".join(GAME_SERVER_ARGS), "--json", str(out)],
+        cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=400,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["fights"] == 20 and r["human_needed"] == 0, r["human_errors"]
+    assert (r["forced_deaths"], r["forced_kills"]) == (4, 2)  # deaths after fights 5, 10, 15, 20; kills after 8, 16
+    assert r["kills_reported"] == r["forced_kills"] + r["real_kills"]
+    resets = r["resets"]
+    assert len(resets["first"]) == 1 and len(resets["after_kill"]) == r["kills_reported"]
+    assert len(resets["after_death"]) == 3 + r["real_deaths"]  # the death after the last fight needs no reset
+    assert sum(map(len, resets.values())) == 20
+    assert "| resets that needed a human (other than restoring a killed boss's save) | 0 |" in result.stdout
+
+
+@pytest.mark.slow
 def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(game_server, tmp_path: Path):
     """At the Site of Grace with a soldier targeted: the doctor says the target is not the boss,
     finds every binding working, and, with the profile's attack on a key the game does not bind,

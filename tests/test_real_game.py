@@ -279,6 +279,62 @@ def test_twenty_fights_with_forced_real_deaths_and_kills_need_no_human(tmp_path:
     assert "| resets that needed a human (other than restoring a killed boss's save) | 0 |" in result.stdout
 
 
+def test_a_timed_out_call_blames_lock_on_only_when_it_read_an_npc(tmp_path: Path):
+    """Siphon answers NPC attributes only once something is targeted, so a timed-out NPC read
+    says to lock on; a timed-out read of anything else (here a slow scan) does not."""
+    from env.sim.launcher import SimServer
+    from env.siphon import SiphonClient, SiphonError
+
+    slow = (*GAME_SERVER_ARGS, "--scan-ms", "1500")  # at the grace: nothing targeted, the hook not in yet
+    with SimServer(size=(84, 84), extra_args=slow, log_path=tmp_path / "server.log") as server:
+        client = SiphonClient(server.host, timeout=0.5)
+        try:
+            client.configure(load_profile("eldenring_margit").siphon)
+            with pytest.raises(SiphonError, match=r"did not answer GetAttribute\(HeroHp\) within its deadline") as hero:
+                client.read(["HeroHp"])
+            assert "lock on" not in str(hero.value) and "restart Siphon" in str(hero.value)
+            with pytest.raises(SiphonError, match=r"GetAttribute\(NpcHp\.\.NpcMaxHp.*within its deadline: .*lock on to the boss"):
+                client.read(["NpcHp", "NpcMaxHp"])
+        finally:
+            client.close()
+
+
+@pytest.mark.slow
+def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path):
+    """Siphon answers success with 0 bytes until the window presents its first frame, and with the
+    last frame forever once it is minimised: the first is refused at connect, the second once the
+    game has moved on for ``stale_after_s`` with the frame unchanged. A scene that is simply still
+    (standing at the grace) is no frozen window."""
+    from env.sim.launcher import SimServer, someone_locks_on
+    from env.siphon import NoFrame
+    from env.siphon_game import SiphonGame
+
+    never = (*GAME_SERVER_ARGS, "--first-frame-ms", "600000")
+    with SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server, someone_locks_on(server.host):
+        with pytest.raises(NoFrame, match=r"no frame of the game window yet \(it answered 0 bytes\)"):
+            SiphonGame(server.host, "eldenring_margit", hook_timeout=20)
+
+    with SimServer(size=(320, 180), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server, \
+            someone_locks_on(server.host):
+        game = SiphonGame(server.host, "eldenring_margit", hook_timeout=20, stale_after_s=1.0)
+        try:
+            for _ in range(15):  # 1.5 s at the grace, nobody moving: the same frames, and rightly so
+                game.observe()
+                time.sleep(0.1)
+            game.client.write("SimMinimised", True, "bool")
+            game.hold_keys({"W"})  # the player walks on; the window shows none of it
+            with pytest.raises(NoFrame, match="is it minimised or covered"):
+                for _ in range(30):
+                    game.observe()
+                    time.sleep(0.1)
+            time.sleep(0.5)
+            game.hold_keys(())
+            game.client.write("SimMinimised", False, "bool")
+            game.observe()  # restored: the player is somewhere else in the frame now
+        finally:
+            game.close()
+
+
 @pytest.mark.slow
 def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(game_server, tmp_path: Path):
     """At the Site of Grace with a soldier targeted: the doctor says the target is not the boss,

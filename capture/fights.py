@@ -1,6 +1,6 @@
-"""Where episodes begin and end, read from game memory: a fight starts when both fighters are
-alive at full boss HP (a fresh or restarted fight) and ends when one of them dies (for real: the
-game's own outcome, whatever floors the env's rules set)."""
+"""Where episodes begin and end, read from game memory: a fight starts when both fighters are at
+full HP (a fresh or restarted fight) and ends when one of them dies (for real: the game's own
+outcome, whatever floors the env's rules set)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class FightTracker:
             if ended is not None:
                 self.fighting = False
             return ended
-        fresh = state["NpcHp"] >= state["NpcMaxHp"]
+        fresh = state["NpcHp"] >= state["NpcMaxHp"] and state["HeroHp"] >= state["HeroMaxHp"]
         the_boss = self.boss_npc_id is None or state.get("NpcId") == self.boss_npc_id
         if the_boss and not fight.AT_DEATH.is_over(state) and (fresh or not self._seen_any):
             self._seen_any = True

@@ -70,6 +70,19 @@ def test_only_a_fight_against_the_boss_starts_an_episode():
     assert tracker.update({**boss, "HeroHp": 0}) == "death"
 
 
+def test_the_next_episode_starts_only_when_both_fighters_are_back_at_full_hp():
+    """After a death (or a stop) the next episode starts at a fresh fight: the boss targeted and
+    both fighters at full HP. A player who walks back in hurt (the soldier on the way) has not
+    started a fresh fight, nor has one whose boss is at full HP while the player is still dying."""
+    tracker = FightTracker(boss_npc_id=10000850)
+    fresh = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 10000850}
+    assert tracker.update({**fresh, "HeroHp": 700, "NpcHp": 3000}) == "start"  # recording began mid-fight
+    assert tracker.update({**fresh, "HeroHp": 0, "NpcHp": 3000}) == "death"
+    assert tracker.update({**fresh, "HeroHp": 0}) is None  # the boss healed while the player lies dead
+    assert tracker.update({**fresh, "HeroHp": 700}) is None  # back in the arena, hurt on the way
+    assert tracker.update(fresh) == "start"
+
+
 def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     profile = load_profile("eldenring_margit")
     assert profile.fight_rules.player_floor > 0 and profile.fight_rules.boss_floor > 0

@@ -3,8 +3,11 @@ real-server mode where it can be shown, and in isolation where it is about Windo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -80,6 +83,11 @@ def test_the_next_episode_starts_only_when_both_fighters_are_back_at_full_hp():
     assert tracker.update({**fresh, "HeroHp": 0, "NpcHp": 3000}) == "death"
     assert tracker.update({**fresh, "HeroHp": 0}) is None  # the boss healed while the player lies dead
     assert tracker.update({**fresh, "HeroHp": 700}) is None  # back in the arena, hurt on the way
+    assert tracker.update(fresh) == "start"
+    tracker.stop(until_new_fight=True)  # F5 at once, nothing restarting the fight: not this one again
+    assert tracker.update(fresh) is None and tracker.update({**fresh, "HeroHp": 800}) is None
+    assert tracker.update(fresh) == "start"  # a new fight (walked back in after a death, say)
+    tracker.stop()  # a pause: the next fresh fight, whichever
     assert tracker.update(fresh) == "start"
 
 
@@ -381,54 +389,116 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     assert "[FAIL] keybinds: no reaction to attack (K)" in result.stdout, result.stdout
 
 
+class ScriptedHuman:
+    """A person at the simulator's play window on Xvfb, through xdotool: the keys reach the game
+    (the window) and the recorder (pynput on the same display) as a person's do."""
+
+    def __init__(self, server_pid: int) -> None:
+        search = ["xdotool", "search", "--pid", str(server_pid)]
+        deadline = time.monotonic() + 40
+        while (found := subprocess.run(search, capture_output=True, text=True)).returncode != 0:
+            assert time.monotonic() < deadline, "the play window did not open"
+            time.sleep(0.1)
+        subprocess.run(["xdotool", "windowfocus", "--sync", found.stdout.split()[0]], check=True)
+
+    def press(self, *keys: str) -> None:
+        subprocess.run(["xdotool", "key", *keys], check=True)
+
+    def hold(self, key: str, seconds: float) -> None:
+        subprocess.run(["xdotool", "keydown", key], check=True)
+        time.sleep(seconds)
+        subprocess.run(["xdotool", "keyup", key], check=True)
+
+    def walk_in(self, phase=None) -> None:
+        """From the Site of Grace: up to the fog wall, through it, then lock on to Margit. With
+        ``phase`` (the game's ``SimPhase``, as the person sees the screen) the walk is retried
+        until it gets through; without (Siphon's hook holds every read until the lock-on), once."""
+        for _ in range(3):
+            self.hold("w", 2.5)
+            self.press("e")
+            deadline = time.monotonic() + 3.0
+            while phase is not None and phase() != 0 and time.monotonic() < deadline:  # through the fog
+                time.sleep(0.1)
+            if phase is None:
+                time.sleep(2.0)
+            if phase is None or phase() == 0:
+                self.press("b")
+                return
+        raise AssertionError("the person could not walk through the fog wall")
+
+
 @pytest.mark.slow
-def test_recording_the_game_through_deaths_and_walks_back_in(game_server, xvfb: str, tmp_path: Path):
-    """A human recording on the game's profile: no writes, no teleports; a death ends the
-    episode as a death; the loading screen after it is a pause, not a lost server; the next
-    episode starts when the player is back in the fight with the boss targeted."""
-    import subprocess
-    import sys
-
+def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, tmp_path: Path):
+    """A person records on the game's profile (real-server mode, the world at the Site of Grace),
+    playing through the window with real key events: walks in, stops the episode by hand (F5) and
+    starts another (F5), is killed, walks back in, kills Margit (the blow written by the harness),
+    then, while the boss is gone and nothing can be read, discards that episode (F6) and quits
+    (F8). The recorder sends no memory writes; every episode started is saved or discarded; the
+    loading screen and the boss's absence are pauses, not a lost server."""
     from capture.episode import list_episodes, read_episode
-    from env.arena import back_into_the_fight
-    from env.siphon_game import SiphonGame
+    from env.sim.launcher import SimServer
+    from env.siphon import SiphonClient
 
-    out = tmp_path / "raw"
-    log = tmp_path / "recorder.log"
-    with open(log, "w") as sink:
-        recorder = subprocess.Popen(
-            [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", game_server.host,
-             "--out", str(out), "--rate", "10", "--max-episodes", "2", "--no-status"],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "DISPLAY": xvfb},
-        )
-    hands = None
-    try:
-        deadline = time.monotonic() + 60
-        while hands is None:  # the person at the game: connects once the recorder has put the hook in
-            try:
-                hands = SiphonGame(game_server.host, "eldenring_margit", hook_timeout=30)
-            except Exception:  # noqa: BLE001 - the recorder is still connecting
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-        for death in range(2):
-            back_into_the_fight(hands, timeout=30)  # walk through the fog wall, lock on
-            time.sleep(2.0)  # fight a little
-            hands.write("HeroHp", 0)  # and die: YOU DIED, a loading screen, the Site of Grace
+    out, log = tmp_path / "raw", tmp_path / "recorder.log"
+    with SimServer(size=(320, 180), extra_args=(*GAME_SERVER_ARGS, "--window"), log_path=tmp_path / "server.log") as server:
+        human = ScriptedHuman(server.process.pid)
+        eyes = SiphonClient(server.host)  # the harness: Sim* controls, and the one write it makes itself
+        see = lambda name: eyes.read([name])[name]  # noqa: E731
+        with open(log, "w") as sink:
+            recorder = subprocess.Popen(
+                [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", server.host,
+                 "--out", str(out), "--no-status"], stdout=sink, stderr=subprocess.STDOUT,
+            )
+        started = time.monotonic()
+        said = lambda words, n: wait_until(lambda: log.read_text().count(words) == n, 20, f"{n} x {words!r}", log)  # noqa: E731
+        try:
+            human.walk_in()  # the lock-on also lets the recorder's NPC hook in: it starts sampling
+            said("episode started", 1)
+            human.press("F5")  # stop it by hand: this fight is not recorded again ...
+            said("episode saved (stopped)", 1)
+            time.sleep(0.5)
+            human.press("F5")  # ... unless asked: another episode, which Margit ends (the player idles)
+            said("episode started", 2)
+            wait_until(lambda: see("SimPhase") == 1, 60, "Margit to kill the idle player", log)
+            wait_until(lambda: see("SimPhase") == 3, 20, "the respawn at the grace", log)
+            human.walk_in(lambda: see("SimPhase"))
+            said("episode started", 3)
             time.sleep(1.0)
-        code = recorder.wait(timeout=60)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-        if hands is not None:
-            hands.close()
+            eyes.write("NpcHp", 0, "int")  # the harness's only write: the killing blow (one a script lands reliably)
+            wait_until(lambda: see("SimPhase") == 5, 5, "the boss felled: a real kill", log)
+            wait_until(lambda: see("SimPhase") == 6 and "paused until it can" in log.read_text().split("win")[-1],
+                       20, "the boss gone and the recorder paused", log)
+            human.press("F6")  # discard the kill's episode, while nothing can be read ...
+            wait_until(lambda: "discarded the last saved episode" in log.read_text(), 10, "the discard", log)
+            assert see("SimPhase") == 6  # ... at once: the game is still unreadable
+            human.press("F8")
+            assert recorder.wait(timeout=20) == 0, log.read_text()
+            writes = see("SimWrites")
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+            eyes.close()
+        seconds = time.monotonic() - started
     text = log.read_text()
-    assert code == 0, text
-    assert "paused until it can" in text and "server_lost" not in text
+    assert writes == 1, text  # the harness's killing blow: the recorder wrote nothing, teleported no one
+    assert "server_lost" not in text and text.count("paused until it can") >= 2 and "episode saved (win)" in text
     episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
-    assert [e.attrs["outcome"] for e in episodes] == ["death", "death"], text
-    for e in episodes:
-        assert len(e) >= 15  # about 2 s at 10 Hz, all of it in the fight
-        assert e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[-1] == 0
+    assert [e.attrs["outcome"] for e in episodes] == ["stopped", "death"], text
+    assert text.count("episode started") == len(episodes) + 1  # the third was discarded: none lost
+    assert all(e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[0] == e.column("HeroMaxHp")[0] for e in episodes)
+    assert not list(out.glob("*.partial"))
+    stats = [json.loads(e.attrs["stats"]) for e in episodes]
+    print(f"\nrecording a person: {len(episodes) + 1} episodes ({len(episodes)} kept, 1 discarded, 0 lost), "
+          f"{sum(len(e) for e in episodes)} samples kept, {sum(s['dropped_samples'] for s in stats)} dropped, "
+          f"{sum(s['late_samples'] for s in stats)} late, at {[round(s['achieved_rate_hz'], 1) for s in stats]} Hz; "
+          f"no writes; {seconds:.0f} s")
+
+
+def wait_until(predicate, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n" + log.read_text()
+        time.sleep(0.1)
 
 
 def test_keys_are_recorded_by_physical_position_on_windows(xvfb: str):

@@ -12,8 +12,8 @@ deaths and kills that nobody forced (a blow the floors missed) are counted apart
 target is 0. A reset that fails otherwise is one a human would have had to do: it is counted, the
 save restored as that human would, and the run goes on.
 
-Each reset is timed in its bucket, from what the game showed before it (``SimPhase``): the first
-walk in from the Site of Grace, after a real death (YOU DIED, the loading screen, the walk back
+Each reset is timed in its bucket, by what came before it (the episode's last state, a forced
+event, else the game's ``SimPhase``): the first walk in from the Site of Grace, after a real death (YOU DIED, the loading screen, the walk back
 in), after a real kill (from restoring the save to the boss targeted again; the time to report
 the kill is apart), or in place (memory writes and a teleport). The server uses the game's own
 timings (6 s of "YOU DIED", an 8 s loading screen, Siphon's 3 s hook, a 10 ms scan) unless
@@ -60,9 +60,10 @@ def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[
         attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
         env = make_env(config, backend="siphon", host=server.host, state_attributes=attributes)
         stack.callback(env.close)
-        game, actor = env.unwrapped.game, expert_actor(config)
+        game, actor, bucket = env.unwrapped.game, expert_actor(config), "first"
         for fight in range(1, fights + 1):
-            bucket = "first" if fight == 1 else AFTER.get(Phase(game.client.read(["SimPhase"])["SimPhase"]), "after_death")
+            if bucket == "in_place":  # a real death or kill after the episode ended, if any: the game shows it
+                bucket = AFTER.get(Phase(game.client.read(["SimPhase"])["SimPhase"]), "after_death")
             obs = _reset(env, fight, bucket, r)
             actor.start(0, fight)
             done = False
@@ -72,12 +73,15 @@ def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[
             r["fights"] += 1
             r["wins"] += info["win"]
             final = env.unwrapped.state
-            r["real_deaths"] += final["HeroHp"] <= 0  # a floor missed: nobody forced these
-            r["real_kills"] += final["NpcHp"] <= 0
+            died, killed = final["HeroHp"] <= 0, final["NpcHp"] <= 0
+            r["real_deaths"] += died  # a floor missed: nobody forced these
+            r["real_kills"] += killed
             forced = "kill" if fight % 8 == 0 else "death" if fight % 5 == 0 else None
             if forced is not None:  # between episodes: the next reset() finds it
                 game.write("HeroHp" if forced == "death" else "NpcHp", 0)
                 r[f"forced_{forced}s"] += 1
+            died, killed = died or forced == "death", killed or forced == "kill"
+            bucket = "after_death" if died else "after_kill" if killed else "in_place"
             print(f"fight {fight}: {'win' if info['win'] else 'loss'} in {info['episode_length']} steps"
                   + (f", then a forced real {forced}" if forced else ""), flush=True)
     return r

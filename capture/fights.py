@@ -19,6 +19,7 @@ class FightTracker:
         self.boss_npc_id = boss_npc_id
         self.fighting = False
         self._seen_any = False
+        self._until_new_fight = False
 
     def update(self, state: Mapping[str, float]) -> str | None:
         if self.fighting:
@@ -28,6 +29,9 @@ class FightTracker:
             return ended
         fresh = fight.fresh(state)
         the_boss = self.boss_npc_id is None or state.get("NpcId") == self.boss_npc_id
+        if self._until_new_fight:
+            self._until_new_fight = the_boss and fresh  # the stopped fight, still untouched
+            return None
         if the_boss and not fight.AT_DEATH.is_over(state) and (fresh or not self._seen_any):
             self._seen_any = True
             self.fighting = True
@@ -35,6 +39,9 @@ class FightTracker:
         self._seen_any = True
         return None
 
-    def stop(self) -> None:
-        """A manual stop: the fight in progress no longer counts, wait for a fresh one."""
+    def stop(self, until_new_fight: bool = False) -> None:
+        """The episode ended without the fight's end (a hotkey, a pause): wait for a fresh fight.
+        ``until_new_fight``: not the one in progress, even while nobody has been hit in it yet
+        (a person who stops recording a fight by hand, with nothing restarting it for them)."""
         self.fighting = False
+        self._until_new_fight = until_new_fight

@@ -220,6 +220,7 @@ class Recorder:
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
+        self._told_start_waits = False  # F5 came while the game could not be read: said once
         self.video: VideoSidecar | None = None
         self.saved: list[Path] = []
         self.started = 0  # episodes begun, discarded ones included: the next reproducible name
@@ -363,7 +364,7 @@ class Recorder:
                         outcome = "timeout"
                 if outcome is not None and self.writer is not None:
                     self._finish_episode(outcome)
-                    self.tracker.stop()
+                    self.tracker.stop(until_new_fight=outcome == "stopped" and not self.restart)
                     if args.max_episodes and len(self.saved) >= args.max_episodes:
                         break
                     if self.restart:
@@ -404,12 +405,28 @@ class Recorder:
                 if not said:
                     log.warning("the game cannot be read (%s): paused until it can", e)
                     said = True
+                self._discard_if_asked()  # F6 needs no sample: at once, even if F8 follows
+                if self.requests.toggle.is_set() and not self._told_start_waits:
+                    self._told_start_waits = True
+                    log.info("an episode starts by hand as soon as the game can be read again")
                 self.game.wait_until(self.game.now() + UNREADABLE_RETRY_S)
                 self.sampler.restart_clock()
         return None
 
     def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
         """Hotkeys: toggle an episode by hand, discard the last one."""
+        self._discard_if_asked()
+        if self.requests.toggle.is_set():
+            self.requests.toggle.clear()
+            self._told_start_waits = False
+            if self.writer is not None:
+                return "stopped"
+            self._start_episode(sample, window_size)
+            self.tracker.fighting = True
+        return None
+
+    def _discard_if_asked(self) -> None:
+        """F6: drop the episode in progress, or else the last one saved."""
         if self.requests.discard.is_set():
             self.requests.discard.clear()
             if self.writer is not None:
@@ -423,13 +440,6 @@ class Recorder:
             elif self.saved:
                 discard_finished(self.saved.pop())
                 log.info("discarded the last saved episode")
-        if self.requests.toggle.is_set():
-            self.requests.toggle.clear()
-            if self.writer is not None:
-                return "stopped"
-            self._start_episode(sample, window_size)
-            self.tracker.fighting = True
-        return None
 
     def close(self) -> None:
         if self.autopilot:

@@ -4,7 +4,8 @@ Run it first, with the game in Margit's arena. In about a minute it says, check 
 works and what to fix: the server is reachable; the config is accepted; memory reads; Siphon's NPC
 hook goes in (it asks you to lock on); capture gives frames of the right size that are neither
 black nor frozen; every keybind of the profile makes the game react (an animation, a movement, a
-stamina or FP change), naming each binding that does not; and what this link to the server
+stamina or FP change; lock-on by how the character faces while it strafes), naming each binding
+that does not; and what this link to the server
 costs: read, snapshot and frame latencies, the env steps per second they allow, and the highest
 recording rate it sustains without dropping a sample. It never writes HP or teleports.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import statistics
 import sys
 import time
@@ -35,8 +37,15 @@ SETTLE_S = 0.8
 TRIES = 3
 WATCHED = ("HeroHp", "HeroAnimId", "HeroLocalPosX", "HeroLocalPosY", "HeroSp", "HeroFp")
 """What a reaction shows in: an animation, a step, stamina or FP spent (and HP, to tell a hit)."""
-SILENT_ACTIONS = {"lock_on": "moves only the camera", "event_action": "needs something to interact with"}
-"""Bindings whose effect memory does not show in the arena: tapped, reported, not judged."""
+NEEDS_SOMETHING = {"event_action": "no reaction here: it needs something to interact with (a fog wall, a grace)"}
+"""Bindings whose effect memory shows only near something: judged where they react, else reported."""
+STRAFE_S = 0.4
+"""How long each side of the lock-on probe's strafe is held."""
+FREE_TURN = 1.0
+"""Radians: strafing left then right turns a free character about half a turn (it faces the way it
+walks), a locked-on one barely (it keeps facing the target)."""
+MOVED_M = 0.5
+"""A walk this long must show in the frames (a step against a wall, only in the animation, need not)."""
 RATES_HZ = (60, 30, 20, 10, 5)
 IN_FLIGHT = 6  # as capture.sampler.LIVE_IN_FLIGHT
 CAPACITY_TRIAL_S = 3.0
@@ -109,15 +118,21 @@ class Doctor:
         moves, check that the frames move too (a minimised window keeps returning its last one)."""
         silent, dead, frozen = [], [], False
         for action, key in self.profile.keybinds.items():
-            if action in SILENT_ACTIONS:
-                self.game.tap_keys([key], 50)
-                silent.append(f"{action} ({key}: {SILENT_ACTIONS[action]})")
+            if action == "lock_on":
+                toggles = self.lock_on_toggles(key)
+                if toggles is None:
+                    silent.append(f"lock_on ({key}: the character moved freely both times; nothing in sight to lock on to?)")
+                elif not toggles:
+                    dead.append(f"{action} ({key})")
+            elif action in NEEDS_SOMETHING:
+                if not self.reacts(action, key):
+                    silent.append(f"{action} ({key}: {NEEDS_SOMETHING[action]})")
             else:
-                frame_before = self.game.capture_frame().rgb
+                frame_before, at_before = self.game.capture_frame().rgb, self.game.client.read(WATCHED)
                 if not self.reacts(action, key):
                     dead.append(f"{action} ({key})")
-                elif action.startswith("move_") and np.array_equal(frame_before, self.game.capture_frame().rgb):
-                    frozen = True
+                elif action.startswith("move_") and moved(at_before, self.game.client.read(WATCHED)) > MOVED_M:
+                    frozen = frozen or np.array_equal(frame_before, self.game.capture_frame().rgb)
             self.game.wait_until(self.game.now() + SETTLE_S)  # let the move finish before the next key
         if silent:
             self.say("keys not judged", None, ", ".join(silent))
@@ -149,6 +164,38 @@ class Doctor:
                 return seen
         return False
 
+    def lock_on_toggles(self, key: str) -> bool | None:
+        """Whether ``key`` toggles the lock-on, seen in how the character faces while it strafes
+        (``strafe_turn``), before and after one tap of ``key``; a second tap leaves the lock as
+        it was. False: locked on both times (the tap did not release it); None: free both times
+        (nothing in sight to lock on to, or a key that does nothing: no telling which)."""
+        game, bound = self.game, self.profile.keybinds
+        if not {"move_left", "move_right"} <= bound.keys() or "HeroAngle" not in self.profile.siphon.attributes:
+            return None
+        locked = []
+        for _ in range(2):
+            locked.append(self.strafe_turn() < FREE_TURN)
+            game.tap_keys([key], 50)
+            game.wait_until(game.now() + SETTLE_S)
+        return True if locked[0] != locked[1] else (False if locked[0] else None)
+
+    def strafe_turn(self) -> float:
+        """How far the character turns (radians) between a step left and a step right: about
+        half a turn when free (it faces the way it walks), little when locked on (it faces the
+        target). A window in which the character was hit is tried again."""
+        game = self.game
+        for _ in range(TRIES):
+            hp = game.client.read(["HeroHp"])["HeroHp"]
+            angles = []
+            for side in ("move_left", "move_right"):
+                game.hold_keys({self.profile.key_for(side)})
+                game.wait_until(game.now() + STRAFE_S)
+                angles.append(game.client.read(["HeroAngle"])["HeroAngle"])
+            game.hold_keys(())
+            if game.client.read(["HeroHp"])["HeroHp"] >= hp:
+                break
+        return abs(math.remainder(angles[1] - angles[0], math.tau))
+
     def speed(self) -> None:
         """What this link costs, and what it allows."""
         game = self.game
@@ -167,11 +214,15 @@ class Doctor:
                  f"only {capacity:.1f} observations/s: record at a lower rate, a smaller window, or nearer the server")
 
 
+def moved(before, after) -> float:
+    """How far the character went (metres, horizontally)."""
+    return float(np.hypot(after["HeroLocalPosX"] - before["HeroLocalPosX"], after["HeroLocalPosY"] - before["HeroLocalPosY"]))
+
+
 def reacted(before, after) -> bool:
     """The game visibly did something: an animation, a step, stamina or FP spent."""
-    moved = np.hypot(after["HeroLocalPosX"] - before["HeroLocalPosX"], after["HeroLocalPosY"] - before["HeroLocalPosY"])
     return bool(
-        after["HeroAnimId"] != before["HeroAnimId"] or moved > 0.05
+        after["HeroAnimId"] != before["HeroAnimId"] or moved(before, after) > 0.05
         or after["HeroSp"] < before["HeroSp"] or after["HeroFp"] < before["HeroFp"]
     )
 

@@ -25,6 +25,7 @@ from env import fight
 from env.actions import KeyCommand, send
 from env.config import EnvConfig
 from env.fields import is_int
+from env.floors import FloorWatch
 from env.game import Frame, Game, GameState
 from env.keys import pygame_key
 from env.observations import ObservationBuilder
@@ -94,6 +95,7 @@ class EldenRingEnv(gym.Env):
             self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / config.timestep_ms))}
         self.pause_between_steps = pause_between_steps
         self.rules = self.profile.fight_rules
+        self._floors = FloorWatch(self.rules, self.profile.name)
         self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)
         self.timestep = self.config.timestep_ms / 1000.0
 
@@ -194,9 +196,9 @@ class EldenRingEnv(gym.Env):
         self._damage_taken += float(fight.damage_taken(before, state))
         terminated = bool(self.rules.is_over(state))
         truncated = not terminated and self._steps >= self.max_steps
+        self._floors.update(before, state)
         if terminated or truncated:
             self._release_keys()
-        if terminated:
             self._revive(state)
         obs = self._obs.step(state, frame.rgb, action)
         timing = {}
@@ -227,11 +229,14 @@ class EldenRingEnv(gym.Env):
         return overrun
 
     def _revive(self, state: GameState) -> None:
-        """A fighter down at its HP floor (the real game's profile) is still alive: give it its
-        HP back at once, before the next blow makes the game register a death or a kill that no
-        memory write can undo. At floor 0 (the PRD's rule) a downed fighter is dead: nothing to do."""
-        for down, hp, max_hp in ((self.rules.player_down, "HeroHp", "HeroMaxHp"), (self.rules.boss_down, "NpcHp", "NpcMaxHp")):
-            if down(state) and state[hp] > 0:
+        """At an episode's end on a profile with HP floors (the real game's), give each fighter
+        still alive its HP back at once: the one down at its floor before the next blow makes the
+        game register a death or a kill that no memory write can undo, and the other too, since
+        the fight goes on until ``reset()`` (a win leaves a player who may be one blow from a real
+        death). At floor 0 (the PRD's rule) a downed fighter is dead and nothing is written."""
+        rules = self.rules
+        for floor, hp, max_hp in ((rules.player_floor, "HeroHp", "HeroMaxHp"), (rules.boss_floor, "NpcHp", "NpcMaxHp")):
+            if floor > 0 and 0 < state[hp] < state[max_hp]:
                 self.game.write(hp, state[max_hp])
 
     # ---------------------------------------------------------------------------------- info

@@ -76,6 +76,7 @@ class SiphonClient:
             raise SiphonError(self._unreachable(f"within {connect_timeout:g} s")) from None
         self._stub = pb2_grpc.SiphonServiceStub(self._channel)
         self._types: dict[str, str] = {}
+        self._hooked: frozenset[str] = frozenset()  # the NPC attributes (and arrays of them), read through the hook
         self._blocks: tuple[Block, ...] = ()
         self._plans: dict[tuple[str, ...], ReadPlan] = {}
 
@@ -93,18 +94,20 @@ class SiphonClient:
         try:
             response = getattr(self._stub, rpc)(request, timeout=timeout or self.timeout)
         except grpc.RpcError as e:
-            raise self._rpc_error(label, e) from None
+            raise self._rpc_error(label, e, npc=subject in self._hooked) from None
         return self._checked(label, response)
 
-    def _rpc_error(self, name: str, error: grpc.RpcError) -> SiphonError:
+    def _rpc_error(self, name: str, error: grpc.RpcError, npc: bool = False) -> SiphonError:
+        """``error`` as a ``SiphonError`` that says what to do; ``npc``: the call read or wrote an
+        NPC attribute, which Siphon answers only once something is targeted."""
         code = error.code()
         if code == grpc.StatusCode.UNAVAILABLE:
             return SiphonError(self._unreachable(f"{name} failed: {error.details()}"))
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            return SiphonError(
-                f"Siphon at {self.host} did not answer {name} within its deadline: the server or "
-                "the game may be hung (Siphon blocks on NPC reads until a boss is targeted: lock on)"
-            )
+            why = ("Siphon answers NPC attributes only once an enemy is targeted: lock on to the boss (or the "
+                   "server or the game is hung)" if npc else
+                   "the server or the game may be hung, or the link too slow; if it goes on, restart Siphon")
+            return SiphonError(f"Siphon at {self.host} did not answer {name} within its deadline: {why}")
         return SiphonError(f"Siphon {name} at {self.host} failed: {code.name}: {error.details()}")
 
     def _checked(self, name: str, response: Any) -> Any:
@@ -135,6 +138,10 @@ class SiphonClient:
         self._call("InitializeInput", pb2.InitializeInputRequest(window_name=config.window_name), init_timeout)
         self._call("InitializeCapture", pb2.InitializeCaptureRequest(window_name=config.window_name), init_timeout)
         self._types = {a.name: a.type for a in config.attributes.values()}
+        self._hooked = frozenset(
+            [a.name for a in config.attributes.values() if a.method == "dll"]
+            + [b.name for b in self._blocks if b.spec.method == "dll"]
+        )
 
     def status(self) -> pb2.GetServerStatusResponse:
         return self._call("GetServerStatus", pb2.GetServerStatusRequest())
@@ -271,7 +278,7 @@ class SiphonClient:
             try:
                 response = future.result()
             except grpc.RpcError as e:
-                raise self._rpc_error(f"GetAttribute({plan.label(request)})", e) from None
+                raise self._rpc_error(f"GetAttribute({plan.label(request)})", e, npc=request in self._hooked) from None
             field = response.WhichOneof("value") if response.success else None
             if field is None:
                 failures.append(f"{plan.label(request)}: {response.message or 'the server returned no value'}")

@@ -21,7 +21,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import grpc
 
@@ -94,15 +94,15 @@ class SiphonGame:
         start = time.monotonic()
         values, rgb = self.client.read_and_capture(names or self._names)
         taken = (start + time.monotonic()) / 2
-        return self._state(values, taken), self._frame(rgb, taken)
+        return self._state(values, taken), self._frame(rgb, taken, values)
 
     def _state(self, values: dict[str, AttributeValue], taken: float) -> GameState:
         if {"NpcHp", "NpcMaxHp"} <= values.keys() and fight.AT_DEATH.boss_down(values):
             self.boss_seen_dead = True
         return GameState(values, taken)
 
-    def _frame(self, rgb: np.ndarray, taken: float) -> Frame:
-        self._frames.check(rgb, taken, running=self._speed > 0)
+    def _frame(self, rgb: np.ndarray, taken: float, values: dict[str, AttributeValue] | None = None) -> Frame:
+        self._frames.check(rgb, taken, running=self._speed > 0, state=values)
         return Frame(rgb, taken, next(self._frame_numbers))
 
     def write(self, name: str, value: AttributeValue) -> None:
@@ -217,8 +217,10 @@ class SiphonGame:
 
 class FrameWatch:
     """Notices a game window that stopped presenting: Siphon then returns its last frame forever
-    (a minimised window) while saying success. A cheap fingerprint (every 16th pixel) per frame;
-    ``check`` raises ``NoFrame`` when it has not changed for ``stale_after_s`` of running game.
+    (a minimised window) while saying success. A cheap fingerprint (a grid of 64+ pixels a side) per frame;
+    ``check`` raises ``NoFrame`` when it has not changed for ``stale_after_s`` of running game
+    while the game state read with it did change (a still scene, the player idle at a grace, is
+    the same frame for good reason). A frame captured without a state is never judged.
     Thread-safe: the recorder observes from several threads."""
 
     def __init__(self, stale_after_s: float) -> None:
@@ -226,15 +228,24 @@ class FrameWatch:
         self._lock = threading.Lock()
         self._fingerprint: bytes = b""
         self._since = 0.0
+        self._state: Mapping[str, AttributeValue] = {}  # read with the frame that last changed
+        self._game_moved = False  # the state changed since then
 
-    def check(self, rgb: np.ndarray, taken: float, running: bool) -> None:
-        fingerprint = rgb[::16, ::16].tobytes()
+    def check(self, rgb: np.ndarray, taken: float, running: bool, state: Mapping[str, AttributeValue] | None = None) -> None:
+        step = max(1, min(rgb.shape[:2]) // 64)  # 1080p: every 16th pixel; a small window: all of them
+        fingerprint = rgb[::step, ::step].tobytes()
         with self._lock:
             if fingerprint != self._fingerprint or not running:
-                self._fingerprint, self._since = fingerprint, taken
+                self._fingerprint, self._since, self._state, self._game_moved = fingerprint, taken, state or {}, False
                 return
+            if state is None:
+                return
+            self._game_moved = self._game_moved or any(
+                self._state.get(name, value) != value for name, value in state.items()
+            )
+            self._state = {**self._state, **state}
             still = taken - self._since
-        if still > self.stale_after_s:
+        if self._game_moved and still > self.stale_after_s:
             raise NoFrame(
                 f"the game window has shown the same frame for {still:.0f} s while the game runs: is it "
                 "minimised or covered? Siphon keeps returning the last frame it captured; restore the window"

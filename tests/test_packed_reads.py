@@ -3,6 +3,7 @@ pointer chains, served by the simulator from the same layout, and equal to readi
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -165,3 +166,42 @@ def test_a_server_that_cannot_read_our_arrays_falls_back_to_one_by_one_reads(
     finally:
         client.close()
         running.stop()
+
+
+def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_after_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+):
+    """The real Siphon keeps the attribute list it first initialised memory with. After
+    `pysiphon init siphon.toml` (no packed arrays in it), this client's arrays cannot be read:
+    it falls back to one attribute at a time for good, says so exactly once with how to get the
+    fast path back, and reads what reading one by one reads."""
+    import shutil
+    import subprocess
+
+    real = ("--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--hook-poll-s", "0.05",
+            "--capture-init-ms", "10", "--first-frame-ms", "50", "--start", "fight")
+    profile = load_profile("sim_margit")
+    pysiphon = shutil.which("pysiphon", path=str(Path(sys.executable).parent))
+    assert pysiphon is not None, "pysiphon's CLI is installed with pysiphon"
+    with SimServer(size=(84, 84), extra_args=real, log_path=tmp_path / "server.log") as server:
+        init = subprocess.run([pysiphon, "--host", server.host, "init", str(profile.siphon.path)],
+                              capture_output=True, text=True, timeout=60)
+        assert init.returncode == 0, init.stdout + init.stderr
+        client, plain = SiphonClient(server.host), SiphonClient(server.host)
+        try:
+            client.configure(profile.siphon)  # sends our arrays too; the server keeps pysiphon's list
+            client.wait_for_hook(profile.siphon, timeout=20)
+            client.write("gameSpeedFlag", True)
+            client.write("gameSpeedVal", 0.0)  # paused: one state for every read below
+            with caplog.at_level("WARNING", logger="env.siphon"):
+                values = client.read(profile.attribute_names)
+                observed = client.read_and_capture(observed_attributes(profile))[0]
+                again = client.read(profile.attribute_names)
+            assert values == again == plain.read(profile.attribute_names)  # unconfigured: one by one
+            assert observed == {n: values[n] for n in observed}
+            assert caplog.text.count("cannot read this client's packed arrays") == 1, caplog.text
+            assert "HeroHp..HeroMaxSp" in caplog.text and "Restart Siphon, then connect with this project first" in caplog.text
+            assert len(client._plan(observed_attributes(profile)).requests) == 10  # no arrays planned any more
+        finally:
+            client.close()
+            plain.close()

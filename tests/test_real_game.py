@@ -3,8 +3,11 @@ real-server mode where it can be shown, and in isolation where it is about Windo
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -70,6 +73,24 @@ def test_only_a_fight_against_the_boss_starts_an_episode():
     assert tracker.update({**boss, "HeroHp": 0}) == "death"
 
 
+def test_the_next_episode_starts_only_when_both_fighters_are_back_at_full_hp():
+    """After a death (or a stop) the next episode starts at a fresh fight: the boss targeted and
+    both fighters at full HP. A player who walks back in hurt (the soldier on the way) has not
+    started a fresh fight, nor has one whose boss is at full HP while the player is still dying."""
+    tracker = FightTracker(boss_npc_id=10000850)
+    fresh = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 10000850}
+    assert tracker.update({**fresh, "HeroHp": 700, "NpcHp": 3000}) == "start"  # recording began mid-fight
+    assert tracker.update({**fresh, "HeroHp": 0, "NpcHp": 3000}) == "death"
+    assert tracker.update({**fresh, "HeroHp": 0}) is None  # the boss healed while the player lies dead
+    assert tracker.update({**fresh, "HeroHp": 700}) is None  # back in the arena, hurt on the way
+    assert tracker.update(fresh) == "start"
+    tracker.stop(until_new_fight=True)  # F5 at once, nothing restarting the fight: not this one again
+    assert tracker.update(fresh) is None and tracker.update({**fresh, "HeroHp": 800}) is None
+    assert tracker.update(fresh) == "start"  # a new fight (walked back in after a death, say)
+    tracker.stop()  # a pause: the next fresh fight, whichever
+    assert tracker.update(fresh) == "start"
+
+
 def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     profile = load_profile("eldenring_margit")
     assert profile.fight_rules.player_floor > 0 and profile.fight_rules.boss_floor > 0
@@ -78,6 +99,108 @@ def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     simulator = load_profile("sim_margit")
     assert simulator.fight_rules.player_floor == simulator.fight_rules.boss_floor == 0  # the PRD's rule, exact
     assert simulator.restart_when_recording
+
+
+def test_the_games_floors_are_above_the_hardest_blow_on_either_side():
+    """A floor below a single blow is no floor: a fighter just above it is killed for real by the
+    next blow (Margit's holy hammer takes 620 of the simulator's 1100 HP; the player's skill 340
+    of Margit's 4174). The game's profile's defaults clear the simulator's hardest blows."""
+    from env.sim.moves import BOSS_MOVES, PLAYER_ATTACKS
+    from env.sim.world import BOSS_MAX_HP, PLAYER_MAX_HP
+
+    rules = load_profile("eldenring_margit").fight_rules
+    boss_blow = max(s.damage * max(1, s.projectiles) for m in BOSS_MOVES for s in m.strikes)  # a volley may all hit
+    player_blow = max(a.damage for a in PLAYER_ATTACKS.values())
+    assert rules.player_floor * PLAYER_MAX_HP > boss_blow, (rules.player_floor * PLAYER_MAX_HP, boss_blow)
+    assert rules.boss_floor * BOSS_MAX_HP > player_blow, (rules.boss_floor * BOSS_MAX_HP, player_blow)
+
+
+def test_a_blow_harder_than_a_floor_is_named_once_with_the_floor_that_catches_it(caplog: pytest.LogCaptureFixture):
+    from env.fight import FightRules
+    from env.floors import FloorWatch
+
+    watch = FloorWatch(FightRules(player_floor=0.35, boss_floor=0.02), "eldenring_margit")
+    before = {"HeroHp": 800, "HeroMaxHp": 1100, "NpcHp": 1000, "NpcMaxHp": 4174}
+    with caplog.at_level(logging.WARNING, logger="env.floors"):
+        watch.update(before, {**before, "HeroHp": 500})  # 300 HP: 27 %, below the floor's 35 %: fine
+        assert not caplog.text
+        watch.update(before, {**before, "HeroHp": 180})  # the holy hammer: 620 HP, 56 %
+        watch.update(before, {**before, "HeroHp": 180})
+        watch.update(before, {**before, "NpcHp": 850})  # a light attack: 150 HP, 3.6 % of Margit's
+        watch.update(before, {**before, "HeroHp": 1100})  # a heal is no blow
+    assert caplog.text.count("a blow took") == 2, caplog.text
+    assert "a blow took 620 HP from the player, 56 % of max HP, more than fight.player_hp_floor = 0.35" in caplog.text
+    assert "real death" in caplog.text and "Set player_hp_floor to 0.62 or more" in caplog.text
+    assert "real kill" in caplog.text and "Set boss_hp_floor to 0.04 or more" in caplog.text
+    quiet = FloorWatch(FightRules(), "sim_margit")  # floors 0, the PRD's rule: down is dead, nothing to warn of
+    quiet.update(before, {**before, "HeroHp": 0})
+    assert not quiet.warned
+
+
+def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: pytest.LogCaptureFixture):
+    """The scripted expert's full-length fights on the game's profile, against the simulator
+    (in-process, lock-step: the world the real-server mode serves, without its timing noise):
+    every episode ends at a floor or the time limit, never at a real death or a real kill, and
+    the env leaves both fighters alive until the next reset."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.sim.expert import ScriptedExpert, expert_actor
+
+    config = EnvConfig(profile="eldenring_margit", max_steps=900)
+    attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
+    env = make_env(config, backend="sim", state_attributes=attributes)
+    world, actor = env.unwrapped.game.world, expert_actor(config)
+    real_deaths = real_kills = ended_at_a_floor = 0
+    try:
+        caplog.set_level(logging.WARNING, logger="env.floors")
+        for fight in range(20):
+            obs, _ = env.reset(seed=fight)
+            actor.start(0, fight)
+            done = False
+            while not done:
+                obs, _, terminated, truncated, _ = env.step(actor.act([obs], [env], [0])[0])
+                real_deaths += world.player.dead
+                real_kills += world.boss.dead
+                done = terminated or truncated
+            ended_at_a_floor += terminated
+            assert world.player.hp == world.player.max_hp and world.boss.hp == world.boss.max_hp  # until reset
+    finally:
+        env.close()
+    assert (real_deaths, real_kills) == (0, 0)
+    assert "a blow took" not in caplog.text  # no blow came near beating a floor
+    assert ended_at_a_floor >= 15  # full-length: fights end at a floor, rarely at the 900-step limit
+
+
+def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """``python -m capture.floors`` reads recorded episodes (on the game: a human's fights, with
+    no writes) and prints floors that catch the hardest blow recorded on each side: here the holy
+    hammer (620 of 1100 HP) and the skill (340 of 4174), not a heal, nor the blow that kills
+    (it shows only what HP was left)."""
+    import tomllib
+
+    from capture import floors
+    from capture.episode import EpisodeMeta, EpisodeWriter, Sample
+
+    names = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
+    meta = EpisodeMeta(profile="eldenring_margit", attribute_names=names, key_names=("W",), sample_rate_hz=30.0,
+                       frame_size=(8, 8), window_size=(8, 8), source="human", sim_seed=None, host="test")
+    fights = (
+        [(1100, 4174), (780, 4174), (780, 4024), (1100, 4024), (1100, 3874)],  # a swipe, a light attack, a flask
+        [(1100, 4174), (1100, 3834), (480, 3834), (0, 3834)],  # a skill, the holy hammer, then 480 HP: a death
+    )
+    for fight, outcome in zip(fights, ("timeout", "death")):
+        writer = EpisodeWriter(tmp_path, meta)
+        for i, (hero, npc) in enumerate(fight):
+            writer.append(Sample(t=i / 30, frame_t=i / 30, frame=np.zeros((8, 8, 3), np.uint8),
+                                 state=np.array([hero, 1100, npc, 4174], float), held=np.zeros(1, bool),
+                                 pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
+        writer.finish(outcome, {})
+    assert floors.main([str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert tomllib.loads(printed)["fight"] == {"player_hp_floor": 0.62, "boss_hp_floor": 0.09}
+    assert "620 HP of 1100" in printed and "340 HP of 4174" in printed
+    assert floors.main([str(tmp_path / "nothing")]) == 1
+    assert "no finished episodes" in capsys.readouterr().err
 
 
 GAME_SERVER_ARGS = (
@@ -151,10 +274,93 @@ def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_k
 
 
 @pytest.mark.slow
+def test_twenty_fights_with_forced_real_deaths_and_kills_need_no_human(tmp_path: Path):
+    """The recovery benchmark's 20 fights, short ones (1 s each) on short game timings: four
+    forced real deaths and two forced real kills between them, every death recovered by the next
+    reset alone, every kill reported with the manual step, no reset left to a human."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "recovery.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_recovery", "--fights", "20", "--max-steps", "5",
+         "--server-args", " ".join(GAME_SERVER_ARGS), "--json", str(out)],
+        cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=400,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert r["fights"] == 20 and r["human_needed"] == 0, r["human_errors"]
+    assert (r["forced_deaths"], r["forced_kills"]) == (4, 2)  # deaths after fights 5, 10, 15, 20; kills after 8, 16
+    assert r["kills_reported"] == r["forced_kills"] + r["real_kills"]
+    resets = r["resets"]
+    assert len(resets["first"]) == 1 and len(resets["after_kill"]) == r["kills_reported"]
+    assert len(resets["after_death"]) == 3 + r["real_deaths"]  # the death after the last fight needs no reset
+    assert sum(map(len, resets.values())) == 20
+    assert "| resets that needed a human (other than restoring a killed boss's save) | 0 |" in result.stdout
+
+
+def test_a_timed_out_call_blames_lock_on_only_when_it_read_an_npc(tmp_path: Path):
+    """Siphon answers NPC attributes only once something is targeted, so a timed-out NPC read
+    says to lock on; a timed-out read of anything else (here a slow scan) does not."""
+    from env.sim.launcher import SimServer
+    from env.siphon import SiphonClient, SiphonError
+
+    slow = (*GAME_SERVER_ARGS, "--scan-ms", "1500")  # at the grace: nothing targeted, the hook not in yet
+    with SimServer(size=(84, 84), extra_args=slow, log_path=tmp_path / "server.log") as server:
+        client = SiphonClient(server.host, timeout=0.5)
+        try:
+            client.configure(load_profile("eldenring_margit").siphon)
+            with pytest.raises(SiphonError, match=r"did not answer GetAttribute\(HeroHp\) within its deadline") as hero:
+                client.read(["HeroHp"])
+            assert "lock on" not in str(hero.value) and "restart Siphon" in str(hero.value)
+            with pytest.raises(SiphonError, match=r"GetAttribute\(NpcHp\.\.NpcMaxHp.*within its deadline: .*lock on to the boss"):
+                client.read(["NpcHp", "NpcMaxHp"])
+        finally:
+            client.close()
+
+
+@pytest.mark.slow
+def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path):
+    """Siphon answers success with 0 bytes until the window presents its first frame, and with the
+    last frame forever once it is minimised: the first is refused at connect, the second once the
+    game has moved on for ``stale_after_s`` with the frame unchanged. A scene that is simply still
+    (standing at the grace) is no frozen window."""
+    from env.sim.launcher import SimServer, someone_locks_on
+    from env.siphon import NoFrame
+    from env.siphon_game import SiphonGame
+
+    never = (*GAME_SERVER_ARGS, "--first-frame-ms", "600000")
+    with SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server, someone_locks_on(server.host):
+        with pytest.raises(NoFrame, match=r"no frame of the game window yet \(it answered 0 bytes\)"):
+            SiphonGame(server.host, "eldenring_margit", hook_timeout=20)
+
+    with SimServer(size=(320, 180), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server, \
+            someone_locks_on(server.host):
+        game = SiphonGame(server.host, "eldenring_margit", hook_timeout=20, stale_after_s=1.0)
+        try:
+            for _ in range(15):  # 1.5 s at the grace, nobody moving: the same frames, and rightly so
+                game.observe()
+                time.sleep(0.1)
+            game.client.write("SimMinimised", True, "bool")
+            game.hold_keys({"W"})  # the player walks on; the window shows none of it
+            with pytest.raises(NoFrame, match="is it minimised or covered"):
+                for _ in range(30):
+                    game.observe()
+                    time.sleep(0.1)
+            time.sleep(0.5)
+            game.hold_keys(())
+            game.client.write("SimMinimised", False, "bool")
+            game.observe()  # restored: the player is somewhere else in the frame now
+        finally:
+            game.close()
+
+
+@pytest.mark.slow
 def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(game_server, tmp_path: Path):
     """At the Site of Grace with a soldier targeted: the doctor says the target is not the boss,
-    finds every binding working, and, with the profile's attack on a key the game does not bind,
-    names that binding."""
+    finds every binding working (lock-on by how the character faces while strafing), and, with
+    the profile's lock-on and attack on keys the game does not bind, names those bindings."""
     import shutil
     import subprocess
     import sys
@@ -171,66 +377,133 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     assert right.returncode == 1, right.stdout + right.stderr
     assert "[ok  ] server" in right.stdout and "[ok  ] capture" in right.stdout
     assert "[FAIL] boss: the targeted NPC is 43100010, not the profile's boss_npc_id 10000850" in right.stdout
-    assert "[ok  ] keybinds: all 11 bindings make the game react" in right.stdout
+    # lock-on judged too; the event action only where it does something (the doctor's steps may
+    # take the character near the fog wall, where E walks through it)
+    assert "[ok  ] keybinds: all 13 bindings make the game react" in right.stdout or (
+        "[ok  ] keybinds: all 12 bindings make the game react" in right.stdout
+        and "[--  ] keys not judged: event_action (E: no reaction here" in right.stdout), right.stdout
+    assert "[FAIL] frames" not in right.stdout
     assert "steps/s" in right.stdout and "records at" in right.stdout
     assert seconds < 60, seconds
 
     wrong = tmp_path / "wrong_attack"
     shutil.copytree(PROFILES_DIR / "eldenring_margit", wrong)
     toml = wrong / "profile.toml"
-    toml.write_text(toml.read_text().replace('attack = "P"', 'attack = "K"'))
+    toml.write_text(toml.read_text().replace('attack = "P"', 'attack = "K"').replace('lock_on = "B"', 'lock_on = "J"'))
     result, _ = doctor(str(wrong))
-    assert "[FAIL] keybinds: no reaction to attack (K)" in result.stdout, result.stdout
+    assert "[FAIL] keybinds: no reaction to lock_on (J), attack (K)" in result.stdout, result.stdout
+
+
+class ScriptedHuman:
+    """A person at the simulator's play window on Xvfb, through xdotool: the keys reach the game
+    (the window) and the recorder (pynput on the same display) as a person's do."""
+
+    def __init__(self, server_pid: int) -> None:
+        search = ["xdotool", "search", "--pid", str(server_pid)]
+        deadline = time.monotonic() + 40
+        while (found := subprocess.run(search, capture_output=True, text=True)).returncode != 0:
+            assert time.monotonic() < deadline, "the play window did not open"
+            time.sleep(0.1)
+        subprocess.run(["xdotool", "windowfocus", "--sync", found.stdout.split()[0]], check=True)
+
+    def press(self, *keys: str) -> None:
+        subprocess.run(["xdotool", "key", *keys], check=True)
+
+    def hold(self, key: str, seconds: float) -> None:
+        subprocess.run(["xdotool", "keydown", key], check=True)
+        time.sleep(seconds)
+        subprocess.run(["xdotool", "keyup", key], check=True)
+
+    def walk_in(self, phase=None) -> None:
+        """From the Site of Grace: up to the fog wall, through it, then lock on to Margit. With
+        ``phase`` (the game's ``SimPhase``, as the person sees the screen) the walk is retried
+        until it gets through; without (Siphon's hook holds every read until the lock-on), once."""
+        for _ in range(3):
+            self.hold("w", 2.5)
+            self.press("e")
+            deadline = time.monotonic() + 3.0
+            while phase is not None and phase() != 0 and time.monotonic() < deadline:  # through the fog
+                time.sleep(0.1)
+            if phase is None:
+                time.sleep(2.0)
+            if phase is None or phase() == 0:
+                self.press("b")
+                return
+        raise AssertionError("the person could not walk through the fog wall")
 
 
 @pytest.mark.slow
-def test_recording_the_game_through_deaths_and_walks_back_in(game_server, xvfb: str, tmp_path: Path):
-    """A human recording on the game's profile: no writes, no teleports; a death ends the
-    episode as a death; the loading screen after it is a pause, not a lost server; the next
-    episode starts when the player is back in the fight with the boss targeted."""
-    import subprocess
-    import sys
-
+def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, tmp_path: Path):
+    """A person records on the game's profile (real-server mode, the world at the Site of Grace),
+    playing through the window with real key events: walks in, stops the episode by hand (F5) and
+    starts another (F5), is killed, walks back in, kills Margit (the blow written by the harness),
+    then, while the boss is gone and nothing can be read, discards that episode (F6) and quits
+    (F8). The recorder sends no memory writes; every episode started is saved or discarded; the
+    loading screen and the boss's absence are pauses, not a lost server."""
     from capture.episode import list_episodes, read_episode
-    from env.arena import back_into_the_fight
-    from env.siphon_game import SiphonGame
+    from env.sim.launcher import SimServer
+    from env.siphon import SiphonClient
 
-    out = tmp_path / "raw"
-    log = tmp_path / "recorder.log"
-    with open(log, "w") as sink:
-        recorder = subprocess.Popen(
-            [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", game_server.host,
-             "--out", str(out), "--rate", "10", "--max-episodes", "2", "--no-status"],
-            stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "DISPLAY": xvfb},
-        )
-    hands = None
-    try:
-        deadline = time.monotonic() + 60
-        while hands is None:  # the person at the game: connects once the recorder has put the hook in
-            try:
-                hands = SiphonGame(game_server.host, "eldenring_margit", hook_timeout=30)
-            except Exception:  # noqa: BLE001 - the recorder is still connecting
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.5)
-        for death in range(2):
-            back_into_the_fight(hands, timeout=30)  # walk through the fog wall, lock on
-            time.sleep(2.0)  # fight a little
-            hands.write("HeroHp", 0)  # and die: YOU DIED, a loading screen, the Site of Grace
+    out, log = tmp_path / "raw", tmp_path / "recorder.log"
+    with SimServer(size=(320, 180), extra_args=(*GAME_SERVER_ARGS, "--window"), log_path=tmp_path / "server.log") as server:
+        human = ScriptedHuman(server.process.pid)
+        eyes = SiphonClient(server.host)  # the harness: Sim* controls, and the one write it makes itself
+        see = lambda name: eyes.read([name])[name]  # noqa: E731
+        with open(log, "w") as sink:
+            recorder = subprocess.Popen(
+                [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", server.host,
+                 "--out", str(out), "--no-status"], stdout=sink, stderr=subprocess.STDOUT,
+            )
+        started = time.monotonic()
+        said = lambda words, n: wait_until(lambda: log.read_text().count(words) == n, 20, f"{n} x {words!r}", log)  # noqa: E731
+        try:
+            human.walk_in()  # the lock-on also lets the recorder's NPC hook in: it starts sampling
+            said("episode started", 1)
+            human.press("F5")  # stop it by hand: this fight is not recorded again ...
+            said("episode saved (stopped)", 1)
+            time.sleep(0.5)
+            human.press("F5")  # ... unless asked: another episode, which Margit ends (the player idles)
+            said("episode started", 2)
+            wait_until(lambda: see("SimPhase") == 1, 60, "Margit to kill the idle player", log)
+            wait_until(lambda: see("SimPhase") == 3, 20, "the respawn at the grace", log)
+            human.walk_in(lambda: see("SimPhase"))
+            said("episode started", 3)
             time.sleep(1.0)
-        code = recorder.wait(timeout=60)
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-        if hands is not None:
-            hands.close()
+            eyes.write("NpcHp", 0, "int")  # the harness's only write: the killing blow (one a script lands reliably)
+            wait_until(lambda: see("SimPhase") == 5, 5, "the boss felled: a real kill", log)
+            wait_until(lambda: see("SimPhase") == 6 and "paused until it can" in log.read_text().split("win")[-1],
+                       20, "the boss gone and the recorder paused", log)
+            human.press("F6")  # discard the kill's episode, while nothing can be read ...
+            wait_until(lambda: "discarded the last saved episode" in log.read_text(), 10, "the discard", log)
+            assert see("SimPhase") == 6  # ... at once: the game is still unreadable
+            human.press("F8")
+            assert recorder.wait(timeout=20) == 0, log.read_text()
+            writes = see("SimWrites")
+        finally:
+            if recorder.poll() is None:
+                recorder.kill()
+            eyes.close()
+        seconds = time.monotonic() - started
     text = log.read_text()
-    assert code == 0, text
-    assert "paused until it can" in text and "server_lost" not in text
+    assert writes == 1, text  # the harness's killing blow: the recorder wrote nothing, teleported no one
+    assert "server_lost" not in text and text.count("paused until it can") >= 2 and "episode saved (win)" in text
     episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
-    assert [e.attrs["outcome"] for e in episodes] == ["death", "death"], text
-    for e in episodes:
-        assert len(e) >= 15  # about 2 s at 10 Hz, all of it in the fight
-        assert e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[-1] == 0
+    assert [e.attrs["outcome"] for e in episodes] == ["stopped", "death"], text
+    assert text.count("episode started") == len(episodes) + 1  # the third was discarded: none lost
+    assert all(e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[0] == e.column("HeroMaxHp")[0] for e in episodes)
+    assert not list(out.glob("*.partial"))
+    stats = [json.loads(e.attrs["stats"]) for e in episodes]
+    print(f"\nrecording a person: {len(episodes) + 1} episodes ({len(episodes)} kept, 1 discarded, 0 lost), "
+          f"{sum(len(e) for e in episodes)} samples kept, {sum(s['dropped_samples'] for s in stats)} dropped, "
+          f"{sum(s['late_samples'] for s in stats)} late, at {[round(s['achieved_rate_hz'], 1) for s in stats]} Hz; "
+          f"no writes; {seconds:.0f} s")
+
+
+def wait_until(predicate, timeout: float, what: str, log: Path) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}\n" + log.read_text()
+        time.sleep(0.1)
 
 
 def test_keys_are_recorded_by_physical_position_on_windows(xvfb: str):

@@ -220,12 +220,15 @@ ATTRIBUTES: dict[str, Attribute] = {
     # The simulator's own: flasks (restored at a grace in the game), and its control surface: a
     # debug-menu style "restart the fight with this seed" (the simulator's equivalent of the
     # game's reset writes, from any state), "restore the backup save" (on the game a manual file
-    # copy at the title screen), the tick count and the life-cycle phase (``world.Phase``).
+    # copy at the title screen), the tick count, the life-cycle phase (``world.Phase``), and how
+    # many game-memory writes it was sent (a client that must write nothing, the recorder, is
+    # checked by it).
     "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set_player("flasks", lambda v: max(0, int(v)))),
     "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim"),
     "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF, kind="sim"),
     "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim"),
     "SimPhase": Attribute("int", lambda w: int(w.phase), kind="sim"),
+    "SimWrites": Attribute("int", lambda w: w.memory_writes & 0x7FFFFFFF, kind="sim"),
 }
 """Every attribute the simulator has, by name."""
 
@@ -279,6 +282,8 @@ def write(world: World, name: str, value: Value, via_hook: bool = False) -> None
     else:
         attr.write(world, value)
     world.revision += 1
+    if attr.kind != "sim":
+        world.memory_writes += 1
 
 
 def unknown_attribute_message(name: str) -> str:

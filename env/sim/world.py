@@ -305,6 +305,7 @@ class World:
         # Bumped by every change a frame could show (a tick, a memory write, a restart), so a
         # frame cache keys on it: a paused world keeps its tick while writes move things.
         self.revision = 0
+        self.memory_writes = 0  # writes of game memory (not of the Sim* controls) since the world began
         self.camera_yaw = math.pi / 2
         self.seed = seed
         self.rng = random.Random(seed)

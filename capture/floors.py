@@ -1,0 +1,72 @@
+"""``python -m capture.floors``: the HP floors your character needs, from your recorded fights.
+
+On the real game's profile the env ends an episode when a fighter's HP falls to its floor
+(``[fight]`` in ``profile.toml``), and a floor only works above the hardest single blow against
+that fighter (``env.floors``). How hard Margit hits depends on the character, so this reads
+recorded episodes (the recorder writes nothing to the game: every blow in them landed as the game
+dealt it), finds the biggest HP drop between two samples on each side, and prints the floors that
+catch it with the env's margin. A drop that ends at 0 HP is only a lower bound on that blow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from env.floors import FIGHTERS, floor_for
+
+from capture.episode import EpisodeError, list_episodes, read_episode
+
+
+def hardest_blows(raw_dir: Path) -> dict[str, tuple[int, int]]:
+    """Per floor key (``player_hp_floor``, ``boss_hp_floor``), the hardest blow recorded in any
+    finished episode as (HP lost between two samples, max HP then); (0, 1) if none landed."""
+    paths = list_episodes(raw_dir)
+    if not paths:
+        raise EpisodeError(f"no finished episodes in {raw_dir}: record some with `python -m capture.record`")
+    hardest = {key: (0, 1) for _, _, _, key, _ in FIGHTERS}
+    for path in paths:
+        episode = read_episode(path, frames=False)
+        for _, hp, max_hp, key, _ in FIGHTERS:
+            values, maxima = episode.column(hp).astype(np.int64), episode.column(max_hp).astype(np.int64)
+            if len(values) < 2:
+                continue
+            drops = values[:-1] - values[1:]
+            i = int(np.argmax(drops / np.maximum(1, maxima[1:])))
+            taken, of = hardest[key]
+            if drops[i] > 0 and drops[i] / max(1, maxima[i + 1]) > taken / of:
+                hardest[key] = (int(drops[i]), int(maxima[i + 1]))
+    return hardest
+
+
+def floors_table(hardest: dict[str, tuple[int, int]]) -> str:
+    """The ``[fight]`` floors that catch ``hardest``, with what each comes from."""
+    lines = ["[fight]"]
+    for who, _, _, key, _ in FIGHTERS:
+        taken, of = hardest[key]
+        if taken == 0:
+            lines.append(f"# {key}: no blow against {who} was recorded; record fights in which {who} is hit")
+            continue
+        lines.append(f"{key} = {floor_for(taken / of):.2f}  # the hardest blow against {who}: {taken} HP of {of} "
+                     f"({taken / of:.0%})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m capture.floors", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
+    parser.add_argument("raw_dir", nargs="?", type=Path, default=Path("datasets/raw"),
+                        help="folder of recorded episodes (default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        print(floors_table(hardest_blows(args.raw_dir)))
+    except EpisodeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

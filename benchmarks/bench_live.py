@@ -8,6 +8,9 @@
   ratios, from interleaved rounds.
 * Step-period accuracy at timestep_ms=200 over 200 steps (error of each step's period).
 * In-process env steps/s with 84x84 frames (no server), for scale.
+
+With ``ELDEN_IL_SIM_ARGS="--real-server ..."`` every server runs in real-server mode, started at
+the Site of Grace; the person at each (``SimServer.player``) locks on when a client's hook asks.
 """
 
 from __future__ import annotations
@@ -72,7 +75,7 @@ def rpc_numbers(host: str, profile) -> dict:
 def capture_numbers(profile, sizes: list[tuple[int, int]]) -> dict:
     out = {}
     for size in sizes:
-        with SimServer(size=size) as server:
+        with SimServer(size=size) as server, server.player():
             client = SiphonClient(server.host, timeout=5)
             client.configure(profile.siphon)
             n = 500 if size[0] < 200 else 60
@@ -94,6 +97,8 @@ def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rou
     client_cpu = dict.fromkeys(configs, 0.0)  # this process's CPU seconds: the env's own cost
     with ExitStack() as stack:
         servers = {name: stack.enter_context(SimServer(size=size)) for name in per_round}
+        for server in servers.values():
+            stack.enter_context(server.player())
         envs = {}
         for name, config in configs.items():
             envs[name] = EldenRingEnv(SiphonGame(servers[name].host, config), timestep_ms=0, max_steps=10**9)
@@ -172,7 +177,7 @@ def main() -> None:
     args = parser.parse_args()
     profile = load_profile("sim_margit")
     results: dict = {"machine": describe()}
-    with SimServer(size=(84, 84)) as server:
+    with SimServer(size=(84, 84)) as server, server.player():
         results["rpc"] = rpc_numbers(server.host, profile)
         results["step_period"] = step_period_accuracy(server.host, "sim_margit", 50 if args.quick else 200)
     results["env_overhead_84"] = env_overhead((84, 84), "sim_margit", 500 if args.quick else 1500)

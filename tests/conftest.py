@@ -24,7 +24,7 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.siphon import SiphonClient
 from env.siphon_config import load_siphon_config
-from env.sim.launcher import ARGS_VARIABLE, SimServer, someone_locks_on
+from env.sim.launcher import SimServer
 
 ROOT = Path(__file__).parents[1]
 
@@ -55,7 +55,6 @@ def sim_server(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SimSe
     """A fresh ``python -m env.sim`` (seed 0, 160x90) on a free loopback port, ideal or real."""
     args = REAL_SERVER_TEST_ARGS if request.param == "real" else ()
     with SimServer(seed=0, size=(160, 90), extra_args=args, log_path=tmp_path / "server.log") as server:
-        server.real = request.param == "real" or "--real-server" in os.environ.get(ARGS_VARIABLE, "")
         yield server
 
 
@@ -65,11 +64,8 @@ def player(sim_server: SimServer) -> Iterator[None]:
     lock on (the profile's B) as soon as the game takes input, so Siphon's NPC hook, which holds
     the server's lock until something is targeted, can finish. Outside the fog wall that target
     is the sentry; a fight restart or a walk through the fog wall targets the boss. Nothing to do
-    on the ideal server, where the boss is readable from the start."""
-    if not sim_server.real:
-        yield
-        return
-    with someone_locks_on(sim_server.host):
+    on the ideal server, where the boss is readable from the start (``SimServer.player``)."""
+    with sim_server.player():
         yield
 
 

@@ -147,7 +147,7 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
     """The scripted human presses real keys (XTest): the recorder's pynput listener hears them as
     a person's, the simulator's window receives them, and the samples are marked."""
     out = tmp_path / "raw"
-    with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server:
+    with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server, server.player():
         search = ["xdotool", "search", "--pid", str(server.process.pid)]
         deadline = time.monotonic() + 20
         while subprocess.run(search, capture_output=True).returncode != 0:

@@ -148,7 +148,7 @@ def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_d
 @pytest.mark.slow
 def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
     out = small_disk.path / "raw"
-    with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server:
+    with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():
         result = cli("capture.record", "--host", server.host, "--autopilot", "--no-status", "--out", str(out),
                      "--max-episode-seconds", "4", "--frame-size", "320x180", timeout=300)
         stopped = time.monotonic()

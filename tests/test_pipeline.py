@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import REAL_SERVER_TEST_ARGS
 from env.profile import load_profile
+from env.sim.launcher import ARGS_VARIABLE
 
 ROOT = Path(__file__).parents[1]
 TINY = {
@@ -27,8 +29,8 @@ TINY = {
 }
 
 
-def run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+def run(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(extra_env or {})}
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -122,14 +124,18 @@ def check_metrics_and_plots(project: Path) -> None:
 
 
 @pytest.mark.slow
-def test_evaluation_over_the_simulator_server_through_a_param(project: Path):
+@pytest.mark.parametrize("mode", ["ideal", "real"])
+def test_evaluation_over_the_simulator_server_through_a_param(project: Path, mode: str):
+    """Both server modes here, on the policies the pipeline test trained (a run of the real-server
+    mode on its own would have to train them again)."""
     if not (project / "datasets/models/finetuned/policy.zip").exists():
         assert run(project, "dvc", "repro").returncode == 0
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["evaluate"].update(backend="sim_server", fights=2)
     params["env"]["max_steps"] = 25  # the server runs in real time: 5 s of game time per fight
     (project / "server.yaml").write_text(yaml.safe_dump(params))
-    result = run(project, sys.executable, "-m", "elden_il.pipeline", "evaluate", "--params", "server.yaml")
+    real = {ARGS_VARIABLE: " ".join(REAL_SERVER_TEST_ARGS)} if mode == "real" else {}
+    result = run(project, sys.executable, "-m", "elden_il.pipeline", "evaluate", "--params", "server.yaml", extra_env=real)
     assert result.returncode == 0, result.stderr
     metrics = json.loads((project / "datasets/reports/eval.json").read_text())
     assert metrics["backend"] == "sim_server" and metrics["policies"]["expert"]["fights"] == 2
@@ -200,7 +206,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
-    with SimServer(size=(84, 84)) as server:
+    with SimServer(size=(84, 84)) as server, server.player():
         settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
                                   n_steps=32, batch_size=32, n_epochs=1)
         metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")

@@ -535,13 +535,15 @@ def test_the_env_resets_after_the_server_restarts(tmp_path: Path):
 
     port = free_port()
     server = SimServer(size=(84, 84), port=port, log_path=tmp_path / "first.log")
-    env = make_env(backend="siphon", host=server.host, profile="sim_margit")
+    with server.player():  # the person at the game, where the real-server mode needs one
+        env = make_env(backend="siphon", host=server.host, profile="sim_margit")
     try:
         env.reset(seed=0)
         env.step(0)
         server.stop()
         server = SimServer(size=(84, 84), port=port, log_path=tmp_path / "second.log")
-        obs, _ = env.reset(seed=1)
+        with server.player():  # a restarted Siphon injects its hook anew
+            obs, _ = env.reset(seed=1)
         assert obs["player_hp"][0] == 1.0
         env.step(0)
     finally:

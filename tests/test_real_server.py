@@ -5,6 +5,7 @@ against an ideal server."""
 from __future__ import annotations
 
 import math
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,12 @@ import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.profile import PROFILES_DIR as PROFILES
 from env.sim.geometry import GATE, GRACE
 from env.sim.launcher import SimServer
+from env.sim.moves import PlayerAnim
+from env.sim.real_server import STATUS_MARK
+from env.sim.server import serve as serve_in_process
 from env.sim.world import BOSS_NPC_ID, SENTRY_NPC_ID, Phase
 
 FAST = ("--real-server", "--hook-poll-s", "0.05", "--capture-init-ms", "10", "--first-frame-ms", "50")
@@ -30,10 +35,13 @@ class Siphon:
         self.channel = grpc.insecure_channel(host)
         self.stub = pb2_grpc.SiphonServiceStub(self.channel)
 
-    def configure(self, names: dict[str, str], window: str = "w", dll: tuple[str, ...] = ()) -> None:
+    @staticmethod
+    def config(names: dict[str, str], window: str = "w", dll: tuple[str, ...] = ()) -> pb2.SetProcessConfigRequest:
         attributes = [pb2.ProcessAttributeProto(name=n, type=t, method="dll" if n in dll else "") for n, t in names.items()]
-        assert self.stub.SetProcessConfig(pb2.SetProcessConfigRequest(
-            process_name=PROCESS, process_window_name=window, attributes=attributes), timeout=5).success
+        return pb2.SetProcessConfigRequest(process_name=PROCESS, process_window_name=window, attributes=attributes)
+
+    def configure(self, names: dict[str, str], window: str = "w", dll: tuple[str, ...] = ()) -> None:
+        assert self.stub.SetProcessConfig(self.config(names, window, dll), timeout=5).success
         for call, request in (("InitializeMemory", pb2.InitializeMemoryRequest()),
                               ("InitializeInput", pb2.InitializeInputRequest()),
                               ("InitializeCapture", pb2.InitializeCaptureRequest())):
@@ -94,6 +102,50 @@ def test_one_mutex_and_a_scan_per_call_queue_reads_but_not_input_or_capture(serv
             assert time.monotonic() - one >= 0.040
         else:
             assert queued < 0.25
+
+
+def test_every_locked_call_queues_behind_the_npc_hook_and_mouse_and_toggles_do_not(serve):
+    """Siphon's one mutex, held through the hook's wait for a target: SetAttribute,
+    SetProcessConfig, InitializeCapture and GetServerStatus queue on it; MoveMouse and
+    InputKeyToggle take no lock."""
+    config = {**HERO, "gameSpeedFlag": "bool", **NPC}
+    for args, real in ((("--start", "grace"), False), ((*FAST, "--scan-ms", "1", "--hook-delay-s", "0.3"), True)):
+        siphon = serve(*args)
+        siphon.configure(config, dll=tuple(NPC))
+        npc = siphon.stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName="NpcId"), timeout=20)
+        time.sleep(0.1)  # the hook is being injected, the mutex held
+        stub = siphon.stub
+        locked = {
+            "SetAttribute": stub.SetAttribute.future(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=False), timeout=20),
+            "SetProcessConfig": stub.SetProcessConfig.future(Siphon.config(config, dll=tuple(NPC)), timeout=20),
+            "InitializeCapture": stub.InitializeCapture.future(pb2.InitializeCaptureRequest(), timeout=20),
+            "GetServerStatus": stub.GetServerStatus.future(pb2.GetServerStatusRequest(), timeout=20),
+        }
+        started = time.monotonic()
+        assert stub.MoveMouse(pb2.MoveMouseRequest(delta_x=1, delta_y=0, steps=1), timeout=5).success
+        for down in (True, False):
+            assert stub.InputKeyToggle(pb2.InputKeyToggleRequest(key="C", toggle=down), timeout=5).success
+        assert time.monotonic() - started < 0.25  # input takes no lock
+        time.sleep(0.6)  # past the injection delay: the hook waits for a target
+        waiting = {name for name, call in locked.items() if not call.done()}
+        assert waiting == (set(locked) if real else set()), waiting
+        assert siphon.tap("B").success  # lock on: the hook lets go, and every queued call runs
+        assert npc.result().success and all(call.result().success for call in locked.values())
+
+
+def test_a_write_pays_a_scan_and_a_sim_control_pays_none(serve):
+    """Writes find their attribute by the same scan as reads. The simulator's own controls stand
+    in for things a user does by hand, not for memory Siphon scans: they cost nothing."""
+    for args, real in (((), False), ((*FAST, "--start", "fight", "--scan-ms", "300"), True)):
+        siphon = serve(*args)
+        siphon.configure({**HERO, "gameSpeedFlag": "bool"})
+        started = time.monotonic()
+        assert siphon.set("gameSpeedFlag", bool_value=False).success
+        assert (time.monotonic() - started >= 0.3) == real
+        started = time.monotonic()
+        siphon.value("SimTick"), siphon.value("SimPhase")
+        assert siphon.set("SimSeed", int_value=3).success
+        assert time.monotonic() - started < 0.3  # three control calls, not one scan's worth
 
 
 def test_the_first_config_sticks_until_the_server_restarts(serve):
@@ -192,17 +244,43 @@ def test_a_death_over_grpc_fails_reads_while_loading_and_shows_it(serve):
     assert (siphon.value("HeroLocalPosX"), siphon.value("HeroLocalPosY")) == GRACE
 
 
-def test_keys_are_scancodes_and_a_toggled_mouse_button_is_silently_nothing(serve):
-    ideal = serve()
+def mouse_profile(tmp_path: Path) -> Path:
+    """The simulator's profile with attack on the left mouse button and the skill on BUTTON5, so
+    a mouse button pressed by the server would show in the world."""
+    folder = tmp_path / "mouse_profile"
+    shutil.copytree(PROFILES / "sim_margit", folder)
+    text = (folder / "profile.toml").read_text()
+    (folder / "profile.toml").write_text(text.replace('attack = "P"', 'attack = "LEFT"').replace('skill = "F"', 'skill = "BUTTON5"'))
+    return folder
+
+
+def test_keys_are_scancodes_and_a_toggled_mouse_button_is_silently_nothing(serve, tmp_path: Path):
+    profile = str(mouse_profile(tmp_path))
+    ideal = serve("--profile", profile)
     ideal.configure(HERO)
     assert not ideal.stub.InputKeyToggle(pb2.InputKeyToggleRequest(key="LEFT", toggle=True), timeout=5).success
 
-    siphon = serve(*FAST, "--start", "fight")
-    siphon.configure(HERO)
+    siphon = serve(*FAST, "--profile", profile)  # at the grace: nobody to hit the player
+    siphon.configure({**HERO, "HeroAnimId": "int", "HeroFp": "int"})
     toggle = siphon.stub.InputKeyToggle
+    before = [siphon.value(n) for n in ("HeroAnimId", "HeroFp", "HeroLocalPosX", "HeroLocalPosY", "SimPhase")]
+    ticks = siphon.value("SimTick")
     for key in ("LEFT", "BUTTON5", "NOT_A_KEY"):  # scancode 0: nothing pressed, success reported
         assert toggle(pb2.InputKeyToggleRequest(key=key, toggle=True), timeout=5).success
-    assert siphon.tap("NOT_A_KEY").success and siphon.tap("left").success  # taps: exact mouse names only
+    time.sleep(0.4)  # held down for a dozen ticks: no attack, no skill
+    assert siphon.value("SimTick") >= ticks + 10
+    assert [siphon.value(n) for n in ("HeroAnimId", "HeroFp", "HeroLocalPosX", "HeroLocalPosY", "SimPhase")] == before
+    for key in ("LEFT", "BUTTON5", "NOT_A_KEY"):
+        assert toggle(pb2.InputKeyToggleRequest(key=key, toggle=False), timeout=5).success
+    assert siphon.tap("NOT_A_KEY").success
+    assert siphon.tap("LEFT").success  # a tap honours the exact mouse name: the attack is bound
+    time.sleep(0.1)
+    assert siphon.value("HeroAnimId") == PlayerAnim.LIGHT_ATTACK
+    deadline = time.monotonic() + 5
+    while siphon.value("HeroAnimId") != PlayerAnim.IDLE:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert siphon.tap("left").success  # taps: exact mouse names only ("left" is no key: nothing)
     y0 = siphon.value("HeroLocalPosY")
     assert toggle(pb2.InputKeyToggleRequest(key="w", toggle=True), timeout=5).success  # a position, any case
     time.sleep(0.3)
@@ -219,3 +297,14 @@ def test_the_games_profile_is_served_in_real_mode_at_the_grace_by_default(serve)
     assert math.hypot(siphon.value("HeroLocalPosX"), siphon.value("HeroLocalPosY")) > 10
     sim = serve()
     assert "real-server mode" not in sim.stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=5).message
+
+
+def test_the_in_process_server_serves_the_games_profile_in_real_mode_by_default():
+    for profile, real in (("eldenring_margit", True), ("sim_margit", False)):
+        running = serve_in_process(port=0, size=(84, 84), profile=profile)
+        try:
+            status = Siphon(running.address).stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=5)
+            assert (STATUS_MARK in status.message) == real
+            assert (running.process.world.phase is Phase.OUTSIDE) == real
+        finally:
+            running.stop()

@@ -43,7 +43,9 @@ def xdotool(*args: str) -> float:
 @pytest.mark.slow
 def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: Path):
     out = tmp_path / "raw"
-    with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server:
+    # in a fight already, in either mode: a recording without restarts starts where the person is
+    extra = ("--window", "--start", "fight")
+    with SimServer(size=(320, 180), extra_args=extra, log_path=tmp_path / "server.log") as server:
         pid = str(server.process.pid)
         search = ["xdotool", "search", "--pid", pid]
         wait_for(lambda: subprocess.run(search, capture_output=True).returncode == 0, 20, "the play window")
@@ -101,7 +103,8 @@ def test_a_server_dying_mid_recording_closes_the_episode_cleanly(tmp_path: Path)
     server = SimServer(size=(84, 84), log_path=tmp_path / "server.log")
     rec = recorder(server.host, out, "--autopilot", log=tmp_path / "recorder.log")
     try:
-        wait_for(lambda: list(out.glob("*.partial")), 30, "an episode to start")
+        with server.player():
+            wait_for(lambda: list(out.glob("*.partial")), 30, "an episode to start")
         time.sleep(2.0)
         server.process.kill()
         server.process.wait()
@@ -122,7 +125,7 @@ def test_a_server_dying_mid_recording_closes_the_episode_cleanly(tmp_path: Path)
 @pytest.mark.slow
 def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Path):
     out = tmp_path / "raw"
-    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server:
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
         rec = recorder(server.host, out, "--autopilot", "--max-episodes", "2", "--max-episode-seconds", "4",
                        log=tmp_path / "recorder.log")
         assert rec.wait(timeout=60) == 0, (tmp_path / "recorder.log").read_text()

@@ -14,7 +14,7 @@ from env.fields import number, whole
 from env.siphon_config import ConfigError
 from env.sim.memory import MAX_GAME_SPEED
 from env.sim.real_server import RealServerTimings
-from env.sim.server import serve
+from env.sim.server import REAL_BY_DEFAULT, serve
 from env.sim.world import Lifecycle
 
 EXAMPLES = """
@@ -41,11 +41,6 @@ examples:
   python -m env.sim --profile eldenring_margit            as unkind as the game and Siphon
   python -m env.sim --real-server --scan-ms 1 --hook-delay-s 0.2   ... with a test's timings
 """
-
-REAL_BY_DEFAULT = ("eldenring_margit",)
-"""Profiles served in real-server mode unless --no-real-server: the game's own, whose clients
-must survive the real server."""
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
@@ -80,13 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    is_real = args.real_server if args.real_server is not None else args.profile in REAL_BY_DEFAULT
     timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms)
     life_timings = replace(lifecycle, death_screen=args.death_screen_s, loading=args.loading_s,
                            you_died=min(lifecycle.you_died, args.death_screen_s))
     try:
         running = serve(
-            args.host, args.port, args.seed, args.size, args.profile, args.speed, timings if is_real else None,
+            args.host, args.port, args.seed, args.size, args.profile, args.speed, args.real_server, timings,
             life_timings, None if args.start is None else args.start == "fight",
         )
     except (ConfigError, OSError) as e:

@@ -6,11 +6,14 @@ Each server is its own process on its own loopback port; ``SimServer`` waits unt
 
 ``ELDEN_IL_SIM_ARGS`` (e.g. ``"--real-server --scan-ms 1 --hook-delay-s 0.2"``) is added to
 every server's command line: that is how a whole test run, a benchmark or a vector env is pointed
-at the real-server mode without changing the code that starts the servers.
+at the real-server mode without changing the code that starts the servers. A server in that mode
+starts at the Site of Grace, where a connecting client's NPC hook waits for someone to lock on:
+``SimServer.player()`` is that person, and a no-op wherever nobody is needed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import socket
@@ -19,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import grpc
@@ -29,6 +32,8 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from env.game import GameError
 from env.profile import Profile
 from env.siphon_game import SiphonGame
+from env.sim.real_server import STATUS_MARK
+from env.sim.world import Phase
 
 ARGS_VARIABLE = "ELDEN_IL_SIM_ARGS"
 
@@ -52,6 +57,8 @@ class SimServer:
         extra_args: tuple[str, ...] = (), log_path: Path | None = None, start_timeout: float = 30.0,
     ) -> None:
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
+        self.real = False  # in real-server mode (as the server says once it answers)
+        self.at_grace = False  # its world started outside the fog wall, nothing targeted
         for attempt in range(1 if port else PORT_ATTEMPTS):
             self.port = port or free_port()
             self.host = f"127.0.0.1:{self.port}"
@@ -78,10 +85,14 @@ class SimServer:
                 if self.process.poll() is not None:
                     raise ServerExited(f"the simulator server on {self.host} exited with code {self.process.returncode}")
                 try:
-                    stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=0.5)
-                    return
+                    status = stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=0.5)
                 except grpc.RpcError:
                     time.sleep(0.1)
+                    continue
+                self.real = STATUS_MARK in status.message
+                phase = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="SimPhase"), timeout=5)
+                self.at_grace = phase.int_value == Phase.OUTSIDE
+                return
         self.stop()
         raise GameError(f"the simulator server on {self.host} did not answer within {timeout:g} s")
 
@@ -96,6 +107,15 @@ class SimServer:
         if self._log is not subprocess.DEVNULL:
             self._log.close()
 
+    def player(self) -> AbstractContextManager[None]:
+        """The person at the game while the context lasts, where a client cannot do without one:
+        on a real-server-mode server whose world started at the grace, Siphon's NPC hook holds
+        the server until something is targeted, so someone locks on once when a client asks
+        (``someone_locks_on``). Nobody elsewhere: an ideal server reads NPCs with nothing
+        targeted, and a world started in a fight has the boss targeted, so no key is pressed
+        there and such runs are untouched."""
+        return someone_locks_on(self.host) if self.real and self.at_grace else contextlib.nullcontext()
+
     def __enter__(self) -> SimServer:
         return self
 
@@ -105,13 +125,17 @@ class SimServer:
 
 class SimServerGame(SiphonGame):
     """A ``SiphonGame`` over a simulator server of its own: started here, stopped on ``close()``.
-    The ``sim_server`` backend: the live gRPC path, with nothing to start by hand."""
+    The ``sim_server`` backend: the live gRPC path, with nothing to start by hand. Nobody sits at
+    a game the env started itself, so on a real-server-mode server started at the grace it also
+    plays the person's one part in connecting (``SimServer.player``: lock on once when the hook
+    asks); every later lock-on is the client's own (its resets walk in and lock on)."""
 
     def __init__(self, profile: Profile | str = "sim_margit", seed: int = 0, size: tuple[int, int] = (84, 84),
                  **server_options: object) -> None:
         self.server = SimServer(seed=seed, size=size, **server_options)
         try:
-            super().__init__(self.server.host, profile)
+            with self.server.player():
+                super().__init__(self.server.host, profile)
         except BaseException:
             self.server.stop()
             raise

@@ -32,6 +32,9 @@ from env.siphon_config import AttributeSpec
 
 log = logging.getLogger(__name__)
 
+STATUS_MARK = "(real-server mode)"
+"""What GetServerStatus's message carries in this mode (how ``SimServer`` tells the modes apart)."""
+
 
 @dataclass(frozen=True, slots=True)
 class RealServerTimings:

@@ -12,7 +12,8 @@ profile) it behaves as the real Siphon server does instead: one mutex for the me
 calls, a module scan per attribute call, a config that sticks to the first InitializeMemory, the
 NPC hook that blocks until the player locks on (``env/sim/real_server.py``), the capture quirks
 (``env/sim/capture.py``) and Siphon's silent handling of key names (``env/sim/scancodes.py``).
-Sim-only controls (``Sim*`` attributes) answer in both modes whatever the config says.
+Sim-only controls (``Sim*`` attributes) answer in both modes whatever the config says; in
+real-server mode they queue on the mutex like any attribute call but cost no scan.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from env.sim import memory, scancodes
 from env.sim.capture import WINDOW_CONTROLS, GameWindow
 from env.sim.clock import RealtimeClock
 from env.sim.inputs import InputLatch
-from env.sim.real_server import RealServer, RealServerTimings
+from env.sim.real_server import STATUS_MARK, RealServer, RealServerTimings
 from env.sim.renderer import Renderer
 from env.sim.world import Lifecycle, Phase, World
 
@@ -258,7 +259,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         with self._mutex:
             config = self.config
             return pb2.GetServerStatusResponse(
-                success=True, message="elden-il simulator" + (" (real-server mode)" if self.real else ""),
+                success=True, message="elden-il simulator" + (f" {STATUS_MARK}" if self.real else ""),
                 memory_initialized=self.memory is not None, input_initialized=self.input_ready,
                 capture_initialized=self.capture_ready, config_set=config is not None,
                 process_name=config.process_name if config else "", window_name=config.window_name if config else "",
@@ -297,8 +298,10 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             return self.process.world.last_targeted is not None
 
     def _pay_for(self, spec: AttributeSpec) -> str | None:
-        """Spend the real server's cost of finding ``spec`` (mutex held); a problem or None."""
-        if self.real is None or self.real.pay_for(spec, self._has_target):
+        """Spend the real server's cost of finding ``spec`` (mutex held); a problem or None.
+        Sim-only controls cost nothing: they stand in for what a user does by hand (restart a
+        fight, restore a save, minimise the window), not for memory Siphon finds by a scan."""
+        if self.real is None or spec.name in memory.CONTROLS or self.real.pay_for(spec, self._has_target):
             return None
         return "the server is stopping"
 
@@ -508,29 +511,38 @@ class RunningServer:
         self.process.latch.release_all()
 
 
+REAL_BY_DEFAULT = ("eldenring_margit",)
+"""Profiles served in real-server mode unless asked otherwise: the game's own, whose clients
+must survive the real server."""
+
+
 def serve(
     host: str = "127.0.0.1", port: int = 50051, seed: int = 0, size: tuple[int, int] = (1280, 720),
-    profile: str = "sim_margit", speed: float | None = None, real: RealServerTimings | None = None,
-    lifecycle: Lifecycle = Lifecycle(), start_in_fight: bool | None = None,
+    profile: str = "sim_margit", speed: float | None = None, real: bool | None = None,
+    timings: RealServerTimings = RealServerTimings(), lifecycle: Lifecycle = Lifecycle(),
+    start_in_fight: bool | None = None,
 ) -> RunningServer:
     """Start the simulator and its Siphon service; returns at once (the server runs in threads).
 
-    ``real``: behave as the real Siphon server, with these timings (None: the ideal server).
+    ``real``: behave as the real Siphon server, with ``timings`` (True), or as the ideal one
+    (False); by default real for a profile in ``REAL_BY_DEFAULT``, as ``python -m env.sim`` is.
     ``start_in_fight``: the world starts in a fight (as after a restart), or at the Site of
     Grace outside the fog wall, where a player arrives in the game; by default in a fight on
     an ideal server, at the grace on a real one."""
+    if real is None:
+        real = profile in REAL_BY_DEFAULT
     if host not in ("127.0.0.1", "localhost", "::1"):
         log.warning(
             "listening on %s: anyone who can reach this address can drive the simulator (no "
             "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.", host,
         )
     world = World(seed, lifecycle)
-    if not (real is None if start_in_fight is None else start_in_fight):
+    if not (not real if start_in_fight is None else start_in_fight):
         world.respawn()
     if speed is not None:
         memory.write(world, "gameSpeedFlag", True)
         memory.write(world, "gameSpeedVal", speed)
-    first_frame = None if real is None else real.first_frame_ms / 1000
+    first_frame = timings.first_frame_ms / 1000 if real else None
     process = SimProcess(world, InputLatch(load_profile(profile).keybinds), Renderer(*size), first_frame)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
@@ -541,7 +553,7 @@ def serve(
             ("grpc.so_reuseport", 0),
         ],
     )
-    siphon = None if real is None else RealServer(real)
+    siphon = RealServer(timings) if real else None
     service = SimSiphonService(process, siphon)
     # Calls that wait run on threads of their own, so they never hold up an attribute read; each
     # pool has a thread beyond its admission limit, so the call over it is refused, not queued.

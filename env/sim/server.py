@@ -300,7 +300,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     def _pay_for(self, spec: AttributeSpec) -> str | None:
         """Spend the real server's cost of finding ``spec`` (mutex held); a problem or None.
         Sim-only controls cost nothing: they stand in for what a user does by hand (restart a
-        fight, restore a save, minimise the window), not for memory Siphon finds by a scan."""
+        fight, restore a save) or for the simulator's own clock, not for memory Siphon scans."""
         if self.real is None or spec.name in memory.CONTROLS or self.real.pay_for(spec, self._has_target):
             return None
         return "the server is stopping"

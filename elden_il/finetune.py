@@ -132,18 +132,18 @@ class ValueWarmup(BaseCallback):
 
     def _on_rollout_start(self) -> None:
         if self._frozen and self.num_timesteps >= self.steps:
-            for p in self._frozen:
-                p.requires_grad_(True)
-            self._frozen = []
-            self.model.n_epochs = self._n_epochs
+            self._end()
             log.info("critic warm-up done at %d steps: the actor learns too", self.num_timesteps)
 
     def _on_training_end(self) -> None:
         if self._frozen:  # a run no longer than its warm-up: the saved model keeps PPO's own settings
-            for p in self._frozen:
-                p.requires_grad_(True)
-            self._frozen = []
-            self.model.n_epochs = self._n_epochs
+            self._end()
+
+    def _end(self) -> None:
+        for p in self._frozen:
+            p.requires_grad_(True)
+        self._frozen = []
+        self.model.n_epochs = self._n_epochs
 
     def _on_step(self) -> bool:
         return True

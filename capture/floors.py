@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from env.fight import hp_lost
 from env.floors import FIGHTERS, floor_for
 
 from capture.episode import EpisodeError, list_episodes, read_episode
@@ -34,11 +35,11 @@ def hardest_blows(raw_dir: Path) -> dict[str, tuple[int, int]]:
             values, maxima = episode.column(hp).astype(np.int64), episode.column(max_hp).astype(np.int64)
             if len(values) < 2:
                 continue
-            drops = values[:-1] - values[1:]
-            i = int(np.argmax(drops / np.maximum(1, maxima[1:])))
+            lost = hp_lost({hp: values[:-1]}, {hp: values[1:], max_hp: maxima[1:]}, hp, max_hp)
+            i = int(np.argmax(lost))
             taken, of = hardest[key]
-            if drops[i] > 0 and drops[i] / max(1, maxima[i + 1]) > taken / of:
-                hardest[key] = (int(drops[i]), int(maxima[i + 1]))
+            if lost[i] > taken / of:
+                hardest[key] = (int(values[i] - values[i + 1]), int(maxima[i + 1]))
     return hardest
 
 

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from env.fight import FightRules
+from env.fight import FightRules, hp_lost
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,7 @@ class FloorWatch:
             floor = self._floors[key]
             if floor <= 0 or key in self.warned:
                 continue
-            taken = before[hp] - after[hp]
-            blow = taken / max(1, after[max_hp])
+            blow = float(hp_lost(before, after, hp, max_hp))
             if blow < floor:
                 continue
             self.warned.add(key)
@@ -58,5 +57,5 @@ class FloorWatch:
                 "a blow took %d HP from %s, %.0f %% of max HP, more than fight.%s = %g of profile %r keeps in "
                 "reserve: the same blow from just above the floor is a real %s. Set %s to %.2f or more in the "
                 "profile's [fight] table (docs/guide.md, \"HP floors\")",
-                taken, who, blow * 100, key, floor, self.profile, real, key, floor_for(blow),
+                before[hp] - after[hp], who, blow * 100, key, floor, self.profile, real, key, floor_for(blow),
             )

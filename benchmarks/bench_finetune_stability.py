@@ -46,6 +46,34 @@ def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     return out
 
 
+def curves_chart(variants: dict[str, dict], start: dict | None, path: Path) -> None:
+    """Each variant's training win rate by window, with its interval, in panels side by side on
+    one scale, and the BC policy's own sampled held-out win rate (where the curve starts) as a
+    line across each: a fall "clearly below where it started" is a window whose interval lies
+    under that line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(variants), figsize=(4.2 * len(variants), 3.4), sharey=True, squeeze=False)
+    for ax, (name, result) in zip(axes[0], variants.items()):
+        shown = [w for w in result["curve"] if w["win_rate"] is not None]
+        x = np.array([w["until"] for w in shown])
+        rate = np.array([w["win_rate"] for w in shown])
+        ax.fill_between(x, [w["low"] for w in shown], [w["high"] for w in shown], alpha=0.25, color="#b03030", lw=0)
+        ax.plot(x, rate, "o-", color="#b03030", label="training fights (sampled)")
+        if start:
+            ax.axhline(start["win_rate"], color="#404040", ls="--", label="BC, held out (sampled)")
+        ax.set(title=name, xlabel="env steps", ylim=(0, 1))
+        ax.legend(loc="upper left", fontsize="small")
+    axes[0][0].set_ylabel("win rate (95 % interval)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
     pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
@@ -96,6 +124,7 @@ def main() -> None:
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
     parser.add_argument("--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
     from elden_il.finetune import FinetuneConfig, finetune
     from elden_il.pipeline import dataclass_params
@@ -135,6 +164,8 @@ def main() -> None:
             report(f"   {name}", held_out)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.plot:
+        curves_chart(results["variants"], results["bc"] and results["bc"]["sampled"], args.plot)
 
 
 if __name__ == "__main__":

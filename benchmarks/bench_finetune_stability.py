@@ -12,6 +12,9 @@ A variant is a name and the fine-tuning settings it changes from params.yaml's `
 
     python -m benchmarks.bench_finetune_stability                       # the pipeline's settings
     python -m benchmarks.bench_finetune_stability --variant pipeline --variant kl_decay kl_decay_steps=30000
+
+A fine-tuning already run (the pipeline's, say) is judged the same way without training again:
+``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
 """
 
 from __future__ import annotations
@@ -120,6 +123,9 @@ def main() -> None:
     parser.add_argument("--variant", nargs="+", action="append", metavar="NAME_AND_SETTINGS", dest="variants",
                         help="a variant: its name, then the finetune settings it changes (repeat for more; "
                              "default: one, 'pipeline', with params.yaml's settings)")
+    parser.add_argument("--run", nargs=2, action="append", default=[], metavar=("NAME", "FOLDER"), dest="runs", type=str,
+                        help="a fine-tuning already run, not trained again: the folder it saved "
+                             "(learning_curve.json, updates.json, policy.zip; repeat for more)")
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
     parser.add_argument("--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)")
@@ -133,7 +139,7 @@ def main() -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     base = dataclass_params(params["finetune"], "finetune", FinetuneConfig)
     base = replace(base, total_steps=args.steps or base.total_steps)
-    variants = [parse_variant(words, base) for words in (args.variants or [["pipeline"]])]
+    variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
     env_config = load_env_config(args.policy)
 
     def report(name: str, rates: dict) -> None:
@@ -145,23 +151,33 @@ def main() -> None:
                      "variants": {}}
     if results["bc"]:
         report("BC", results["bc"])
-    for name, config in variants:
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
-            seconds = time.perf_counter() - started
-            rows = json.loads((Path(tmp) / "learning_curve.json").read_text())
-            updates = json.loads((Path(tmp) / "updates.json").read_text())
-            held_out = held_out_win_rates(Path(tmp), args.fights, args.first_seed) if args.fights else None
-        curve = windows(rows, config.total_steps, args.window)
+
+    def judge(name: str, folder: Path, steps: int, seconds: float | None, config: dict) -> None:
+        rows = json.loads((folder / "learning_curve.json").read_text())
+        updates = json.loads((folder / "updates.json").read_text())
+        held_out = held_out_win_rates(folder, args.fights, args.first_seed) if args.fights else None
+        curve = windows(rows, steps, args.window)
         explained = [u["explained_variance"] for u in updates]
-        results["variants"][name] = {"config": {k: v for k, v in vars(config).items() if k != "hosts"}, "seconds": seconds,
+        results["variants"][name] = {"config": config, "seconds": seconds,
                                      "curve": curve, "updates": updates, "fights": rows, "held_out": held_out}
-        print(f"{name} ({seconds:.0f} s): training win rate by {args.window}-step window: "
+        took = f" ({seconds:.0f} s)" if seconds is not None else ""
+        print(f"{name}{took}: training win rate by {args.window}-step window: "
               + "  ".join("-" if w["win_rate"] is None else f"{w['win_rate']:.0%}" for w in curve))
         print(f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}")
         if held_out:
             report(f"   {name}", held_out)
+
+    for name, folder in args.runs:
+        folder = Path(folder)
+        rows = json.loads((folder / "learning_curve.json").read_text())
+        steps = round(rows[-1]["timesteps"] / args.window) * args.window if rows else 0  # the run, in whole windows
+        judge(name, folder, steps, None, {"folder": str(folder)})
+    for name, config in variants:
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
+            judge(name, Path(tmp), config.total_steps, time.perf_counter() - started,
+                  {k: v for k, v in vars(config).items() if k != "hosts"})
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if args.plot:

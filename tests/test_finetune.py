@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import torch
+import yaml
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from elden_il.finetune import FinetuneConfig, actor_parameters, finetune
-from elden_il.policy import make_policy
+from elden_il.pipeline import dataclass_params
+from elden_il.policy import make_policy, save_env_config
 from env.config import EnvConfig
 from env.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to_nothing(tmp_path: Path):
@@ -34,3 +41,33 @@ def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to
     assert frozen and learned
     assert all(torch.equal(names[n], bc_params[n]) for n in frozen), "the actor moved during the warm-up"
     assert any(not torch.equal(names[n], bc_params[n]) for n in learned), "the critic did not learn"
+
+
+def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(tmp_path: Path):
+    """``--run`` (a fine-tuning already done, e.g. the pipeline's) and ``--variant`` (trained by
+    the bench) go through one judgement: the same settings give the same curve, the same
+    held-out results, and one chart with both."""
+    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+    bc = tmp_path / "bc"
+    save_env_config(bc, config)
+    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(bc / "policy.zip"))
+    tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
+            "value_warmup_steps": 32}
+    pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
+    finetune(bc / "policy.zip", dataclass_params({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved")
+
+    results, chart = tmp_path / "results.json", tmp_path / "curves.png"
+    subprocess.run([sys.executable, "-m", "benchmarks.bench_finetune_stability", "--policy", str(bc),
+                    "--run", "saved", str(tmp_path / "saved"),
+                    "--variant", "trained", *(f"{k}={str(v).lower()}" for k, v in tiny.items()),
+                    "--window", "32", "--fights", "3", "--json", str(results), "--plot", str(chart)],
+                   cwd=ROOT, check=True, capture_output=True)
+    variants = json.loads(results.read_text())["variants"]
+    saved, trained = variants["saved"], variants["trained"]
+    assert [w["until"] for w in saved["curve"]] == [32, 64]
+    assert saved["curve"] == trained["curve"] and saved["fights"] == trained["fights"]
+    for mode in ("deterministic", "sampled"):
+        assert saved["held_out"][mode]["fights"] == 3
+        assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == \
+               {k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"}
+    assert chart.stat().st_size > 10_000

@@ -123,7 +123,7 @@ def main() -> None:
     parser.add_argument("--variant", nargs="+", action="append", metavar="NAME_AND_SETTINGS", dest="variants",
                         help="a variant: its name, then the finetune settings it changes (repeat for more; "
                              "default: one, 'pipeline', with params.yaml's settings)")
-    parser.add_argument("--run", nargs=2, action="append", default=[], metavar=("NAME", "FOLDER"), dest="runs", type=str,
+    parser.add_argument("--run", nargs=2, action="append", default=[], metavar=("NAME", "FOLDER"), dest="runs",
                         help="a fine-tuning already run, not trained again: the folder it saved "
                              "(learning_curve.json, updates.json, policy.zip; repeat for more)")
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
@@ -152,8 +152,12 @@ def main() -> None:
     if results["bc"]:
         report("BC", results["bc"])
 
-    def judge(name: str, folder: Path, steps: int, seconds: float | None, config: dict) -> None:
+    def judge(name: str, folder: Path, steps: int | None, seconds: float | None, config: dict) -> None:
+        """Report the fine-tuning saved in ``folder``, over ``steps`` (None: the run's own, in
+        whole windows)."""
         rows = json.loads((folder / "learning_curve.json").read_text())
+        if steps is None:
+            steps = round(rows[-1]["timesteps"] / args.window) * args.window if rows else 0
         updates = json.loads((folder / "updates.json").read_text())
         held_out = held_out_win_rates(folder, args.fights, args.first_seed) if args.fights else None
         curve = windows(rows, steps, args.window)
@@ -168,10 +172,7 @@ def main() -> None:
             report(f"   {name}", held_out)
 
     for name, folder in args.runs:
-        folder = Path(folder)
-        rows = json.loads((folder / "learning_curve.json").read_text())
-        steps = round(rows[-1]["timesteps"] / args.window) * args.window if rows else 0  # the run, in whole windows
-        judge(name, folder, steps, None, {"folder": str(folder)})
+        judge(name, Path(folder), None, None, {"folder": folder})
     for name, config in variants:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.perf_counter()

@@ -4,7 +4,9 @@ PPO from stable-baselines3 does the learning, unchanged. The one addition is whe
 has a regulariser: its entropy bonus. ``KLToPriorPolicy`` reports, in place of the entropy,
 minus the KL divergence from a frozen copy of the BC policy, so PPO's ``ent_coef * entropy``
 term becomes ``kl_coef * KL(pi || pi_BC)`` in the loss: the policy improves reward while
-paying for every step it strays from what the demonstrations taught.
+paying for every step it strays from what the demonstrations taught. The frozen copy lives in
+the rollout buffer (``PriorLogitsBuffer``), which runs it once over each rollout; the policy
+takes the KL from the same forward pass as everything else, so the term costs almost nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from stable_baselines3 import PPO
+from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
@@ -33,29 +36,73 @@ from elden_il.policy import POLICY_FILE, policy_kwargs, save_env_config
 log = logging.getLogger(__name__)
 
 
+PRIOR_LOGITS = "prior_logits"
+"""The key under which ``PriorLogitsBuffer`` hands each minibatch's prior logits to the policy."""
+PRIOR_CHUNK = 256
+"""Samples per forward pass of the prior over a rollout (bounds the memory of one pass)."""
+
+
 class KLToPriorPolicy(ActorCriticPolicy):
-    """An actor-critic whose "entropy" is ``-KL(pi || prior)`` once a prior is set."""
+    """An actor-critic whose "entropy" is ``-KL(pi || prior)`` on the minibatches that carry the
+    prior's logits (``PriorLogitsBuffer`` adds them), and the plain entropy on any others."""
+
+    def evaluate_actions(self, obs, actions):
+        if not (isinstance(obs, dict) and PRIOR_LOGITS in obs):
+            return super().evaluate_actions(obs, actions)
+        obs = dict(obs)
+        prior_logits = obs.pop(PRIOR_LOGITS)
+        # SB3's evaluate_actions, with the KL taken from the same forward pass as the log-probs
+        # and values: a second pass for the KL cost as much as the rest of an update.
+        features = self.extract_features(obs)
+        if self.share_features_extractor:
+            latent_pi, latent_vf = self.mlp_extractor(features)
+        else:
+            latent_pi = self.mlp_extractor.forward_actor(features[0])
+            latent_vf = self.mlp_extractor.forward_critic(features[1])
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        current = distribution.distribution  # torch's Categorical, or Bernoulli for multi-binary
+        kl = torch.distributions.kl_divergence(current, type(current)(logits=prior_logits))
+        if kl.ndim > 1:  # multi-binary: independent Bernoullis, sum over keys
+            kl = kl.sum(dim=1)
+        return self.value_net(latent_vf), distribution.log_prob(actions), -kl
+
+
+class PriorLogitsBuffer(DictRolloutBuffer):
+    """PPO's rollout buffer, plus a frozen prior's action logits for every sample: computed once
+    per rollout, when it is complete, and handed to the policy inside each minibatch's
+    observations (key ``PRIOR_LOGITS``). The prior's forward pass then costs one pass over the
+    rollout, not one per minibatch and epoch. Without ``set_prior``, PPO's buffer as it is."""
 
     prior: ActorCriticPolicy | None = None
+    prior_logits: np.ndarray | None = None
 
     def set_prior(self, prior: ActorCriticPolicy) -> None:
         frozen = copy.deepcopy(prior).to(self.device)
         for p in frozen.parameters():
             p.requires_grad_(False)
-        frozen.eval()
-        object.__setattr__(self, "prior", frozen)  # not a submodule: never trained, never saved twice
+        self.prior = frozen.eval()
 
-    def evaluate_actions(self, obs, actions):
-        values, log_prob, entropy = super().evaluate_actions(obs, actions)
-        if self.prior is None:
-            return values, log_prob, entropy
-        current = self.get_distribution(obs).distribution
+    def compute_returns_and_advantage(self, last_values: torch.Tensor, dones: np.ndarray) -> None:
+        super().compute_returns_and_advantage(last_values, dones)
+        if self.prior is not None:
+            self.prior_logits = self.swap_and_flatten(self._logits_of_prior())
+
+    def _logits_of_prior(self) -> np.ndarray:
+        """(steps, envs, logits): the prior's action logits for every observation held."""
+        n = self.buffer_size * self.n_envs
+        flat = {key: obs.reshape(n, *obs.shape[2:]) for key, obs in self.observations.items()}
+        chunks = []
         with torch.no_grad():
-            reference = self.prior.get_distribution(obs).distribution
-        kl = torch.distributions.kl_divergence(current, reference)
-        if kl.ndim > 1:  # multi-binary: independent Bernoullis, sum over keys
-            kl = kl.sum(dim=1)
-        return values, log_prob, -kl
+            for start in range(0, n, PRIOR_CHUNK):
+                batch = {key: self.to_torch(obs[start:start + PRIOR_CHUNK]) for key, obs in flat.items()}
+                chunks.append(self.prior.get_distribution(batch).distribution.logits.cpu().numpy())
+        return np.concatenate(chunks).reshape(self.buffer_size, self.n_envs, -1)
+
+    def _get_samples(self, batch_inds: np.ndarray, env=None):
+        samples = super()._get_samples(batch_inds, env)
+        if self.prior_logits is not None:
+            samples.observations[PRIOR_LOGITS] = self.to_torch(self.prior_logits[batch_inds])
+        return samples
 
 
 UPDATE_DIAGNOSTICS = ("train/explained_variance", "train/value_loss", "train/approx_kl",
@@ -226,20 +273,20 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     ``on_episode`` gets each training episode's learning-curve row as it ends.
 
     The KL prior is not saved: a ``PPO.load``-ed model trains on with ``ent_coef`` as a plain
-    entropy bonus unless ``model.policy.set_prior(bc_policy)`` is called again."""
+    entropy bonus unless ``model.rollout_buffer.set_prior(bc_policy)`` is called again."""
     fns = seeded_env_fns(config, env_config)
     vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
     vec = VecMonitor(vec, info_keywords=("win",))
     bc = ActorCriticPolicy.load(str(bc_policy_path))
     model = PPO(
-        KLToPriorPolicy, vec,
+        KLToPriorPolicy, vec, rollout_buffer_class=PriorLogitsBuffer,
         learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
         n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
         clip_range=config.clip_range, ent_coef=config.kl_coef, seed=config.seed,
         policy_kwargs=policy_kwargs(), device=bc.device, verbose=0,
     )
     model.policy.load_state_dict(bc.state_dict())
-    model.policy.set_prior(bc)
+    model.rollout_buffer.set_prior(bc)
     curve = LearningCurve(on_episode)
     started = time.perf_counter()
     callbacks = [ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs), KLDecay(config.kl_decay_steps), curve]

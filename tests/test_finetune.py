@@ -12,9 +12,12 @@ import yaml
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from elden_il.finetune import FinetuneConfig, actor_parameters, finetune
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from elden_il.finetune import (PRIOR_LOGITS, FinetuneConfig, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters,
+                               finetune, seeded_env_fns)
 from elden_il.pipeline import dataclass_params
-from elden_il.policy import make_policy, save_env_config
+from elden_il.policy import make_policy, policy_kwargs, save_env_config
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -41,6 +44,41 @@ def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to
     assert frozen and learned
     assert all(torch.equal(names[n], bc_params[n]) for n in frozen), "the actor moved during the warm-up"
     assert any(not torch.equal(names[n], bc_params[n]) for n in learned), "the critic did not learn"
+
+
+def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_per_rollout(tmp_path: Path):
+    """What PPO gets from a minibatch equals SB3's own values and log-probs and the KL taken the
+    slow way (the policy and BC each run on the minibatch), and its gradient reaches the actor."""
+    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
+    vec = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=2), config))  # two: the buffer's order matters
+    model = PPO(KLToPriorPolicy, vec, n_steps=20, batch_size=16, rollout_buffer_class=PriorLogitsBuffer,
+                policy_kwargs=policy_kwargs(), seed=0)
+    model.policy.load_state_dict(bc.state_dict())
+    with torch.no_grad():  # the policy has moved away from BC
+        model.policy.action_net.bias.add_(torch.linspace(-1, 1, model.policy.action_net.bias.numel()))
+    model.rollout_buffer.set_prior(bc)
+    _, callback = model._setup_learn(40)
+    model.collect_rollouts(model.env, callback, model.rollout_buffer, 20)
+    vec.close()
+
+    for batch in model.rollout_buffer.get(16):
+        obs = {k: v for k, v in batch.observations.items() if k != PRIOR_LOGITS}
+        values, log_prob, neg_kl = model.policy.evaluate_actions(batch.observations, batch.actions)
+        want_values, want_log_prob, _ = ActorCriticPolicy.evaluate_actions(model.policy, obs, batch.actions)
+        with torch.no_grad():
+            want_kl = torch.distributions.kl_divergence(model.policy.get_distribution(obs).distribution,
+                                                        bc.get_distribution(obs).distribution)
+        torch.testing.assert_close(values, want_values)
+        torch.testing.assert_close(log_prob, want_log_prob)
+        torch.testing.assert_close(-neg_kl, want_kl)
+        assert (want_kl > 1e-3).all()
+        neg_kl.sum().backward()
+        assert model.policy.action_net.bias.grad.abs().sum() > 0
+        # a minibatch without the prior's logits (a PPO.load-ed model's buffer): the plain entropy
+        _, _, entropy = model.policy.evaluate_actions(obs, batch.actions)
+        torch.testing.assert_close(entropy, model.policy.get_distribution(obs).entropy())
 
 
 def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(tmp_path: Path):

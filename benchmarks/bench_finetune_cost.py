@@ -1,0 +1,69 @@
+"""What fine-tuning with the pipeline's settings costs on this machine: env steps/s of
+``finetune()`` (PPO's updates included) with params.yaml's ``finetune`` section, over the
+critic's warm-up and two rollouts after it, the envs in subprocesses and in the main process
+side by side (as a ratio).
+
+For a before/after of the code, copy this file into an older checkout's benchmarks/ and run it
+there too (it needs only ``finetune`` and ``FinetuneConfig`` from ``elden_il.finetune``):
+
+  python -m benchmarks.bench_finetune_cost --label after
+  git worktree add /tmp/before REV && cp benchmarks/bench_finetune_cost.py /tmp/before/benchmarks/
+  here=$PWD; (cd /tmp/before && python -m benchmarks.bench_finetune_cost --label before --policy $here/datasets/models/bc)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from benchmarks.machine import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--policy", type=Path, default=ROOT / "datasets" / "models" / "bc",
+                        help="folder of the BC policy to fine-tune (default: the pipeline's, after dvc repro)")
+    parser.add_argument("--rollouts", type=int, default=2, help="rollouts after the warm-up (default: %(default)s)")
+    parser.add_argument("--label", default="this code", help="the name of this code in the table")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    import elden_il.finetune as ft
+    from elden_il.policy import load_env_config
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]
+    known = {f.name for f in dataclasses.fields(ft.FinetuneConfig)}
+    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known}
+    rollout = settings["n_steps"] * settings["num_envs"]
+    steps = settings.get("value_warmup_steps", 0) + args.rollouts * rollout
+    env_config = load_env_config(args.policy)
+    results = {"machine": describe(), "code": ft.__file__, "label": args.label, "total_steps": steps, "runs": {}}
+    for subprocesses in (True, False):
+        config = ft.FinetuneConfig(**{**settings, "total_steps": steps, "subprocesses": subprocesses})
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            metrics = ft.finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
+            seconds = time.perf_counter() - started
+        where = "subprocesses" if subprocesses else "main process"
+        results["runs"][where] = {"seconds": seconds, "env_steps_per_s": metrics["env_steps_per_second"]}
+    print(f"Machine: {results['machine']}\n{steps:,} steps ({settings.get('value_warmup_steps', 0):,} warm-up, "
+          f"then {args.rollouts} rollouts of {rollout:,}), code: {results['code']}\n")
+    print("| code | envs in | seconds | env steps/s |\n|---|---|---:|---:|")
+    for where, run in results["runs"].items():
+        print(f"| {args.label} | {where} | {run['seconds']:.1f} | {run['env_steps_per_s']:.1f} |")
+    sub, main_ = (results["runs"][k]["env_steps_per_s"] for k in ("subprocesses", "main process"))
+    print(f"\nmain process / subprocesses: {main_ / sub:.2f}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

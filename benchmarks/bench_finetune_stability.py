@@ -49,6 +49,21 @@ def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     return out
 
 
+def verdict(curve: list[dict], rows: list[dict], start: float | None) -> str:
+    """The run's lowest window, its training fights won, and whether it fell "clearly below
+    where it started": a window whose whole 95 % interval lies under ``start``."""
+    shown = [w for w in curve if w["win_rate"] is not None]
+    wins = sum(r["win"] for r in rows)
+    line = f"training fights won: {wins} of {len(rows)} ({wins / max(len(rows), 1):.0%})"
+    if shown:
+        lowest = min(shown, key=lambda w: w["win_rate"])
+        line += f"; lowest window {lowest['win_rate']:.0%} ({lowest['low']:.0%}-{lowest['high']:.0%}) until {lowest['until']:,}"
+    if start is not None:
+        fell = [w["until"] for w in shown if w["high"] < start]
+        line += f"; clearly below the start ({start:.1%}): " + (f"yes, windows until {fell}" if fell else "no")
+    return line
+
+
 def curves_chart(variants: dict[str, dict], start: dict | None, path: Path) -> None:
     """Each variant's training win rate by window, with its interval, in panels side by side on
     one scale, and the BC policy's own sampled held-out win rate (where the curve starts) as a
@@ -129,6 +144,9 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
     parser.add_argument("--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)")
+    parser.add_argument("--start", type=float, default=None,
+                        help="the win rate the curve starts from, to judge falls against (default: the BC "
+                             "policy's sampled held-out win rate; needed with --fights 0)")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
@@ -151,6 +169,8 @@ def main() -> None:
                      "variants": {}}
     if results["bc"]:
         report("BC", results["bc"])
+    start = args.start if args.start is not None else results["bc"] and results["bc"]["sampled"]["win_rate"]
+    results["start"] = start
 
     def judge(name: str, folder: Path, steps: int | None, seconds: float | None, config: dict) -> None:
         """Report the fine-tuning saved in ``folder``, over ``steps`` (None: the run's own, in
@@ -168,6 +188,7 @@ def main() -> None:
         print(f"{name}{took}: training win rate by {args.window}-step window: "
               + "  ".join("-" if w["win_rate"] is None else f"{w['win_rate']:.0%}" for w in curve))
         print(f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}")
+        print("   " + verdict(curve, rows, start))
         if held_out:
             report(f"   {name}", held_out)
 

@@ -44,27 +44,44 @@ PRIOR_CHUNK = 256
 
 class KLToPriorPolicy(ActorCriticPolicy):
     """An actor-critic whose "entropy" is ``-KL(pi || prior)`` on the minibatches that carry the
-    prior's logits (``PriorLogitsBuffer`` adds them), and the plain entropy on any others."""
+    prior's logits (``PriorLogitsBuffer`` adds them), and the plain entropy on any others.
+
+    ``detach_critic``: the critic reads the shared features without training them. Behaviour
+    cloning shaped those features for choosing actions; PPO's value loss otherwise reshapes them
+    for predicting returns too, and its worst updates move what the actor sees. Detached, the
+    sampled win rate dips less, but the critic explains almost none of the returns and the
+    policy ends weaker (BENCHMARKS.md, "Why the curve dips: five seeds per setting")."""
+
+    def __init__(self, *args, detach_critic: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.detach_critic = detach_critic
+
+    def _get_constructor_parameters(self) -> dict:
+        return {**super()._get_constructor_parameters(), "detach_critic": self.detach_critic}
 
     def evaluate_actions(self, obs, actions):
-        if not (isinstance(obs, dict) and PRIOR_LOGITS in obs):
-            return super().evaluate_actions(obs, actions)
-        obs = dict(obs)
-        prior_logits = obs.pop(PRIOR_LOGITS)
+        prior_logits = None
+        if isinstance(obs, dict) and PRIOR_LOGITS in obs:
+            obs = dict(obs)
+            prior_logits = obs.pop(PRIOR_LOGITS)
         # SB3's evaluate_actions, with the KL taken from the same forward pass as the log-probs
-        # and values: a second pass for the KL cost as much as the rest of an update.
+        # and values (a second pass for the KL cost as much as the rest of an update)
         features = self.extract_features(obs)
         if self.share_features_extractor:
-            latent_pi, latent_vf = self.mlp_extractor(features)
+            latent_pi = self.mlp_extractor.forward_actor(features)
+            latent_vf = self.mlp_extractor.forward_critic(features.detach() if self.detach_critic else features)
         else:
             latent_pi = self.mlp_extractor.forward_actor(features[0])
             latent_vf = self.mlp_extractor.forward_critic(features[1])
         distribution = self._get_action_dist_from_latent(latent_pi)
+        values, log_prob = self.value_net(latent_vf), distribution.log_prob(actions)
+        if prior_logits is None:
+            return values, log_prob, distribution.entropy()
         current = distribution.distribution  # torch's Categorical, or Bernoulli for multi-binary
         kl = torch.distributions.kl_divergence(current, type(current)(logits=prior_logits))
         if kl.ndim > 1:  # multi-binary: independent Bernoullis, sum over keys
             kl = kl.sum(dim=1)
-        return self.value_net(latent_vf), distribution.log_prob(actions), -kl
+        return values, log_prob, -kl
 
 
 class PriorLogitsBuffer(DictRolloutBuffer):
@@ -131,9 +148,13 @@ class FinetuneConfig:
     gamma: float = checked(0.99, number(0, 1, above=True))
     gae_lambda: float = checked(0.95, number(0, 1))
     clip_range: float = checked(0.1, number(0, above=True))
+    vf_coef: float = checked(0.5, number(0))  # the value loss's weight: how much the critic shapes shared features
     kl_decay_steps: int = checked(0, whole(0))  # 0: kl_coef throughout; else it falls linearly to 0 over these steps
     value_warmup_steps: int = checked(0, whole(0))  # env steps in which only the critic learns (see ValueWarmup)
     value_warmup_epochs: int = checked(0, whole(0))  # passes over each warm-up rollout (0: n_epochs, as after it)
+    # the critic on the actor's features: "shared" trains them too (SB3's way), "detached" reads
+    # them without training them, "separate" gives it its own copy (twice the updates' cost)
+    critic_features: str = checked("shared", one_of("shared", "detached", "separate"))
     seed: int = checked(0, whole(0, 2**32 - 1))
 
     def __post_init__(self) -> None:
@@ -282,8 +303,10 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
         KLToPriorPolicy, vec, rollout_buffer_class=PriorLogitsBuffer,
         learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
         n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range, ent_coef=config.kl_coef, seed=config.seed,
-        policy_kwargs=policy_kwargs(), device=bc.device, verbose=0,
+        clip_range=config.clip_range, vf_coef=config.vf_coef, ent_coef=config.kl_coef, seed=config.seed,
+        policy_kwargs={**policy_kwargs(), "share_features_extractor": config.critic_features != "separate",
+                       "detach_critic": config.critic_features == "detached"},
+        device=bc.device, verbose=0,
     )
     model.policy.load_state_dict(bc.state_dict())
     model.rollout_buffer.set_prior(bc)

@@ -17,7 +17,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from elden_il.finetune import (PRIOR_LOGITS, FinetuneConfig, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters,
                                finetune, seeded_env_fns)
 from elden_il.pipeline import dataclass_params
-from elden_il.policy import make_policy, policy_kwargs, save_env_config
+from elden_il.policy import make_policy, policy_kwargs, policy_space, save_env_config
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -29,12 +29,13 @@ def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
     settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=2,
                               learning_rate=1e-3, kl_coef=0.05, kl_decay_steps=32, value_warmup_steps=64,
-                              value_warmup_epochs=3)
+                              value_warmup_epochs=3, critic_features="detached")
     finetune(tmp_path / "bc.zip", settings, config, tmp_path / "out")
 
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
     model = PPO.load(tmp_path / "out" / "policy.zip")
     assert model.ent_coef == 0.0  # 0.05 at the start, none left from step 32 on
+    assert model.policy.detach_critic  # kept by the saved model, for training on
     assert model._n_updates == 2 * 3 and model.n_epochs == 2  # two rollouts of 3 warm-up passes; PPO's own kept
     actor = {id(p) for p in actor_parameters(model.policy)}
     names = dict(model.policy.named_parameters())
@@ -109,3 +110,35 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
         assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == \
                {k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"}
     assert chart.stat().st_size > 10_000
+
+
+def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
+    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+    env = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=1), config))
+    obs = env.reset()
+    env.close()
+
+    def gradients(detach_critic: bool) -> tuple[float, float]:
+        """How much the value alone pulls on the shared features and on the critic's own head."""
+        torch.manual_seed(0)
+        policy = KLToPriorPolicy(policy_space(env.observation_space), env.action_space, lambda _: 3e-4,
+                                 detach_critic=detach_critic, **policy_kwargs())
+        values, _, _ = policy.evaluate_actions(policy.obs_to_tensor(obs)[0], torch.zeros(1))
+        values.sum().backward()
+        grad = lambda module: sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
+        return grad(policy.features_extractor), grad(policy.value_net)
+
+    detached, shared = gradients(True), gradients(False)
+    assert detached[0] == 0 and shared[0] > 0
+    assert detached[1] > 0 and detached[1] == shared[1]
+
+
+def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start():
+    from benchmarks.bench_finetune_stability import verdict, windows
+
+    rows = [{"timesteps": t, "win": win} for t, win in
+            [*((100 + i, i < 5) for i in range(15)), *((1100 + i, i < 1) for i in range(16))]]
+    curve = windows(rows, 2000, 1000)
+    assert verdict(curve, rows, start=0.2).endswith("clearly below the start (20.0%): no")  # 1 of 16: up to 28 %
+    assert verdict(curve, rows, start=0.325).endswith("clearly below the start (32.5%): yes, windows until [2000]")
+    assert verdict(curve, rows, start=None).startswith("training fights won: 6 of 31 (19%); lowest window 6% (1%-28%)")

@@ -133,6 +133,20 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
     assert detached[1] > 0 and detached[1] == shared[1]
 
 
+def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp_path: Path):
+    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
+                              value_warmup_steps=64, critic_features="separate")
+    finetune(tmp_path / "bc.zip", settings, config, tmp_path / "out")
+
+    bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip")).features_extractor.state_dict()
+    policy = PPO.load(tmp_path / "out" / "policy.zip").policy
+    assert policy.vf_features_extractor is not policy.pi_features_extractor
+    assert all(torch.equal(value, bc[key]) for key, value in policy.pi_features_extractor.state_dict().items())
+    assert any(not torch.equal(value, bc[key]) for key, value in policy.vf_features_extractor.state_dict().items())
+
+
 def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start():
     from benchmarks.bench_finetune_stability import verdict, windows
 

@@ -22,15 +22,21 @@ from env.config import EnvConfig
 from env.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
+CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+"""The env every tiny run here fine-tunes in: short fights, so a few dozen steps hold several."""
+
+
+def save_untrained_bc(path: Path) -> None:
+    """A fresh policy for ``CONFIG`` saved where a BC policy would be: fine-tuning's starting point."""
+    make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(path))
 
 
 def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to_nothing(tmp_path: Path):
-    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    save_untrained_bc(tmp_path / "bc.zip")
     settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=2,
                               learning_rate=1e-3, kl_coef=0.05, kl_decay_steps=32, value_warmup_steps=64,
                               value_warmup_epochs=3, critic_features="detached")
-    finetune(tmp_path / "bc.zip", settings, config, tmp_path / "out")
+    finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / "out")
 
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
     model = PPO.load(tmp_path / "out" / "policy.zip")
@@ -50,10 +56,9 @@ def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to
 def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_per_rollout(tmp_path: Path):
     """What PPO gets from a minibatch equals SB3's own values and log-probs and the KL taken the
     slow way (the policy and BC each run on the minibatch), and its gradient reaches the actor."""
-    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    save_untrained_bc(tmp_path / "bc.zip")
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
-    vec = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=2), config))  # two: the buffer's order matters
+    vec = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=2), CONFIG))  # two: the buffer's order matters
     model = PPO(KLToPriorPolicy, vec, n_steps=20, batch_size=16, rollout_buffer_class=PriorLogitsBuffer,
                 policy_kwargs=policy_kwargs(), seed=0)
     model.policy.load_state_dict(bc.state_dict())
@@ -86,14 +91,13 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     """``--run`` (a fine-tuning already done, e.g. the pipeline's) and ``--variant`` (trained by
     the bench) go through one judgement: the same settings give the same curve, the same
     held-out results, and one chart with both."""
-    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
     bc = tmp_path / "bc"
-    save_env_config(bc, config)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(bc / "policy.zip"))
+    save_env_config(bc, CONFIG)
+    save_untrained_bc(bc / "policy.zip")
     tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
             "value_warmup_steps": 32}
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(bc / "policy.zip", dataclass_params({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved")
+    finetune(bc / "policy.zip", dataclass_params({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
     subprocess.run([sys.executable, "-m", "benchmarks.bench_finetune_stability", "--policy", str(bc),
@@ -113,8 +117,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
 
 
 def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
-    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    env = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=1), config))
+    env = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=1), CONFIG))
     obs = env.reset()
     env.close()
 
@@ -134,11 +137,10 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
 
 
 def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp_path: Path):
-    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    save_untrained_bc(tmp_path / "bc.zip")
     settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
                               value_warmup_steps=64, critic_features="separate")
-    finetune(tmp_path / "bc.zip", settings, config, tmp_path / "out")
+    finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / "out")
 
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip")).features_extractor.state_dict()
     policy = PPO.load(tmp_path / "out" / "policy.zip").policy

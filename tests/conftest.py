@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,17 +84,21 @@ def xvfb() -> Iterator[str]:
     """An X display (Xvfb without key auto-repeat); skips where Xvfb or xdotool are missing."""
     if not (shutil.which("Xvfb") and shutil.which("xdotool")):
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
-    display = ":97"
+    # -displayfd: Xvfb picks a free display and writes its number, so test runs side by side
+    # (worktrees, a second checkout) never fight over one display.
+    read_fd, write_fd = os.pipe()
     process = subprocess.Popen(
-        ["Xvfb", display, "-screen", "0", "1280x720x24", "-nolisten", "tcp", "-ardelay", "60000"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp",
+         "-ardelay", "60000"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
     )
-    deadline = time.monotonic() + 10
-    while not Path(f"/tmp/.X11-unix/X{display[1:]}").exists():
-        if time.monotonic() > deadline or process.poll() is not None:
-            process.kill()
-            pytest.fail("Xvfb did not start")
-        time.sleep(0.05)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as announced:
+        number = announced.readline().strip()  # written once Xvfb accepts connections
+    if not number or process.poll() is not None:
+        process.kill()
+        pytest.fail("Xvfb did not start")
+    display = f":{number}"
     old = os.environ.get("DISPLAY")
     os.environ["DISPLAY"] = display
     yield display

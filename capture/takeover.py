@@ -17,6 +17,8 @@ listener hears like a person's.
 
 from __future__ import annotations
 
+import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Protocol
@@ -26,6 +28,9 @@ from env.game import GameState
 from env.sim.expert import ScriptedExpert
 
 from capture.inputs import InputLog
+from capture.listener import SPECIAL_KEYS
+
+log = logging.getLogger(__name__)
 
 DEFAULT_QUIET_S = 0.6
 """How long the person must let go of every bound key before the policy plays again: a few env
@@ -135,9 +140,29 @@ class ScriptedHuman:
         return (policy.hold, policy.tap) != (expert.hold, expert.tap)
 
 
-SIPHON_TO_PYNPUT = {"LEFT_SHIFT": "shift", "RIGHT_SHIFT": "shift_r", "LEFT_CTRL": "ctrl", "LEFT_ALT": "alt",
-                    "SPACE": "space", "ENTER": "enter", "TAB": "tab", "ESC": "esc"}
-"""Siphon names the bundled profiles bind that are pynput ``Key`` members (letters are chars)."""
+PYNPUT_SPECIAL = {siphon: pynput for pynput, siphon in reversed(SPECIAL_KEYS.items())}
+"""Siphon name -> pynput ``Key`` member, for the keys that have one (the listener's table read
+backwards, so that where two members share a name the first wins: ``shift`` for LEFT_SHIFT)."""
+
+
+def pynput_key(name: str) -> object:
+    """The pynput key that presses the key Siphon calls ``name``, as a keyboard would.
+
+    On X every key goes out as a key code, never as a character: pynput's X controller sends a
+    character with XSendEvent to the focused window alone, where a listener in another process
+    (the recorder) never hears it; a key code goes through XTest, like a real keyboard. A
+    letter's or digit's key code there is its Latin-1 keysym, the lower-case character's code
+    point."""
+    from pynput.keyboard import Key, KeyCode
+
+    special = PYNPUT_SPECIAL.get(name)
+    if special is not None:
+        return getattr(Key, special)
+    char = name.lower()
+    if len(char) != 1 or not char.isalnum():
+        known = ", ".join(sorted(PYNPUT_SPECIAL))
+        raise ValueError(f"the scripted keyboard presses letters, digits and {known}, not {name!r}")
+    return KeyCode.from_vk(ord(char)) if sys.platform.startswith("linux") else KeyCode.from_char(char)
 
 
 class PynputKeyboard:
@@ -150,20 +175,16 @@ class PynputKeyboard:
         self._controller = Controller()
         self.holding: frozenset[str] = frozenset()
 
-    def _key(self, name: str) -> object:
-        from pynput.keyboard import Key
-
-        special = SIPHON_TO_PYNPUT.get(name)
-        return getattr(Key, special) if special else name.lower()
-
     def play(self, command: KeyCommand) -> None:
         for name in self.holding - command.hold:
-            self._controller.release(self._key(name))
+            self._controller.release(pynput_key(name))
         for name in command.hold - self.holding:
-            self._controller.press(self._key(name))
+            log.debug("scripted keyboard: press %s", name)
+            self._controller.press(pynput_key(name))
         for name in command.tap:
-            self._controller.press(self._key(name))
-            self._controller.release(self._key(name))
+            log.debug("scripted keyboard: press %s", name)
+            self._controller.press(pynput_key(name))
+            self._controller.release(pynput_key(name))
         self.holding = command.hold
 
     def release(self) -> None:

@@ -5,6 +5,7 @@ weighs the corrections. Real recordings, real Minari datasets, real BC training 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from capture.takeover import Takeover
 from elden_il.bc import BCConfig, train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from env.config import EnvConfig
+from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
@@ -142,6 +144,44 @@ def test_a_policy_and_the_autopilot_cannot_both_play(tmp_path: Path):
 
 
 # ------------------------------------------------------------------- on a real X server (Xvfb)
+PRESS_EVERY_KEY = """
+import sys, time
+from capture.takeover import PynputKeyboard
+from env.actions import KeyCommand
+keyboard = PynputKeyboard()
+for name in sys.argv[1:]:
+    keyboard.play(KeyCommand(frozenset({name})))
+    time.sleep(0.01)
+    keyboard.release()
+"""
+
+
+def test_every_key_the_scripted_keyboard_presses_is_heard_by_a_listener_in_another_process(xvfb: str):
+    """Real key events, as a keyboard makes them: the recorder's listener, in its own process,
+    hears every bound key the scripted human presses and releases, letters included (a key
+    pynput sends as a character goes to the focused window alone, where no listener hears it)."""
+    from capture.listener import PynputListener
+
+    names = sorted(set(load_profile("sim_margit").keybinds.values()))
+    heard = InputLog(names)
+    listener = PynputListener(heard)
+    listener.start()
+    try:
+        subprocess.run([sys.executable, "-c", PRESS_EVERY_KEY, *names], check=True, timeout=60)
+        events = []
+        deadline = time.monotonic() + 5
+        while sum(len(e) for e in events) < 2 * len(names) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            events.append(heard.drain().events)
+    finally:
+        listener.stop()
+    keys = np.concatenate(events)
+    keys = keys[keys["key"] >= 0]
+    downs = [heard.key_names[i] for i in keys["key"][keys["kind"] == KEY_DOWN]]
+    ups = [heard.key_names[i] for i in keys["key"][keys["kind"] != KEY_DOWN]]
+    assert sorted(downs) == names and sorted(ups) == names
+
+
 @pytest.mark.slow
 def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, work: Path, tmp_path: Path):
     """The scripted human presses real keys (XTest): the recorder's pynput listener hears them as
@@ -158,7 +198,8 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
         log = tmp_path / "recorder.log"
         rec = subprocess.run(
             [sys.executable, "-m", "capture.record", "--host", server.host, "--out", str(out), "--no-status",
-             "--policy", str(work / "bc"), "--scripted-human", "--max-episodes", "1", "--max-episode-seconds", "15"],
+             "--policy", str(work / "bc"), "--scripted-human", "--max-episodes", "1", "--max-episode-seconds", "15",
+             "--log-level", "DEBUG"],
             stdout=open(log, "wb"), stderr=subprocess.STDOUT, timeout=120,
         )
         assert rec.returncode == 0, log.read_text()
@@ -168,6 +209,10 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
     downs = ep.events[ep.events["kind"] == KEY_DOWN]
     for start, _ in runs(ep.intervention):  # each takeover began with a key the listener heard
         assert ((downs["t"] <= ep.t[start]) & (downs["t"] > ep.t[start] - 2 / 30)).any()
+    # every key the scripted person pressed was heard, letters as well as Shift and Space
+    pressed = set(re.findall(r"scripted keyboard: press (\w+)", log.read_text()))
+    heard = {ep.key_names[i] for i in downs["key"]}
+    assert len(pressed) > 2 and pressed <= heard, (pressed, heard)
     # the window got the keys: the player rolled while the person had control
     anims = ep.column("HeroAnimId")
     assert (anims[ep.intervention] == PlayerAnim.ROLL).any() or (anims[ep.intervention] == PlayerAnim.BACKSTEP).any()

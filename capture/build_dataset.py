@@ -88,6 +88,18 @@ def step_infos(episode: Episode, at: np.ndarray) -> dict[str, np.ndarray]:
             (("intervention", intervention), ("policy", policy))}
 
 
+BOUNDARY_TOLERANCE_S = 1e-6
+"""A sample this close after a step boundary counts as at it: boundaries are sums of floats, so a
+lock-step sample taken exactly at one can land a rounding error past it (more so late in a long
+session, where times are large), which would make that step one sample short and the next one
+sample long."""
+
+
+def samples_at(t: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
+    """The index of the last sample at or before each boundary (within the tolerance)."""
+    return np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
+
+
 def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable) -> Steps | None:
     """One recorded episode on the env's step grid, or None if it is shorter than one step."""
     labeler = StepLabeler(actions, episode.key_names)
@@ -108,7 +120,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     boundaries = t[0] + dt * np.arange(full_steps + 1 + int(final_short_step))
     if len(boundaries) < 2:
         return None
-    at = np.searchsorted(t, boundaries, side="right") - 1  # last sample at or before each boundary
+    at = samples_at(t, boundaries)
     over = rules.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
     # the episode ends at the first boundary where the fight is over, or after max_steps steps
     ended = np.flatnonzero(over[1:])

@@ -16,7 +16,7 @@ import minari
 import numpy as np
 import pytest
 
-from capture.build_dataset import BuildError, build_dataset
+from capture.build_dataset import BuildError, build_dataset, samples_at
 from capture.build_dataset import main as build_main
 from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from capture.inputs import InputLog
@@ -361,3 +361,13 @@ def test_an_episode_starts_when_both_fighters_are_at_full_hp():
     assert tracker.update({**fresh, "NpcHp": 0}) == "win"
     assert tracker.update({**fresh, "HeroHp": 300}) is None
     assert tracker.update(fresh) == "start"
+
+
+@pytest.mark.parametrize("first_tick", [0, 12_906, 24_368, 5_184_000])
+def test_every_step_of_a_lock_step_recording_holds_the_same_number_of_samples(first_tick: int):
+    """Samples taken exactly on the step grid (lock-step, 30 Hz, 200 ms steps) make steps of six
+    samples each, however late in a session the episode starts: the float sums behind the
+    boundaries must not push a boundary sample into the next step."""
+    t = (first_tick + 2 * np.arange(3000)) / 60  # the simulator's clock: ticks / 60 Hz
+    boundaries = t[0] + 0.2 * np.arange(int((t[-1] - t[0]) / 0.2 + 1e-9) + 1)
+    assert set(np.diff(samples_at(t, boundaries))) == {6}

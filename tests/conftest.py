@@ -11,9 +11,6 @@ only. ``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode to
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +20,7 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.siphon import SiphonClient
 from env.siphon_config import load_siphon_config
+from env.sim import display
 from env.sim.launcher import SimServer
 
 ROOT = Path(__file__).parents[1]
@@ -82,29 +80,7 @@ def stub(sim_server: SimServer) -> Iterator[pb2_grpc.SiphonServiceStub]:
 @pytest.fixture(scope="session")
 def xvfb() -> Iterator[str]:
     """An X display (Xvfb without key auto-repeat); skips where Xvfb or xdotool are missing."""
-    if not (shutil.which("Xvfb") and shutil.which("xdotool")):
+    if not display.can_start():
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
-    # -displayfd: Xvfb picks a free display and writes its number, so test runs side by side
-    # (worktrees, a second checkout) never fight over one display.
-    read_fd, write_fd = os.pipe()
-    process = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp",
-         "-ardelay", "60000"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as announced:
-        number = announced.readline().strip()  # written once Xvfb accepts connections
-    if not number or process.poll() is not None:
-        process.kill()
-        pytest.fail("Xvfb did not start")
-    display = f":{number}"
-    old = os.environ.get("DISPLAY")
-    os.environ["DISPLAY"] = display
-    yield display
-    process.terminate()
-    process.wait()
-    if old is None:
-        os.environ.pop("DISPLAY", None)
-    else:
-        os.environ["DISPLAY"] = old
+    with display.virtual_display() as name:
+        yield name

@@ -24,6 +24,7 @@ from elden_il.bc import BCConfig, train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from env.config import EnvConfig
 from env.profile import load_profile
+from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
@@ -188,13 +189,7 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
     a person's, the simulator's window receives them, and the samples are marked."""
     out = tmp_path / "raw"
     with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server, server.player():
-        search = ["xdotool", "search", "--pid", str(server.process.pid)]
-        deadline = time.monotonic() + 20
-        while subprocess.run(search, capture_output=True).returncode != 0:
-            assert time.monotonic() < deadline, "no play window"
-            time.sleep(0.05)
-        window = subprocess.run(search, capture_output=True, text=True).stdout.split()[0]
-        subprocess.run(["xdotool", "windowfocus", "--sync", window], check=True)
+        focus_window(server.process.pid)
         log = tmp_path / "recorder.log"
         rec = subprocess.run(
             [sys.executable, "-m", "capture.record", "--host", server.host, "--out", str(out), "--no-status",

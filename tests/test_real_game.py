@@ -18,6 +18,7 @@ from capture import files
 from capture.fights import FightTracker
 from capture.silence import InputSilence
 from env.profile import load_profile
+from env.sim.display import focus_window
 
 
 def test_publishing_waits_out_another_process_holding_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -400,12 +401,7 @@ class ScriptedHuman:
     (the window) and the recorder (pynput on the same display) as a person's do."""
 
     def __init__(self, server_pid: int) -> None:
-        search = ["xdotool", "search", "--pid", str(server_pid)]
-        deadline = time.monotonic() + 40
-        while (found := subprocess.run(search, capture_output=True, text=True)).returncode != 0:
-            assert time.monotonic() < deadline, "the play window did not open"
-            time.sleep(0.1)
-        subprocess.run(["xdotool", "windowfocus", "--sync", found.stdout.split()[0]], check=True)
+        focus_window(server_pid, timeout=40)
 
     def press(self, *keys: str) -> None:
         subprocess.run(["xdotool", "key", *keys], check=True)

@@ -13,6 +13,7 @@ import pytest
 
 from capture.episode import list_episodes, read_episode
 from env.siphon import SiphonClient
+from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
@@ -48,11 +49,7 @@ def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: 
     # in a fight already, in either mode: a recording without restarts starts where the person is
     extra = ("--window", "--start", "fight")
     with SimServer(size=(320, 180), extra_args=extra, log_path=tmp_path / "server.log") as server:
-        pid = str(server.process.pid)
-        search = ["xdotool", "search", "--pid", pid]
-        wait_for(lambda: subprocess.run(search, capture_output=True).returncode == 0, 20, "the play window")
-        window = subprocess.run(search, capture_output=True, text=True).stdout.split()[0]
-        subprocess.run(["xdotool", "windowfocus", "--sync", window], check=True)
+        focus_window(server.process.pid)
         rec = recorder(server.host, out, "--no-restart", "--max-episode-seconds", "30", log=tmp_path / "recorder.log")
         try:
             wait_for(lambda: list(out.glob("*.partial")), 30, "the recorder to start an episode")

@@ -5,8 +5,9 @@ mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
 was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
 attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
-whole episode. While a partial file is written its lock (``capture.lock``) is held, so recovery
-never touches a live recording.
+whole episode. While a partial file is written its OS lock (``capture.lock``) is held, so
+recovery never touches a live recording; HDF5's own file locking is off for partial files (on
+POSIX that lock is the same kind, on the same file).
 
 A full disk is checked for before each flush, not found by failing to write: on a full disk HDF5
 does not always report a failed write (it went on "writing" zeros into a sparse file, and the
@@ -213,9 +214,9 @@ class EpisodeWriter:
         with self._writing("start"):
             directory.mkdir(parents=True, exist_ok=True)
             self._check_space(0)
-            if not self._lock.acquire():
+            if not self._lock.acquire(create=True):
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
-            self._file = h5py.File(self.path, "w", libver="latest")
+            self._file = h5py.File(self.path, "w", libver="latest", locking=False)
             _create_datasets(self._file, meta, started_at_unix)
             self._file.swmr_mode = True
         self._pending: list[Sample] = []
@@ -344,7 +345,7 @@ def _quiet_hdf5_release(
 
 def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: bool) -> None:
     """Write the closing attributes into ``source``, fsync it, and rename it to ``target``."""
-    with h5py.File(source, "r+") as f:
+    with h5py.File(source, "r+", locking=False) as f:  # the writer may hold its own lock on it
         f.attrs["finished"] = True
         f.attrs["recovered"] = recovered
         f.attrs["outcome"] = outcome

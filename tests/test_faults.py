@@ -38,6 +38,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,6 +215,51 @@ def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, 
     assert not episode.attrs["recovered"] and episode.attrs["outcome"] == "timeout"
     assert 170 <= len(episode) <= 190  # 6 s at 30 Hz, whole
     assert not list(out.glob("*.partial*")) and not list(out.glob("*.lock"))
+
+
+LIVE_WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_recording import meta, sample
+    from capture.episode import EpisodeWriter
+    out = Path({out!r})
+    w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+    i = 0
+    while not (out / "stop").exists():           # a recording that goes on until told to stop
+        w.append(sample(i))
+        i += 1
+        time.sleep(0.002)
+        if i == 100:
+            print("flushed", flush=True)
+    print(w.finish("stopped", {{}}), i, flush=True)
+""")
+
+
+def test_deleting_lock_files_does_not_expose_a_live_recording_to_recover(tmp_path: Path):
+    """A user cleaning up after a crash deletes every ``*.lock``: the recording going on must
+    still be left alone by ``capture.recover`` (and by a second one at the same time), and
+    finish whole."""
+    script = LIVE_WRITER.format(tests=str(Path(__file__).parent), out=str(tmp_path))
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "flushed"
+        (partial,) = tmp_path.glob("*.h5.partial")
+        for lock in tmp_path.glob("*.lock"):
+            lock.unlink()
+        result = cli("capture.recover", str(tmp_path))
+        assert result.returncode == 0, result.stderr
+        assert "being recorded right now" in result.stdout and "recovered" not in result.stdout, result.stdout
+        assert partial.exists() and not list(tmp_path.glob("*.bak")) and not list_episodes(tmp_path)
+        (tmp_path / "stop").touch()
+        path, appended = writer.stdout.readline().split()
+        assert writer.wait(timeout=30) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    episode = read_episode(path)
+    assert not episode.attrs["recovered"] and len(episode) == int(appended)  # every sample, in one file
+    assert not list(tmp_path.glob("*.partial*"))
 
 
 # ------------------------------------------------------------------------------ atomic rebuild

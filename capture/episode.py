@@ -224,10 +224,17 @@ class EpisodeWriter:
         self._events: list[np.ndarray] = []
         self._last_flush = clock()
         self.samples = 0
+        self._span: tuple[float, float] | None = None  # the first and the last sample's time
+
+    @property
+    def duration_s(self) -> float:
+        """From the first sample to the last (0 with fewer than two)."""
+        return 0.0 if self._span is None else self._span[1] - self._span[0]
 
     def append(self, sample: Sample) -> None:
         """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s`` (or
         ``FLUSH_BYTES``)."""
+        self._span = (sample.t if self._span is None else self._span[0], sample.t)
         self._pending.append(sample)
         self._pending_bytes += _sample_bytes(sample)
         self.samples += 1

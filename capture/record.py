@@ -19,7 +19,7 @@ from pathlib import Path
 
 from env.cli import key_names, output_folder, parse_crop, parse_size, ruled
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import EldenILError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import number, whole
 from env.game import GameError
@@ -303,8 +303,16 @@ class Recorder:
         return f"{self.started:05d}-seed{self.fight_seed}" if self.has_seed else f"{self.started:05d}"
 
     def _finish_episode(self, outcome: str) -> None:
+        """Save the episode in progress, unless it is shorter than one env step: such a fragment
+        (a quit or a hotkey just after a start) is no demonstration, and is dropped."""
         writer, self.writer = self.writer, None  # a writer that fails to finish is not tried again
         if writer is None:
+            return
+        step_s = self.settings.env.timestep_ms / 1000.0
+        if writer.duration_s + 1e-9 < step_s:  # the dataset builder's own test for a step
+            self._drop(writer)
+            log.info("dropped a %.2f s fragment (%s): shorter than one %g ms env step, not a demonstration",
+                     writer.duration_s, outcome, self.settings.env.timestep_ms)
             return
         stats = self.sampler.stats
         path = writer.finish(
@@ -318,6 +326,15 @@ class Recorder:
             self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
+
+    def _drop(self, writer: EpisodeWriter) -> None:
+        """Delete an unfinished episode and its video."""
+        writer.discard()
+        if self.video is not None:
+            self.video.discard()
+            self.video = None
+        if self.pilot:
+            self.pilot.release()
 
     def _restart_fight(self) -> None:
         self.fight_seed += 1
@@ -430,11 +447,8 @@ class Recorder:
         if self.requests.discard.is_set():
             self.requests.discard.clear()
             if self.writer is not None:
-                self.writer.discard()
+                self._drop(self.writer)
                 self.writer = None
-                if self.video is not None:
-                    self.video.discard()
-                    self.video = None
                 self.tracker.stop()
                 log.info("discarded the episode in progress")
             elif self.saved:
@@ -453,17 +467,26 @@ class Recorder:
 
 
 def record(settings: RecordSettings, status: bool = False) -> list[Path]:
-    """Record as ``settings`` say until done (``max_episodes``), quit (F8, SIGINT, SIGTERM) or
-    the game is lost; returns the episodes saved. Raises ``EldenILError`` for what the user can
-    fix (no server, a broken profile) and ``GameError`` when the game is lost mid-recording,
-    after closing the episode in progress."""
+    """Record as ``settings`` say until done (``max_episodes``), quit (F8) or the game is lost;
+    returns the episodes saved. Raises ``EldenILError`` for what the user can fix (no server, a
+    broken profile), ``GameError`` when the game is lost mid-recording, after closing the episode
+    in progress, and ``Interrupted`` after SIGINT or SIGTERM, once the episode in progress is
+    closed as F8 closes it: what was recorded is kept, but the recording is not done."""
     settings.out.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(settings)
-    quit_event = recorder.requests.quit
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        recorder.requests.quit.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: quit_event.set())
+        signal.signal(sig, on_signal)
     with RecorderStatus(settings.rate, enabled=status) as display:
         recorder.run(display)
+    if received:
+        raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}: {len(recorder.saved)} episode(s) "
+                          f"saved in {settings.out}", received[0])
     return recorder.saved
 
 
@@ -472,6 +495,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     try:
         record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
+    except Interrupted as e:  # the episodes are kept; the exit status says the recording did not finish
+        log.warning("%s", e)
+        return e.exit_code
     except EldenILError as e:  # no server, a broken profile, the game lost: say which
         log.error("%s", e)
         if isinstance(e, DiskError) and e.unclosed:

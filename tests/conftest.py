@@ -79,17 +79,16 @@ def stub(sim_server: SimServer) -> Iterator[pb2_grpc.SiphonServiceStub]:
         client.close()
 
 
-@pytest.fixture(scope="session")
-def xvfb() -> Iterator[str]:
-    """An X display (Xvfb without key auto-repeat); skips where Xvfb or xdotool are missing."""
+def running_xvfb(*repeat: str) -> Iterator[str]:
+    """An X display as ``DISPLAY`` while it runs; skips where Xvfb or xdotool are missing.
+    ``repeat``: its key auto-repeat flags (``-ardelay MS -arinterval MS``)."""
     if not (shutil.which("Xvfb") and shutil.which("xdotool")):
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
     # -displayfd: Xvfb picks a free display and writes its number, so test runs side by side
     # (worktrees, a second checkout) never fight over one display.
     read_fd, write_fd = os.pipe()
     process = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp",
-         "-ardelay", "60000"],
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp", *repeat],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
     )
     os.close(write_fd)
@@ -108,3 +107,16 @@ def xvfb() -> Iterator[str]:
         os.environ.pop("DISPLAY", None)
     else:
         os.environ["DISPLAY"] = old
+
+
+@pytest.fixture(scope="session")
+def xvfb() -> Iterator[str]:
+    """An X display without key auto-repeat (a key held in a test is pressed once)."""
+    yield from running_xvfb("-ardelay", "60000")
+
+
+@pytest.fixture
+def repeating_xvfb() -> Iterator[str]:
+    """An X display whose keys auto-repeat as a desktop's do, only sooner and faster: a key held
+    for a second is pressed again some thirty times (pynput reports each as a press)."""
+    yield from running_xvfb("-ardelay", "100", "-arinterval", "30")

@@ -146,3 +146,27 @@ def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Pat
     assert len(episodes) == 2 and all(e.attrs["source"] == "autopilot" for e in episodes)
     assert all(100 <= len(e) <= 130 for e in episodes)  # 4 s at 30 Hz each
     assert all(e.keys_pressed.any() for e in episodes)  # the expert's keys were logged
+
+
+def test_a_held_hotkey_fires_once_per_press(repeating_xvfb: str):
+    """Auto-repeat sends a held key's press again and again: a hotkey acts once per press (a
+    held F6 discarded episode after episode), a game key is held once."""
+    from capture.inputs import InputLog
+    from capture.listener import PynputListener
+
+    fired = []
+    inputs = InputLog(("W",))
+    listener = PynputListener(inputs, {"F6": lambda: fired.append("F6")})
+    listener.start()
+    try:
+        for key in ("F6", "w"):  # only the last key pressed repeats
+            xdotool("keydown", key)
+            time.sleep(0.6)  # some fifteen repeats
+            xdotool("keyup", key)
+        xdotool("keydown", "F6", "keyup", "F6")  # a second press: a second action
+        time.sleep(0.3)
+    finally:
+        listener.stop()
+    assert fired == ["F6", "F6"]
+    events = inputs.drain().events
+    assert list(events["kind"]) == [0, 1], events  # W down once, up once

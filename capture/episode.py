@@ -375,10 +375,30 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def discard_finished(path: Path) -> None:
-    """The "discard last episode" hotkey: remove a finished episode (and its video)."""
-    path.unlink(missing_ok=True)
-    path.with_suffix(".mp4").unlink(missing_ok=True)
+DISCARDED = "discarded"
+"""The subfolder where the "discard last episode" hotkey sets finished episodes aside."""
+
+
+def set_aside(path: Path) -> Path:
+    """The "discard last episode" hotkey: move a finished episode (and its video) into
+    ``discarded/`` beside it, where nothing looks for episodes, rather than delete it: a hotkey
+    pressed by mistake is undone by moving the file back. Returns where it went."""
+    folder = path.parent / DISCARDED
+    folder.mkdir(exist_ok=True)
+    for file in (path, path.with_suffix(".mp4")):
+        if file.exists():
+            files.replace(file, folder / file.name)
+    return folder / path.name
+
+
+def empty_discarded(directory: Path) -> None:
+    """Remove for good what the hotkey set aside in ``directory``: called once a newer episode
+    is saved, the moment the chance to undo a discard ends."""
+    folder = directory / DISCARDED
+    for file in [*folder.glob("*.h5"), *folder.glob("*.mp4")]:
+        file.unlink()
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 @dataclass(frozen=True)

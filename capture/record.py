@@ -27,7 +27,7 @@ from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot, KeyDriver
-from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, discard_finished
+from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.pilot import PolicyPilot, policy_file
@@ -66,7 +66,7 @@ examples:
   python -m capture.record --profile eldenring_margit --video
 
 hotkeys (human recording; never recorded as actions):
-  F5 start/stop an episode by hand   F6 discard the last episode   F8 quit
+  F5 start/stop an episode by hand   F6 discard the last episode (set aside in discarded/)   F8 quit
 """
 
 
@@ -326,6 +326,7 @@ class Recorder:
             self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
+        empty_discarded(self.settings.out)  # a discard is undoable until the next episode is saved
 
     def _drop(self, writer: EpisodeWriter) -> None:
         """Delete an unfinished episode and its video."""
@@ -360,6 +361,8 @@ class Recorder:
                     sample = replace(sample, intervention=self.takeover.in_control(sample.t))
                 self.silence.update(sample.t, state, events)
                 window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
+                if self._discard_if_asked():
+                    continue  # the sample is of the fight given up, or from before a restart
                 outcome = self._handle_requests(sample, window_size)
                 if outcome is None and not args.manual:
                     event = self.tracker.update(state)
@@ -431,8 +434,7 @@ class Recorder:
         return None
 
     def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
-        """Hotkeys: toggle an episode by hand, discard the last one."""
-        self._discard_if_asked()
+        """The start/stop hotkey: toggle an episode by hand."""
         if self.requests.toggle.is_set():
             self.requests.toggle.clear()
             self._told_start_waits = False
@@ -442,18 +444,25 @@ class Recorder:
             self.tracker.fighting = True
         return None
 
-    def _discard_if_asked(self) -> None:
-        """F6: drop the episode in progress, or else the last one saved."""
-        if self.requests.discard.is_set():
-            self.requests.discard.clear()
-            if self.writer is not None:
-                self._drop(self.writer)
-                self.writer = None
-                self.tracker.stop()
-                log.info("discarded the episode in progress")
-            elif self.saved:
-                discard_finished(self.saved.pop())
-                log.info("discarded the last saved episode")
+    def _discard_if_asked(self) -> bool:
+        """F6: drop the episode in progress, or else set the last one saved aside (``set_aside``)
+        until the next one is saved. The next episode starts at the next fresh fight (a restart,
+        with ``restart``), never in the rest of the fight given up. True if it did either."""
+        if not self.requests.discard.is_set():
+            return False
+        self.requests.discard.clear()
+        if self.writer is not None:
+            self._drop(self.writer)
+            self.writer = None
+            self.tracker.stop(until_new_fight=not self.restart)
+            log.info("discarded the episode in progress")
+            if self.restart:
+                self._restart_fight()
+        elif self.saved:
+            aside = set_aside(self.saved.pop())
+            log.info("discarded the last saved episode: set aside as %s until the next episode is saved "
+                     "(move it back to keep it)", aside)
+        return True
 
     def close(self) -> None:
         if self.autopilot:

@@ -170,3 +170,47 @@ def test_a_held_hotkey_fires_once_per_press(repeating_xvfb: str):
     assert fired == ["F6", "F6"]
     events = inputs.drain().events
     assert list(events["kind"]) == [0, 1], events  # W down once, up once
+
+
+def tap(key: str) -> None:
+    xdotool("keydown", key, "keyup", key)
+
+
+@pytest.mark.slow
+def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_path: Path):
+    """F6 with no episode in progress moves the last saved one into discarded/ (undoable by
+    moving it back) instead of deleting it; saving the next episode removes it for good. An
+    F5 start and stop closer together than one env step saves nothing."""
+    out = tmp_path / "raw"
+    log = tmp_path / "recorder.log"
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
+        rec = recorder(server.host, out, "--manual", "--log-level", "DEBUG", log=log)
+        try:
+            time.sleep(4)  # the recorder connects and starts listening
+
+            def record_one() -> Path:
+                before = set(list_episodes(out))
+                tap("F5")
+                wait_for(lambda: list(out.glob("*.partial")), 20, "an episode to start")
+                time.sleep(0.8)
+                tap("F5")
+                wait_for(lambda: set(list_episodes(out)) - before, 20, "the episode to be saved")
+                (new,) = set(list_episodes(out)) - before
+                return new
+
+            first = record_one()
+            tap("F6")
+            aside = out / "discarded" / first.name
+            wait_for(aside.exists, 10, "the episode to be set aside")
+            assert not first.exists() and read_episode(aside).attrs["outcome"] == "stopped"  # whole, undoable
+            second = record_one()
+            assert not aside.exists()  # gone for good once the next one is saved
+            xdotool("keydown", "F5", "keyup", "F5", "keydown", "F5", "keyup", "F5")  # a start and a stop at once
+            time.sleep(1.0)
+            tap("F8")
+            assert rec.wait(timeout=20) == 0, log.read_text()
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+    assert list_episodes(out) == [second], log.read_text()
+    assert not list(out.glob("*.partial")) and not list((out / "discarded").glob("*"))

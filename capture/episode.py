@@ -5,8 +5,9 @@ mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
 was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
 attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
-whole episode. While a partial file is written its lock (``capture.lock``) is held, so recovery
-never touches a live recording.
+whole episode. While a partial file is written its OS lock (``capture.lock``) is held, so
+recovery never touches a live recording; HDF5's own file locking is off for partial files (on
+POSIX that lock is the same kind, on the same file).
 
 A full disk is checked for before each flush, not found by failing to write: on a full disk HDF5
 does not always report a failed write (it went on "writing" zeros into a sparse file, and the
@@ -213,9 +214,9 @@ class EpisodeWriter:
         with self._writing("start"):
             directory.mkdir(parents=True, exist_ok=True)
             self._check_space(0)
-            if not self._lock.acquire():
+            if not self._lock.acquire(create=True):
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
-            self._file = h5py.File(self.path, "w", libver="latest")
+            self._file = h5py.File(self.path, "w", libver="latest", locking=False)
             _create_datasets(self._file, meta, started_at_unix)
             self._file.swmr_mode = True
         self._pending: list[Sample] = []
@@ -223,10 +224,17 @@ class EpisodeWriter:
         self._events: list[np.ndarray] = []
         self._last_flush = clock()
         self.samples = 0
+        self._span: tuple[float, float] | None = None  # the first and the last sample's time
+
+    @property
+    def duration_s(self) -> float:
+        """From the first sample to the last (0 with fewer than two)."""
+        return 0.0 if self._span is None else self._span[1] - self._span[0]
 
     def append(self, sample: Sample) -> None:
         """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s`` (or
         ``FLUSH_BYTES``)."""
+        self._span = (sample.t if self._span is None else self._span[0], sample.t)
         self._pending.append(sample)
         self._pending_bytes += _sample_bytes(sample)
         self.samples += 1
@@ -344,7 +352,7 @@ def _quiet_hdf5_release(
 
 def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: bool) -> None:
     """Write the closing attributes into ``source``, fsync it, and rename it to ``target``."""
-    with h5py.File(source, "r+") as f:
+    with h5py.File(source, "r+", locking=False) as f:  # the writer may hold its own lock on it
         f.attrs["finished"] = True
         f.attrs["recovered"] = recovered
         f.attrs["outcome"] = outcome
@@ -367,10 +375,30 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
-def discard_finished(path: Path) -> None:
-    """The "discard last episode" hotkey: remove a finished episode (and its video)."""
-    path.unlink(missing_ok=True)
-    path.with_suffix(".mp4").unlink(missing_ok=True)
+DISCARDED = "discarded"
+"""The subfolder where the "discard last episode" hotkey sets finished episodes aside."""
+
+
+def set_aside(path: Path) -> Path:
+    """The "discard last episode" hotkey: move a finished episode (and its video) into
+    ``discarded/`` beside it, where nothing looks for episodes, rather than delete it: a hotkey
+    pressed by mistake is undone by moving the file back. Returns where it went."""
+    folder = path.parent / DISCARDED
+    folder.mkdir(exist_ok=True)
+    for file in (path, path.with_suffix(".mp4")):
+        if file.exists():
+            files.replace(file, folder / file.name)
+    return folder / path.name
+
+
+def empty_discarded(directory: Path) -> None:
+    """Remove for good what the hotkey set aside in ``directory``: called once a newer episode
+    is saved, the moment the chance to undo a discard ends."""
+    folder = directory / DISCARDED
+    for file in [*folder.glob("*.h5"), *folder.glob("*.mp4")]:
+        file.unlink()
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,9 @@ runs, a key is named by its physical position (the scancode pynput's low-level h
 Siphon names the keys it sends: a French or German layout records the same names as QWERTY.
 Elsewhere (X11, for the simulator's window) the character the layout gives is used. Hotkeys (start/stop an
 episode, discard the last one, quit) are taken out before logging: they never become actions.
+A held key is reported pressed again at every OS auto-repeat, with no release in between: a
+hotkey acts on the first press only, until it is released (held F6 otherwise discarded one
+episode after another), and the input log keeps a held game key held once.
 
 pynput needs a display: import this module only once ``DISPLAY`` is set (on Linux).
 """
@@ -73,6 +76,7 @@ class PynputListener:
         self.log = log_
         self.hotkeys = {normalize_key(k): fn for k, fn in (hotkeys or {}).items()}
         self._last_xy: tuple[int, int] | None = None
+        self._hotkeys_down: set[str] = set()  # pressed and not yet released: a press again is a repeat
         self._position: str | None = None  # the physical key of the event being handled (Windows)
         self._keyboard = keyboard.Listener(on_press=self._on_press, on_release=self._on_release,
                                            win32_event_filter=self._at_position)
@@ -101,13 +105,17 @@ class PynputListener:
     def _on_press(self, key: object) -> None:
         name = self._name(key)
         if name in self.hotkeys:
-            self.hotkeys[name]()
+            if name not in self._hotkeys_down:  # the press edge; auto-repeats are ignored
+                self._hotkeys_down.add(name)
+                self.hotkeys[name]()
         elif name is not None:
             self.log.key(name, True)
 
     def _on_release(self, key: object) -> None:
         name = self._name(key)
-        if name is not None and name not in self.hotkeys:
+        if name in self.hotkeys:
+            self._hotkeys_down.discard(name)
+        elif name is not None:
             self.log.key(name, False)
 
     def _on_move(self, x: int, y: int) -> None:

@@ -3,11 +3,18 @@
 ``capture.recover`` and the dataset builder look in the recorder's own folder by default, and
 a ``.h5.partial`` file looks the same whether a crash left it behind or a running recorder is
 still writing it. Recovering a live file published it truncated and pulled it from under the
-recorder. So the recorder holds an exclusive lock on ``<partial>.lock`` from before it creates
-the partial until it is published: the OS drops the lock when the process ends, however it
-ends, so a lock that can be taken means nobody is writing that file. ``fcntl.flock`` on POSIX,
-``msvcrt.locking`` on Windows. HDF5's own file locking cannot serve: a SWMR writer releases it
-so that readers can open the file, and it is often disabled.
+recorder. So the recorder holds an exclusive OS lock from before it creates the partial until it
+is published: the OS drops the lock when the process ends, however it ends, so a lock that can be
+taken means nobody is writing that file. Only the lock held says "being recorded", never a
+file's existence: a user cleaning up after a crash may delete any leftover file.
+
+On POSIX the lock (``fcntl.flock``) is on the partial file itself: it is advisory, so HDF5 reads
+and writes the file as usual (with HDF5's own file locking off, which would take the same
+lock), and a live recording has no second file whose deletion would make it look abandoned. On
+Windows locks are mandatory (one on the partial would stop HDF5 writing it), so the lock is
+``msvcrt.locking`` on ``<partial>.lock`` beside it; Windows cannot delete a file another process
+holds open, so that file lasts as long as the recording. HDF5's own file locking cannot serve
+either way: a SWMR writer releases it so that readers can open the file, and it is often disabled.
 """
 
 from __future__ import annotations
@@ -18,14 +25,10 @@ from pathlib import Path
 
 LOCK_SUFFIX = ".lock"
 
-
-def lock_path(path: Path) -> Path:
-    """The lock file that marks ``path`` as being written."""
-    return path.with_name(path.name + LOCK_SUFFIX)
-
-
 if sys.platform == "win32":
     import msvcrt
+
+    SEPARATE_LOCK_FILE = True
 
     def _try_lock(fd: int) -> None:
         msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # byte 0; raises OSError when another process holds it
@@ -37,6 +40,8 @@ if sys.platform == "win32":
 else:
     import fcntl
 
+    SEPARATE_LOCK_FILE = False
+
     def _try_lock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError when held
 
@@ -44,16 +49,25 @@ else:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
+def lock_path(path: Path) -> Path:
+    """The file whose lock marks ``path`` as being written: ``path`` itself, or on Windows a lock
+    file beside it."""
+    return path.with_name(path.name + LOCK_SUFFIX) if SEPARATE_LOCK_FILE else path
+
+
 class FileLock:
-    """An exclusive, non-blocking lock on ``lock_path(path)``, held until ``release``."""
+    """An exclusive, non-blocking lock marking ``path`` as being written, held until ``release``."""
 
     def __init__(self, path: Path) -> None:
         self.path = lock_path(path)
         self._fd: int | None = None
 
-    def acquire(self) -> bool:
-        """Take the lock; False when another process holds it."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    def acquire(self, create: bool = False) -> bool:
+        """Take the lock; False when another process holds it. ``create``: the writer, before it
+        creates ``path``; anyone else locks a file that exists (``FileNotFoundError`` if it is
+        gone: its recording finished, or was discarded, meanwhile)."""
+        flags = os.O_RDWR | (os.O_CREAT if create or SEPARATE_LOCK_FILE else 0)
+        fd = os.open(self.path, flags, 0o644)
         try:
             _try_lock(fd)
         except OSError:
@@ -63,19 +77,24 @@ class FileLock:
         return True
 
     def release(self) -> None:
-        """Drop the lock and remove its file (closed first: Windows cannot remove an open file)."""
+        """Drop the lock (and remove a separate lock file, closed first: Windows cannot remove an
+        open file)."""
         if self._fd is None:
             return
         _unlock(self._fd)
         os.close(self._fd)
         self._fd = None
-        self.path.unlink(missing_ok=True)
+        if SEPARATE_LOCK_FILE:
+            self.path.unlink(missing_ok=True)
 
 
 def is_being_written(path: Path) -> bool:
-    """Whether a live process holds ``path``'s lock (a stale lock file from a crash does not count)."""
+    """Whether a live process holds ``path``'s lock (a file a crash left behind does not count)."""
     lock = FileLock(path)
-    if not lock.acquire():
-        return True
+    try:
+        if not lock.acquire():
+            return True
+    except FileNotFoundError:
+        return False
     lock.release()
     return False

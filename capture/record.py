@@ -19,7 +19,7 @@ from pathlib import Path
 
 from env.cli import key_names, output_folder, parse_crop, parse_size, ruled
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import EldenILError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import number, whole
 from env.game import GameError
@@ -27,7 +27,7 @@ from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot, KeyDriver
-from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, discard_finished
+from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.pilot import PolicyPilot, policy_file
@@ -66,7 +66,7 @@ examples:
   python -m capture.record --profile eldenring_margit --video
 
 hotkeys (human recording; never recorded as actions):
-  F5 start/stop an episode by hand   F6 discard the last episode   F8 quit
+  F5 start/stop an episode by hand   F6 discard the last episode (set aside in discarded/)   F8 quit
 """
 
 
@@ -303,8 +303,16 @@ class Recorder:
         return f"{self.started:05d}-seed{self.fight_seed}" if self.has_seed else f"{self.started:05d}"
 
     def _finish_episode(self, outcome: str) -> None:
+        """Save the episode in progress, unless it is shorter than one env step: such a fragment
+        (a quit or a hotkey just after a start) is no demonstration, and is dropped."""
         writer, self.writer = self.writer, None  # a writer that fails to finish is not tried again
         if writer is None:
+            return
+        step_s = self.settings.env.timestep_ms / 1000.0
+        if writer.duration_s + 1e-9 < step_s:  # the dataset builder's own test for a step
+            self._drop(writer)
+            log.info("dropped a %.2f s fragment (%s): shorter than one %g ms env step, not a demonstration",
+                     writer.duration_s, outcome, self.settings.env.timestep_ms)
             return
         stats = self.sampler.stats
         path = writer.finish(
@@ -318,6 +326,16 @@ class Recorder:
             self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
+        empty_discarded(self.settings.out)  # a discard is undoable until the next episode is saved
+
+    def _drop(self, writer: EpisodeWriter) -> None:
+        """Delete an unfinished episode and its video."""
+        writer.discard()
+        if self.video is not None:
+            self.video.discard()
+            self.video = None
+        if self.pilot:
+            self.pilot.release()
 
     def _restart_fight(self) -> None:
         self.fight_seed += 1
@@ -343,6 +361,8 @@ class Recorder:
                     sample = replace(sample, intervention=self.takeover.in_control(sample.t))
                 self.silence.update(sample.t, state, events)
                 window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
+                if self._discard_if_asked():
+                    continue  # the sample is of the fight given up, or from before a restart
                 outcome = self._handle_requests(sample, window_size)
                 if outcome is None and not args.manual:
                     event = self.tracker.update(state)
@@ -414,8 +434,7 @@ class Recorder:
         return None
 
     def _handle_requests(self, sample: Sample, window_size: tuple[int, int]) -> str | None:
-        """Hotkeys: toggle an episode by hand, discard the last one."""
-        self._discard_if_asked()
+        """The start/stop hotkey: toggle an episode by hand."""
         if self.requests.toggle.is_set():
             self.requests.toggle.clear()
             self._told_start_waits = False
@@ -425,21 +444,25 @@ class Recorder:
             self.tracker.fighting = True
         return None
 
-    def _discard_if_asked(self) -> None:
-        """F6: drop the episode in progress, or else the last one saved."""
-        if self.requests.discard.is_set():
-            self.requests.discard.clear()
-            if self.writer is not None:
-                self.writer.discard()
-                self.writer = None
-                if self.video is not None:
-                    self.video.discard()
-                    self.video = None
-                self.tracker.stop()
-                log.info("discarded the episode in progress")
-            elif self.saved:
-                discard_finished(self.saved.pop())
-                log.info("discarded the last saved episode")
+    def _discard_if_asked(self) -> bool:
+        """F6: drop the episode in progress, or else set the last one saved aside (``set_aside``)
+        until the next one is saved. The next episode starts at the next fresh fight (a restart,
+        with ``restart``), never in the rest of the fight given up. True if it did either."""
+        if not self.requests.discard.is_set():
+            return False
+        self.requests.discard.clear()
+        if self.writer is not None:
+            self._drop(self.writer)
+            self.writer = None
+            self.tracker.stop(until_new_fight=not self.restart)
+            log.info("discarded the episode in progress")
+            if self.restart:
+                self._restart_fight()
+        elif self.saved:
+            aside = set_aside(self.saved.pop())
+            log.info("discarded the last saved episode: set aside as %s until the next episode is saved "
+                     "(move it back to keep it)", aside)
+        return True
 
     def close(self) -> None:
         if self.autopilot:
@@ -453,17 +476,26 @@ class Recorder:
 
 
 def record(settings: RecordSettings, status: bool = False) -> list[Path]:
-    """Record as ``settings`` say until done (``max_episodes``), quit (F8, SIGINT, SIGTERM) or
-    the game is lost; returns the episodes saved. Raises ``EldenILError`` for what the user can
-    fix (no server, a broken profile) and ``GameError`` when the game is lost mid-recording,
-    after closing the episode in progress."""
+    """Record as ``settings`` say until done (``max_episodes``), quit (F8) or the game is lost;
+    returns the episodes saved. Raises ``EldenILError`` for what the user can fix (no server, a
+    broken profile), ``GameError`` when the game is lost mid-recording, after closing the episode
+    in progress, and ``Interrupted`` after SIGINT or SIGTERM, once the episode in progress is
+    closed as F8 closes it: what was recorded is kept, but the recording is not done."""
     settings.out.mkdir(parents=True, exist_ok=True)
     recorder = Recorder(settings)
-    quit_event = recorder.requests.quit
+    received: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        received.append(signum)
+        recorder.requests.quit.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: quit_event.set())
+        signal.signal(sig, on_signal)
     with RecorderStatus(settings.rate, enabled=status) as display:
         recorder.run(display)
+    if received:
+        raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}: {len(recorder.saved)} episode(s) "
+                          f"saved in {settings.out}", received[0])
     return recorder.saved
 
 
@@ -472,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
     try:
         record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
+    except Interrupted as e:  # the episodes are kept; the exit status says the recording did not finish
+        log.warning("%s", e)
+        return e.exit_code
     except EldenILError as e:  # no server, a broken profile, the game lost: say which
         log.error("%s", e)
         if isinstance(e, DiskError) and e.unclosed:

@@ -1,10 +1,13 @@
 """``python -m capture.recover``: salvage episodes a crashed or killed recorder left unfinished.
 
 A ``.h5.partial`` file holds everything the recorder flushed before it died (HDF5's SWMR mode
-keeps it consistent). A partial that a running recorder is still writing holds its lock
-(``capture.lock``) and is skipped with a line saying so. Recovery reads it, keeps the samples present in every per-sample dataset,
-writes a finished ``.h5`` next to it marked ``recovered``, and only then moves the partial aside
-as ``.h5.partial.bak``: no data is deleted before its copy is safely on disk.
+keeps it consistent). A partial that a running recorder is still writing is locked
+(``capture.lock``: the OS lock itself, not a file a user may delete) and is skipped with a line
+saying so; so is one that another ``capture.recover`` is recovering. Recovery reads it, keeps the
+samples present in every per-sample dataset, writes a finished ``.h5`` next to it marked
+``recovered``, and only then moves the partial aside as ``.h5.partial.bak``: no data is deleted
+before its copy is safely on disk, and the line that reports it says whether the ``.bak`` holds
+anything the ``.h5`` lacks.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ def recover(partial: Path) -> Path:
     if not partial.exists():
         raise EpisodeError(f"{partial} does not exist")
     lock = FileLock(partial)
-    if not lock.acquire():
-        raise Skipped(f"skipped {partial}: it is being recorded right now (a running recorder holds its lock)")
+    try:
+        if not lock.acquire():
+            raise Skipped(f"skipped {partial}: {_holder(partial)}")
+    except FileNotFoundError:
+        raise Skipped(f"skipped {partial}: its recording finished meanwhile") from None
     try:
         if not partial.exists():
             raise Skipped(f"skipped {partial}: its recording finished meanwhile")
@@ -47,20 +53,34 @@ def recover(partial: Path) -> Path:
         lock.release()
 
 
+def _staging(partial: Path) -> Path:
+    """Where a recovery writes its copy before publishing it."""
+    return partial.with_name(partial.name + ".recovering")
+
+
+def _holder(partial: Path) -> str:
+    """Who holds a partial's lock: a recovery writes its staging copy while it holds it, a
+    recorder never has one."""
+    if _staging(partial).exists():
+        return "another capture.recover is recovering it right now"
+    return "it is being recorded right now (a running recorder holds its lock)"
+
+
 def _recover(partial: Path) -> Path:
     target = partial.with_name(partial.name[: -len(".partial")])
-    staging = partial.with_name(partial.name + ".recovering")
+    staging = _staging(partial)
     # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
     require_space(partial.parent, partial.stat().st_size, f"{partial.name} is left untouched; free some space "
                   "and run `python -m capture.recover` again")
     try:
-        source = h5py.File(partial, "r", libver="latest", swmr=True)
+        source = h5py.File(partial, "r", libver="latest", swmr=True, locking=False)  # we hold its lock
     except OSError as e:
         raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
     try:
         with source:
             per_sample = (*PER_SAMPLE, *(mark for mark in MARKS if mark in source))
-            n = min(source[name].shape[0] for name in per_sample)
+            lengths = [source[name].shape[0] for name in per_sample]
+            n, unfinished = min(lengths), max(lengths) - min(lengths)
             with h5py.File(staging, "w", libver="latest") as out:
                 for name in (*per_sample, "events"):
                     data = source[name]
@@ -77,9 +97,18 @@ def _recover(partial: Path) -> Path:
     except (OSError, KeyError) as e:
         staging.unlink(missing_ok=True)
         raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
-    files.replace(partial, partial.with_name(partial.name + ".bak"))
-    log.info("recovered %s: %d samples, %.1f s", target.name, n, duration)
+    bak = partial.with_name(partial.name + ".bak")
+    files.replace(partial, bak)
+    log.info("recovered %s: %d samples, %.1f s; %s", target.name, n, duration, _about_bak(bak, unfinished))
     return target
+
+
+def _about_bak(bak: Path, unfinished: int) -> str:
+    """What the partial kept aside holds beyond the recovered file: whether deleting it loses anything."""
+    if unfinished:
+        return (f"{bak.name} also holds parts of {unfinished} later sample(s) that were not completely "
+                "flushed (left out of the .h5): keep it if you need those")
+    return f"{bak.name} holds no sample that {bak.name.removesuffix('.partial.bak')} lacks: you may delete it"
 
 
 def find_partials(paths: list[Path]) -> list[Path]:
@@ -94,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m capture.recover",
         description="Salvage unfinished episodes (*.h5.partial) up to their last flush, which is at "
         "most a second before the recorder stopped. Each becomes a finished .h5 marked 'recovered'; "
-        "the partial is kept as .h5.partial.bak.",
+        "the partial is kept as .h5.partial.bak (each line says whether it holds anything the .h5 lacks).",
         epilog="example: python -m capture.recover datasets/raw",
     )
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("datasets/raw")], help="partial files or folders (default: datasets/raw)")

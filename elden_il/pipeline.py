@@ -21,6 +21,7 @@ import csv
 import json
 import logging
 import shutil
+import signal
 import sys
 from collections.abc import Iterable
 from dataclasses import fields
@@ -31,7 +32,7 @@ import yaml
 
 from capture.dataset_id import DATASET_ID
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import EldenILError, Interrupted
 from env.factory import BACKENDS
 from env.fields import FLAG, TEXT, FieldError, Rule, number, one_of, optional, whole
 
@@ -180,11 +181,20 @@ def stage_demos(params: dict) -> None:
         return
     from capture.record import RecordSettings, record
 
-    record(RecordSettings(
-        env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
-        max_episodes=demos.get("episodes", 40), seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
-        out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
-    ))
+    wanted = demos.get("episodes", 40)
+    try:
+        record(RecordSettings(
+            env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
+            max_episodes=wanted, seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
+            out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
+        ))
+    except Interrupted as e:
+        # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
+        # done; a rerun starts over (removing these), and records the same bytes again
+        got = len(list(DEMOS_DIR.glob("*.h5")))
+        raise Interrupted(f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
+                          "episodes demos.episodes asks for: it failed; run it again (`dvc repro`) to record them all",
+                          e.signum) from None
 
 
 def stage_dataset(params: dict) -> None:
@@ -325,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     except ParamsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:  # Ctrl-C during `dvc repro`: the exit status tells DVC the stage is not done
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     except EldenILError as e:  # a dataset, a recording, a server: the message says what to do
         print(f"error: {e}", file=sys.stderr)
         return 1

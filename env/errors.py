@@ -11,3 +11,14 @@ from __future__ import annotations
 
 class EldenILError(Exception):
     """Something the user can fix; the message says what and how."""
+
+
+class Interrupted(EldenILError):
+    """A run stopped by a signal (Ctrl-C, SIGTERM) before it did all it was asked. What it kept is
+    whole, but a caller (a shell script, DVC) must not take the run as done: a command line exits
+    with ``exit_code``, the shell's 128 + the signal's number (130 for Ctrl-C)."""
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -84,3 +84,13 @@ def xvfb() -> Iterator[str]:
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
     with display.virtual_display() as name:
         yield name
+
+
+@pytest.fixture
+def repeating_xvfb() -> Iterator[str]:
+    """An X display whose keys auto-repeat as a desktop's do, only sooner and faster: a key held
+    for a second is pressed again some thirty times (pynput reports each as a press)."""
+    if not display.can_start():
+        pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
+    with display.virtual_display(auto_repeat=(100, 30)) as name:
+        yield name

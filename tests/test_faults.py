@@ -11,6 +11,11 @@ disk fills while recording (lock-step, live)    one line, exit 2, earlier episod
                                                 current one recoverable up to its last flush
 recover on a full disk                          says the disk is full (not "cannot be read")
 ``capture.recover`` during a live recording     skips it with one line; the recording finishes
+  (its lock files deleted by the user too)
+Ctrl-C while recording                          finished fights kept, no fragment under a step,
+                                                exit 130
+Ctrl-C during ``dvc repro``'s demos stage       the stage fails (130) saying how many of how
+                                                many; a rerun records them all
 rebuild of a dataset fails half-way             the old dataset is left as it was
 bad ``params.yaml`` values                      one line naming the key and what is allowed, 2
 bad command-line values                         one argparse line, exit 2, no traceback
@@ -38,6 +43,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -214,6 +220,115 @@ def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, 
     assert not episode.attrs["recovered"] and episode.attrs["outcome"] == "timeout"
     assert 170 <= len(episode) <= 190  # 6 s at 30 Hz, whole
     assert not list(out.glob("*.partial*")) and not list(out.glob("*.lock"))
+
+
+LIVE_WRITER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {tests!r})
+    from test_recording import meta, sample
+    from capture.episode import EpisodeWriter
+    out = Path({out!r})
+    w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+    i = 0
+    while not (out / "stop").exists():           # a recording that goes on until told to stop
+        w.append(sample(i))
+        i += 1
+        time.sleep(0.002)
+        if i == 100:
+            print("flushed", flush=True)
+    print(w.finish("stopped", {{}}), i, flush=True)
+""")
+
+
+def test_deleting_lock_files_does_not_expose_a_live_recording_to_recover(tmp_path: Path):
+    """A user cleaning up after a crash deletes every ``*.lock``: the recording going on must
+    still be left alone by ``capture.recover`` (and by a second one at the same time), and
+    finish whole."""
+    script = LIVE_WRITER.format(tests=str(Path(__file__).parent), out=str(tmp_path))
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "flushed"
+        (partial,) = tmp_path.glob("*.h5.partial")
+        for lock in tmp_path.glob("*.lock"):
+            lock.unlink()
+        result = cli("capture.recover", str(tmp_path))
+        assert result.returncode == 0, result.stderr
+        assert "being recorded right now" in result.stdout and "recovered" not in result.stdout, result.stdout
+        assert partial.exists() and not list(tmp_path.glob("*.bak")) and not list_episodes(tmp_path)
+        (tmp_path / "stop").touch()
+        path, appended = writer.stdout.readline().split()
+        assert writer.wait(timeout=30) == 0
+    finally:
+        if writer.poll() is None:
+            writer.kill()
+    episode = read_episode(path)
+    assert not episode.attrs["recovered"] and len(episode) == int(appended)  # every sample, in one file
+    assert not list(tmp_path.glob("*.partial*"))
+
+
+# ------------------------------------------------------------------------------ interrupted
+STEP_S = 0.2  # the env's default timestep: no demonstration is shorter
+
+
+def seconds(path: Path) -> float:
+    t = read_episode(path, frames=False).t
+    return float(t[-1] - t[0])
+
+
+def wait_then_interrupt(process: subprocess.Popen, ready, timeout: float = 60) -> str:
+    """Ctrl-C in the terminal running ``process`` (SIGINT to its process group) once ``ready()``;
+    returns what it wrote to stderr."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    return process.communicate(timeout=60)[1]
+
+
+@pytest.mark.parametrize("episode_seconds, kept", [("1", 2), ("0.1", 0)], ids=["fights", "fragments"])
+def test_ctrl_c_keeps_whole_fights_only_and_says_it_was_interrupted(tmp_path: Path, episode_seconds: str, kept: int):
+    """A person's Ctrl-C keeps the fights recorded (and the one in progress if it is at least a
+    step long), but the exit status tells a caller the recording did not finish. Episodes cut
+    shorter than one env step are no demonstrations: none is kept."""
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot", "--no-status", "--out", str(tmp_path),
+         "--max-episodes", "1000", "--max-episode-seconds", episode_seconds],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    started = time.monotonic()
+    ready = (lambda: len(list_episodes(tmp_path)) >= kept) if kept else (lambda: time.monotonic() - started > 4)
+    err = wait_then_interrupt(recorder, ready)
+    assert recorder.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err.splitlines()[-1], err
+    episodes = list_episodes(tmp_path)
+    assert len(episodes) >= kept and all(seconds(p) >= STEP_S for p in episodes), [seconds(p) for p in episodes]
+    assert not list(tmp_path.glob("*.partial*"))
+
+
+@pytest.mark.slow
+def test_an_interrupted_demos_stage_fails_and_its_rerun_records_every_episode(tmp_path: Path):
+    """Ctrl-C during ``dvc repro`` reaches the demos stage's process group: the stage must fail
+    (DVC then records nothing as done) with fewer episodes than params ask for, and run again
+    it records them all."""
+    from test_pipeline import TINY
+
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 4}}))
+    demos = tmp_path / "datasets/demos/sim"
+    command = [sys.executable, "-m", "elden_il.pipeline", "demos"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, run from the project's folder
+    stage = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    err = wait_then_interrupt(stage, lambda: len(list_episodes(demos)) >= 1)
+    assert stage.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and line.startswith("error: ") and "of the 4" in line and "dvc repro" in line, err
+    assert 1 <= len(list_episodes(demos)) < 4 and all(seconds(p) >= STEP_S for p in list_episodes(demos))
+
+    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [p.name for p in list_episodes(demos)] == [f"0000{i}-seed{i}_autopilot.h5" for i in range(4)]
 
 
 # ------------------------------------------------------------------------------ atomic rebuild

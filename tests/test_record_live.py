@@ -143,3 +143,71 @@ def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Pat
     assert len(episodes) == 2 and all(e.attrs["source"] == "autopilot" for e in episodes)
     assert all(100 <= len(e) <= 130 for e in episodes)  # 4 s at 30 Hz each
     assert all(e.keys_pressed.any() for e in episodes)  # the expert's keys were logged
+
+
+def test_a_held_hotkey_fires_once_per_press(repeating_xvfb: str):
+    """Auto-repeat sends a held key's press again and again: a hotkey acts once per press (a
+    held F6 discarded episode after episode), a game key is held once."""
+    from capture.inputs import InputLog
+    from capture.listener import PynputListener
+
+    fired = []
+    inputs = InputLog(("W",))
+    listener = PynputListener(inputs, {"F6": lambda: fired.append("F6")})
+    listener.start()
+    try:
+        for key in ("F6", "w"):  # only the last key pressed repeats
+            xdotool("keydown", key)
+            time.sleep(0.6)  # some fifteen repeats
+            xdotool("keyup", key)
+        xdotool("keydown", "F6", "keyup", "F6")  # a second press: a second action
+        time.sleep(0.3)
+    finally:
+        listener.stop()
+    assert fired == ["F6", "F6"]
+    events = inputs.drain().events
+    assert list(events["kind"]) == [0, 1], events  # W down once, up once
+
+
+def tap(key: str) -> None:
+    xdotool("keydown", key, "keyup", key)
+
+
+@pytest.mark.slow
+def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_path: Path):
+    """F6 with no episode in progress moves the last saved one into discarded/ (undoable by
+    moving it back) instead of deleting it; saving the next episode removes it for good. An
+    F5 start and stop closer together than one env step saves nothing."""
+    out = tmp_path / "raw"
+    log = tmp_path / "recorder.log"
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
+        rec = recorder(server.host, out, "--manual", "--log-level", "DEBUG", log=log)
+        try:
+            time.sleep(4)  # the recorder connects and starts listening
+
+            def record_one() -> Path:
+                before = set(list_episodes(out))
+                tap("F5")
+                wait_for(lambda: list(out.glob("*.partial")), 20, "an episode to start")
+                time.sleep(0.8)
+                tap("F5")
+                wait_for(lambda: set(list_episodes(out)) - before, 20, "the episode to be saved")
+                (new,) = set(list_episodes(out)) - before
+                return new
+
+            first = record_one()
+            tap("F6")
+            aside = out / "discarded" / first.name
+            wait_for(aside.exists, 10, "the episode to be set aside")
+            assert not first.exists() and read_episode(aside).attrs["outcome"] == "stopped"  # whole, undoable
+            second = record_one()
+            assert not aside.exists()  # gone for good once the next one is saved
+            xdotool("keydown", "F5", "keyup", "F5", "keydown", "F5", "keyup", "F5")  # a start and a stop at once
+            time.sleep(1.0)
+            tap("F8")
+            assert rec.wait(timeout=20) == 0, log.read_text()
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+    assert list_episodes(out) == [second], log.read_text()
+    assert not list(out.glob("*.partial")) and not list((out / "discarded").glob("*"))

@@ -1,0 +1,304 @@
+"""Does a person's recording train? The human path against lock-step, side by side in one run.
+
+The same player, the simulator's scripted expert, plays the same fights (seeds 0, 1, ...) twice:
+- **lock-step**: in-process through the autopilot, the way the pipeline's ``demos`` are made;
+- **as a person**: a separate program watches the game through its own Siphon client once per
+  decision step (on its own clock, out of phase with the recorder), decides with the same
+  expert, and presses real keys (XTest, as a keyboard does) into ``python -m env.sim --window``,
+  while ``python -m capture.record`` records it exactly as it records a person: the pynput
+  listener, 30 Hz, one clock, fights cut and restarted by the recorder.
+
+Each set of recordings is built into a Minari dataset with params.yaml's ``dataset`` and ``env``
+settings, behaviour cloning (params.yaml's ``bc``) trains on it once per training seed, and
+every policy fights the same held-out seeds (from 1,000,000, deterministic actions) in the env
+its dataset names. The person's decisions are logged too, to measure how often a step's recorded
+label is the decision the person made in that step.
+
+    python -m benchmarks.bench_human_path                                  # 20 fights, 3 seeds x 100
+    python -m benchmarks.bench_human_path --fights 2 --seeds 0 --eval-fights 10   # a quick look
+
+Needs Xvfb and xdotool when there is no display (scripts/setup.sh installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.machine import describe
+
+log = logging.getLogger("bench_human_path")
+
+HELD_OUT = 1_000_000
+WINDOW = (1280, 720)
+"""The play window's size: what a person records from on the simulator."""
+
+
+@dataclass
+class Decisions:
+    """What the scripted person decided and when, on the machine's monotonic clock (the
+    recorder's clock too: ``time.monotonic`` is one clock for every process)."""
+
+    t: list[float] = field(default_factory=list)
+    action: list[str] = field(default_factory=list)
+
+
+class ScriptedPerson(threading.Thread):
+    """The scripted expert at the keyboard. Every ``step_s`` on its own clock it reads the game
+    through its own Siphon client (never configuring the server, as a second program must not),
+    decides, and presses the keys with real key events into the focused window. A fight is
+    joined when it is fresh (both at full HP) and left when a fighter is down."""
+
+    def __init__(self, host: str, step_s: float, tap_ms: float) -> None:
+        super().__init__(daemon=True)
+        self.host, self.step_s, self.tap_s = host, step_s, tap_ms / 1000
+        self.decisions = Decisions()
+        self.fights_joined = 0
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._play()
+        except BaseException as e:  # reported by the caller, which owns the run
+            self.error = e
+
+    def _play(self) -> None:
+        from capture.takeover import PynputKeyboard
+        from env import fight
+        from env.actions import ActionTable, KeyCommand
+        from env.game import GameState
+        from env.profile import load_profile
+        from env.siphon import SiphonClient, SiphonError
+        from env.sim.expert import ScriptedExpert
+
+        table = ActionTable(load_profile("sim_margit"), "discrete")
+        expert = ScriptedExpert(self.step_s)
+        keyboard = PynputKeyboard()
+        client = SiphonClient(self.host)
+        names = [*ScriptedExpert.ATTRIBUTES, "HeroMaxHp", "NpcMaxHp"]
+        in_fight = False
+        deadline = time.monotonic()
+        try:
+            while not self.stopping.is_set():
+                deadline += self.step_s
+                try:
+                    state = GameState(client.read(names), time.monotonic())
+                except SiphonError:
+                    keyboard.release()  # a loading screen, a restart: nothing to read yet
+                    in_fight = False
+                else:
+                    if not in_fight and fight.fresh(state):
+                        in_fight = True
+                        self.fights_joined += 1
+                        expert.reset()
+                    if in_fight and fight.AT_DEATH.is_over(state):
+                        in_fight = False
+                        keyboard.release()
+                    if in_fight:
+                        name = expert.act(state)
+                        self.decisions.t.append(state.timestamp)
+                        self.decisions.action.append(name)
+                        command = table.command(table.index(name))
+                        keyboard.play(KeyCommand(command.hold | frozenset(command.tap)))
+                        if command.tap:  # a person's tap lasts as long as a finger stays down
+                            time.sleep(self.tap_s)
+                            keyboard.play(KeyCommand(command.hold))
+                time.sleep(max(0.0, deadline - time.monotonic()))
+        finally:
+            keyboard.release()
+            client.close()
+
+
+@contextlib.contextmanager
+def a_display() -> Iterator[None]:
+    """The display the window opens on: this session's, or a virtual one."""
+    import os
+
+    if os.environ.get("DISPLAY"):
+        yield
+        return
+    from env.sim.display import virtual_display
+
+    with virtual_display(WINDOW):
+        yield
+
+
+def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float) -> Decisions:
+    """``fights`` fights played through the window by the scripted person, recorded by the real
+    recorder in its own process; returns the person's decisions."""
+    from env.sim.display import focus_window
+    from env.sim.launcher import SimServer
+
+    config = _env_config(params)
+    rate = (params.get("demos") or {}).get("rate_hz", 30)
+    with a_display(), SimServer(seed=0, size=WINDOW, extra_args=("--window",), log_path=out.with_suffix(".server.log")) as server:
+        focus_window(server.process.pid)
+        person = ScriptedPerson(server.host, config.timestep_ms / 1000, tap_ms)
+        person.start()
+        recorder_log = out.with_suffix(".recorder.log")
+        with open(recorder_log, "wb") as sink:
+            recorder = subprocess.run(
+                [sys.executable, "-m", "capture.record", "--host", server.host, "--profile", "sim_margit",
+                 "--out", str(out), "--no-status", "--max-episodes", str(fights), "--seed", "0",
+                 "--rate", str(rate), "--frame-size", "x".join(map(str, config.frame_size)),
+                 "--frame-crop", ",".join(map(str, config.frame_crop))],
+                stdout=sink, stderr=subprocess.STDOUT, timeout=600 * fights,
+            )
+        person.stopping.set()
+        person.join(10)
+    if recorder.returncode != 0:
+        raise RuntimeError(f"the recorder exited with {recorder.returncode}: see {recorder_log}")
+    if person.error is not None:
+        raise RuntimeError(f"the scripted person failed: {person.error!r}") from person.error
+    return person.decisions
+
+
+def record_lock_step(fights: int, out: Path, params: dict) -> None:
+    from capture.record import RecordSettings, record
+
+    rate = (params.get("demos") or {}).get("rate_hz", 30)
+    config = _env_config(params).replace(profile="sim_margit")
+    record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=fights, seed=0, rate=rate, out=out))
+
+
+def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
+    """How often a step's label is the person's last decision within that step, on the
+    builder's own step grid and labels (the steps with a decision in them)."""
+    from capture.build_dataset import samples_at
+    from capture.episode import list_episodes, read_episode
+    from capture.labels import StepLabeler
+    from env.actions import ActionTable
+    from env.profile import load_profile
+
+    config = _env_config(params)
+    table = ActionTable(load_profile("sim_margit"), "discrete")
+    decided_t = np.asarray(decisions.t)
+    decided = np.asarray([table.index(a) for a in decisions.action])
+    dt = config.timestep_ms / 1000
+    agree = total = 0
+    for path in list_episodes(raw):
+        episode = read_episode(path)
+        labeler = StepLabeler(table, episode.key_names)
+        t = episode.t
+        boundaries = t[0] + dt * np.arange(int((t[-1] - t[0]) / dt + 1e-9) + 1)
+        at = samples_at(t, boundaries)
+        for k in range(1, len(at)):
+            inside = np.flatnonzero((decided_t > boundaries[k - 1]) & (decided_t <= boundaries[k]))
+            if not len(inside):
+                continue
+            rows = slice(at[k - 1] + 1, at[k] + 1)
+            label = labeler.label(episode.keys_held[rows], episode.keys_pressed[rows])
+            agree += int(label == decided[inside[-1]])
+            total += 1
+    return {"steps_with_a_decision": total, "agreement": agree / total if total else None}
+
+
+def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eval_fights: int, work: Path) -> dict:
+    """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
+    fights in the dataset's env; the row for the table."""
+    from capture.build_dataset import build_dataset
+    from elden_il.bc import BCConfig, train_bc
+    from elden_il.data import demonstrations, open_dataset
+    from elden_il.evaluate import PolicyActor
+    from elden_il.pipeline import dataclass_params
+    from env.factory import make_env
+    from env.play import run_fights, wilson_interval
+
+    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
+    dataset_id = f"bench/{name}-v0"
+    build_dataset(raw, dataset_id, _env_config(params), root=work / "minari", force=True)
+    demos = demonstrations(open_dataset(dataset_id, work / "minari"))
+    held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
+    wins_by_seed = []
+    for seed in seeds:
+        policy = work / f"bc-{name}-{seed}"
+        train_bc(demos, replace(bc_config, seed=seed), policy)
+        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out)
+        wins_by_seed.append(sum(r.win for r in records))
+        log.info("%s, training seed %d: %d of %d held-out fights won", name, seed, wins_by_seed[-1], eval_fights)
+    wins, total = sum(wins_by_seed), eval_fights * len(seeds)
+    return {"recordings": name, "episodes": demos.source_episodes, "steps": len(demos),
+            "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
+            "win_rate_by_seed": [w / eval_fights for w in wins_by_seed], "eval_fights": total}
+
+
+def _env_config(params: dict):
+    from elden_il.pipeline import env_config
+
+    return env_config(params)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| recordings of the same expert | episodes | steps | BC win rate (95 % interval) | by training seed |",
+             "|---|---:|---:|---|---|"]
+    for r in rows:
+        low, high = r["win_rate_ci95"]
+        seeds = ", ".join(f"{w:.0%}" for w in r["win_rate_by_seed"])
+        lines.append(f"| {r['recordings']} | {r['episodes']} | {r['steps']:,} | {r['win_rate']:.1%} "
+                     f"({low:.1%}-{high:.1%}) | {seeds} |")
+    return "\n".join(lines)
+
+
+def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: dict, work: Path,
+        reuse: bool = False) -> dict:
+    """Both recordings (or, with ``reuse``, the ones a previous run left in ``work``), both
+    datasets, every policy: the results as a dict (see ``main``)."""
+    work.mkdir(parents=True, exist_ok=True)
+    decisions_file = work / "person.decisions.json"
+    seconds = {}
+    if not reuse:
+        for old in ("lock-step", "person"):  # a rerun records afresh
+            shutil.rmtree(work / old, ignore_errors=True)
+        started = time.perf_counter()
+        record_lock_step(fights, work / "lock-step", params)
+        seconds["lock-step"] = time.perf_counter() - started
+        started = time.perf_counter()
+        decisions = record_as_a_person(fights, work / "person", params, tap_ms)
+        seconds["person"] = time.perf_counter() - started
+        decisions_file.write_text(json.dumps(vars(decisions)))
+    decisions = Decisions(**json.loads(decisions_file.read_text()))
+    rows = [train_and_evaluate(work / "lock-step", "lock-step", params, seeds, eval_fights, work),
+            train_and_evaluate(work / "person", "person", params, seeds, eval_fights, work)]
+    return {"machine": describe(), "fights": fights, "training_seeds": seeds, "eval_fights_per_policy": eval_fights,
+            "person_tap_ms": tap_ms, "record_seconds": seconds, "person_decisions": len(decisions.t),
+            "labels": label_agreement(work / "person", decisions, params), "rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_human_path", description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)")
+    parser.add_argument("--eval-fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
+    parser.add_argument("--tap-ms", type=float, default=50.0, help="how long the person's finger stays on a tapped key")
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
+    parser.add_argument("--work", type=Path, default=Path("datasets/studies/human_path"), help="recordings, datasets, policies")
+    parser.add_argument("--reuse", action="store_true", help="train and evaluate on the recordings a previous run left in --work")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from elden_il.pipeline import load_params
+
+    results = run(args.fights, args.seeds, args.eval_fights, args.tap_ms, load_params(args.params), args.work, args.reuse)
+    print(table(results["rows"]))
+    print(f"labels: {results['labels']}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

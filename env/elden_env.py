@@ -55,7 +55,9 @@ class EldenRingEnv(gym.Env):
     game's keys when it ends an episode) and shown as ``env.spec.max_episode_steps``; so
     ``gymnasium.make`` adds no ``TimeLimit`` of its own unless asked (``max_episode_steps=``).
     Rendering (``render_mode="rgb_array"``) is a picture at ``render_size`` for people and videos,
-    drawn apart from the observation's frame.
+    drawn apart from the observation's frame. A config with a ``capture_size`` (the window its
+    dataset was recorded from) plays only a game whose frames have that size: another is refused
+    at ``reset()`` and ``step()``, in one line naming both.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 5}

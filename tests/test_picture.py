@@ -23,9 +23,9 @@ from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.profile import load_profile
+from env.sim.launcher import SimServer
 from env.siphon_config import ConfigError
 from env.siphon_game import SiphonGame
-from env.sim.launcher import SimServer
 
 WINDOW = (1280, 720)
 SEED = 7

@@ -6,7 +6,9 @@ it: its frame as stored, and its state scalars by the env's own ``ObservationBui
 whole episode's columns at once). A frame is cropped and resized once, by the recorder, with the
 env's ``FrameSpec`` (``capture.sampler``), as the live env does with the frame it captures; so a
 dataset is built for the frame size and crop its episodes were recorded with, and another is
-refused (resizing stored frames a second time would give other pixels than the live env's). The
+refused (resizing stored frames a second time would give other pixels than the live env's); and
+for the window size they were captured at (``EnvConfig.capture_size``), so that the envs trained
+and evaluated on it render the same picture of the arena before cropping and resizing. The
 action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
 (``env.fight``) terminates the episode there, anything else truncates it. Each step's infos say
@@ -149,17 +151,21 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     )
 
 
-def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec]:
-    """The one profile and the one frame size and crop every episode was recorded with: a
-    dataset holds one game's actions, and its frames as they were stored."""
-    found: dict[tuple[str, FrameSpec], str] = {}  # (profile, frames) -> the first episode with them
+def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec, tuple[int, int] | None]:
+    """The one profile, the one frame size and crop and the one window size (None for files
+    from before it was stored) every episode was recorded with: a dataset holds one game's
+    actions, and its frames as they were stored, made from one picture of the arena."""
+    found: dict[tuple[str, FrameSpec, tuple[int, int] | None], str] = {}  # (profile, frames, window) -> first episode
     for path in paths:
         try:
             episode = read_episode(path, frames=False)
         except EpisodeError as e:
             raise BuildError(str(e)) from None
-        found.setdefault((episode.attrs.get("profile"), episode.frame_spec), path.name)
-    for i, (what, show) in enumerate((("profiles", repr), ("frame sizes and crops", str))):
+        window = episode.attrs.get("window_size")
+        window = None if window is None else (int(window[0]), int(window[1]))
+        found.setdefault((episode.attrs.get("profile"), episode.frame_spec, window), path.name)
+    for i, (what, show) in enumerate((("profiles", repr), ("frame sizes and crops", str),
+                                      ("window sizes (the picture captured before crop and resize)", _size_text))):
         first: dict[str, str] = {}
         for key, name in found.items():
             first.setdefault(show(key[i]), name)
@@ -168,6 +174,27 @@ def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec]:
             raise BuildError(f"the episodes were recorded with different {what}: {examples}; "
                              "build one dataset from each (keep their episodes in separate folders)")
     return next(iter(found))
+
+
+def _size_text(size: tuple[int, int] | None) -> str:
+    return "unknown" if size is None else f"{size[0]}x{size[1]}"
+
+
+def recorded_picture(config: EnvConfig, window: tuple[int, int] | None) -> EnvConfig:
+    """``config`` for the picture the episodes were captured from (``EnvConfig.capture_size``), so
+    that every env built from the dataset renders that picture; a config asking for another
+    picture is refused. Episodes from before the window size was stored leave it as asked."""
+    if window is None:
+        return config
+    recorded = config.with_picture(window)
+    if config.capture_size is not None and config.picture_size != recorded.picture_size:
+        wanted = config.capture_size
+        raise BuildError(
+            f"the episodes were captured from a {_size_text(window)} window, not the {_size_text(wanted)} this "
+            f"dataset is for (capture_size): build it for their window (leave capture_size out), or record "
+            f"again with the game's window at {_size_text(wanted)}"
+        )
+    return recorded
 
 
 def check_frames(path: Path, recorded: FrameSpec, wanted: FrameSpec) -> None:
@@ -210,8 +237,9 @@ def build_dataset(
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
     for partial in partials:
         _warn_unfinished(partial)
-    profile = load_profile(config.profile or recorded_with(paths)[0])
-    config = config.replace(profile=profile.ref)
+    recorded_profile, _, window = recorded_with(paths)
+    profile = load_profile(config.profile or recorded_profile)
+    config = recorded_picture(config, window).replace(profile=profile.ref)
     actions = config.actions(profile)
     builder = ObservationBuilder(config, actions)
     if (root / dataset_id).exists() and not force:
@@ -281,12 +309,13 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
     ended = sum(decided)
     stack = f"a stack of the last {config.frame_stack} frames" if config.frame_stack else "no frame stack"
     history = (f"the last {config.action_history} actions" if config.action_history else "no action history")
+    captured = "" if config.capture_size is None else f" (made from a {_size_text(config.capture_size)} window)"
     return (
         f"{fights} recorded boss fight{'s' * (fights != 1)} against the {config.profile} profile's boss, "
         f"{ended} played to a win or a death and {fights - ended} cut short (truncated). "
         f"One step is {config.timestep_ms:g} ms of game time with a {config.action_mode} action "
         f"(the profile's action table) and the env's base reward; episodes end after at most "
-        f"{config.max_steps} steps. Observations: the RGB frame at {config.frame_size[0]}x{config.frame_size[1]} "
+        f"{config.max_steps} steps. Observations: the RGB frame at {config.frame_size[0]}x{config.frame_size[1]}{captured} "
         f"(stored losslessly, HDF5 {compression}), player and boss HP (0-1), their distance "
         f"and both animation ids. The env it was built for (see the env spec) adds {stack} and "
         f"{history}; elden_il.data rebuilds them from each episode. "

@@ -123,7 +123,8 @@ def dataclass_params(values: Any, name: str, cls: type) -> Any:
 
 def env_config(params: dict) -> EnvConfig:
     """The env every stage works in, from params.yaml's ``dataset`` and ``env`` sections; the
-    profile is left to the recordings (``None``) and filled in when the dataset is built."""
+    profile and the picture (``capture_size``) are left to the recordings (``None``) and filled
+    in when the dataset is built."""
     values = {k: v for name, keys in ENV_FIELDS.items() for k, v in section(params, name).items() if k in keys}
     try:
         return EnvConfig(**values)
@@ -217,8 +218,9 @@ def stage_bc(params: dict) -> None:
     demos = load_demonstrations(name, MINARI_ROOT)
     # BC trains for the env the dataset was built for (demos.config); params.yaml is read only to
     # refuse a dataset it no longer describes (a stage run by hand after editing it), which is
-    # why dvc.yaml's bc stage declares the dataset and env params too
-    wanted = env_config(params).replace(profile=demos.config.profile)
+    # why dvc.yaml's bc stage declares the dataset and env params too. The profile and the
+    # picture (the window size captured) are the recordings', which params.yaml leaves to them
+    wanted = env_config(params).replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
     # recordings with a policy at the keys (capture.record --policy): the person's corrections

@@ -2,8 +2,9 @@
 
 A recording is turned into a dataset for one env, a policy is trained for that env, and it is
 fine-tuned and evaluated in that env again. ``EnvConfig`` is that env's settings in one frozen,
-validated value: profile, action mode, timestep, frame size and crop, frame stack, action
-history, episode length, and how actions become keys. It is checked once where it enters (a
+validated value: profile, action mode, timestep, the picture (the size the game's frame is
+captured at, its crop and the frame size), frame stack, action history, episode length, and how
+actions become keys. It is checked once where it enters (a
 command line, ``params.yaml``, a dataset's metadata), written into every dataset and beside every
 policy, and read back from them, so the stages never re-derive it from strings.
 
@@ -31,6 +32,10 @@ ACTION_MODES = ("discrete", "multi_binary")
 
 
 MAX_TAP_MS = 10_000
+MIN_SIM_SIDE = 16
+"""The simulator renders nothing smaller; a smaller frame size (down to 8x8) is resized from it."""
+MAX_CAPTURE_SIDE = 7680
+"""An 8K window's width: no game window is captured larger."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,11 @@ class EnvConfig:
     """Observation frame (width, height)."""
     frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
     """(left, top, right, bottom) fractions of the game's frame kept before resizing."""
+    capture_size: tuple[int, int] | None = None
+    """(width, height) the game's picture is captured at before crop and resize: the window the
+    recordings were made from (a 1280x720 window shows the arena otherwise than an 84x84 render,
+    even scaled down). None: the in-process simulator renders straight at ``frame_size`` (what
+    lock-step recordings use), and a live game's window is taken at whatever size it has."""
     frame_stack: int | None = None
     """None, or how many recent frames the observation's ``frame_stack`` holds."""
     action_history: int | None = None
@@ -60,7 +70,7 @@ class EnvConfig:
 
     def __post_init__(self) -> None:
         # YAML and JSON have lists, not tuples: accept them, store tuples (hashable, comparable)
-        for name in ("frame_size", "frame_crop"):
+        for name in ("frame_size", "frame_crop", "capture_size"):
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
@@ -81,8 +91,13 @@ class EnvConfig:
             raise ConfigError(f"{where}: {e}") from None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``.
+        ``capture_size`` is written only when set, so an env description without a picture of
+        its own reads and writes as before the field existed (and older code still reads it)."""
+        values = asdict(self)
+        if values["capture_size"] is None:
+            del values["capture_size"]
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def replace(self, **changes: Any) -> EnvConfig:
         return replace(self, **changes)
@@ -101,6 +116,23 @@ class EnvConfig:
         from env.observations import FrameSpec
 
         return FrameSpec(self.frame_size, self.frame_crop)
+
+    @property
+    def picture_size(self) -> tuple[int, int]:
+        """The (width, height) a simulator renders this env's picture at: ``capture_size``, or
+        the frame size itself (at least 16x16) when there is none."""
+        if self.capture_size is not None:
+            return self.capture_size
+        width, height = self.frame_size
+        return max(width, MIN_SIM_SIDE), max(height, MIN_SIM_SIDE)
+
+    def with_picture(self, window_size: tuple[int, int]) -> EnvConfig:
+        """This config for frames captured from a ``window_size`` window (a recording's): no
+        ``capture_size`` when that is the picture the simulator renders without one (a lock-step
+        recording at the frame size), else that size."""
+        window = (int(window_size[0]), int(window_size[1]))
+        plain = self.replace(capture_size=None)
+        return plain if window == plain.picture_size else self.replace(capture_size=window)
 
     def actions(self, profile: Profile) -> ActionTable:
         from env.actions import ActionTable
@@ -135,6 +167,11 @@ def _check(config: EnvConfig) -> None:
     if not (isinstance(crop, tuple) and len(crop) == 4 and all(is_number(v) for v in crop)):
         fail("frame_crop", "must be [left, top, right, bottom] fractions of the frame")
     config.frame_spec  # noqa: B018 - FrameSpec checks the size's range and the crop's order
+    capture = config.capture_size
+    if capture is not None and not (isinstance(capture, tuple) and len(capture) == 2 and all(
+            is_int(v) and MIN_SIM_SIDE <= v <= MAX_CAPTURE_SIDE for v in capture)):
+        fail("capture_size", f"must be null (the simulator renders at frame_size) or [width, height] of the "
+                             f"game's window in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}")
     for name in ("frame_stack", "action_history"):
         value = getattr(config, name)
         if value is not None and not (is_int(value) and 1 <= value <= 64):

@@ -55,7 +55,9 @@ class EldenRingEnv(gym.Env):
     game's keys when it ends an episode) and shown as ``env.spec.max_episode_steps``; so
     ``gymnasium.make`` adds no ``TimeLimit`` of its own unless asked (``max_episode_steps=``).
     Rendering (``render_mode="rgb_array"``) is a picture at ``render_size`` for people and videos,
-    drawn apart from the observation's frame.
+    drawn apart from the observation's frame. A config with a ``capture_size`` (the window its
+    dataset was recorded from) plays only a game whose frames have that size: another is refused
+    at ``reset()`` and ``step()``, in one line naming both.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 5}
@@ -157,6 +159,7 @@ class EldenRingEnv(gym.Env):
             if boss_hp < 1:
                 self.game.write("NpcHp", max(1, round(state["NpcMaxHp"] * boss_hp)))
             self._state, self._frame = self.game.observe(self._names)
+            self._check_picture(self._frame)
         except BaseException:
             self._release_keys()
             raise
@@ -186,6 +189,7 @@ class EldenRingEnv(gym.Env):
         try:
             overrun = self._play(command)
             state, frame = self.game.observe(self._names)
+            self._check_picture(frame)
         except BaseException:
             self._release_keys()
             raise
@@ -227,6 +231,19 @@ class EldenRingEnv(gym.Env):
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun
+
+    def _check_picture(self, frame: Frame) -> None:
+        """Refuse a game whose window is not the size the config's picture is captured at: a
+        policy trained on one framing of the arena sees another in a window of another size,
+        even once cropped and resized to the same frame size, and would fail without a word."""
+        wanted = self.config.capture_size
+        got = (frame.rgb.shape[1], frame.rgb.shape[0])
+        if wanted is not None and got != wanted:
+            raise ConfigError(
+                f"the game's window is {got[0]}x{got[1]}, but this env's frames are captured at {wanted[0]}x{wanted[1]} "
+                f"(capture_size: the window its recordings were made from): set the game window to "
+                f"{wanted[0]}x{wanted[1]}, or record again at {got[0]}x{got[1]} and train on those recordings"
+            )
 
     def _revive(self, state: GameState) -> None:
         """At an episode's end on a profile with HP floors (the real game's), give each fighter

@@ -31,31 +31,23 @@ from env.siphon_config import ConfigError
 BACKENDS = ("sim", "sim_server", "siphon")
 DEFAULT_PROFILES = {"sim": "sim_margit", "sim_server": "sim_margit", "siphon": "eldenring_margit"}
 DEFAULT_HOST = "127.0.0.1:50051"
-MIN_SIM_SIDE = 16
-"""The simulator renders nothing smaller; a smaller frame size (down to 8x8) is resized from it."""
-
-
-def sim_window(frame_size: tuple[int, int]) -> tuple[int, int]:
-    """The window a simulator renders for ``frame_size``: the frame size itself, at least 16x16."""
-    width, height = frame_size
-    return max(width, MIN_SIM_SIDE), max(height, MIN_SIM_SIDE)
-
-
 def make_game(
     config: EnvConfig, backend: str = "sim", host: str = DEFAULT_HOST, seed: int = 0, **server_options: Any,
 ) -> Game:
     """The game behind an env. ``seed`` is the simulator's first seed (``sim``, ``sim_server``);
-    ``server_options`` go to the simulator server (``sim_server``), e.g. ``size``."""
+    ``server_options`` go to the simulator server (``sim_server``), e.g. ``size``. A simulator
+    renders the config's picture (``EnvConfig.picture_size``: the recordings' window, or the
+    frame size), which the env then crops and resizes as the recorder did."""
     _check_backend(backend)
     profile = config.profile or DEFAULT_PROFILES[backend]
     if backend == "sim":
         from env.sim.game import SimGame
 
-        return SimGame(profile, seed=seed, window_size=sim_window(config.frame_size))
+        return SimGame(profile, seed=seed, window_size=config.picture_size)
     if backend == "sim_server":
         from env.sim.launcher import SimServerGame
 
-        return SimServerGame(profile, seed=seed, **{"size": sim_window(config.frame_size), **server_options})
+        return SimServerGame(profile, seed=seed, **{"size": config.picture_size, **server_options})
     from env.siphon_game import SiphonGame
 
     return SiphonGame(host, profile)

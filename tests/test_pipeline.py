@@ -30,7 +30,10 @@ TINY = {
 
 
 def run(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **(extra_env or {})}
+    """``args`` in ``cwd``, importing this checkout's code (a copy in ``cwd`` comes first), not
+    whichever checkout the virtualenv's editable install points at."""
+    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "PYTHONPATH": str(ROOT), **(extra_env or {})}
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -195,6 +198,29 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
     assert incompatible.returncode == 1, incompatible.stderr
     assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in incompatible.stderr
     assert "dvc repro dataset" in incompatible.stderr
+
+
+def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env(tmp_path: Path):
+    """Recordings of a 1280x720 window (here lock-step, the simulator drawing at that size): the
+    dataset stage writes their window into the dataset, bc accepts it (params.yaml leaves the
+    picture to the recordings, as it does the profile) and saves it beside the policy, and the
+    env the fine-tuning and evaluation stages build from that policy draws the same picture."""
+    from capture.record import RecordSettings, record
+    from elden_il.policy import load_env_config
+    from env.config import EnvConfig
+    from env.factory import make_env
+
+    record(RecordSettings(env=EnvConfig(profile="sim_margit", capture_size=(1280, 720)), backend="sim", autopilot=True,
+                          max_episodes=2, max_episode_seconds=5, out=tmp_path / "datasets/raw"))
+    write_params(tmp_path, "params.yaml", **{"demos.source": "raw"})
+    for stage in ("dataset", "bc"):
+        result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage)
+        assert result.returncode == 0, result.stderr
+    config = load_env_config(tmp_path / "datasets/models/bc")
+    assert config.capture_size == (1280, 720)
+    with make_env(config) as env:
+        env.reset(seed=0)
+        assert env.game.capture_frame().rgb.shape == (720, 1280, 3)
 
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):

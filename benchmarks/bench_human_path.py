@@ -1,7 +1,10 @@
 """Does a person's recording train? The human path against lock-step, side by side in one run.
 
-The same player, the simulator's scripted expert, plays the same fights (seeds 0, 1, ...) twice:
+The same player, the simulator's scripted expert, plays the same fights (seeds 0, 1, ...) three
+times:
 - **lock-step**: in-process through the autopilot, the way the pipeline's ``demos`` are made;
+- **lock-step, the window's picture**: the same, each frame drawn at the play window's size and
+  then cropped and resized as the recorder does with the window's (what the picture alone does);
 - **as a person**: a separate program watches the game through its own Siphon client once per
   decision step (on its own clock, out of phase with the recorder), decides with the same
   expert, and presses real keys (XTest, as a keyboard does) into ``python -m env.sim --window``,
@@ -44,6 +47,11 @@ log = logging.getLogger("bench_human_path")
 HELD_OUT = 1_000_000
 WINDOW = (1280, 720)
 """The play window's size: what a person records from on the simulator."""
+RECORDINGS = {"lock-step": "lock-step", "lock-step-window": "lock-step, the window's picture",
+              "person": "a person's way: window, real keys, recorder"}
+"""Folder -> what it holds: the three recordings of the same fights: the pipeline's, the same drawn as the play window
+is (what the picture alone costs), and the person's through the window (what real time, a
+second program's keys and the listener add)."""
 
 
 @dataclass
@@ -166,11 +174,13 @@ def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float) -> D
     return person.decisions
 
 
-def record_lock_step(fights: int, out: Path, params: dict) -> None:
+def record_lock_step(fights: int, out: Path, params: dict, capture_size: tuple[int, int] | None = None) -> None:
+    """The autopilot's fights in-process; ``capture_size``: the picture drawn at that size and
+    then made an observation as the play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
     rate = (params.get("demos") or {}).get("rate_hz", 30)
-    config = _env_config(params).replace(profile="sim_margit")
+    config = _env_config(params).replace(profile="sim_margit", capture_size=capture_size)
     record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=fights, seed=0, rate=rate, out=out))
 
 
@@ -230,7 +240,7 @@ def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eva
         wins_by_seed.append(sum(r.win for r in records))
         log.info("%s, training seed %d: %d of %d held-out fights won", name, seed, wins_by_seed[-1], eval_fights)
     wins, total = sum(wins_by_seed), eval_fights * len(seeds)
-    return {"recordings": name, "episodes": demos.source_episodes, "steps": len(demos),
+    return {"recordings": RECORDINGS[name], "episodes": demos.source_episodes, "steps": len(demos),
             "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
             "win_rate_by_seed": [w / eval_fights for w in wins_by_seed], "eval_fights": total}
 
@@ -254,24 +264,25 @@ def table(rows: list[dict]) -> str:
 
 def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: dict, work: Path,
         reuse: bool = False) -> dict:
-    """Both recordings (or, with ``reuse``, the ones a previous run left in ``work``), both
-    datasets, every policy: the results as a dict (see ``main``)."""
+    """The three recordings (with ``reuse``, those a previous run left in ``work`` are kept),
+    their datasets, every policy: the results as a dict (see ``main``)."""
     work.mkdir(parents=True, exist_ok=True)
     decisions_file = work / "person.decisions.json"
     seconds = {}
-    if not reuse:
-        for old in ("lock-step", "person"):  # a rerun records afresh
-            shutil.rmtree(work / old, ignore_errors=True)
-        started = time.perf_counter()
-        record_lock_step(fights, work / "lock-step", params)
-        seconds["lock-step"] = time.perf_counter() - started
+    for name, size in (("lock-step", None), ("lock-step-window", WINDOW)):
+        if not (reuse and any((work / name).glob("*.h5"))):
+            shutil.rmtree(work / name, ignore_errors=True)  # a rerun records afresh
+            started = time.perf_counter()
+            record_lock_step(fights, work / name, params, size)
+            seconds[name] = time.perf_counter() - started
+    if not (reuse and decisions_file.exists()):
+        shutil.rmtree(work / "person", ignore_errors=True)
         started = time.perf_counter()
         decisions = record_as_a_person(fights, work / "person", params, tap_ms)
         seconds["person"] = time.perf_counter() - started
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
-    rows = [train_and_evaluate(work / "lock-step", "lock-step", params, seeds, eval_fights, work),
-            train_and_evaluate(work / "person", "person", params, seeds, eval_fights, work)]
+    rows = [train_and_evaluate(work / name, name, params, seeds, eval_fights, work) for name in RECORDINGS]
     return {"machine": describe(), "fights": fights, "training_seeds": seeds, "eval_fights_per_policy": eval_fights,
             "person_tap_ms": tap_ms, "record_seconds": seconds, "person_decisions": len(decisions.t),
             "labels": label_agreement(work / "person", decisions, params), "rows": rows}
@@ -286,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tap-ms", type=float, default=50.0, help="how long the person's finger stays on a tapped key")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
     parser.add_argument("--work", type=Path, default=Path("datasets/studies/human_path"), help="recordings, datasets, policies")
-    parser.add_argument("--reuse", action="store_true", help="train and evaluate on the recordings a previous run left in --work")
+    parser.add_argument("--reuse", action="store_true", help="keep the recordings a previous run left in --work; record only the missing ones")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import describe
+from elden_il.pipeline import env_config, load_params
 
 log = logging.getLogger("bench_human_path")
 
@@ -144,13 +145,14 @@ def a_display() -> Iterator[None]:
         yield
 
 
-def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float) -> Decisions:
+def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float, fight_seconds: float = 300) -> Decisions:
     """``fights`` fights played through the window by the scripted person, recorded by the real
-    recorder in its own process; returns the person's decisions."""
+    recorder in its own process (an episode ends after ``fight_seconds``, as the recorder's
+    ``--max-episode-seconds``); returns the person's decisions."""
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
-    config = _env_config(params)
+    config = env_config(params)
     rate = (params.get("demos") or {}).get("rate_hz", 30)
     with a_display(), SimServer(seed=0, size=WINDOW, extra_args=("--window",), log_path=out.with_suffix(".server.log")) as server:
         focus_window(server.process.pid)
@@ -161,6 +163,7 @@ def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float) -> D
             recorder = subprocess.run(
                 [sys.executable, "-m", "capture.record", "--host", server.host, "--profile", "sim_margit",
                  "--out", str(out), "--no-status", "--max-episodes", str(fights), "--seed", "0",
+                 "--max-episode-seconds", str(fight_seconds),
                  "--rate", str(rate), "--frame-size", "x".join(map(str, config.frame_size)),
                  "--frame-crop", ",".join(map(str, config.frame_crop))],
                 stdout=sink, stderr=subprocess.STDOUT, timeout=600 * fights,
@@ -180,7 +183,7 @@ def record_lock_step(fights: int, out: Path, params: dict, capture_size: tuple[i
     from capture.record import RecordSettings, record
 
     rate = (params.get("demos") or {}).get("rate_hz", 30)
-    config = _env_config(params).replace(profile="sim_margit", capture_size=capture_size)
+    config = env_config(params).replace(profile="sim_margit", capture_size=capture_size)
     record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=fights, seed=0, rate=rate, out=out))
 
 
@@ -193,7 +196,7 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
     from env.actions import ActionTable
     from env.profile import load_profile
 
-    config = _env_config(params)
+    config = env_config(params)
     table = ActionTable(load_profile("sim_margit"), "discrete")
     decided_t = np.asarray(decisions.t)
     decided = np.asarray([table.index(a) for a in decisions.action])
@@ -229,7 +232,7 @@ def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eva
 
     bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
     dataset_id = f"bench/{name}-v0"
-    build_dataset(raw, dataset_id, _env_config(params), root=work / "minari", force=True)
+    build_dataset(raw, dataset_id, env_config(params), root=work / "minari", force=True)
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
     wins_by_seed = []
@@ -243,12 +246,6 @@ def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eva
     return {"recordings": RECORDINGS[name], "episodes": demos.source_episodes, "steps": len(demos),
             "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
             "win_rate_by_seed": [w / eval_fights for w in wins_by_seed], "eval_fights": total}
-
-
-def _env_config(params: dict):
-    from elden_il.pipeline import env_config
-
-    return env_config(params)
 
 
 def table(rows: list[dict]) -> str:
@@ -301,8 +298,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from elden_il.pipeline import load_params
-
     results = run(args.fights, args.seeds, args.eval_fights, args.tap_ms, load_params(args.params), args.work, args.reuse)
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")

@@ -1,0 +1,36 @@
+"""The human path, kept honest: a fight played the way a person plays it (a separate program's
+real key events into the play window, recorded by the real recorder in its own process) must
+become a dataset whose picture is the window's and whose labels are the person's decisions.
+A lost picture or lost labels each cost BC on such recordings most of its wins.
+
+The full comparison (BC on twenty fights each way, held-out fights in the dataset's env) is
+``benchmarks/bench_human_path.py``; this is its short version, on one fight."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import bench_human_path as bench
+from capture.build_dataset import build_dataset
+from elden_il.data import demonstrations, open_dataset
+from elden_il.pipeline import env_config, load_params
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.mark.slow
+def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_decisions(xvfb: str, tmp_path: Path):
+    params = load_params(ROOT / "params.yaml")
+    decisions = bench.record_as_a_person(1, tmp_path / "person", params, tap_ms=50, fight_seconds=30)
+    assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
+    config = env_config(params)
+    build_dataset(tmp_path / "person", "test/person-v0", config, root=tmp_path / "minari")
+    demos = demonstrations(open_dataset("test/person-v0", tmp_path / "minari"))
+    # the picture: the env the dataset names draws the window's picture, then the same resize
+    assert demos.config.capture_size == bench.WINDOW and demos.config.frame_size == config.frame_size
+    # the labels: a step's label is the decision the person made in it (a few are a key held
+    # across the step boundary; the full benchmark measures the rest)
+    labels = bench.label_agreement(tmp_path / "person", decisions, params)
+    assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels

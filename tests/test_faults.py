@@ -446,14 +446,14 @@ def answers(stub, timeout: float = 2.0) -> bool:
 
 
 UNSIMULABLE_WRITES = [
-    ("gameSpeedVal", math.inf, "cannot be simulated"),
-    ("gameSpeedVal", math.nan, "cannot be simulated"),
-    ("gameSpeedVal", 1e9, "cannot be simulated"),
-    ("gameSpeedVal", -1.0, "cannot be simulated"),
-    ("HeroLocalPosX", math.nan, "is no place in the game"),
-    ("HeroGlobalPosY", -math.inf, "is no place in the game"),
-    ("HeroLocalPosZ", 1e30, "is no place in the game"),
-    ("HeroAngle", math.nan, "is no angle"),
+    ("gameSpeedVal", math.inf, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", math.nan, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", 1e9, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", -1.0, "it must be 0 or from 0.001 to 100 times real time"),
+    ("HeroLocalPosX", math.nan, "no place in the game lies farther"),
+    ("HeroGlobalPosY", -math.inf, "no place in the game lies farther"),
+    ("HeroLocalPosZ", 1e30, "no place in the game lies farther"),
+    ("HeroAngle", math.nan, "radians (a turn either way)"),
 ]
 
 
@@ -466,6 +466,102 @@ def test_a_value_the_simulator_cannot_simulate_is_refused_and_it_keeps_serving(s
     assert not response.success and message in response.message, response.message
     assert answers(stub)
     assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1.0), timeout=2).success
+
+
+def absurd_values(allowed, kind: str) -> list[float]:
+    """Values no world holds for an attribute that takes ``allowed``: just outside each end,
+    the 32-bit extremes (where outside), and, where it is a float, NaN, infinities and a speck
+    above 0."""
+    int32 = (-2**31, 2**31 - 1)
+    values = [allowed.low - 1, allowed.high + 1, *(int32 if kind == "int" else (-1e30, 1e30, math.nan, math.inf))]
+    if allowed.or_zero:
+        values.append(allowed.low / 2 if kind == "float" else -1)
+    return [v for v in values if not allowed.holds(v) and (kind == "float" or int32[0] <= v <= int32[1])]
+
+
+def every_absurd_write() -> list[tuple[str, str, float]]:
+    """(attribute, type, value) for every writable attribute the server has that is not a bool
+    (a bool holds whatever is written), each with every value of ``absurd_values``."""
+    from env.sim import memory
+    from env.sim.capture import WINDOW_CONTROLS
+
+    ranges = {n: (a.type, a.range) for n, a in memory.ATTRIBUTES.items() if a.write is not None and a.type != "bool"}
+    ranges |= {n: (WINDOW_CONTROLS[n], r) for n, r in memory.WINDOW_RANGES.items()}
+    assert all(r is not None for _, r in ranges.values()), "a writable attribute without a Range"
+    return [(n, kind, v) for n, (kind, r) in ranges.items() for v in absurd_values(r, kind)]
+
+
+def snapshot(stub) -> dict:
+    """Every attribute the simulator's own config has, and the window controls, read now."""
+    from env.sim import memory
+    from env.sim.capture import WINDOW_CONTROLS
+
+    names = [*(n for n in memory.ATTRIBUTES if n not in ("SimRestoreSave",)), *WINDOW_CONTROLS]
+    values = {}
+    for name in names:
+        response = stub.GetAttribute(pb2.GetSiphonRequest(attributeName=name), timeout=2)
+        values[name] = response.WhichOneof("value") and getattr(response, response.WhichOneof("value"))
+    return values
+
+
+def test_a_write_the_world_cannot_hold_is_refused_with_the_range_for_every_attribute(stub, player):
+    """``HeroFlaskCharges = 2147483647`` made the HUD draw two billion flask icons with the world
+    lock held: every call timed out for minutes. Every writable attribute now has its range, a
+    write outside it is refused with that range and writes nothing, and the server answers."""
+    assert stub.GetAttribute(pb2.GetSiphonRequest(attributeName="NpcId"), timeout=20).success  # (the hook is in)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=0.0), timeout=2).success
+    before = snapshot(stub)
+    for name, kind, value in every_absurd_write():
+        request = pb2.SetSiphonRequest(attributeName=name, **{f"{kind}_value": value})
+        response = stub.SetAttribute(request, timeout=2)
+        assert not response.success and "is refused, nothing was written: it must be " in response.message, (name, value, response.message)
+        assert answers(stub)
+    assert snapshot(stub) == before
+
+
+def test_a_tiny_game_speed_leaves_the_clock_running(stub):
+    """``gameSpeedVal 1e-30`` put the clock's next tick beyond what a timeout can hold: its thread
+    died, and from then on game time moved only when a client called. Now such a speed is
+    refused, and game time runs on its own again at speed 1: a frame stream, which nothing else
+    drives, gets a new frame every tick."""
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    tiny = stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1e-30), timeout=2)
+    assert not tiny.success and "it must be 0 or from 0.001 to 100" in tiny.message, tiny.message
+    time.sleep(0.3)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1.0), timeout=2).success
+    stream = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=5)
+    ticks = [next(stream).frame_number for _ in range(30)]
+    stream.cancel()
+    assert ticks[-1] - ticks[0] >= 29
+
+
+def test_the_clock_survives_any_speed_the_world_is_given():
+    """Whatever speed reaches the world (the server refuses the meaningless ones, a direct
+    write does not), the clock's thread sleeps a bounded time and lives: at speed 1 afterwards
+    the world ticks on its own, with nobody settling the clock."""
+    import threading
+
+    from env.sim.clock import RealtimeClock
+    from env.sim.inputs import InputLatch
+    from env.sim.world import World
+
+    for tiny in (1e-30, 5e-324):
+        world, lock = World(0), threading.Lock()
+        world.game_speed_flag, world.game_speed_val = True, tiny
+        clock = RealtimeClock(world, InputLatch({}), lock)
+        clock.start()
+        try:
+            time.sleep(0.3)
+            with lock:
+                world.game_speed_val = 1.0
+                clock.reschedule()
+                start = world.tick_count
+            time.sleep(1.0)
+            with lock:
+                assert world.tick_count - start >= 40, (tiny, world.tick_count - start)
+        finally:
+            clock.stop()
 
 
 def test_the_fastest_game_speed_keeps_the_server_serving_and_stoppable(stub, sim_server: SimServer):

@@ -335,7 +335,12 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         name = request.attributeName
         with self._mutex:
             if name in WINDOW_CONTROLS:
-                self.process.window.write_control(name, getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]]))
+                value = getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]])
+                try:
+                    memory.check_range(name, value, memory.WINDOW_RANGES.get(name))
+                except memory.MemoryError_ as e:
+                    return pb2.SetSiphonResponse(success=False, message=str(e))
+                self.process.window.write_control(name, value)
                 return pb2.SetSiphonResponse(success=True, message=f"{name} written")
             if isinstance(spec := self._find(name, "write"), str):
                 return pb2.SetSiphonResponse(success=False, message=spec)

@@ -17,8 +17,13 @@ bad command-line values                         one argparse line, exit 2, no tr
 unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
 a write the simulator cannot simulate           refused with the reason; the server keeps serving
   (inf/NaN/huge game speed, position, angle)
+a write outside any attribute's range           refused with the range, nothing written; the
+  (a flask count of 2**31 - 1, NaN, negative)   server answers reads and frames at once
+a game speed of 1e-30, then 1                   refused; the clock lives on any speed
 the fastest game speed                          game time slips; calls and SIGTERM still land
 a second ``env.sim`` on a port in use           refuses to start, one line, exit 2
+``env.sim --host ::1``; a host not of this      serves on ``[::1]:PORT``; a bind failure names
+  machine                                       its one reason
 frame streams nobody reads, long or many taps   streams and taps cannot starve each other; the
                                                 call over a limit is refused at once
 ==============================================  ===============================================
@@ -36,6 +41,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -390,7 +396,8 @@ CLI_FAULTS = [
     (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
     (["capture.build_dataset", "--max-steps", "0"], "max_steps = 0: must be a whole number of steps, at least 1"),
     (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
-    (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be a number from 0 to 100"),
+    (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
+    (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
 ]
 
 
@@ -588,6 +595,55 @@ def test_a_second_simulator_on_a_port_in_use_refuses_to_start(sim_server: SimSer
     result = cli("env.sim", "--port", port, "--size", "84x84", timeout=60)
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
+def test_the_simulator_serves_on_an_ipv6_host_and_a_client_reaches_it_in_brackets(tmp_path: Path):
+    """``--host ::1`` made gRPC read "::1:PORT" as a misformatted domain name, and the error
+    blamed the port. An IPv6 literal is bracketed when the address is formed."""
+    from env.siphon import SiphonClient, SiphonError
+    from env.sim.launcher import free_port
+
+    port = free_port()
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "env.sim", "--host", "::1", "--port", str(port), "--size", "84x84"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                client = SiphonClient(f"[::1]:{port}", connect_timeout=1)
+                break
+            except SiphonError:
+                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                time.sleep(0.2)
+        assert client.status().success
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+    assert f"on [::1]:{port}" in (tmp_path / "server.log").read_text()
+
+
+def test_a_simulator_that_cannot_bind_names_the_reason():
+    """A host that is no address of this machine was blamed on the port ("another server is
+    using that port, or ... is not an address of this machine"): the one reason is named."""
+    result = cli("env.sim", "--host", "192.0.2.1", "--port", "0", "--size", "84x84", timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine"), line
+    assert "port" not in line.split(": ", 2)[2].split(";")[0], line
 
 
 def test_streams_nobody_reads_cannot_starve_taps(stub):

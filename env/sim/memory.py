@@ -222,6 +222,7 @@ def _restore_save(w: World, value: Value) -> None:
     w.restore_save()
 
 
+GAME_SPEED = Range(MIN_GAME_SPEED, MAX_GAME_SPEED, "times real time (0 pauses)", or_zero=True)
 ANGLE = Range(-math.tau, math.tau, "radians (a turn either way)")
 HP, MAX_HP = Range(0, MAX_POINTS, "HP"), Range(1, MAX_POINTS, "HP")
 FP, SP = Range(0, MAX_POINTS, "FP"), Range(0, MAX_POINTS, "stamina")
@@ -244,8 +245,7 @@ ATTRIBUTES: dict[str, Attribute] = {
     "HeroMapId": Attribute("int", lambda w: MAP_ID),
     "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set_player("no_gravity", bool)),
     "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"),
-    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game",
-                              Range(MIN_GAME_SPEED, MAX_GAME_SPEED, "times real time (0 pauses)", or_zero=True)),
+    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game", GAME_SPEED),
     "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
     "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc", HP),
     "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc", MAX_HP),

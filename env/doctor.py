@@ -5,7 +5,8 @@ works and what to fix: the server is reachable; the config is accepted; memory r
 hook goes in (it asks you to lock on); capture gives frames of the right size that are neither
 black nor frozen; every keybind of the profile makes the game react (an animation, a movement, a
 stamina or FP change; lock-on by how the character faces while it strafes), naming each binding
-that does not; and what this link to the server
+that does not (a dead player, a paused game, a loading screen or an empty flask is told apart
+from a wrong binding, with what to do); and what this link to the server
 costs: read, snapshot and frame latencies, the env steps per second they allow, and the highest
 recording rate it sustains without dropping a sample. It never writes HP or teleports.
 """
@@ -25,7 +26,9 @@ import numpy as np
 
 from env.errors import EldenILError
 from env.factory import DEFAULT_HOST
+from env.game import GameError
 from env.profile import Profile, load_profile
+from env.siphon import ReadRefused
 from env.siphon_game import SiphonGame
 
 log = logging.getLogger("env.doctor")
@@ -54,6 +57,21 @@ HEADROOM = 0.8
 absorbs slow rounds (the recorder drops a sample only when a whole period is missed)."""
 
 
+DIED = ("the player died during the key check (HP 0: something hit them while the keys were tried), so no "
+        "binding can be judged and none is to blame: restart the fight, or stand somewhere safe (outside the fog "
+        "wall, at the grace) and run the doctor again")
+PAUSED = ("the game is paused (game speed 0: gameSpeedFlag on, gameSpeedVal 0), so nothing reacts to any key and no "
+          "binding is to blame: unpause it (pysiphon set gameSpeedVal float 1) and run the doctor again")
+LOADING = ("the game is on a loading screen or a menu: memory finds no player ({error}), so no binding can be judged "
+           "and none is to blame: stand in the arena and run the doctor again")
+NO_FLASKS = "no flask charges left: rest at a grace to refill them, or the heal check is skipped"
+
+
+class GameNotReady(GameError):
+    """The game cannot show any key's effect now (the player died, it is paused, or on a
+    loading screen or menu): the key check stops, blaming no binding, and says what to do."""
+
+
 @dataclass
 class Check:
     name: str
@@ -68,12 +86,16 @@ class Doctor:
         self.hook_timeout = hook_timeout
         self.checks: list[Check] = []
         self.game: SiphonGame | None = None
+        self._last_hp: int | None = None  # the player's HP at the last read of the key check
+        self._hurt = False  # hit during the key check (a loading screen after that is a death's)
 
     def run(self) -> list[Check]:
         steps: list[Callable[[], None]] = [self.connect, self.memory, self.capture, self.keys, self.speed]
         try:
             for step in steps:
                 step()
+        except GameNotReady as e:
+            self.say("game state", False, str(e))
         except EldenILError as e:
             self.say(step.__name__, False, str(e))
         finally:
@@ -115,23 +137,29 @@ class Doctor:
 
     def keys(self) -> None:
         """Press every binding and look for the game's reaction in memory; while the character
-        moves, check that the frames move too (a minimised window keeps returning its last one)."""
+        moves, check that the frames move too (a minimised window keeps returning its last one).
+        A game that cannot react to any key (the player dead, the game paused or loading) stops
+        the check with ``GameNotReady``: that is no binding's fault."""
+        self.check_paused()
         silent, dead, frozen = [], [], False
         for action, key in self.profile.keybinds.items():
+            self.read(["HeroHp"])  # dead or loading since the last key: say so before judging this one
             if action == "lock_on":
                 toggles = self.lock_on_toggles(key)
                 if toggles is None:
                     silent.append(f"lock_on ({key}: the character moved freely both times; nothing in sight to lock on to?)")
                 elif not toggles:
                     dead.append(f"{action} ({key})")
+            elif action == "use_item" and self.flasks() == 0:
+                silent.append(f"{action} ({key}: {NO_FLASKS})")
             elif action in NEEDS_SOMETHING:
                 if not self.reacts(action, key):
                     silent.append(f"{action} ({key}: {NEEDS_SOMETHING[action]})")
             else:
-                frame_before, at_before = self.game.capture_frame().rgb, self.game.client.read(WATCHED)
+                frame_before, at_before = self.game.capture_frame().rgb, self.read(WATCHED)
                 if not self.reacts(action, key):
                     dead.append(f"{action} ({key})")
-                elif action.startswith("move_") and moved(at_before, self.game.client.read(WATCHED)) > MOVED_M:
+                elif action.startswith("move_") and moved(at_before, self.read(WATCHED)) > MOVED_M:
                     frozen = frozen or np.array_equal(frame_before, self.game.capture_frame().rgb)
             self.game.wait_until(self.game.now() + SETTLE_S)  # let the move finish before the next key
         if silent:
@@ -144,19 +172,48 @@ class Doctor:
             self.say("frames", False, "the character moved but the captured frame did not change: is the game window "
                      "minimised or covered? Siphon keeps returning the last frame it captured")
 
+    def read(self, names: list[str] | tuple[str, ...]) -> dict:
+        """``names`` read during the key check, or ``GameNotReady`` where the game cannot react:
+        the player at HP 0 (dead), or no player in memory (after a death, the loading screen;
+        else a loading screen or a menu)."""
+        try:
+            values = self.game.client.read(list(dict.fromkeys([*names, "HeroHp"])))
+        except ReadRefused as e:
+            raise GameNotReady(DIED if self._hurt else LOADING.format(error=e)) from None
+        if values["HeroHp"] <= 0:
+            raise GameNotReady(DIED)
+        if self._last_hp is not None and values["HeroHp"] < self._last_hp:
+            self._hurt = True
+        self._last_hp = values["HeroHp"]
+        return values
+
+    def check_paused(self) -> None:
+        """``GameNotReady`` where the game is paused by its speed flag (where the profile reads it)."""
+        if not {"gameSpeedFlag", "gameSpeedVal"} <= self.profile.siphon.attributes.keys():
+            return
+        speed = self.read(["gameSpeedFlag", "gameSpeedVal"])
+        if speed["gameSpeedFlag"] and speed["gameSpeedVal"] == 0:
+            raise GameNotReady(PAUSED)
+
+    def flasks(self) -> int | None:
+        """Flask charges left, where the profile reads them (the game's profile cannot)."""
+        if "HeroFlaskCharges" not in self.profile.siphon.attributes:
+            return None
+        return self.read(["HeroFlaskCharges"])["HeroFlaskCharges"]
+
     def reacts(self, action: str, key: str) -> bool:
         """Whether pressing ``key`` visibly does something, watched for ``REACTION_S``. A window in
         which the character was hit (by the boss, not by the key) proves nothing: tried again."""
         game = self.game
         for _ in range(TRIES):
-            before = game.client.read(WATCHED)
+            before = self.read(WATCHED)
             if action.startswith("move_"):
                 game.hold_keys({key})
             else:
                 game.tap_keys([key], 50)
             end, seen, hit = game.now() + REACTION_S, False, False
             while game.now() < end and not seen:
-                after = game.client.read(WATCHED)
+                after = self.read(WATCHED)
                 hit = after["HeroHp"] < before["HeroHp"]
                 seen = not hit and reacted(before, after)
             game.hold_keys(())
@@ -185,14 +242,14 @@ class Doctor:
         target). A window in which the character was hit is tried again."""
         game = self.game
         for _ in range(TRIES):
-            hp = game.client.read(["HeroHp"])["HeroHp"]
+            hp = self.read(["HeroHp"])["HeroHp"]
             angles = []
             for side in ("move_left", "move_right"):
                 game.hold_keys({self.profile.key_for(side)})
                 game.wait_until(game.now() + STRAFE_S)
-                angles.append(game.client.read(["HeroAngle"])["HeroAngle"])
+                angles.append(self.read(["HeroAngle"])["HeroAngle"])
             game.hold_keys(())
-            if game.client.read(["HeroHp"])["HeroHp"] >= hp:
+            if self.read(["HeroHp"])["HeroHp"] >= hp:
                 break
         return abs(math.remainder(angles[1] - angles[0], math.tau))
 

@@ -15,6 +15,7 @@ converts a 1080p frame with a per-pixel Python loop (0.3 s). This client instead
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -61,6 +62,24 @@ class NoFrame(SiphonError):
 
 
 HOOK_MESSAGE_EVERY_S = 3.0
+
+
+def grpc_address(host: str, port: int) -> str:
+    """``host`` and ``port`` as one gRPC address: an IPv6 literal in brackets (``[::1]:50051``),
+    because gRPC reads a bare ``::1:50051`` as a misformatted host name."""
+    try:
+        literal = ipaddress.ip_address(host)
+    except ValueError:  # a host name, or already bracketed
+        return f"{host}:{port}"
+    return f"[{host}]:{port}" if literal.version == 6 else f"{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``, bracketed or not)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 class SiphonClient:

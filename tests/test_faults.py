@@ -22,8 +22,13 @@ bad command-line values                         one argparse line, exit 2, no tr
 unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
 a write the simulator cannot simulate           refused with the reason; the server keeps serving
   (inf/NaN/huge game speed, position, angle)
+a write outside any attribute's range           refused with the range, nothing written; the
+  (a flask count of 2**31 - 1, NaN, negative)   server answers reads and frames at once
+a game speed of 1e-30, then 1                   refused; the clock lives on any speed
 the fastest game speed                          game time slips; calls and SIGTERM still land
 a second ``env.sim`` on a port in use           refuses to start, one line, exit 2
+``env.sim --host ::1``; a host not of this      serves on ``[::1]:PORT``; a bind failure names
+  machine                                       its one reason
 frame streams nobody reads, long or many taps   streams and taps cannot starve each other; the
                                                 call over a limit is refused at once
 ==============================================  ===============================================
@@ -41,6 +46,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -505,7 +511,8 @@ CLI_FAULTS = [
     (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
     (["capture.build_dataset", "--max-steps", "0"], "max_steps = 0: must be a whole number of steps, at least 1"),
     (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
-    (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be a number from 0 to 100"),
+    (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
+    (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
 ]
 
 
@@ -561,14 +568,14 @@ def answers(stub, timeout: float = 2.0) -> bool:
 
 
 UNSIMULABLE_WRITES = [
-    ("gameSpeedVal", math.inf, "cannot be simulated"),
-    ("gameSpeedVal", math.nan, "cannot be simulated"),
-    ("gameSpeedVal", 1e9, "cannot be simulated"),
-    ("gameSpeedVal", -1.0, "cannot be simulated"),
-    ("HeroLocalPosX", math.nan, "is no place in the game"),
-    ("HeroGlobalPosY", -math.inf, "is no place in the game"),
-    ("HeroLocalPosZ", 1e30, "is no place in the game"),
-    ("HeroAngle", math.nan, "is no angle"),
+    ("gameSpeedVal", math.inf, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", math.nan, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", 1e9, "it must be 0 or from 0.001 to 100 times real time"),
+    ("gameSpeedVal", -1.0, "it must be 0 or from 0.001 to 100 times real time"),
+    ("HeroLocalPosX", math.nan, "no place in the game lies farther"),
+    ("HeroGlobalPosY", -math.inf, "no place in the game lies farther"),
+    ("HeroLocalPosZ", 1e30, "no place in the game lies farther"),
+    ("HeroAngle", math.nan, "radians (a turn either way)"),
 ]
 
 
@@ -581,6 +588,102 @@ def test_a_value_the_simulator_cannot_simulate_is_refused_and_it_keeps_serving(s
     assert not response.success and message in response.message, response.message
     assert answers(stub)
     assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1.0), timeout=2).success
+
+
+def absurd_values(allowed, kind: str) -> list[float]:
+    """Values no world holds for an attribute that takes ``allowed``: just outside each end,
+    the 32-bit extremes (where outside), and, where it is a float, NaN, infinities and a speck
+    above 0."""
+    int32 = (-2**31, 2**31 - 1)
+    values = [allowed.low - 1, allowed.high + 1, *(int32 if kind == "int" else (-1e30, 1e30, math.nan, math.inf))]
+    if allowed.or_zero:
+        values.append(allowed.low / 2 if kind == "float" else -1)
+    return [v for v in values if not allowed.holds(v) and (kind == "float" or int32[0] <= v <= int32[1])]
+
+
+def every_absurd_write() -> list[tuple[str, str, float]]:
+    """(attribute, type, value) for every writable attribute the server has that is not a bool
+    (a bool holds whatever is written), each with every value of ``absurd_values``."""
+    from env.sim import memory
+    from env.sim.capture import WINDOW_CONTROLS
+
+    ranges = {n: (a.type, a.range) for n, a in memory.ATTRIBUTES.items() if a.write is not None and a.type != "bool"}
+    ranges |= {n: (WINDOW_CONTROLS[n], r) for n, r in memory.WINDOW_RANGES.items()}
+    assert all(r is not None for _, r in ranges.values()), "a writable attribute without a Range"
+    return [(n, kind, v) for n, (kind, r) in ranges.items() for v in absurd_values(r, kind)]
+
+
+def snapshot(stub) -> dict:
+    """Every attribute the simulator's own config has, and the window controls, read now."""
+    from env.sim import memory
+    from env.sim.capture import WINDOW_CONTROLS
+
+    names = [*(n for n in memory.ATTRIBUTES if n not in ("SimRestoreSave",)), *WINDOW_CONTROLS]
+    values = {}
+    for name in names:
+        response = stub.GetAttribute(pb2.GetSiphonRequest(attributeName=name), timeout=2)
+        values[name] = response.WhichOneof("value") and getattr(response, response.WhichOneof("value"))
+    return values
+
+
+def test_a_write_the_world_cannot_hold_is_refused_with_the_range_for_every_attribute(stub, player):
+    """``HeroFlaskCharges = 2147483647`` made the HUD draw two billion flask icons with the world
+    lock held: every call timed out for minutes. Every writable attribute now has its range, a
+    write outside it is refused with that range and writes nothing, and the server answers."""
+    assert stub.GetAttribute(pb2.GetSiphonRequest(attributeName="NpcId"), timeout=20).success  # (the hook is in)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=0.0), timeout=2).success
+    before = snapshot(stub)
+    for name, kind, value in every_absurd_write():
+        request = pb2.SetSiphonRequest(attributeName=name, **{f"{kind}_value": value})
+        response = stub.SetAttribute(request, timeout=2)
+        assert not response.success and "is refused, nothing was written: it must be " in response.message, (name, value, response.message)
+        assert answers(stub)
+    assert snapshot(stub) == before
+
+
+def test_a_tiny_game_speed_leaves_the_clock_running(stub):
+    """``gameSpeedVal 1e-30`` put the clock's next tick beyond what a timeout can hold: its thread
+    died, and from then on game time moved only when a client called. Now such a speed is
+    refused, and game time runs on its own again at speed 1: a frame stream, which nothing else
+    drives, gets a new frame every tick."""
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
+    tiny = stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1e-30), timeout=2)
+    assert not tiny.success and "it must be 0 or from 0.001 to 100" in tiny.message, tiny.message
+    time.sleep(0.3)
+    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=1.0), timeout=2).success
+    stream = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=5)
+    ticks = [next(stream).frame_number for _ in range(30)]
+    stream.cancel()
+    assert ticks[-1] - ticks[0] >= 29
+
+
+def test_the_clock_survives_any_speed_the_world_is_given():
+    """Whatever speed reaches the world (the server refuses the meaningless ones, a direct
+    write does not), the clock's thread sleeps a bounded time and lives: at speed 1 afterwards
+    the world ticks on its own, with nobody settling the clock."""
+    import threading
+
+    from env.sim.clock import RealtimeClock
+    from env.sim.inputs import InputLatch
+    from env.sim.world import World
+
+    for tiny in (1e-30, 5e-324):
+        world, lock = World(0), threading.Lock()
+        world.game_speed_flag, world.game_speed_val = True, tiny
+        clock = RealtimeClock(world, InputLatch({}), lock)
+        clock.start()
+        try:
+            time.sleep(0.3)
+            with lock:
+                world.game_speed_val = 1.0
+                clock.reschedule()
+                start = world.tick_count
+            time.sleep(1.0)
+            with lock:
+                assert world.tick_count - start >= 40, (tiny, world.tick_count - start)
+        finally:
+            clock.stop()
 
 
 def test_the_fastest_game_speed_keeps_the_server_serving_and_stoppable(stub, sim_server: SimServer):
@@ -607,6 +710,55 @@ def test_a_second_simulator_on_a_port_in_use_refuses_to_start(sim_server: SimSer
     result = cli("env.sim", "--port", port, "--size", "84x84", timeout=60)
     assert result.returncode == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
+
+
+def has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1)")
+def test_the_simulator_serves_on_an_ipv6_host_and_a_client_reaches_it_in_brackets(tmp_path: Path):
+    """``--host ::1`` made gRPC read "::1:PORT" as a misformatted domain name, and the error
+    blamed the port. An IPv6 literal is bracketed when the address is formed."""
+    from env.siphon import SiphonClient, SiphonError
+    from env.sim.launcher import free_port
+
+    port = free_port()
+    log = open(tmp_path / "server.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "env.sim", "--host", "::1", "--port", str(port), "--size", "84x84"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert server.poll() is None, (tmp_path / "server.log").read_text()
+            try:
+                client = SiphonClient(f"[::1]:{port}", connect_timeout=1)
+                break
+            except SiphonError:
+                assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+                time.sleep(0.2)
+        assert client.status().success
+        client.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+    assert f"on [::1]:{port}" in (tmp_path / "server.log").read_text()
+
+
+def test_a_simulator_that_cannot_bind_names_the_reason():
+    """A host that is no address of this machine was blamed on the port ("another server is
+    using that port, or ... is not an address of this machine"): the one reason is named."""
+    result = cli("env.sim", "--host", "192.0.2.1", "--port", "0", "--size", "84x84", timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine"), line
+    assert "port" not in line.split(": ", 2)[2].split(";")[0], line
 
 
 def test_streams_nobody_reads_cannot_starve_taps(stub):

@@ -591,3 +591,58 @@ def test_connecting_after_a_death_waits_for_the_lock_on(game_server, caplog: pyt
         assert second.client.read(["NpcId"])["NpcId"] > 0
     finally:
         second.close()
+
+
+def run_doctor(host: str, profile: str = "sim_margit") -> str:
+    """``python -m env.doctor`` against ``host``, as a user runs it; its output."""
+    result = subprocess.run([sys.executable, "-m", "env.doctor", "--host", host, "--profile", profile, "--hook-timeout", "20"],
+                            capture_output=True, text=True, timeout=180)
+    return result.stdout + result.stderr
+
+
+def blames_no_binding(output: str) -> bool:
+    """The doctor neither names a binding as dead nor says to fix the keys."""
+    return "no reaction to" not in output and "bind these keys" not in output and "[FAIL] keys" not in output \
+        and "fix keys" not in output and "fix keybinds" not in output
+
+
+@pytest.mark.slow
+def test_the_doctor_tells_a_death_during_the_key_check_from_a_wrong_binding(tmp_path: Path):
+    """Against a plain ``python -m env.sim`` (a fight, nobody at the keys) the boss killed the
+    player while the doctor tried the keys (every run), and it said ``[FAIL] keys: ... loading
+    screen``, then "fix keys first"."""
+    from env.sim.launcher import SimServer
+
+    with SimServer(size=(160, 90), log_path=tmp_path / "server.log") as server:
+        output = run_doctor(server.host)
+    assert "[FAIL] game state: the player died during the key check" in output, output
+    assert "restart the fight, or stand somewhere safe" in output, output
+    assert blames_no_binding(output), output
+
+
+@pytest.mark.slow
+def test_the_doctor_tells_a_paused_game_from_a_wrong_binding(tmp_path: Path):
+    """Against ``env.sim --speed 0`` it said "no reaction to move_forward (W) ... bind these keys"."""
+    from env.sim.launcher import SimServer
+
+    with SimServer(size=(160, 90), extra_args=("--speed", "0"), log_path=tmp_path / "server.log") as server:
+        output = run_doctor(server.host)
+    assert "[FAIL] game state: the game is paused (game speed 0" in output and "unpause it" in output, output
+    assert blames_no_binding(output), output
+
+
+@pytest.mark.slow
+def test_the_doctor_tells_an_empty_flask_from_a_wrong_binding(tmp_path: Path):
+    """With 0 flask charges it said "no reaction to use_item (R)". At the Site of Grace (nobody
+    attacks there) every other binding is judged."""
+    from env.siphon import SiphonClient
+    from env.sim.launcher import SimServer
+
+    with SimServer(size=(160, 90), extra_args=("--start", "grace"), log_path=tmp_path / "server.log") as server:
+        client = SiphonClient(server.host)
+        client.configure(load_profile("sim_margit").siphon)
+        client.write("HeroFlaskCharges", 0, "int")
+        client.close()
+        output = run_doctor(server.host)
+    assert "use_item (R: no flask charges left: rest at a grace to refill them, or the heal check is skipped)" in output, output
+    assert "[ok  ] keybinds: all" in output and blames_no_binding(output), output

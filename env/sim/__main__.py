@@ -10,9 +10,9 @@ import threading
 from dataclasses import replace
 
 from env.cli import parse_size, ruled
-from env.fields import number, whole
+from env.fields import Rule, is_number, whole
 from env.siphon_config import ConfigError
-from env.sim.memory import MAX_GAME_SPEED
+from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import REAL_BY_DEFAULT, serve
 from env.sim.world import Lifecycle
@@ -42,6 +42,10 @@ examples:
   python -m env.sim --real-server --scan-ms 1 --hook-delay-s 0.2   ... with a test's timings
 """
 
+SPEED = Rule(lambda v: is_number(v) and GAME_SPEED.holds(v), f"must be {GAME_SPEED}")
+"""What ``--speed`` takes: what a ``gameSpeedVal`` write takes."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m env.sim",
@@ -51,10 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)")
     parser.add_argument("--port", type=ruled(int, whole(0, 65535)), default=50051, help="port (default: %(default)s; 0: any free port, logged)")
-    parser.add_argument("--seed", type=ruled(int, whole(0, 2**31 - 1)), default=0, help="seed of the boss's decisions (default: %(default)s)")
+    parser.add_argument("--seed", type=ruled(int, whole(0, MAX_SEED)), default=0, help="seed of the boss's decisions (default: %(default)s)")
     parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window size WxH (default: 1280x720)")
     parser.add_argument("--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)")
-    parser.add_argument("--speed", type=ruled(float, number(0, MAX_GAME_SPEED)), help="initial game speed (0 starts paused)")
+    parser.add_argument("--speed", type=ruled(float, SPEED), help="initial game speed (0 starts paused)")
     parser.add_argument("--window", action="store_true", help="open a window to play the fight with the keyboard")
     parser.add_argument("--log-level", default="INFO")
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")

@@ -28,6 +28,10 @@ stall or a speed faster than the machine then costs game time, never the world l
 RPC keeps being served."""
 STALL_S = 0.25
 """A clock this far behind skips ahead instead of catching up in a burst (a suspended laptop)."""
+MAX_SLEEP_S = 0.1
+"""The longest the clock's thread sleeps between looks at the schedule. However far off the next
+tick is (paused, or a speed so slow its tick lies beyond what a timeout can express), the thread
+wakes, so it never dies of an unrepresentable wait and always sees a new speed."""
 
 
 class RealtimeClock:
@@ -79,6 +83,6 @@ class RealtimeClock:
             with self.lock:
                 self.settle()
                 deadline = self._deadline
-            timeout = 0.1 if deadline is None else max(0.0, deadline - time.monotonic())
+            timeout = MAX_SLEEP_S if deadline is None else min(MAX_SLEEP_S, max(0.0, deadline - time.monotonic()))
             if self._wake.wait(timeout):
                 self._wake.clear()

@@ -31,6 +31,7 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.game import GameError
 from env.profile import Profile
+from env.siphon import grpc_address
 from env.siphon_game import SiphonGame
 from env.sim.real_server import STATUS_MARK
 from env.sim.world import Phase
@@ -61,7 +62,7 @@ class SimServer:
         self.at_grace = False  # its world started outside the fog wall, nothing targeted
         for attempt in range(1 if port else PORT_ATTEMPTS):
             self.port = port or free_port()
-            self.host = f"127.0.0.1:{self.port}"
+            self.host = grpc_address("127.0.0.1", self.port)
             command = [
                 sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
                 "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,

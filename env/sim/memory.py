@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from env.observations import MAX_FRAME_SIDE
 from env.sim import TICK_HZ
 from env.sim.geometry import GATE
 from env.sim.moves import PlayerAnim
@@ -56,9 +57,43 @@ MAX_GAME_SPEED = 100.0
 """The fastest game speed the simulator accepts. Its clock runs at most a burst of ticks per
 wake-up and lets time slip beyond that, so any speed keeps it serving; above this one the
 clock only slips, which no client can mean."""
+MIN_GAME_SPEED = 0.001
+"""The slowest running game speed (0 pauses): a tick every few seconds of real time. Slower
+speeds are no slow motion anyone can watch, only a pause that does not say so."""
 MAX_DISTANCE_M = 100_000.0
 """How far from the map origin a position write may place anyone: beyond any map of the game,
 and the renderer's pixel arithmetic overflows long before 1e30."""
+MAX_POINTS = 999_999
+"""The most HP, FP or stamina a fighter may be given: beyond any fighter of the game, and the
+HUD draws bars as fractions, so any count below it draws as fast as the real ones."""
+MAX_FLASKS = 14
+"""The most flask charges the game gives (both flasks together, fully upgraded): the HUD draws
+one icon per charge."""
+MAX_SEED = 2**31 - 1
+"""The largest seed: ``SimSeed`` reads back as a non-negative 32-bit int."""
+MIN_WINDOW_SIDE = 16
+"""The smallest window side the renderer draws (the HUD needs it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values a writable attribute takes, both ends included, and 0 besides where
+    ``or_zero``. Every write is held to its attribute's range before it reaches the world, so
+    no value the world cannot hold gets in (a flask count the HUD would draw for minutes, a
+    speed whose next tick lies beyond the clock's arithmetic, a position off every map)."""
+
+    low: float
+    high: float
+    unit: str
+    or_zero: bool = False
+
+    def holds(self, value: Value) -> bool:
+        """``value`` is in the range (NaN never is)."""
+        return self.low <= value <= self.high or (self.or_zero and value == 0)
+
+    def __str__(self) -> str:
+        span = f"from {self.low:g} to {self.high:g} {self.unit}"
+        return f"0 or {span}" if self.or_zero else span
 
 
 def f32(x: float) -> float:
@@ -75,6 +110,7 @@ class Attribute:
     read: Callable[..., Value]
     write: Callable[..., None] | None = None
     kind: Kind = "hero"
+    range: Range | None = None  # every writable int or float attribute has one (bools hold any)
 
 
 def _set_player(field: str, cast: Callable[[Value], Value]) -> Callable[[World, Value], None]:
@@ -87,7 +123,7 @@ def _set_player(field: str, cast: Callable[[Value], Value]) -> Callable[[World, 
 def _write_player_hp(world: World, value: Value) -> None:
     p = world.player
     was_dead = p.dead
-    p.hp = max(0, min(int(value), p.max_hp))
+    p.hp = min(int(value), p.max_hp)
     if was_dead and p.hp > 0:
         p.start(PlayerAnim.IDLE, TICK_HZ)  # revived in place, as a memory write does
     elif not was_dead and p.hp == 0:
@@ -96,11 +132,11 @@ def _write_player_hp(world: World, value: Value) -> None:
 
 def _write_npc_hp(world: World, npc: Npc, value: Value) -> None:
     if npc is not world.boss:
-        npc.hp = max(0, min(int(value), npc.max_hp))
+        npc.hp = min(int(value), npc.max_hp)
         return
     b = world.boss
     was_dead = b.dead
-    b.hp = max(0, min(int(value), b.max_hp))
+    b.hp = min(int(value), b.max_hp)
     if b.hp * 2 > b.max_hp:
         b.phase = 1  # healed above half: the fight is back in its first phase
     if b.hp == 0 and not was_dead:
@@ -110,19 +146,17 @@ def _write_npc_hp(world: World, npc: Npc, value: Value) -> None:
 
 
 def _local(value: Value, off: float) -> float:
-    """A written coordinate, in the arena's own frame, or ``MemoryError_`` for one that no place
-    in the game has (NaN, infinite, or farther than ``MAX_DISTANCE_M``)."""
-    local = f32(float(value)) - off
-    if not abs(local) <= MAX_DISTANCE_M:
-        raise MemoryError_(f"{value} is no place in the game: a coordinate must be a finite number within {MAX_DISTANCE_M:g} m of the map's origin")
-    return local
+    """A written coordinate in the arena's own frame."""
+    return f32(float(value)) - off
+
+
+def _position_range(off: float) -> Range:
+    """Where a coordinate may be written: within ``MAX_DISTANCE_M`` of the map's origin."""
+    return Range(off - MAX_DISTANCE_M, off + MAX_DISTANCE_M, "metres (no place in the game lies farther from the map's origin)")
 
 
 def _write_game_speed(world: World, value: Value) -> None:
-    speed = f32(float(value))
-    if not 0.0 <= speed <= MAX_GAME_SPEED:
-        raise MemoryError_(f"game speed {value} cannot be simulated: write a number from 0 (paused) to {MAX_GAME_SPEED:g}")
-    world.game_speed_val = speed
+    world.game_speed_val = f32(float(value))
 
 
 def _hero_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
@@ -141,7 +175,7 @@ def _hero_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
             else:
                 setattr(w.player, "xy"[axis], local)
 
-        attrs[f"{prefix}{name}"] = Attribute("float", read, write)
+        attrs[f"{prefix}{name}"] = Attribute("float", read, write, range=_position_range(off))
     return attrs
 
 
@@ -159,15 +193,12 @@ def _npc_pos_attrs(prefix: str, origin: bool) -> dict[str, Attribute]:
                 setattr(npc, "xy"[axis], local)
                 npc.cancel_move()
 
-        attrs[f"{prefix}{name}"] = Attribute("float", read, write, "npc")
+        attrs[f"{prefix}{name}"] = Attribute("float", read, write, "npc", _position_range(off))
     return attrs
 
 
 def _angle(value: Value) -> float:
-    angle = f32(float(value))
-    if not math.isfinite(angle):
-        raise MemoryError_(f"{value} is no angle: write a finite number of radians")
-    return math.remainder(angle, 2 * math.pi)
+    return math.remainder(f32(float(value)), math.tau)
 
 
 def _write_hero_angle(w: World, value: Value) -> None:
@@ -180,37 +211,44 @@ def _write_npc_angle(w: World, npc: Npc, value: Value) -> None:
 
 
 def _npc_angle() -> Attribute:
-    return Attribute("float", lambda n: f32(n.angle), _write_npc_angle, "npc")
+    return Attribute("float", lambda n: f32(n.angle), _write_npc_angle, "npc", ANGLE)
 
 
 def _set_npc_max_hp(w: World, npc: Npc, value: Value) -> None:
-    npc.max_hp = max(1, int(value))
+    npc.max_hp = int(value)
 
 
 def _restore_save(w: World, value: Value) -> None:
     w.restore_save()
 
 
+GAME_SPEED = Range(MIN_GAME_SPEED, MAX_GAME_SPEED, "times real time (0 pauses)", or_zero=True)
+ANGLE = Range(-math.tau, math.tau, "radians (a turn either way)")
+HP, MAX_HP = Range(0, MAX_POINTS, "HP"), Range(1, MAX_POINTS, "HP")
+FP, SP = Range(0, MAX_POINTS, "FP"), Range(0, MAX_POINTS, "stamina")
+MAX_SP = Range(1, MAX_POINTS, "stamina")
+
+
 ATTRIBUTES: dict[str, Attribute] = {
-    "HeroHp": Attribute("int", lambda w: w.player.hp, _write_player_hp),
-    "HeroMaxHp": Attribute("int", lambda w: w.player.max_hp, _set_player("max_hp", lambda v: max(1, int(v)))),
-    "HeroFp": Attribute("int", lambda w: w.player.fp, _set_player("fp", lambda v: max(0, int(v)))),
-    "HeroMaxFp": Attribute("int", lambda w: w.player.max_fp, _set_player("max_fp", lambda v: max(0, int(v)))),
-    "HeroSp": Attribute("int", lambda w: int(w.player.sp), _set_player("sp", lambda v: float(max(0, int(v))))),
-    "HeroMaxSp": Attribute("int", lambda w: w.player.max_sp, _set_player("max_sp", lambda v: max(1, int(v)))),
+    "HeroHp": Attribute("int", lambda w: w.player.hp, _write_player_hp, range=HP),
+    "HeroMaxHp": Attribute("int", lambda w: w.player.max_hp, _set_player("max_hp", int), range=MAX_HP),
+    "HeroFp": Attribute("int", lambda w: w.player.fp, _set_player("fp", int), range=FP),
+    "HeroMaxFp": Attribute("int", lambda w: w.player.max_fp, _set_player("max_fp", int), range=FP),
+    "HeroSp": Attribute("int", lambda w: int(w.player.sp), _set_player("sp", lambda v: float(int(v))), range=SP),
+    "HeroMaxSp": Attribute("int", lambda w: w.player.max_sp, _set_player("max_sp", int), range=MAX_SP),
     "HeroAnimId": Attribute("int", lambda w: int(w.player.anim)),
     "HeroAnimLength": Attribute("float", lambda w: f32(w.player.anim_len / TICK_HZ)),
     "HeroAnimSpeed": Attribute("float", lambda w: 1.0),
     **_hero_pos_attrs("HeroLocalPos", origin=False),
     **_hero_pos_attrs("HeroGlobalPos", origin=True),
-    "HeroAngle": Attribute("float", lambda w: f32(w.player.angle), _write_hero_angle),
+    "HeroAngle": Attribute("float", lambda w: f32(w.player.angle), _write_hero_angle, range=ANGLE),
     "HeroMapId": Attribute("int", lambda w: MAP_ID),
     "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set_player("no_gravity", bool)),
     "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"),
-    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game"),
+    "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game", GAME_SPEED),
     "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
-    "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc"),
-    "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc"),
+    "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc", HP),
+    "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc", MAX_HP),
     **_npc_pos_attrs("NpcGlobalPos", origin=True),
     "NpcGlobalPosAngle": _npc_angle(),
     **_npc_pos_attrs("NpcLocalPos", origin=False),
@@ -223,10 +261,11 @@ ATTRIBUTES: dict[str, Attribute] = {
     # copy at the title screen), the tick count, the life-cycle phase (``world.Phase``), and how
     # many game-memory writes it was sent (a client that must write nothing, the recorder, is
     # checked by it).
-    "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set_player("flasks", lambda v: max(0, int(v)))),
-    "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim"),
+    "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set_player("flasks", int),
+                                  range=Range(0, MAX_FLASKS, "flask charges (the game's most)")),
+    "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim", Range(0, MAX_SEED, "(a seed)")),
     "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF, kind="sim"),
-    "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim"),
+    "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim", Range(0, 1, "(either restores the save)")),
     "SimPhase": Attribute("int", lambda w: int(w.phase), kind="sim"),
     "SimWrites": Attribute("int", lambda w: w.memory_writes & 0x7FFFFFFF, kind="sim"),
 }
@@ -272,10 +311,25 @@ def read(world: World, name: str, via_hook: bool = False) -> Value:
     return attr.read(_resolve(world, attr, via_hook))
 
 
+WINDOW_SIDE = Range(MIN_WINDOW_SIDE, MAX_FRAME_SIDE, "pixels")
+WINDOW_RANGES = {"SimWindowWidth": WINDOW_SIDE, "SimWindowHeight": WINDOW_SIDE}
+"""What the server's window controls (``env.sim.capture.WINDOW_CONTROLS``) may be written: a
+window the renderer can draw, no larger than any frame the project takes."""
+
+
+def check_range(name: str, value: Value, allowed: Range | None) -> None:
+    """``MemoryError_`` saying what ``name`` accepts, where ``value`` is outside ``allowed``."""
+    if allowed is not None and not allowed.holds(value):
+        raise MemoryError_(f"{name} = {value!r} is refused, nothing was written: it must be {allowed}")
+
+
 def write(world: World, name: str, value: Value, via_hook: bool = False) -> None:
+    """Write ``name``, or ``MemoryError_`` (and the world unchanged) for a read-only attribute, a
+    value outside its ``Range`` or memory the game does not have now."""
     attr = _attribute(name)
     if attr.write is None:
         raise MemoryError_(f"attribute {name!r} is read-only in the simulator")
+    check_range(name, value, attr.range)
     target = _resolve(world, attr, via_hook)
     if attr.kind == "npc":
         attr.write(world, target, value)

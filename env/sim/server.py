@@ -19,9 +19,11 @@ real-server mode they queue on the mutex like any attribute call but cost no sca
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,6 +39,7 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.packed_reads import Block, fields_in
 from env.profile import load_profile
+from env.siphon import grpc_address, is_loopback
 from env.siphon_config import AttributeSpec
 from env.sim import memory, scancodes
 from env.sim.capture import WINDOW_CONTROLS, GameWindow
@@ -335,7 +338,12 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         name = request.attributeName
         with self._mutex:
             if name in WINDOW_CONTROLS:
-                self.process.window.write_control(name, getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]]))
+                value = getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]])
+                try:
+                    memory.check_range(name, value, memory.WINDOW_RANGES.get(name))
+                except memory.MemoryError_ as e:
+                    return pb2.SetSiphonResponse(success=False, message=str(e))
+                self.process.window.write_control(name, value)
                 return pb2.SetSiphonResponse(success=True, message=f"{name} written")
             if isinstance(spec := self._find(name, "write"), str):
                 return pb2.SetSiphonResponse(success=False, message=spec)
@@ -531,7 +539,7 @@ def serve(
     an ideal server, at the grace on a real one."""
     if real is None:
         real = profile in REAL_BY_DEFAULT
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    if not is_loopback(host):
         log.warning(
             "listening on %s: anyone who can reach this address can drive the simulator (no "
             "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.", host,
@@ -569,17 +577,35 @@ def serve(
             setattr(service, name, _on_pool(getattr(service, name), pools[2]))
     pb2_grpc.add_SiphonServiceServicer_to_server(service, server)
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound = server.add_insecure_port(grpc_address(host, port))
     except RuntimeError:  # grpc raises this for an address it cannot bind
         bound = 0
     if bound == 0:
-        raise OSError(
-            f"cannot listen on {host}:{port}: another server (or Siphon) is using that port, or "
-            f"{host} is not an address of this machine; pick another --port, or --host 127.0.0.1"
-        )
+        raise OSError(f"cannot listen on {grpc_address(host, port)}: {bind_problem(host, port)}")
     server.start()
     process.clock.start()
     mode = "real-server mode" if siphon is not None else "ideal server"
     where = "in a fight" if world.phase is Phase.FIGHT else "at the Site of Grace"
-    log.info("%s on %s:%d, the world %s", mode, host, bound, where)
-    return RunningServer(server, process, f"{host}:{bound}", tuple(pools), siphon)
+    address = grpc_address(host, bound)
+    log.info("%s on %s, the world %s", mode, address, where)
+    return RunningServer(server, process, address, tuple(pools), siphon)
+
+
+def bind_problem(host: str, port: int) -> str:
+    """Why ``host:port`` cannot be listened on, and what to do, found by binding a plain socket
+    there: gRPC's own error says neither (and its log line may name the wrong one)."""
+    try:
+        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as e:
+        return f"{host} is no address or host name this machine knows ({e.strerror}): use --host 127.0.0.1"
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+            probe.bind(where)
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            return f"port {port} is in use (another server, or Siphon): pick another --port"
+        if e.errno == errno.EADDRNOTAVAIL:
+            return f"{host} is not an address of this machine: use one of its own, or --host 127.0.0.1"
+        return f"{e.strerror or e}: pick another --port, or --host 127.0.0.1"
+    return "gRPC could not listen there though the address is free (its log line above says why)"

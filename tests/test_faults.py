@@ -43,7 +43,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import h5py
 import minari
+import numpy as np
 import pytest
 import yaml
 from pysiphon.generated import siphon_service_pb2 as pb2
@@ -300,6 +302,76 @@ def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):
         open_dataset(123, tmp_path)
 
 
+# ------------------------------------------------------------------ bad samples in an episode
+def copy_raw(raw_episodes: Path, tmp_path: Path) -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for path in list_episodes(raw_episodes):
+        (raw / path.name).write_bytes(path.read_bytes())
+    return raw
+
+
+def spoil_state(path: Path, rows: slice, attribute: str = "HeroHp", value: float = math.nan) -> None:
+    """Write ``value`` into ``attribute`` at ``rows`` of a finished episode, as a failed memory read would."""
+    with h5py.File(path, "r+") as f:
+        column = json.loads(f.attrs["attribute_names"]).index(attribute)
+        state = f["state"][()]
+        state[rows, column] = value
+        f["state"][...] = state
+
+
+def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp_path: Path, caplog):
+    raw = copy_raw(raw_episodes, tmp_path)
+    spoiled = list_episodes(raw)[0]
+    spoil_state(spoiled, slice(40, 50))
+    with caplog.at_level(logging.WARNING, logger="capture.build_dataset"):
+        dataset = build_dataset(raw, "test/nan-v0", root=tmp_path / "minari")
+    for episode in dataset.iterate_episodes():
+        assert all(np.isfinite(np.asarray(v)).all() for k, v in episode.observations.items() if k != "frame")
+        assert np.isfinite(episode.rewards).all()
+    (line,) = [r.getMessage() for r in caplog.records if "finite" in r.getMessage()]
+    assert f"{spoiled.name}: HeroHp not a finite number at samples 40-49" in line and "held the last finite value" in line
+
+    floors = cli("capture.floors", str(raw))
+    assert floors.returncode == 0, floors.stderr
+    recommended = [float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line]
+    assert all(0 < floor < 1 for floor in recommended), floors.stdout
+
+
+@pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
+def test_nan_state_that_cannot_be_held_over_is_one_line_naming_the_file_and_samples(
+    raw_episodes: Path, tmp_path: Path, rows: slice, why: str,
+):
+    raw = copy_raw(raw_episodes, tmp_path)
+    spoiled = list_episodes(raw)[-1]
+    spoil_state(spoiled, rows, "NpcHp", math.inf)
+    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/nan-v0", "--root", str(tmp_path / "minari"))
+    line = one_error_line(result.stderr)
+    assert result.returncode == 1 and not (tmp_path / "minari/test/nan-v0").exists()
+    assert f"{spoiled.name}: NpcHp not a finite number at samples {rows.start}-{rows.stop - 1} ({why}" in line, line
+    assert "Record the fight again, or move the file out of the folder" in line
+
+
+def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(raw_episodes: Path, tmp_path: Path, caplog):
+    raw = copy_raw(raw_episodes, tmp_path)
+    cut = list_episodes(raw)[0]
+    with h5py.File(cut, "r+") as f:
+        n = len(f["t"])
+        f["state"].resize(n - 30, axis=0)
+    with caplog.at_level(logging.WARNING, logger="capture.build_dataset"):
+        dataset = build_dataset(raw, "test/cut-v0", root=tmp_path / "minari")
+    (line,) = [r.getMessage() for r in caplog.records if "differ in length" in r.getMessage()]
+    assert cut.name in line and f"t {n}" in line and f"state {n - 30}" in line, line
+    assert dataset.total_episodes == 2
+
+
+@pytest.mark.parametrize("command", ["capture.build_dataset", "capture.record"])
+def test_a_timestep_of_zero_is_one_line(tmp_path: Path, command: str):
+    result = cli(command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else []))
+    assert result.returncode == 2
+    assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(result.stderr)
+
+
 # ------------------------------------------------------------------------------- params.yaml
 TINY = yaml.safe_load((ROOT / "params.yaml").read_text())
 
@@ -328,6 +400,7 @@ PARAM_FAULTS = [
     ("dataset", "env.action_history", -2, "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64"),
     ("dataset", "dataset.frame_size", [84], "params.yaml dataset.frame_size = (84,): must be [width, height]"),
     ("dataset", "dataset.timestep_ms", -1, "params.yaml dataset.timestep_ms = -1: must be a number of milliseconds"),
+    ("dataset", "dataset.timestep_ms", 0, "params.yaml dataset.timestep_ms = 0: must be a number of milliseconds above 0"),
     ("dataset", "dataset.id", "../../escape", "params.yaml dataset.id = '../../escape': must look like namespace/name-vN"),
     ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),

@@ -223,13 +223,13 @@ def stage_bc(params: dict) -> None:
 
 def stage_finetune(params: dict) -> None:
     from elden_il.finetune import FinetuneConfig, finetune
-    from elden_il.policy import load_env_config
+    from elden_il.policy import load_policy
     from elden_il.tracking import TrainingLog
 
     config = dataclass_params(params.get("finetune"), "finetune", FinetuneConfig)
+    bc = load_policy(MODELS / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
     with TrainingLog(LIVE / "finetune") as live:
-        metrics = finetune(MODELS / "bc" / "policy.zip", config, load_env_config(MODELS / "bc"), MODELS / "finetuned",
-                           on_episode=live.rl_episode)
+        metrics = finetune(bc.path, config, bc.config, MODELS / "finetuned", on_episode=live.rl_episode)
     write_report("finetune", metrics)
 
 

@@ -39,6 +39,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,14 +53,19 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 
 from capture.build_dataset import BuildError, build_dataset
 from capture.episode import Episode, EpisodeWriter, list_episodes, read_episode
+from env.config import EnvConfig
+from env.profile import load_profile
 from env.sim.launcher import SimServer
 
 ROOT = Path(__file__).parents[1]
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """A project command line, run as the user runs it."""
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    """A project command line, run as the user runs it; from another folder (``cwd``) too, with
+    this checkout's code (not whichever the environment's editable install points at)."""
+    path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": path})
 
 
 def one_error_line(output: str) -> str:
@@ -370,6 +376,114 @@ def test_a_timestep_of_zero_is_one_line(tmp_path: Path, command: str):
     result = cli(command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else []))
     assert result.returncode == 2
     assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(result.stderr)
+
+
+# ------------------------------------------------------------------------------ saved policies
+POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+
+
+def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
+    """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
+    from elden_il.policy import make_policy, save_env_config
+
+    save_env_config(folder, config)
+    make_policy(*saved_for.spaces(load_profile("sim_margit"))).save(str(folder / "policy.zip"))
+    return folder
+
+
+def write_zip(path: Path, member: str) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(member, "not a policy")
+
+
+def cartpole(path: Path) -> None:
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", gym.make("CartPole-v1"), n_steps=64).save(path)
+
+
+SIZE_64 = POLICY_CONFIG.replace(frame_size=(64, 64))
+BAD_POLICIES = {
+    # name: (how to spoil a good policy folder, the one line's expected text)
+    "garbage bytes": (lambda d: (d / "policy.zip").write_bytes(os.urandom(4096)), "is not a saved policy (not a zip file)"),
+    "an empty file": (lambda d: (d / "policy.zip").write_bytes(b""), "is not a saved policy (not a zip file)"),
+    "a random zip": (lambda d: write_zip(d / "policy.zip", "notes.txt"), "is not a saved policy"),
+    "a zip with a bad data member": (lambda d: write_zip(d / "policy.zip", "data"), "is not a saved policy"),
+    "a CartPole policy": (lambda d: cartpole(d / "policy.zip"), "was saved for other spaces than its env_config.json"),
+    "84x84 config, 64x64 policy": (lambda d: save_policy(d, POLICY_CONFIG, SIZE_64),
+                                   "observation frame: Box(0, 255, (3, 64, 64), uint8) vs Box(0, 255, (3, 84, 84), uint8)"),
+    "64x64 config, 84x84 policy": (lambda d: save_policy(d, SIZE_64, POLICY_CONFIG),
+                                   "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)"),
+    "env_config.json without policy.zip": (lambda d: (d / "policy.zip").unlink(), "is incomplete"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_policies(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("policies")
+    for i, (spoil, _) in enumerate(BAD_POLICIES.values()):
+        spoil(save_policy(root / str(i)))
+    return root
+
+
+@pytest.mark.parametrize("bad", BAD_POLICIES)
+def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, bad: str):
+    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
+    result = cli("capture.record", "--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status",
+                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    assert result.returncode != 0
+    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+    assert not list((tmp_path / "raw").glob("*.h5"))
+
+
+@pytest.mark.parametrize("bad", BAD_POLICIES)
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, bad: str):
+    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
+    for name in ("bc", "finetuned"):
+        shutil.copytree(folder, tmp_path / "datasets/models" / name)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    result = cli("elden_il.pipeline", "evaluate", cwd=tmp_path)
+    assert result.returncode == 1
+    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+
+
+def test_a_fine_tuned_policy_records(tmp_path: Path):
+    """The pipeline's fine-tuned policy (SB3's algorithm zip) plays in the recorder, loaded as
+    the evaluation loads it."""
+    from elden_il.finetune import FinetuneConfig, finetune
+
+    save_policy(tmp_path / "bc")
+    finetune(tmp_path / "bc/policy.zip", FinetuneConfig(total_steps=32, num_envs=1, subprocesses=False, n_steps=32,
+                                                          batch_size=32, n_epochs=1), POLICY_CONFIG, tmp_path / "finetuned")
+    result = cli("capture.record", "--backend", "sim", "--policy", str(tmp_path / "finetuned"), "--scripted-human",
+                 "--no-status", "--max-episodes", "1", "--max-episode-seconds", "2", "--out", str(tmp_path / "raw"))
+    assert result.returncode == 0, result.stderr
+    (episode,) = list_episodes(tmp_path / "raw")
+    assert read_episode(episode, frames=False).attrs["source"] == "policy"
+
+
+def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(raw_episodes: Path, tmp_path: Path):
+    """Ctrl-C during training (here: in the first epoch's callback, before any checkpoint) leaves
+    no env_config.json without its policy.zip: the old folder as it was, and no staging left."""
+    from elden_il.bc import BCConfig, train_bc
+    from elden_il.data import demonstrations
+
+    demos = demonstrations(build_dataset(raw_episodes, "test/bc-v0", root=tmp_path / "minari"))
+    out = tmp_path / "models/bc"
+
+    def ctrl_c(record: dict) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c)
+    assert not out.exists() and list((tmp_path / "models").iterdir()) == []
+    train_bc(demos, BCConfig(epochs=1, batch_size=64), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["bc"]
 
 
 # ------------------------------------------------------------------------------- params.yaml

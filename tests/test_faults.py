@@ -277,6 +277,7 @@ def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episod
 
 DAMAGES = {
     "metadata cut short": ("metadata.json", lambda text: text[:100]),
+    "metadata empty": ("metadata.json", lambda text: "{}"),
     "metadata missing a key": ("metadata.json", lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "dataset_id"})),
     "elden_il metadata not JSON": ("metadata.json", lambda text: json.dumps({**json.loads(text), "elden_il": "{not json"})),
     "data file cut short": ("main_data.hdf5", lambda data: data[:5000]),
@@ -296,6 +297,21 @@ def test_a_damaged_dataset_is_one_clear_error(raw_episodes: Path, tmp_path: Path
     else:
         path.write_bytes(spoil(path.read_bytes()))
     with pytest.raises(DatasetError, match="test/damaged-v0.*(Build it with|rebuild it with) `python -m capture.build_dataset"):
+        load_demonstrations("test/damaged-v0", tmp_path / "minari")
+
+
+@pytest.mark.parametrize("member, message", [
+    ("episode_1", "main_data.hdf5, episode_1 is missing: rebuild it with `python -m capture.build_dataset"),
+    ("episode_0/actions", "main_data.hdf5, episode_0 lacks actions: rebuild it with `python -m capture.build_dataset"),
+])
+def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(raw_episodes: Path, tmp_path: Path,
+                                                                           member: str, message: str):
+    from elden_il.data import DatasetError, load_demonstrations
+
+    build_dataset(raw_episodes, "test/damaged-v0", root=tmp_path / "minari")
+    with h5py.File(tmp_path / "minari/test/damaged-v0/data/main_data.hdf5", "r+") as f:
+        del f[member]
+    with pytest.raises(DatasetError, match=f"test/damaged-v0': in .*{message}.*dvc repro dataset"):
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
 
 

@@ -502,6 +502,43 @@ def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(r
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["bc"]
 
 
+# ---------------------------------------------------------------------------- profile files
+def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", prefix: bytes = b"") -> Path:
+    """A copy of the simulator's profile with ``old`` replaced in profile.toml, saved as a text editor would."""
+    from env.profile import PROFILES_DIR
+
+    folder = tmp_path / "profile"
+    shutil.copytree(PROFILES_DIR / "sim_margit", folder)
+    toml = folder / "profile.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_bytes(prefix + text.replace(old, new).encode(encoding))
+    return folder
+
+
+@pytest.mark.parametrize("old, new, encoding, message", [
+    ("boss = [1000, 7000", 'boss = [1000, "slam"', "utf-8",
+     "profile.toml, line 40: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)"),
+    ('boss_name = "Margit, the Fell Omen"', 'boss_name = "Margit, l\'Omen Déchu"', "latin-1",
+     "profile.toml, line 5: byte 0xe9 is not UTF-8 (the file was saved in another encoding, such as Windows Notepad's "
+     '"ANSI"): save it as UTF-8'),
+], ids=["a text animation id", "latin-1 (Notepad's ANSI)"])
+def test_a_profile_a_text_editor_spoiled_is_one_line_naming_the_file_and_line(tmp_path: Path, old, new, encoding, message):
+    folder = edited_profile(tmp_path, old, new, encoding)
+    result = cli("capture.record", "--backend", "sim", "--autopilot", "--no-status", "--profile", str(folder),
+                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    assert result.returncode == 2
+    assert f"{folder / message}" in one_error_line(result.stderr)
+
+
+def test_a_profile_saved_with_a_utf8_bom_loads(tmp_path: Path):
+    """Windows Notepad's "UTF-8 with BOM" is UTF-8: read as it was meant."""
+    from env.profile import load_profile
+
+    folder = edited_profile(tmp_path, "name =", "name =", prefix=b"\xef\xbb\xbf")
+    assert load_profile(folder).keybinds == load_profile("sim_margit").keybinds
+
+
 # ------------------------------------------------------------------------------- params.yaml
 TINY = yaml.safe_load((ROOT / "params.yaml").read_text())
 

@@ -676,6 +676,35 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     ]
 
 
+def test_a_torn_partial_is_one_line_and_left_untouched(tmp_path: Path):
+    """A partial cut short mid-write (the first 400 kB of 738, as a copy cut short leaves it):
+    HDF5 reads none of its frames past the tear, and its SWMR reader retries a read of chunk
+    metadata past the tear for minutes, so nothing is salvaged from it: one line, the file left
+    as it is for a better copy. (A write the disk refused also leaves the file shorter than its
+    superblock says, but with every flushed sample readable: recovered in full above.)"""
+    from dataclasses import replace
+
+    from env.observations import FrameSpec
+    from test_recording import meta, sample
+
+    rng = np.random.default_rng(0)
+    live = EpisodeWriter(tmp_path / "live", meta(frame=FrameSpec((84, 84)), window_size=(84, 84)))
+    for i in range(60):
+        live.append(replace(sample(i), frame=rng.integers(0, 255, (84, 84, 3), dtype=np.uint8)))
+    live.flush()
+    whole = live.path.read_bytes()
+    live.discard()
+    torn = tmp_path / "raw" / "20200101-000000-000000_autopilot.h5.partial"
+    torn.parent.mkdir()
+    torn.write_bytes(whole[: len(whole) * 400 // 738])
+
+    result = cli("capture.recover", str(torn.parent), timeout=60)
+    assert result.returncode == 1
+    assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
+    assert [p.name for p in torn.parent.iterdir()] == [torn.name]
+    assert torn.read_bytes() == whole[: len(whole) * 400 // 738]
+
+
 # ------------------------------------------------------------------------ the simulator server
 def answers(stub, timeout: float = 2.0) -> bool:
     """The server still serves: a read and a frame, each within ``timeout`` (the tick: at high

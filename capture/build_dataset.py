@@ -40,9 +40,10 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import output_folder, parse_crop, parse_size
+from env.cli import output_folder, parse_crop, parse_size, ruled
 from env.config import ACTION_MODES, EnvConfig
 from env.errors import EldenILError
+from env.fields import FieldError, Rule, number
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
@@ -62,6 +63,17 @@ ENV_ID = "EldenIL/Margit-v0"
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
 source episodes, the raw folder, the frame compression and the code (commit) that built it."""
+
+
+STEP_MS = Rule(number(0, 60_000, above=True).accepts,
+               "must be a number of milliseconds above 0 and at most 60000 (a recording is cut into steps that long)")
+"""The timesteps a recording can be stepped at. The live env takes 0 (no pacing at all), but a
+dataset's step grid and a player's decisions need a step of some length."""
+MAX_HELD_S = 1.0
+"""The longest run of non-finite state samples the builder repairs (by holding the last finite
+value): a memory read that failed for a moment. A longer run is reads that stopped working."""
+PER_SAMPLE_FIELDS = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse", "intervention")
+"""The ``Episode`` fields with one row per sample."""
 
 
 class BuildError(EldenILError):
@@ -151,6 +163,57 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     )
 
 
+def check_timestep(config: EnvConfig) -> None:
+    """Refuse a timestep no step grid can be made of (0 would be endless steps)."""
+    try:
+        STEP_MS.check("timestep_ms", config.timestep_ms)
+    except FieldError as e:
+        raise BuildError(f"{e}: build the dataset with a timestep such as --timestep-ms 200") from None
+
+
+def common_prefix(episode: Episode) -> Episode:
+    """The samples every per-sample dataset holds. A file whose datasets disagree in length (a
+    copy or a tool cut one short) keeps its common prefix, said in one warning line: the samples
+    past it lack their state, keys or frame, and cannot be stepped."""
+    lengths = {name: len(getattr(episode, name)) for name in PER_SAMPLE_FIELDS if getattr(episode, name) is not None}
+    n = min(lengths.values())
+    if n == len(episode.t) == max(lengths.values()):
+        return episode
+    shown = ", ".join(f"{name} {length}" for name, length in lengths.items())
+    log.warning("%s: its per-sample datasets differ in length (%s rows): only the first %d samples, which all of them "
+                "hold, are used", episode.path.name, shown, n)
+    return replace(episode, **{name: getattr(episode, name)[:n] for name in lengths})
+
+
+def finite_state(episode: Episode) -> Episode:
+    """The episode with every short run of non-finite state values (a memory read that failed
+    for a moment) replaced by the last finite value before it, said in one warning line naming
+    the samples. A run from the first sample (nothing to hold) or longer than ``MAX_HELD_S`` is
+    refused with a ``BuildError`` naming them: the observations and rewards would be made up."""
+    bad = ~np.isfinite(episode.state)
+    if not bad.any():
+        return episode
+    rows = np.flatnonzero(bad.any(axis=1))
+    columns = [episode.attribute_names[j] for j in np.flatnonzero(bad.any(axis=0))]
+    runs = np.split(rows, np.flatnonzero(np.diff(rows) > 1) + 1)
+    where = f"{episode.path.name}: {', '.join(columns)} not a finite number at samples {_spans(runs)}"
+    longest = max(float(episode.t[run[-1]] - episode.t[run[0]]) for run in runs)
+    if rows[0] == 0 or longest > MAX_HELD_S:
+        why = "from the first sample, with no value before to hold" if rows[0] == 0 else f"for {longest:.1f} s"
+        raise BuildError(f"{where} ({why}): the game's memory could not be read there. Record the fight again, "
+                         "or move the file out of the folder to build without it")
+    state = episode.state.copy()
+    for i in rows:  # in order: row i - 1 is finite by now
+        state[i] = np.where(bad[i], state[i - 1], state[i])
+    log.warning("%s: held the last finite value over them (a failed memory read)", where)
+    return replace(episode, state=state)
+
+
+def _spans(runs: list[np.ndarray]) -> str:
+    """Sample indices as ranges: ``40-49, 120``."""
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
+
+
 def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec, tuple[int, int] | None]:
     """The one profile, the one frame size and crop and the one window size (None for files
     from before it was stored) every episode was recorded with: a dataset holds one game's
@@ -227,6 +290,7 @@ def build_dataset(
     from tqdm import tqdm
 
     check_dataset_id(dataset_id)
+    check_timestep(config)
     raw_dir = Path(raw_dir)
     root = Path(root or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari").resolve()
     os.environ["MINARI_DATASETS_PATH"] = str(root)
@@ -254,6 +318,7 @@ def build_dataset(
         if episode.attrs.get("profile") != profile.name:
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
         check_frames(path, episode.frame_spec, config.frame_spec)
+        episode = finite_state(common_prefix(episode))
         steps = episode_steps(episode, config, builder, actions)
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
@@ -339,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", default=None,
                         help="profile to build with (default: the one the episodes were recorded with)")
     parser.add_argument("--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)")
-    parser.add_argument("--timestep-ms", type=float, default=defaults.timestep_ms, help="game time per env step (default: %(default)s)")
+    parser.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=defaults.timestep_ms, help="game time per env step (default: %(default)s)")
     parser.add_argument("--frame-size", type=parse_size, default=None,
                         help="observation frame WxH: the one the episodes were recorded at (the default), or refused")
     parser.add_argument("--frame-crop", type=parse_crop, default=None,

@@ -32,10 +32,12 @@ def hardest_blows(raw_dir: Path) -> dict[str, tuple[int, int]]:
     for path in paths:
         episode = read_episode(path, frames=False)
         for _, hp, max_hp, key, _ in FIGHTERS:
-            values, maxima = episode.column(hp).astype(np.int64), episode.column(max_hp).astype(np.int64)
+            values, maxima = episode.column(hp), episode.column(max_hp)
             if len(values) < 2:
                 continue
             lost = hp_lost({hp: values[:-1]}, {hp: values[1:], max_hp: maxima[1:]}, hp, max_hp)
+            # a failed memory read (NaN, inf) is no blow: only drops between two finite samples count
+            lost[~np.isfinite(lost)] = 0.0
             i = int(np.argmax(lost))
             taken, of = hardest[key]
             if lost[i] > taken / of:

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from env.config import EnvConfig
-from env.errors import EldenILError
 from env.game import Game, GameState
 from env.observations import ObservationBuilder
 
@@ -34,22 +33,22 @@ log = logging.getLogger(__name__)
 
 
 def policy_file(path: Path) -> Path:
-    """A saved policy given as its folder (``datasets/models/bc``) or its ``policy.zip``."""
-    file = path / "policy.zip" if path.is_dir() else path
-    if not file.is_file():
-        raise EldenILError(f"--policy {path}: no policy there (a folder with policy.zip and env_config.json, "
-                           "as `dvc repro` writes in datasets/models/bc, or the policy.zip itself)")
-    return file
+    """A saved policy given as its folder (``datasets/models/bc``) or its ``policy.zip``, checked
+    before the game starts (``elden_il.policy.policy_path``)."""
+    from elden_il.policy import policy_path  # torch: only when a policy plays
+
+    return policy_path(path)
 
 
 class PolicyPilot:
     def __init__(self, game: Game, takeover: Takeover, path: Path, config: EnvConfig,
                  human: ScriptedHuman | None = None) -> None:
         import torch
-        from stable_baselines3.common.policies import ActorCriticPolicy
 
-        self.policy = ActorCriticPolicy.load(str(policy_file(path)), device="cpu")
-        self.policy.set_training_mode(False)
+        from elden_il.policy import load_policy  # torch: only when a policy plays
+
+        # the one loader: either of SB3's zips (BC's, the fine-tuned PPO's), checked against its env config
+        self.policy = load_policy(path, device="cpu").policy
         # One observation at a time: intra-op threads only contend (one decision took 190 ms
         # with 2 threads, 6 ms with 1, on a busy 2-core machine). Restored by ``close``.
         self._threads = torch.get_num_threads()

@@ -27,6 +27,7 @@ from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot, KeyDriver
+from capture.build_dataset import STEP_MS
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --policy, simulator only: a scripted person takes over when the policy's choice differs "
                         "from the scripted expert's while a boss attack winds up (real key events on the display, "
                         "or in-process with --backend sim)")
-    p.add_argument("--timestep-ms", type=float, default=env.timestep_ms,
+    p.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=env.timestep_ms,
                    help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
     p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
     p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=None,

@@ -7,7 +7,7 @@ staging root inside the datasets root (hidden folders are not datasets to Minari
 filesystem, so moving is a rename), and swapped in only once it is complete: the old one is
 renamed aside, the new one renamed in, the old one deleted. A failure before the swap leaves the
 old dataset exactly as it was; a crash between the two renames leaves it in the staging folder,
-``ROOT/.building-*/replaced``.
+``ROOT/.building-*/replaced``. ``staged_folder`` does the same for any one folder (a policy's).
 """
 
 from __future__ import annotations
@@ -41,6 +41,23 @@ def staged(root: Path, dataset_id: str) -> Iterator[Path]:
             os.environ["MINARI_DATASETS_PATH"] = str(root)
         _copy_namespaces(staging, root)
         _swap(staging / dataset_id, root / dataset_id, staging / "replaced")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """A fresh hidden sibling folder of ``target`` to write into for the ``with`` body; on a clean
+    exit it replaces ``target`` whole. So a run stopped half-way (Ctrl-C, a crash) leaves the old
+    folder as it was, or none, never a half-written one (a policy's env config without the
+    policy). The staging folder is removed either way."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".building-{target.name}-", dir=target.parent))
+    try:
+        built = staging / target.name
+        built.mkdir()
+        yield built
+        _swap(built, target, staging / "replaced")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

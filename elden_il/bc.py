@@ -21,6 +21,7 @@ import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
+from capture.staging import staged_folder
 from env.fields import check_fields, checked, number, whole
 
 from elden_il.data import Demonstrations
@@ -71,14 +72,20 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.nda
     weigh each step's loss; rows of weight 0 are left out of training and validation altogether
     (still there as frame-stack and action-history context), so steps weighted 0 train exactly
     as if they were not in the dataset. ``on_epoch`` gets each epoch's record as it ends (the
-    pipeline logs it with DVCLive)."""
+    pipeline logs it with DVCLive). ``out`` is written whole once training ends
+    (``capture.staging.staged_folder``): training stopped half-way leaves the old policy, or none."""
+    with staged_folder(out) as folder:
+        return _train_bc(demos, config, folder, weights, on_epoch)
+
+
+def _train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None,
+              on_epoch: Callable[[dict], None] | None) -> dict:
     torch.manual_seed(config.seed)
     dev = device()
     policy = make_policy(demos.observation_space, demos.action_space).to(dev)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
-    out.mkdir(parents=True, exist_ok=True)
     save_env_config(out, demos.config)
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0

@@ -109,6 +109,7 @@ def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
     import minari
 
     os.environ["MINARI_DATASETS_PATH"] = str(minari_root(root).resolve())
+    check_metadata(dataset_id, minari_root(root) / dataset_id / "data" / "metadata.json")
     try:
         return minari.load_dataset(dataset_id)
     except DAMAGED as e:
@@ -118,10 +119,46 @@ def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
         ) from e
 
 
+MINARI_METADATA = ("dataset_id", "data_format", "observation_space", "action_space", "total_episodes")
+"""What Minari needs in a dataset's ``metadata.json`` to load it as ``capture.build_dataset``
+wrote it; without one it fails on an ``assert`` saying nothing, or a bare ``KeyError``."""
+EPISODE_MEMBERS = ("observations", "actions", "rewards", "terminations", "truncations")
+"""What each ``episode_<i>`` group of a dataset's data file holds (Minari's HDF5 layout)."""
+
+
+def check_metadata(dataset_id: str, path: Path) -> None:
+    """Refuse a ``metadata.json`` that lacks a key Minari needs, naming them. One that is missing
+    or not JSON is left to Minari, which says so (``DAMAGED``)."""
+    try:
+        metadata = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    missing = [key for key in MINARI_METADATA if key not in metadata] if isinstance(metadata, dict) else list(MINARI_METADATA)
+    if missing:
+        raise DatasetError(f"dataset {dataset_id!r}: {path} lacks {', '.join(missing)}: {REBUILD}")
+
+
+def check_episodes(dataset: Any) -> None:
+    """Refuse a data file missing an episode its metadata counts, or part of one, naming what is
+    missing (Minari would stop mid-training on a bare ``KeyError``)."""
+    import h5py
+
+    path = dataset.storage.data_path / "main_data.hdf5"
+    with h5py.File(path, "r") as f:
+        for i in range(dataset.storage.total_episodes):
+            group = f.get(f"episode_{i}")
+            missing = "is missing" if group is None else ", ".join(m for m in EPISODE_MEMBERS if m not in group)
+            if missing:
+                what = missing if group is None else f"lacks {missing}"
+                raise DatasetError(f"dataset {dataset.id!r}: in {path}, episode_{i} {what}: {REBUILD}")
+
+
 def episodes(dataset: Any) -> Iterator[Any]:
     """``dataset.iterate_episodes()``, with a data file HDF5 cannot read (damaged, cut short by a
-    copy) said to be one; errors in the caller's loop are not touched."""
+    copy) or missing an episode or part of one said to be one; errors in the caller's loop are
+    not touched."""
     try:
+        check_episodes(dataset)
         yield from dataset.iterate_episodes()
     except OSError as e:
         raise DatasetError(f"dataset {dataset.id!r}: its episodes cannot be read ({e}): {REBUILD}") from e

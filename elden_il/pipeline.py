@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from capture.build_dataset import STEP_MS
 from capture.dataset_id import DATASET_ID
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
@@ -73,13 +74,13 @@ ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("
 SCHEMA: dict[str, dict[str, Rule | None]] = {
     "demos": {"source": one_of("sim", "raw"), "raw_dir": optional(TEXT), "episodes": whole(1), "seed": whole(0),
               "rate_hz": number(0, 1000, above=True)},
-    "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"])},
+    "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"]), "timestep_ms": STEP_MS},
     "env": dict.fromkeys(ENV_FIELDS["env"]),
     "evaluate": {"fights": whole(1), "first_seed": whole(0), "backend": one_of(*BACKENDS), "host": TEXT,
                  "deterministic": FLAG, "parallel": whole(1, 256)},
 }
 """The plain sections, each key with the values it accepts (None: an env config field, which
-EnvConfig checks); ``bc`` and ``finetune`` are checked by their config dataclasses' own fields."""
+EnvConfig checks; the timestep also by the dataset's step grid, which needs it above 0); ``bc`` and ``finetune`` are checked by their config dataclasses' own fields."""
 
 
 def _mapping(values: Any, name: str, known: Iterable[str]) -> dict[str, Any]:
@@ -234,13 +235,13 @@ def stage_bc(params: dict) -> None:
 
 def stage_finetune(params: dict) -> None:
     from elden_il.finetune import FinetuneConfig, finetune
-    from elden_il.policy import load_env_config
+    from elden_il.policy import load_policy
     from elden_il.tracking import TrainingLog
 
     config = dataclass_params(params.get("finetune"), "finetune", FinetuneConfig)
+    bc = load_policy(MODELS / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
     with TrainingLog(LIVE / "finetune") as live:
-        metrics = finetune(MODELS / "bc" / "policy.zip", config, load_env_config(MODELS / "bc"), MODELS / "finetuned",
-                           on_episode=live.rl_episode)
+        metrics = finetune(bc.path, config, bc.config, MODELS / "finetuned", on_episode=live.rl_episode)
     write_report("finetune", metrics)
 
 

@@ -9,6 +9,7 @@ the policy is built on that transposed space; offline batches go through the pol
 from __future__ import annotations
 
 import json
+import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,6 +165,21 @@ class LoadedPolicy:
                      "the config in its env_config.json")
 
 
+def policy_path(path: str | Path) -> Path:
+    """The policy file of a saved policy given as its folder (``datasets/models/bc``) or its
+    ``policy.zip``; one line if there is none, or only the env config a stopped training wrote."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / POLICY_FILE
+    if path.is_file():
+        return path
+    if path.name == POLICY_FILE and (path.parent / ENV_CONFIG_FILE).is_file():
+        raise EldenILError(f"the policy folder {path.parent} is incomplete ({ENV_CONFIG_FILE} without {path.name}: "
+                           "its training was stopped): rerun the stage that trains it (`dvc repro`)")
+    raise EldenILError(f"no policy at {path}: train one (`dvc repro`) or give a folder with {POLICY_FILE} "
+                       f"and {ENV_CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself")
+
+
 def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
     """The policy saved at ``path`` (a ``policy.zip`` or the folder holding it) with its env
     config; with ``env``, refuse it unless it is the env the policy was trained for.
@@ -171,23 +187,59 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
     Both of SB3's formats load: the policy-only zip (``ActorCriticPolicy.save``, behaviour
     cloning) and the algorithm zip (``PPO.save``, fine-tuning), told apart by the ``data``
     member only the latter holds."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / POLICY_FILE
-    if not path.is_file():
-        raise EldenILError(f"no policy at {path}: train one (`dvc repro`) or give the path of a policy.zip")
+    path = policy_path(path)
     config = load_env_config(path.parent)
-    if _is_algorithm_zip(path):
-        from stable_baselines3 import PPO
-
-        policy = PPO.load(str(path), device=device).policy
-    else:
-        policy = ActorCriticPolicy.load(str(path), device=device)
+    policy = _read_policy(path, device)
     policy.set_training_mode(False)
+    check_spaces(policy, config, path)
     loaded = LoadedPolicy(policy, config, path)
     if env is not None:
         loaded.check_env(env)
     return loaded
+
+
+UNREADABLE = (RuntimeError, ValueError, KeyError, EOFError, OSError, pickle.UnpicklingError)
+"""What SB3 and torch raise for a zip that holds no saved policy: not torch's archive layout
+(``RuntimeError``), a ``data`` member that is not JSON (``ValueError``), a member missing
+(``KeyError``), a truncated pickle (``EOFError``, ``UnpicklingError``), a member unreadable (``OSError``)."""
+
+
+def _read_policy(path: Path, device: str) -> ActorCriticPolicy:
+    """The policy in either of SB3's zips, or one line saying the file holds none."""
+    try:
+        if _is_algorithm_zip(path):
+            from stable_baselines3 import PPO
+
+            return PPO.load(str(path), device=device).policy
+        return ActorCriticPolicy.load(str(path), device=device)
+    except UNREADABLE as e:
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        raise EldenILError(f"{path} is not a saved policy ({reason}): give the policy.zip that training wrote, "
+                           "or retrain it (`dvc repro`)") from None
+
+
+def check_spaces(policy: ActorCriticPolicy, config: EnvConfig, path: Path) -> None:
+    """Refuse a policy saved for other spaces than the env its ``env_config.json`` describes (a
+    policy of another env, a config copied from another run): it would fail on the first
+    observation, or act on the wrong one. Names each space that differs, the policy's and the config's."""
+    from env.profile import load_profile
+
+    observation, action = config.spaces(load_profile(config.profile))
+    differences = _space_differences("observation", policy.observation_space, policy_space(observation))
+    differences += _space_differences("action", policy.action_space, action)
+    if differences:
+        raise EldenILError(f"{path} was saved for other spaces than its {ENV_CONFIG_FILE} describes "
+                           f"({'; '.join(differences)}; the policy's vs the config's): the two belong to different "
+                           "policies; retrain it (`dvc repro`) or put the env_config.json it was trained with beside it")
+
+
+def _space_differences(name: str, saved: gym.Space, wanted: gym.Space) -> list[str]:
+    """Each key of two Dict spaces that differs, or the two spaces whole."""
+    if isinstance(saved, spaces.Dict) and isinstance(wanted, spaces.Dict):
+        keys = dict.fromkeys([*saved.spaces, *wanted.spaces])
+        return [f"{name} {key}: {saved.spaces.get(key, 'none')} vs {wanted.spaces.get(key, 'none')}"
+                for key in keys if saved.spaces.get(key) != wanted.spaces.get(key)]
+    return [] if saved == wanted else [f"{name} space: {saved} vs {wanted}"]
 
 
 def _is_algorithm_zip(path: Path) -> bool:

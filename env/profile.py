@@ -13,7 +13,7 @@ from pathlib import Path
 
 from env.fight import FightRules
 from env.keys import normalize_key
-from env.siphon_config import ConfigError, SiphonConfig, load_siphon_config, read_toml
+from env.siphon_config import ConfigError, SiphonConfig, line_of, load_siphon_config, read_toml
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 
@@ -153,8 +153,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
         siphon=siphon,
         keybinds=keybinds,
         discrete_actions=tuple(actions),
-        player_animations=tuple(int(a) for a in anims.get("player", ())),
-        boss_animations=tuple(int(a) for a in anims.get("boss", ())),
+        player_animations=_animation_ids(path, anims, "player"),
+        boss_animations=_animation_ids(path, anims, "boss"),
         reset_writes=tuple(writes),
         start_position=start,
         fog_wall=fog_wall,
@@ -175,3 +175,17 @@ def _position(path: Path, table: dict, key: str) -> tuple[float, float, float] |
     if not (isinstance(value, list) and len(value) == 3 and all(isinstance(c, (int, float)) for c in value)):
         raise ConfigError(f"{path}: reset.{key} must be [x, y, z] (global, Z up), not {value!r}")
     return tuple(float(c) for c in value)
+
+
+def _animation_ids(path: Path, animations: dict, who: str) -> tuple[int, ...]:
+    """``[animations]``'s ``who`` list: the game's raw animation ids, whole numbers (a name or a
+    quoted number is no id the game reports)."""
+    ids = animations.get(who, [])
+    if not isinstance(ids, list):
+        raise ConfigError(f"{path}: animations.{who} must be a list of animation ids (whole numbers), not {ids!r}")
+    for value in ids:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}{line_of(path, value, after='[animations]')}: animations.{who} holds {value!r}, "
+                              f"not an animation id: write the game's number ({'Hero' if who == 'player' else 'Npc'}AnimId), "
+                              "e.g. 20000, without quotes")
+    return tuple(ids)

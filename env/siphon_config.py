@@ -39,14 +39,36 @@ class SiphonConfig:
 
 
 def read_toml(path: Path) -> dict:
-    """Parse a TOML file, turning every failure into a ``ConfigError`` that names the file."""
+    """Parse a TOML file, turning every failure into a ``ConfigError`` that names the file. A
+    UTF-8 byte-order mark (what Windows Notepad writes as "UTF-8 with BOM") is accepted; another
+    encoding (Notepad's "ANSI") is named with the line of its first byte that is not UTF-8."""
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}, line {line}: byte 0x{raw[e.start]:02x} is not UTF-8 (the file was saved in another "
+                          "encoding, such as Windows Notepad's \"ANSI\"): save it as UTF-8") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: malformed TOML: {e}. Fix the file and try again.") from None
+
+
+def line_of(path: Path, value: object, after: str = "") -> str:
+    """``, line N``: the first line of ``path`` (after the line ``after``) where ``value`` is
+    written as TOML writes it, for a message about a parsed value (TOML keeps no positions); ''
+    if it is not found."""
+    needles = (f'"{value}"', f"'{value}'") if isinstance(value, str) else (str(value).lower(),)
+    lines = path.read_bytes().decode("utf-8-sig").splitlines()
+    start = next((n for n, line in enumerate(lines) if line.strip() == after), 0) if after else 0
+    for n, line in enumerate(lines[start:], start + 1):
+        if any(needle in line.split("#")[0] for needle in needles):
+            return f", line {n}"
+    return ""
 
 
 def load_siphon_config(path: str | Path) -> SiphonConfig:

@@ -51,25 +51,33 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import h5py
 import minari
+import numpy as np
 import pytest
 import yaml
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from capture.build_dataset import BuildError, build_dataset
 from capture.episode import Episode, EpisodeWriter, list_episodes, read_episode
+from env.config import EnvConfig
+from env.profile import load_profile
 from env.sim.launcher import SimServer
 
 ROOT = Path(__file__).parents[1]
 
 
 def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """A project command line, run as the user runs it."""
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    """A project command line, run as the user runs it; from another folder (``cwd``) too, with
+    this checkout's code (not whichever the environment's editable install points at)."""
+    path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env={**os.environ, "PYTHONPATH": path})
 
 
 def one_error_line(output: str) -> str:
@@ -390,6 +398,7 @@ def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episod
 
 DAMAGES = {
     "metadata cut short": ("metadata.json", lambda text: text[:100]),
+    "metadata empty": ("metadata.json", lambda text: "{}"),
     "metadata missing a key": ("metadata.json", lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "dataset_id"})),
     "elden_il metadata not JSON": ("metadata.json", lambda text: json.dumps({**json.loads(text), "elden_il": "{not json"})),
     "data file cut short": ("main_data.hdf5", lambda data: data[:5000]),
@@ -412,6 +421,21 @@ def test_a_damaged_dataset_is_one_clear_error(raw_episodes: Path, tmp_path: Path
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
 
 
+@pytest.mark.parametrize("member, message", [
+    ("episode_1", "main_data.hdf5, episode_1 is missing: rebuild it with `python -m capture.build_dataset"),
+    ("episode_0/actions", "main_data.hdf5, episode_0 lacks actions: rebuild it with `python -m capture.build_dataset"),
+])
+def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(raw_episodes: Path, tmp_path: Path,
+                                                                           member: str, message: str):
+    from elden_il.data import DatasetError, load_demonstrations
+
+    build_dataset(raw_episodes, "test/damaged-v0", root=tmp_path / "minari")
+    with h5py.File(tmp_path / "minari/test/damaged-v0/data/main_data.hdf5", "r+") as f:
+        del f[member]
+    with pytest.raises(DatasetError, match=f"test/damaged-v0': in .*{message}.*dvc repro dataset"):
+        load_demonstrations("test/damaged-v0", tmp_path / "minari")
+
+
 def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):
     """Only a missing or damaged dataset becomes a DatasetError; a caller's bug (an id that is no
     string) is not dressed up as one."""
@@ -419,6 +443,221 @@ def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):
 
     with pytest.raises(TypeError):
         open_dataset(123, tmp_path)
+
+
+# ------------------------------------------------------------------ bad samples in an episode
+def copy_raw(raw_episodes: Path, tmp_path: Path) -> Path:
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for path in list_episodes(raw_episodes):
+        (raw / path.name).write_bytes(path.read_bytes())
+    return raw
+
+
+def spoil_state(path: Path, rows: slice, attribute: str = "HeroHp", value: float = math.nan) -> None:
+    """Write ``value`` into ``attribute`` at ``rows`` of a finished episode, as a failed memory read would."""
+    with h5py.File(path, "r+") as f:
+        column = json.loads(f.attrs["attribute_names"]).index(attribute)
+        state = f["state"][()]
+        state[rows, column] = value
+        f["state"][...] = state
+
+
+def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp_path: Path, caplog):
+    raw = copy_raw(raw_episodes, tmp_path)
+    spoiled = list_episodes(raw)[0]
+    spoil_state(spoiled, slice(40, 50))
+    with caplog.at_level(logging.WARNING, logger="capture.build_dataset"):
+        dataset = build_dataset(raw, "test/nan-v0", root=tmp_path / "minari")
+    for episode in dataset.iterate_episodes():
+        assert all(np.isfinite(np.asarray(v)).all() for k, v in episode.observations.items() if k != "frame")
+        assert np.isfinite(episode.rewards).all()
+    (line,) = [r.getMessage() for r in caplog.records if "finite" in r.getMessage()]
+    assert f"{spoiled.name}: HeroHp not a finite number at samples 40-49" in line and "held the last finite value" in line
+
+    floors = cli("capture.floors", str(raw))
+    assert floors.returncode == 0, floors.stderr
+    recommended = [float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line]
+    assert all(0 < floor < 1 for floor in recommended), floors.stdout
+
+
+@pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
+def test_nan_state_that_cannot_be_held_over_is_one_line_naming_the_file_and_samples(
+    raw_episodes: Path, tmp_path: Path, rows: slice, why: str,
+):
+    raw = copy_raw(raw_episodes, tmp_path)
+    spoiled = list_episodes(raw)[-1]
+    spoil_state(spoiled, rows, "NpcHp", math.inf)
+    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/nan-v0", "--root", str(tmp_path / "minari"))
+    line = one_error_line(result.stderr)
+    assert result.returncode == 1 and not (tmp_path / "minari/test/nan-v0").exists()
+    assert f"{spoiled.name}: NpcHp not a finite number at samples {rows.start}-{rows.stop - 1} ({why}" in line, line
+    assert "Record the fight again, or move the file out of the folder" in line
+
+
+def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(raw_episodes: Path, tmp_path: Path, caplog):
+    raw = copy_raw(raw_episodes, tmp_path)
+    cut = list_episodes(raw)[0]
+    with h5py.File(cut, "r+") as f:
+        n = len(f["t"])
+        f["state"].resize(n - 30, axis=0)
+    with caplog.at_level(logging.WARNING, logger="capture.build_dataset"):
+        dataset = build_dataset(raw, "test/cut-v0", root=tmp_path / "minari")
+    (line,) = [r.getMessage() for r in caplog.records if "differ in length" in r.getMessage()]
+    assert cut.name in line and f"t {n}" in line and f"state {n - 30}" in line, line
+    assert dataset.total_episodes == 2
+
+
+@pytest.mark.parametrize("command", ["capture.build_dataset", "capture.record"])
+def test_a_timestep_of_zero_is_one_line(tmp_path: Path, command: str):
+    result = cli(command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else []))
+    assert result.returncode == 2
+    assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(result.stderr)
+
+
+# ------------------------------------------------------------------------------ saved policies
+POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+
+
+def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
+    """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
+    from elden_il.policy import make_policy, save_env_config
+
+    save_env_config(folder, config)
+    make_policy(*saved_for.spaces(load_profile("sim_margit"))).save(str(folder / "policy.zip"))
+    return folder
+
+
+def write_zip(path: Path, member: str) -> None:
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(member, "not a policy")
+
+
+def cartpole(path: Path) -> None:
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+
+    PPO("MlpPolicy", gym.make("CartPole-v1"), n_steps=64).save(path)
+
+
+SIZE_64 = POLICY_CONFIG.replace(frame_size=(64, 64))
+BAD_POLICIES = {
+    # name: (how to spoil a good policy folder, the one line's expected text)
+    "garbage bytes": (lambda d: (d / "policy.zip").write_bytes(os.urandom(4096)), "is not a saved policy (not a zip file)"),
+    "an empty file": (lambda d: (d / "policy.zip").write_bytes(b""), "is not a saved policy (not a zip file)"),
+    "a random zip": (lambda d: write_zip(d / "policy.zip", "notes.txt"), "is not a saved policy"),
+    "a zip with a bad data member": (lambda d: write_zip(d / "policy.zip", "data"), "is not a saved policy"),
+    "a CartPole policy": (lambda d: cartpole(d / "policy.zip"), "was saved for other spaces than its env_config.json"),
+    "84x84 config, 64x64 policy": (lambda d: save_policy(d, POLICY_CONFIG, SIZE_64),
+                                   "observation frame: Box(0, 255, (3, 64, 64), uint8) vs Box(0, 255, (3, 84, 84), uint8)"),
+    "64x64 config, 84x84 policy": (lambda d: save_policy(d, SIZE_64, POLICY_CONFIG),
+                                   "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)"),
+    "env_config.json without policy.zip": (lambda d: (d / "policy.zip").unlink(), "is incomplete"),
+}
+
+
+@pytest.fixture(scope="module")
+def bad_policies(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("policies")
+    for i, (spoil, _) in enumerate(BAD_POLICIES.values()):
+        spoil(save_policy(root / str(i)))
+    return root
+
+
+@pytest.mark.parametrize("bad", BAD_POLICIES)
+def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, bad: str):
+    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
+    result = cli("capture.record", "--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status",
+                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    assert result.returncode != 0
+    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+    assert not list((tmp_path / "raw").glob("*.h5"))
+
+
+@pytest.mark.parametrize("bad", BAD_POLICIES)
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, bad: str):
+    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
+    for name in ("bc", "finetuned"):
+        shutil.copytree(folder, tmp_path / "datasets/models" / name)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    result = cli("elden_il.pipeline", "evaluate", cwd=tmp_path)
+    assert result.returncode == 1
+    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+
+
+def test_a_fine_tuned_policy_records(tmp_path: Path):
+    """The pipeline's fine-tuned policy (SB3's algorithm zip) plays in the recorder, loaded as
+    the evaluation loads it."""
+    from elden_il.finetune import FinetuneConfig, finetune
+
+    save_policy(tmp_path / "bc")
+    finetune(tmp_path / "bc/policy.zip", FinetuneConfig(total_steps=32, num_envs=1, subprocesses=False, n_steps=32,
+                                                          batch_size=32, n_epochs=1), POLICY_CONFIG, tmp_path / "finetuned")
+    result = cli("capture.record", "--backend", "sim", "--policy", str(tmp_path / "finetuned"), "--scripted-human",
+                 "--no-status", "--max-episodes", "1", "--max-episode-seconds", "2", "--out", str(tmp_path / "raw"))
+    assert result.returncode == 0, result.stderr
+    (episode,) = list_episodes(tmp_path / "raw")
+    assert read_episode(episode, frames=False).attrs["source"] == "policy"
+
+
+def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(raw_episodes: Path, tmp_path: Path):
+    """Ctrl-C during training (here: in the first epoch's callback, before any checkpoint) leaves
+    no env_config.json without its policy.zip: the old folder as it was, and no staging left."""
+    from elden_il.bc import BCConfig, train_bc
+    from elden_il.data import demonstrations
+
+    demos = demonstrations(build_dataset(raw_episodes, "test/bc-v0", root=tmp_path / "minari"))
+    out = tmp_path / "models/bc"
+
+    def ctrl_c(record: dict) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c)
+    assert not out.exists() and list((tmp_path / "models").iterdir()) == []
+    train_bc(demos, BCConfig(epochs=1, batch_size=64), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with pytest.raises(KeyboardInterrupt):
+        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["bc"]
+
+
+# ---------------------------------------------------------------------------- profile files
+def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", prefix: bytes = b"") -> Path:
+    """A copy of the simulator's profile with ``old`` replaced in profile.toml, saved as a text editor would."""
+    from env.profile import PROFILES_DIR
+
+    folder = tmp_path / "profile"
+    shutil.copytree(PROFILES_DIR / "sim_margit", folder)
+    toml = folder / "profile.toml"
+    text = toml.read_text()
+    assert old in text
+    toml.write_bytes(prefix + text.replace(old, new).encode(encoding))
+    return folder
+
+
+@pytest.mark.parametrize("old, new, encoding, message", [
+    ("boss = [1000, 7000", 'boss = [1000, "slam"', "utf-8",
+     "profile.toml, line 40: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)"),
+    ('boss_name = "Margit, the Fell Omen"', 'boss_name = "Margit, l\'Omen Déchu"', "latin-1",
+     "profile.toml, line 5: byte 0xe9 is not UTF-8 (the file was saved in another encoding, such as Windows Notepad's "
+     '"ANSI"): save it as UTF-8'),
+], ids=["a text animation id", "latin-1 (Notepad's ANSI)"])
+def test_a_profile_a_text_editor_spoiled_is_one_line_naming_the_file_and_line(tmp_path: Path, old, new, encoding, message):
+    folder = edited_profile(tmp_path, old, new, encoding)
+    result = cli("capture.record", "--backend", "sim", "--autopilot", "--no-status", "--profile", str(folder),
+                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    assert result.returncode == 2
+    assert f"{folder / message}" in one_error_line(result.stderr)
+
+
+def test_a_profile_saved_with_a_utf8_bom_loads(tmp_path: Path):
+    """Windows Notepad's "UTF-8 with BOM" is UTF-8: read as it was meant."""
+    from env.profile import load_profile
+
+    folder = edited_profile(tmp_path, "name =", "name =", prefix=b"\xef\xbb\xbf")
+    assert load_profile(folder).keybinds == load_profile("sim_margit").keybinds
 
 
 # ------------------------------------------------------------------------------- params.yaml
@@ -449,6 +688,7 @@ PARAM_FAULTS = [
     ("dataset", "env.action_history", -2, "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64"),
     ("dataset", "dataset.frame_size", [84], "params.yaml dataset.frame_size = (84,): must be [width, height]"),
     ("dataset", "dataset.timestep_ms", -1, "params.yaml dataset.timestep_ms = -1: must be a number of milliseconds"),
+    ("dataset", "dataset.timestep_ms", 0, "params.yaml dataset.timestep_ms = 0: must be a number of milliseconds above 0"),
     ("dataset", "dataset.id", "../../escape", "params.yaml dataset.id = '../../escape': must look like namespace/name-vN"),
     ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
@@ -556,6 +796,35 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     assert json.loads((tmp_path / "minari/test/partials-v0/build.json").read_text())["source_episodes"] == [
         p.name for p in list_episodes(raw_episodes)
     ]
+
+
+def test_a_torn_partial_is_one_line_and_left_untouched(tmp_path: Path):
+    """A partial cut short mid-write (the first 400 kB of 738, as a copy cut short leaves it):
+    HDF5 reads none of its frames past the tear, and its SWMR reader retries a read of chunk
+    metadata past the tear for minutes, so nothing is salvaged from it: one line, the file left
+    as it is for a better copy. (A write the disk refused also leaves the file shorter than its
+    superblock says, but with every flushed sample readable: recovered in full above.)"""
+    from dataclasses import replace
+
+    from env.observations import FrameSpec
+    from test_recording import meta, sample
+
+    rng = np.random.default_rng(0)
+    live = EpisodeWriter(tmp_path / "live", meta(frame=FrameSpec((84, 84)), window_size=(84, 84)))
+    for i in range(60):
+        live.append(replace(sample(i), frame=rng.integers(0, 255, (84, 84, 3), dtype=np.uint8)))
+    live.flush()
+    whole = live.path.read_bytes()
+    live.discard()
+    torn = tmp_path / "raw" / "20200101-000000-000000_autopilot.h5.partial"
+    torn.parent.mkdir()
+    torn.write_bytes(whole[: len(whole) * 400 // 738])
+
+    result = cli("capture.recover", str(torn.parent), timeout=60)
+    assert result.returncode == 1
+    assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
+    assert [p.name for p in torn.parent.iterdir()] == [torn.name]
+    assert torn.read_bytes() == whole[: len(whole) * 400 // 738]
 
 
 # ------------------------------------------------------------------------ the simulator server

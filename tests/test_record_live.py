@@ -211,3 +211,29 @@ def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_pa
                 rec.kill()
     assert list_episodes(out) == [second], log.read_text()
     assert not list(out.glob("*.partial")) and not list((out / "discarded").glob("*"))
+
+
+@pytest.mark.slow
+def test_f6_on_the_fight_in_progress_starts_the_next_episode_at_a_fresh_fight(xvfb: str, tmp_path: Path):
+    """F6 during a fight throws that attempt away: the next episode is a restarted fight (the
+    next seed, both fighters at full HP), not the rest of the attempt given up."""
+    out = tmp_path / "raw"
+    log = tmp_path / "recorder.log"
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
+        rec = recorder(server.host, out, "--seed", "7", log=log)
+        try:
+            wait_for(lambda: list(out.glob("*.partial")), 30, "the first episode to start")
+            time.sleep(1.5)
+            first = set(out.glob("*.partial"))
+            tap("F6")
+            wait_for(lambda: set(out.glob("*.partial")) - first, 20, "the next episode to start")
+            time.sleep(1.0)
+            tap("F8")
+            assert rec.wait(timeout=20) == 0, log.read_text()
+        finally:
+            if rec.poll() is None:
+                rec.kill()
+    (episode,) = [read_episode(p) for p in list_episodes(out)]
+    assert episode.attrs["sim_seed"] == 8, log.read_text()  # the fight was restarted, seed 7 given up
+    start = dict(zip(episode.attribute_names, episode.state[0]))
+    assert start["HeroHp"] == start["HeroMaxHp"] and start["NpcHp"] == start["NpcMaxHp"]

@@ -52,7 +52,7 @@ from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
-from capture.labels import StepLabeler
+from capture.labels import StepLabeler, step_inputs
 from capture.lock import is_being_written
 from capture.provenance import provenance
 from capture.staging import staged
@@ -143,10 +143,10 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     states = {name: episode.state[at, j] for j, name in enumerate(names)}
     before = {name: column[:-1] for name, column in states.items()}
     after = {name: column[1:] for name, column in states.items()}
-    labels = [
-        labeler.label(episode.keys_held[at[k - 1] + 1 : at[k] + 1], episode.keys_pressed[at[k - 1] + 1 : at[k] + 1])
-        for k in range(1, steps + 1)  # the samples in (boundary k-1, boundary k]
-    ]
+    slices = max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 1 / dt))))  # the samples a step holds
+    held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries[: steps + 1], slices)
+    labels = [labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
+              for k in range(steps)]  # from the input log's times: the keys of [boundary k, boundary k+1)
     terminations = over[1 : steps + 1]
     truncations = np.zeros(steps, bool)
     truncations[-1] = not terminations[-1]

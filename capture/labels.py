@@ -1,7 +1,13 @@
 """Recorded key state -> the env's actions, one per step.
 
-A step's action is read from every sample inside the step: a key pressed anywhere in it counts
-(so a tap shorter than a step is never lost), a key held counts by how many samples hold it.
+A step's keys are read from the input log's own event times, not from the samples: a key the
+person pressed just before a step boundary is sampled only after it (the next sample is up to a
+sample period away), which put one in six of a person's decisions into the next step. So each
+step is cut into as many equal slices as it holds samples, and every slice gets the keys held at
+its end and the keys pressed within it, from the events (``step_inputs``). For a lock-step
+recording, whose keys change exactly at sample times, the slices are its samples and the labels
+the same. A key pressed anywhere in a step counts (so a tap shorter than a step is never lost), a
+key held counts by how many slices hold it.
 
 * ``multi_binary``: the bit of each bound action is set if its key was held or pressed in the step.
 * ``discrete``: the profile's table, read generically. Entries that tap a key win when that key
@@ -19,6 +25,40 @@ import numpy as np
 from env.actions import ActionTable
 
 from capture.episode import EpisodeError
+from capture.inputs import BUTTON_DOWN, BUTTON_UP, KEY_DOWN, KEY_UP
+
+EVENT_TOLERANCE_S = 1e-6
+"""An event this close before a slice boundary counts as at it: lock-step keys are logged at
+sample times, which are float sums like the boundaries."""
+
+
+def step_inputs(
+    events: np.ndarray, held_at_start: np.ndarray, boundaries: np.ndarray, slices: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each step between consecutive ``boundaries`` cut into ``slices`` equal slices: (held,
+    pressed), each (steps * slices, K) bool. ``held`` is the keys down just before a slice ends
+    (``held_at_start`` until the first event of a key), ``pressed`` the keys that went down in
+    the slice, boundaries at its start included (a key pressed on a boundary is the new step's).
+    ``events`` is an episode's input log (``capture.inputs.EVENT_DTYPE``)."""
+    key_events = events[np.isin(events["kind"], (KEY_DOWN, KEY_UP, BUTTON_DOWN, BUTTON_UP))]
+    is_down = np.isin(key_events["kind"], (KEY_DOWN, BUTTON_DOWN))
+    fractions = np.arange(slices + 1) / slices
+    edges = boundaries[:-1, None] + np.diff(boundaries)[:, None] * fractions[None, :]  # (steps, slices + 1)
+    starts = edges[:, :-1].ravel() - EVENT_TOLERANCE_S
+    ends = edges[:, 1:].ravel() - EVENT_TOLERANCE_S
+    held = np.empty((len(ends), len(held_at_start)), bool)
+    pressed = np.empty_like(held)
+    for column in range(len(held_at_start)):
+        mine = key_events["key"] == column
+        times, downs = key_events["t"][mine], is_down[mine]
+        if not len(times):
+            held[:, column], pressed[:, column] = held_at_start[column], False
+            continue
+        last = np.searchsorted(times, ends, side="left") - 1  # the key's last event before each end
+        held[:, column] = np.where(last >= 0, downs[np.maximum(last, 0)], held_at_start[column])
+        down_times = times[downs]
+        pressed[:, column] = np.searchsorted(down_times, ends) > np.searchsorted(down_times, starts)
+    return held, pressed
 
 
 class StepLabeler:

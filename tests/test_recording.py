@@ -150,6 +150,26 @@ def test_step_labels_follow_the_discrete_table():
     assert bits.tolist() == [1 if k == "dodge" else 0 for k in PROFILE.keybinds]
 
 
+def test_a_persons_keys_label_the_step_they_were_pressed_in_not_the_next_sampled_one():
+    """A person presses keys at any moment, not on the sample grid: a dodge tapped 10 ms before a
+    step ends is sampled only after the boundary, yet it is that step's roll; W held from 5 ms
+    into the next step moves in that one. Labels come from the input log's times."""
+    from capture.inputs import EVENT_DTYPE, KEY_DOWN, KEY_UP
+    from capture.labels import step_inputs
+
+    col = {k: i for i, k in enumerate(KEYS)}
+    events = np.array([(0.19, KEY_DOWN, col["LEFT_SHIFT"], 0, 0), (0.191, KEY_UP, col["LEFT_SHIFT"], 0, 0),
+                       (0.205, KEY_DOWN, col["W"], 0, 0), (0.5, KEY_UP, col["W"], 0, 0)], EVENT_DTYPE)
+    held, pressed = step_inputs(events, np.zeros(len(KEYS), bool), np.array([0.0, 0.2, 0.4]), slices=6)
+    labeler = StepLabeler(ActionTable(PROFILE, "discrete"), KEYS)
+    names = ActionTable(PROFILE, "discrete").names
+    assert [names[labeler.label(held[k * 6 : (k + 1) * 6], pressed[k * 6 : (k + 1) * 6])] for k in (0, 1)] == [
+        "roll_back", "move_forward"]
+    # the samples of a recorder 20 ms out of phase put the tap into the second step
+    samples_t = 0.02 + np.arange(12) / 30
+    assert samples_t[np.searchsorted(samples_t, 0.19)] > 0.2
+
+
 def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int = 20) -> list[tuple[float, str]]:
     """The recorder CLI, lock-step against the in-process simulator, with the autopilot; returns
     every decision the autopilot made (time, action name)."""

@@ -260,9 +260,9 @@ def table(rows: list[dict]) -> str:
 
 
 def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: dict, work: Path,
-        reuse: bool = False) -> dict:
+        reuse: bool = False, recordings: tuple[str, ...] = tuple(RECORDINGS)) -> dict:
     """The three recordings (with ``reuse``, those a previous run left in ``work`` are kept),
-    their datasets, every policy: the results as a dict (see ``main``)."""
+    their datasets, and the policies of ``recordings``: the results as a dict (see ``main``)."""
     work.mkdir(parents=True, exist_ok=True)
     decisions_file = work / "person.decisions.json"
     seconds = {}
@@ -279,7 +279,7 @@ def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: 
         seconds["person"] = time.perf_counter() - started
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
-    rows = [train_and_evaluate(work / name, name, params, seeds, eval_fights, work) for name in RECORDINGS]
+    rows = [train_and_evaluate(work / name, name, params, seeds, eval_fights, work) for name in recordings]
     return {"machine": describe(), "fights": fights, "training_seeds": seeds, "eval_fights_per_policy": eval_fights,
             "person_tap_ms": tap_ms, "record_seconds": seconds, "person_decisions": len(decisions.t),
             "labels": label_agreement(work / "person", decisions, params), "rows": rows}
@@ -295,10 +295,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
     parser.add_argument("--work", type=Path, default=Path("datasets/studies/human_path"), help="recordings, datasets, policies")
     parser.add_argument("--reuse", action="store_true", help="keep the recordings a previous run left in --work; record only the missing ones")
+    parser.add_argument("--recordings", nargs="+", choices=list(RECORDINGS), default=list(RECORDINGS),
+                        help="train and evaluate on these (default: all three)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    results = run(args.fights, args.seeds, args.eval_fights, args.tap_ms, load_params(args.params), args.work, args.reuse)
+    results = run(args.fights, args.seeds, args.eval_fights, args.tap_ms, load_params(args.params), args.work, args.reuse,
+                  tuple(args.recordings))
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")
     if args.json:

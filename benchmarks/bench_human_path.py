@@ -190,32 +190,27 @@ def record_lock_step(fights: int, out: Path, params: dict, capture_size: tuple[i
 def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
     """How often a step's label is the person's last decision within that step, on the
     builder's own step grid and labels (the steps with a decision in them)."""
-    from capture.build_dataset import samples_at
+    from capture.build_dataset import step_labels
     from capture.episode import list_episodes, read_episode
     from capture.labels import StepLabeler
     from env.actions import ActionTable
     from env.profile import load_profile
 
-    config = env_config(params)
     table = ActionTable(load_profile("sim_margit"), "discrete")
     decided_t = np.asarray(decisions.t)
     decided = np.asarray([table.index(a) for a in decisions.action])
-    dt = config.timestep_ms / 1000
+    dt = env_config(params).timestep_ms / 1000
     agree = total = 0
     for path in list_episodes(raw):
-        episode = read_episode(path)
-        labeler = StepLabeler(table, episode.key_names)
+        episode = read_episode(path, frames=False)
         t = episode.t
         boundaries = t[0] + dt * np.arange(int((t[-1] - t[0]) / dt + 1e-9) + 1)
-        at = samples_at(t, boundaries)
-        for k in range(1, len(at)):
-            inside = np.flatnonzero((decided_t > boundaries[k - 1]) & (decided_t <= boundaries[k]))
-            if not len(inside):
-                continue
-            rows = slice(at[k - 1] + 1, at[k] + 1)
-            label = labeler.label(episode.keys_held[rows], episode.keys_pressed[rows])
-            agree += int(label == decided[inside[-1]])
-            total += 1
+        labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
+        for k, label in enumerate(labels):
+            inside = np.flatnonzero((decided_t >= boundaries[k]) & (decided_t < boundaries[k + 1]))
+            if len(inside):
+                agree += int(label == decided[inside[-1]])
+                total += 1
     return {"steps_with_a_decision": total, "agreement": agree / total if total else None}
 
 

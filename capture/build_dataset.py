@@ -114,6 +114,17 @@ def samples_at(t: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
     return np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
 
 
+def step_labels(episode: Episode, boundaries: np.ndarray, labeler: StepLabeler) -> list:
+    """The action of each step between consecutive ``boundaries``, from the keys of [boundary k,
+    boundary k+1) by the input log's event times (``capture.labels.step_inputs``), each step cut
+    into as many slices as it holds samples."""
+    dt = float(np.median(np.diff(boundaries))) if len(boundaries) > 1 else 0.0
+    slices = max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 0)))) if dt else 1
+    held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries, slices)
+    return [labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
+            for k in range(len(boundaries) - 1)]
+
+
 def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable) -> Steps | None:
     """One recorded episode on the env's step grid, or None if it is shorter than one step."""
     labeler = StepLabeler(actions, episode.key_names)
@@ -143,10 +154,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     states = {name: episode.state[at, j] for j, name in enumerate(names)}
     before = {name: column[:-1] for name, column in states.items()}
     after = {name: column[1:] for name, column in states.items()}
-    slices = max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 1 / dt))))  # the samples a step holds
-    held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries[: steps + 1], slices)
-    labels = [labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
-              for k in range(steps)]  # from the input log's times: the keys of [boundary k, boundary k+1)
+    labels = step_labels(episode, boundaries[: steps + 1], labeler)
     terminations = over[1 : steps + 1]
     truncations = np.zeros(steps, bool)
     truncations[-1] = not terminations[-1]

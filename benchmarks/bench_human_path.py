@@ -17,7 +17,7 @@ every policy fights the same held-out seeds (from 1,000,000, deterministic actio
 its dataset names. The person's decisions are logged too, to measure how often a step's recorded
 label is the decision the person made in that step.
 
-    python -m benchmarks.bench_human_path                                  # 20 fights, 3 seeds x 100
+    python -m benchmarks.bench_human_path                       # 20 fights, 3 seeds x 100
     python -m benchmarks.bench_human_path --fights 2 --seeds 0 --eval-fights 10   # a quick look
 
 Needs Xvfb and xdotool when there is no display (scripts/setup.sh installs them).
@@ -48,11 +48,14 @@ log = logging.getLogger("bench_human_path")
 HELD_OUT = 1_000_000
 WINDOW = (1280, 720)
 """The play window's size: what a person records from on the simulator."""
-RECORDINGS = {"lock-step": "lock-step", "lock-step-window": "lock-step, the window's picture",
-              "person": "a person's way: window, real keys, recorder"}
-"""Folder -> what it holds: the three recordings of the same fights: the pipeline's, the same drawn as the play window
-is (what the picture alone costs), and the person's through the window (what real time, a
-second program's keys and the listener add)."""
+RECORDINGS = {
+    "lock-step": "lock-step",
+    "lock-step-window": "lock-step, the window's picture",
+    "person": "a person's way: window, real keys, recorder",
+}
+"""Folder -> what it holds: the three recordings of the same fights: the pipeline's, the same
+drawn as the play window is (what the picture alone costs), and the person's through the window
+(what real time, a second program's keys and the listener add)."""
 
 
 @dataclass
@@ -90,8 +93,8 @@ class ScriptedPerson(threading.Thread):
         from env.actions import ActionTable, KeyCommand
         from env.game import GameState
         from env.profile import load_profile
-        from env.siphon import SiphonClient, SiphonError
         from env.sim.expert import ScriptedExpert
+        from env.siphon import SiphonClient, SiphonError
 
         table = ActionTable(load_profile("sim_margit"), "discrete")
         expert = ScriptedExpert(self.step_s)
@@ -145,28 +148,60 @@ def a_display() -> Iterator[None]:
         yield
 
 
-def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float, fight_seconds: float = 300) -> Decisions:
-    """``fights`` fights played through the window by the scripted person, recorded by the real
-    recorder in its own process (an episode ends after ``fight_seconds``, as the recorder's
-    ``--max-episode-seconds``); returns the person's decisions."""
+def record_as_a_person(
+    fights: int,
+    out: Path,
+    params: dict,
+    tap_ms: float,
+    fight_seconds: float = 300,
+    window: tuple[int, int] = WINDOW,
+) -> Decisions:
+    """``fights`` fights played through a ``window``-sized play window by the scripted person,
+    recorded by the real recorder in its own process (an episode ends after ``fight_seconds``,
+    as the recorder's ``--max-episode-seconds``); returns the person's decisions."""
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
     config = env_config(params)
     rate = (params.get("demos") or {}).get("rate_hz", 30)
-    with a_display(), SimServer(seed=0, size=WINDOW, extra_args=("--window",), log_path=out.with_suffix(".server.log")) as server:
+    server_log = out.with_suffix(".server.log")
+    with (
+        a_display(),
+        SimServer(seed=0, size=window, extra_args=("--window",), log_path=server_log) as server,
+    ):
         focus_window(server.process.pid)
         person = ScriptedPerson(server.host, config.timestep_ms / 1000, tap_ms)
         person.start()
         recorder_log = out.with_suffix(".recorder.log")
         with open(recorder_log, "wb") as sink:
             recorder = subprocess.run(
-                [sys.executable, "-m", "capture.record", "--host", server.host, "--profile", "sim_margit",
-                 "--out", str(out), "--no-status", "--max-episodes", str(fights), "--seed", "0",
-                 "--max-episode-seconds", str(fight_seconds),
-                 "--rate", str(rate), "--frame-size", "x".join(map(str, config.frame_size)),
-                 "--frame-crop", ",".join(map(str, config.frame_crop))],
-                stdout=sink, stderr=subprocess.STDOUT, timeout=600 * fights,
+                [
+                    sys.executable,
+                    "-m",
+                    "capture.record",
+                    "--host",
+                    server.host,
+                    "--profile",
+                    "sim_margit",
+                    "--out",
+                    str(out),
+                    "--no-status",
+                    "--max-episodes",
+                    str(fights),
+                    "--seed",
+                    "0",
+                    "--max-episode-seconds",
+                    str(fight_seconds),
+                    "--rate",
+                    str(rate),
+                    "--frame-size",
+                    "x".join(map(str, config.frame_size)),
+                    "--frame-crop",
+                    ",".join(map(str, config.frame_crop)),
+                ],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                timeout=600 * fights,
             )
         person.stopping.set()
         person.join(10)
@@ -177,14 +212,26 @@ def record_as_a_person(fights: int, out: Path, params: dict, tap_ms: float, figh
     return person.decisions
 
 
-def record_lock_step(fights: int, out: Path, params: dict, capture_size: tuple[int, int] | None = None) -> None:
+def record_lock_step(
+    fights: int, out: Path, params: dict, capture_size: tuple[int, int] | None = None
+) -> None:
     """The autopilot's fights in-process; ``capture_size``: the picture drawn at that size and
     then made an observation as the play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
     rate = (params.get("demos") or {}).get("rate_hz", 30)
     config = env_config(params).replace(profile="sim_margit", capture_size=capture_size)
-    record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=fights, seed=0, rate=rate, out=out))
+    record(
+        RecordSettings(
+            env=config,
+            backend="sim",
+            autopilot=True,
+            max_episodes=fights,
+            seed=0,
+            rate=rate,
+            out=out,
+        )
+    )
 
 
 def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
@@ -214,7 +261,9 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
     return {"steps_with_a_decision": total, "agreement": agree / total if total else None}
 
 
-def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eval_fights: int, work: Path) -> dict:
+def train_and_evaluate(
+    raw: Path, name: str, params: dict, seeds: list[int], eval_fights: int, work: Path
+) -> dict:
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
     from capture.build_dataset import build_dataset
@@ -234,28 +283,55 @@ def train_and_evaluate(raw: Path, name: str, params: dict, seeds: list[int], eva
     for seed in seeds:
         policy = work / f"bc-{name}-{seed}"
         train_bc(demos, replace(bc_config, seed=seed), policy)
-        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out)
+        records, _ = run_fights(
+            lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out
+        )
         wins_by_seed.append(sum(r.win for r in records))
-        log.info("%s, training seed %d: %d of %d held-out fights won", name, seed, wins_by_seed[-1], eval_fights)
+        log.info(
+            "%s, training seed %d: %d of %d held-out fights won",
+            name,
+            seed,
+            wins_by_seed[-1],
+            eval_fights,
+        )
     wins, total = sum(wins_by_seed), eval_fights * len(seeds)
-    return {"recordings": RECORDINGS[name], "episodes": demos.source_episodes, "steps": len(demos),
-            "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
-            "win_rate_by_seed": [w / eval_fights for w in wins_by_seed], "eval_fights": total}
+    return {
+        "recordings": RECORDINGS[name],
+        "episodes": demos.source_episodes,
+        "steps": len(demos),
+        "win_rate": wins / total,
+        "win_rate_ci95": list(wilson_interval(wins, total)),
+        "win_rate_by_seed": [w / eval_fights for w in wins_by_seed],
+        "eval_fights": total,
+    }
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| recordings of the same expert | episodes | steps | BC win rate (95 % interval) | by training seed |",
-             "|---|---:|---:|---|---|"]
+    lines = [
+        "| recordings of the same expert | episodes | steps | BC win rate (95 % interval) "
+        "| by training seed |",
+        "|---|---:|---:|---|---|",
+    ]
     for r in rows:
         low, high = r["win_rate_ci95"]
         seeds = ", ".join(f"{w:.0%}" for w in r["win_rate_by_seed"])
-        lines.append(f"| {r['recordings']} | {r['episodes']} | {r['steps']:,} | {r['win_rate']:.1%} "
-                     f"({low:.1%}-{high:.1%}) | {seeds} |")
+        lines.append(
+            f"| {r['recordings']} | {r['episodes']} | {r['steps']:,} | {r['win_rate']:.1%} "
+            f"({low:.1%}-{high:.1%}) | {seeds} |"
+        )
     return "\n".join(lines)
 
 
-def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: dict, work: Path,
-        reuse: bool = False, recordings: tuple[str, ...] = tuple(RECORDINGS)) -> dict:
+def run(
+    fights: int,
+    seeds: list[int],
+    eval_fights: int,
+    tap_ms: float,
+    params: dict,
+    work: Path,
+    reuse: bool = False,
+    recordings: tuple[str, ...] = tuple(RECORDINGS),
+) -> dict:
     """The three recordings (with ``reuse``, those a previous run left in ``work`` are kept),
     their datasets, and the policies of ``recordings``: the results as a dict (see ``main``)."""
     work.mkdir(parents=True, exist_ok=True)
@@ -274,29 +350,82 @@ def run(fights: int, seeds: list[int], eval_fights: int, tap_ms: float, params: 
         seconds["person"] = time.perf_counter() - started
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
-    rows = [train_and_evaluate(work / name, name, params, seeds, eval_fights, work) for name in recordings]
-    return {"machine": describe(), "fights": fights, "training_seeds": seeds, "eval_fights_per_policy": eval_fights,
-            "person_tap_ms": tap_ms, "record_seconds": seconds, "person_decisions": len(decisions.t),
-            "labels": label_agreement(work / "person", decisions, params), "rows": rows}
+    rows = [
+        train_and_evaluate(work / name, name, params, seeds, eval_fights, work)
+        for name in recordings
+    ]
+    return {
+        "machine": describe(),
+        "fights": fights,
+        "training_seeds": seeds,
+        "eval_fights_per_policy": eval_fights,
+        "person_tap_ms": tap_ms,
+        "record_seconds": seconds,
+        "person_decisions": len(decisions.t),
+        "labels": label_agreement(work / "person", decisions, params),
+        "rows": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_human_path", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)")
-    parser.add_argument("--eval-fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
-    parser.add_argument("--tap-ms", type=float, default=50.0, help="how long the person's finger stays on a tapped key")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
-    parser.add_argument("--work", type=Path, default=Path("datasets/studies/human_path"), help="recordings, datasets, policies")
-    parser.add_argument("--reuse", action="store_true", help="keep the recordings a previous run left in --work; record only the missing ones")
-    parser.add_argument("--recordings", nargs="+", choices=list(RECORDINGS), default=list(RECORDINGS),
-                        help="train and evaluate on these (default: all three)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_human_path",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)"
+    )
+    parser.add_argument(
+        "--eval-fights",
+        type=int,
+        default=100,
+        help="held-out fights per policy (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--tap-ms",
+        type=float,
+        default=50.0,
+        help="how long the person's finger stays on a tapped key",
+    )
+    parser.add_argument(
+        "--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings"
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("datasets/studies/human_path"),
+        help="recordings, datasets, policies",
+    )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the recordings a previous run left in --work; record only the missing ones",
+    )
+    parser.add_argument(
+        "--recordings",
+        nargs="+",
+        choices=list(RECORDINGS),
+        default=list(RECORDINGS),
+        help="train and evaluate on these (default: all three)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    results = run(args.fights, args.seeds, args.eval_fights, args.tap_ms, load_params(args.params), args.work, args.reuse,
-                  tuple(args.recordings))
+    results = run(
+        args.fights,
+        args.seeds,
+        args.eval_fights,
+        args.tap_ms,
+        load_params(args.params),
+        args.work,
+        args.reuse,
+        tuple(args.recordings),
+    )
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")
     if args.json:

@@ -21,15 +21,20 @@ ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.slow
-def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_decisions(xvfb: str, tmp_path: Path):
+def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_decisions(
+    xvfb: str, tmp_path: Path
+):
     params = load_params(ROOT / "params.yaml")
-    decisions = bench.record_as_a_person(1, tmp_path / "person", params, tap_ms=50, fight_seconds=30)
+    window = (640, 360)  # the play window's shape, at a quarter of the benchmark's pixels
+    decisions = bench.record_as_a_person(
+        1, tmp_path / "person", params, tap_ms=50, fight_seconds=30, window=window
+    )
     assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
     config = env_config(params)
     build_dataset(tmp_path / "person", "test/person-v0", config, root=tmp_path / "minari")
     demos = demonstrations(open_dataset("test/person-v0", tmp_path / "minari"))
     # the picture: the env the dataset names draws the window's picture, then the same resize
-    assert demos.config.capture_size == bench.WINDOW and demos.config.frame_size == config.frame_size
+    assert demos.config.capture_size == window and demos.config.frame_size == config.frame_size
     # the labels: a step's label is the decision the person made in it (a few are a key held
     # across the step boundary; the full benchmark measures the rest)
     labels = bench.label_agreement(tmp_path / "person", decisions, params)

@@ -2,8 +2,8 @@
 and a headless machine play the simulator's window and record it with pynput as on a desktop.
 
 Xvfb runs with key auto-repeat off (``-ardelay``) unless asked for, as a held key would
-otherwise arrive as a stream of presses, and picks a free display number itself (``-displayfd``), so two
-runs on one machine never share a display.
+otherwise arrive as a stream of presses, and picks a free display number itself
+(``-displayfd``), so two runs on one machine never share a display.
 """
 
 from __future__ import annotations
@@ -29,20 +29,37 @@ def can_start() -> bool:
 
 @contextmanager
 def virtual_display(
-    size: tuple[int, int] = (1280, 720), auto_repeat: tuple[int, int] | None = None,
+    size: tuple[int, int] = (1280, 720),
+    auto_repeat: tuple[int, int] | None = None,
 ) -> Iterator[str]:
     """A fresh Xvfb screen of ``size``; ``DISPLAY`` names it inside the block. Yields the name.
     ``auto_repeat``: (delay, interval) in ms for a held key to repeat as a desktop's does;
     None: a held key is pressed once."""
     if not can_start():
-        raise DisplayError("Xvfb and xdotool are needed for a virtual display: apt-get install xvfb xdotool "
-                           "(scripts/setup.sh installs them)")
+        raise DisplayError(
+            "Xvfb and xdotool are needed for a virtual display: apt-get install xvfb xdotool "
+            "(scripts/setup.sh installs them)"
+        )
     read_fd, write_fd = os.pipe()
     process = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", f"{size[0]}x{size[1]}x24", "-nolisten", "tcp",
-         *(("-ardelay", "60000") if auto_repeat is None else
-           ("-ardelay", str(auto_repeat[0]), "-arinterval", str(auto_repeat[1])))],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(write_fd,),
+        [
+            "Xvfb",
+            "-displayfd",
+            str(write_fd),
+            "-screen",
+            "0",
+            f"{size[0]}x{size[1]}x24",
+            "-nolisten",
+            "tcp",
+            *(
+                ("-ardelay", "60000")
+                if auto_repeat is None
+                else ("-ardelay", str(auto_repeat[0]), "-arinterval", str(auto_repeat[1]))
+            ),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        pass_fds=(write_fd,),
     )
     os.close(write_fd)
     with os.fdopen(read_fd) as announced:

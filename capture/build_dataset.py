@@ -43,7 +43,7 @@ from env.actions import ActionTable
 from env.cli import output_folder, parse_crop, parse_size, ruled
 from env.config import ACTION_MODES, EnvConfig
 from env.errors import EldenILError
-from env.fields import FieldError, Rule, number
+from env.fields import STEP_MS, FieldError
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
@@ -65,10 +65,6 @@ METADATA_KEY = "elden_il"
 source episodes, the raw folder, the frame compression and the code (commit) that built it."""
 
 
-STEP_MS = Rule(number(0, 60_000, above=True).accepts,
-               "must be a number of milliseconds above 0 and at most 60000 (a recording is cut into steps that long)")
-"""The timesteps a recording can be stepped at. The live env takes 0 (no pacing at all), but a
-dataset's step grid and a player's decisions need a step of some length."""
 MAX_HELD_S = 1.0
 """The longest run of non-finite state samples the builder repairs (by holding the last finite
 value): a memory read that failed for a moment. A longer run is reads that stopped working."""

@@ -21,13 +21,12 @@ from env.cli import key_names, output_folder, parse_crop, parse_size, ruled
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
-from env.fields import number, whole
+from env.fields import STEP_MS, number, whole
 from env.game import GameError
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
 from capture.autopilot import Autopilot, KeyDriver
-from capture.build_dataset import STEP_MS
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog

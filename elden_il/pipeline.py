@@ -30,12 +30,11 @@ from typing import Any
 
 import yaml
 
-from capture.build_dataset import STEP_MS
 from capture.dataset_id import DATASET_ID
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
 from env.factory import BACKENDS
-from env.fields import FLAG, TEXT, FieldError, Rule, number, one_of, optional, whole
+from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, number, one_of, optional, whole
 
 log = logging.getLogger("elden_il.pipeline")
 

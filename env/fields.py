@@ -88,6 +88,10 @@ def one_of(*choices: Any) -> Rule:
 
 FLAG = Rule(lambda v: isinstance(v, bool), "must be true or false")
 TEXT = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string")
+STEP_MS = Rule(number(0, 60_000, above=True).accepts,
+               "must be a number of milliseconds above 0 and at most 60000 (a recording is cut into steps that long)")
+"""The timesteps a recording can be stepped at. The live env takes 0 (no pacing at all), but a
+dataset's step grid and a player's decisions need a step of some length."""
 
 
 def optional(rule: Rule) -> Rule:

@@ -99,6 +99,7 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/siphon.py", "env/packed_reads.py",  # the Siphon backend: the stage records in-process
     "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
     "capture/pilot.py", "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
+    "capture/listener.py",  # the person's key names, which the scripted person's keyboard reads backwards
     "capture/status.py", "capture/video.py",  # the live display, the review video
     "elden_il/__init__.py", "elden_il/shadowing.py",
 }

@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import h5py
@@ -23,6 +24,7 @@ import h5py
 from capture import files
 from capture.episode import MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
 from capture.lock import FileLock
+from capture.torn import intact_rows, recorded_length, torn_copy
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +72,24 @@ def _recover(partial: Path) -> Path:
     target = partial.with_name(partial.name[: -len(".partial")])
     staging = _staging(partial)
     # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
-    require_space(partial.parent, partial.stat().st_size, f"{partial.name} is left untouched; free some space "
+    # a torn file is read through a copy of its recorded length
+    needed = partial.stat().st_size + (recorded_length(partial) or 0)
+    require_space(partial.parent, needed, f"{partial.name} is left untouched; free some space "
                   "and run `python -m capture.recover` again")
+    torn = partial.with_name(partial.name + ".torn")
     try:
-        source = h5py.File(partial, "r", libver="latest", swmr=True, locking=False)  # we hold its lock
-    except OSError as e:
-        raise EpisodeError(f"{partial} cannot be read ({e}); it is left untouched") from None
-    try:
+        source, rows_before_tear = _open(partial, torn)
         with source:
             per_sample = (*PER_SAMPLE, *(mark for mark in MARKS if mark in source))
-            lengths = [source[name].shape[0] for name in per_sample]
+            lengths = [rows_before_tear(source[name]) for name in per_sample]
             n, unfinished = min(lengths), max(lengths) - min(lengths)
+            if n == 0:
+                raise OSError("nothing before the tear can be read: the file was cut short before its first samples "
+                              "were indexed")
             with h5py.File(staging, "w", libver="latest") as out:
                 for name in (*per_sample, "events"):
                     data = source[name]
-                    rows = data.shape[0] if name == "events" else n
+                    rows = rows_before_tear(data) if name == "events" else n
                     out.create_dataset(
                         name, data=data[:rows], maxshape=(None, *data.shape[1:]), chunks=data.chunks,
                         compression=data.compression, compression_opts=data.compression_opts,
@@ -94,13 +99,35 @@ def _recover(partial: Path) -> Path:
         duration = float(t[-1] - t[0]) if n > 1 else 0.0
         stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
         finalize(staging, target, "recovered", stats, recovered=True)
-    except (OSError, KeyError) as e:
+    except (OSError, KeyError, ValueError) as e:
         staging.unlink(missing_ok=True)
         raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
+    finally:
+        torn.unlink(missing_ok=True)
     bak = partial.with_name(partial.name + ".bak")
     files.replace(partial, bak)
     log.info("recovered %s: %d samples, %.1f s; %s", target.name, n, duration, _about_bak(bak, unfinished))
     return target
+
+
+def _open(partial: Path, torn: Path) -> tuple[h5py.File, Callable[[h5py.Dataset], int]]:
+    """The partial opened for reading, and how many rows of a dataset to trust. A file shorter
+    than its superblock says (cut short mid-write, ``capture.torn``; or a write the disk refused)
+    is read through a repaired copy at ``torn``, trusting only the rows written before its end;
+    any other partial as it is, every row."""
+    if recorded_length(partial) is not None:
+        tear = torn_copy(partial, torn)
+        log.warning("%s ends at byte %d, short of its recorded length: recovering the samples written before that",
+                    partial.name, tear)
+        return h5py.File(torn, "r"), lambda dataset: intact_rows(dataset, tear)
+    try:
+        return h5py.File(partial, "r", libver="latest", swmr=True, locking=False), _all_rows  # we hold its lock
+    except OSError as e:
+        raise OSError(f"it cannot be read: {e}") from None
+
+
+def _all_rows(dataset: h5py.Dataset) -> int:
+    return dataset.shape[0]
 
 
 def _about_bak(bak: Path, unfinished: int) -> str:

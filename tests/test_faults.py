@@ -798,12 +798,9 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     ]
 
 
-def test_a_torn_partial_is_one_line_and_left_untouched(tmp_path: Path):
-    """A partial cut short mid-write (the first 400 kB of 738, as a copy cut short leaves it):
-    HDF5 reads none of its frames past the tear, and its SWMR reader retries a read of chunk
-    metadata past the tear for minutes, so nothing is salvaged from it: one line, the file left
-    as it is for a better copy. (A write the disk refused also leaves the file shorter than its
-    superblock says, but with every flushed sample readable: recovered in full above.)"""
+def torn_recording(tmp_path: Path, flush_every: int, kept: float) -> tuple[Path, bytes, Path]:
+    """A 60-sample partial cut short after ``kept`` of its bytes (as a copy cut short leaves it),
+    flushed every ``flush_every`` samples while it was written; (torn file, whole bytes, folder)."""
     from dataclasses import replace
 
     from env.observations import FrameSpec
@@ -813,18 +810,42 @@ def test_a_torn_partial_is_one_line_and_left_untouched(tmp_path: Path):
     live = EpisodeWriter(tmp_path / "live", meta(frame=FrameSpec((84, 84)), window_size=(84, 84)))
     for i in range(60):
         live.append(replace(sample(i), frame=rng.integers(0, 255, (84, 84, 3), dtype=np.uint8)))
+        if (i + 1) % flush_every == 0:
+            live.flush()
     live.flush()
     whole = live.path.read_bytes()
+    (tmp_path / "whole.h5").write_bytes(whole)
     live.discard()
     torn = tmp_path / "raw" / "20200101-000000-000000_autopilot.h5.partial"
     torn.parent.mkdir()
-    torn.write_bytes(whole[: len(whole) * 400 // 738])
+    torn.write_bytes(whole[: int(len(whole) * kept)])
+    return torn, whole, tmp_path / "whole.h5"
 
+
+def test_a_torn_partial_gives_back_the_samples_written_before_the_tear(tmp_path: Path):
+    """The last tenth of a recording lost (a copy cut short): HDF5 will not open it, but the
+    samples before the tear are recovered, exactly as written, and the torn file is kept."""
+    torn, whole, intact = torn_recording(tmp_path, flush_every=10, kept=0.9)
+    result = cli("capture.recover", str(torn.parent), timeout=60)
+    assert result.returncode == 0, result.stderr
+    (recovered,) = list_episodes(torn.parent)
+    got = read_episode(recovered)
+    assert 40 <= len(got) < 60 and got.attrs["recovered"]
+    with h5py.File(intact, "r", libver="latest", swmr=True) as original:  # as a live partial is read
+        for name in ("t", "state", "frames", "keys_held"):
+            assert np.array_equal(getattr(got, name), original[name][: len(got)]), name
+    assert (torn.parent / (torn.name + ".bak")).read_bytes() == whole[: int(len(whole) * 0.9)]
+
+
+def test_a_partial_torn_before_its_samples_were_indexed_is_one_line_and_left_untouched(tmp_path: Path):
+    """Cut short at 54 % of a file never flushed before its end, the index of its frames lies
+    past the tear: nothing can be trusted, so one line, and the file left as it is."""
+    torn, whole, _ = torn_recording(tmp_path, flush_every=1000, kept=400 / 738)
     result = cli("capture.recover", str(torn.parent), timeout=60)
     assert result.returncode == 1
     assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
     assert [p.name for p in torn.parent.iterdir()] == [torn.name]
-    assert torn.read_bytes() == whole[: len(whole) * 400 // 738]
+    assert torn.read_bytes() == whole[: int(len(whole) * 400 / 738)]
 
 
 # ------------------------------------------------------------------------ the simulator server

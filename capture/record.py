@@ -489,10 +489,15 @@ def record(settings: RecordSettings, status: bool = False) -> list[Path]:
         received.append(signum)
         recorder.requests.quit.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
-    with RecorderStatus(settings.rate, enabled=status) as display:
-        recorder.run(display)
+    # while recording, a signal quits as F8 does; afterwards the caller's handlers are back (a
+    # program that records in-process, a benchmark say, must still stop on SIGTERM)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with RecorderStatus(settings.rate, enabled=status) as display:
+            recorder.run(display)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if received:
         raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}: {len(recorder.saved)} episode(s) "
                           f"saved in {settings.out}", received[0])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -173,6 +175,19 @@ def tap(key: str) -> None:
     xdotool("keydown", key, "keyup", key)
 
 
+@contextmanager
+def quit_by_f8(rec: subprocess.Popen, log: Path) -> Iterator[None]:
+    """Run the block with the recorder ``rec`` running, then quit it as a person does (F8): it
+    must exit 0. Killed if anything failed."""
+    try:
+        yield
+        tap("F8")
+        assert rec.wait(timeout=20) == 0, log.read_text()
+    finally:
+        if rec.poll() is None:
+            rec.kill()
+
+
 @pytest.mark.slow
 def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_path: Path):
     """F6 with no episode in progress moves the last saved one into discarded/ (undoable by
@@ -182,7 +197,7 @@ def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_pa
     log = tmp_path / "recorder.log"
     with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
         rec = recorder(server.host, out, "--manual", "--log-level", "DEBUG", log=log)
-        try:
+        with quit_by_f8(rec, log):
             time.sleep(4)  # the recorder connects and starts listening
 
             def record_one() -> Path:
@@ -204,11 +219,6 @@ def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_pa
             assert not aside.exists()  # gone for good once the next one is saved
             xdotool("keydown", "F5", "keyup", "F5", "keydown", "F5", "keyup", "F5")  # a start and a stop at once
             time.sleep(1.0)
-            tap("F8")
-            assert rec.wait(timeout=20) == 0, log.read_text()
-        finally:
-            if rec.poll() is None:
-                rec.kill()
     assert list_episodes(out) == [second], log.read_text()
     assert not list(out.glob("*.partial")) and not list((out / "discarded").glob("*"))
 
@@ -221,18 +231,13 @@ def test_f6_on_the_fight_in_progress_starts_the_next_episode_at_a_fresh_fight(xv
     log = tmp_path / "recorder.log"
     with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
         rec = recorder(server.host, out, "--seed", "7", log=log)
-        try:
+        with quit_by_f8(rec, log):
             wait_for(lambda: list(out.glob("*.partial")), 30, "the first episode to start")
             time.sleep(1.5)
             first = set(out.glob("*.partial"))
             tap("F6")
             wait_for(lambda: set(out.glob("*.partial")) - first, 20, "the next episode to start")
             time.sleep(1.0)
-            tap("F8")
-            assert rec.wait(timeout=20) == 0, log.read_text()
-        finally:
-            if rec.poll() is None:
-                rec.kill()
     (episode,) = [read_episode(p) for p in list_episodes(out)]
     assert episode.attrs["sim_seed"] == 8, log.read_text()  # the fight was restarted, seed 7 given up
     start = dict(zip(episode.attribute_names, episode.state[0]))

@@ -391,3 +391,21 @@ def test_every_step_of_a_lock_step_recording_holds_the_same_number_of_samples(fi
     t = (first_tick + 2 * np.arange(3000)) / 60  # the simulator's clock: ticks / 60 Hz
     boundaries = t[0] + 0.2 * np.arange(int((t[-1] - t[0]) / 0.2 + 1e-9) + 1)
     assert set(np.diff(samples_at(t, boundaries))) == {6}
+
+
+def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: Path):
+    """``record()`` quits on SIGINT and SIGTERM while it records, then restores the handlers it
+    found: a program that records in-process (the human-path benchmark) still stops on SIGTERM."""
+    import signal
+
+    from capture.record import RecordSettings, record
+
+    def mine(*_: object) -> None: ...
+
+    before, interrupt = signal.signal(signal.SIGTERM, mine), signal.getsignal(signal.SIGINT)
+    try:
+        record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="sim", autopilot=True, max_episodes=1,
+                              max_episode_seconds=2, out=tmp_path))
+        assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is interrupt
+    finally:
+        signal.signal(signal.SIGTERM, before)

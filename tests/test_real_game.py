@@ -456,6 +456,7 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
         try:
             human.walk_in()  # the lock-on also lets the recorder's NPC hook in: it starts sampling
             said("episode started", 1)
+            time.sleep(0.5)  # longer than one env step: a shorter fragment is no demonstration, and dropped
             human.press("F5")  # stop it by hand: this fight is not recorded again ...
             said("episode saved (stopped)", 1)
             time.sleep(0.5)
@@ -487,7 +488,9 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
     assert [e.attrs["outcome"] for e in episodes] == ["stopped", "death"], text
     assert text.count("episode started") == len(episodes) + 1  # the third was discarded: none lost
-    assert all(e.column("NpcId")[0] == 10000850 and e.column("HeroHp")[0] == e.column("HeroMaxHp")[0] for e in episodes)
+    assert all(e.column("NpcId")[0] == 10000850 for e in episodes)
+    first = episodes[0]  # started by the fight itself, at full HP; the second where the person pressed F5
+    assert first.column("HeroHp")[0] == first.column("HeroMaxHp")[0]
     assert not list(out.glob("*.partial"))
     stats = [json.loads(e.attrs["stats"]) for e in episodes]
     print(f"\nrecording a person: {len(episodes) + 1} episodes ({len(episodes)} kept, 1 discarded, 0 lost), "

@@ -73,12 +73,13 @@ def _recover(partial: Path) -> Path:
     staging = _staging(partial)
     # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
     # a torn file is read through a copy of its recorded length
-    needed = partial.stat().st_size + (recorded_length(partial) or 0)
+    recorded = recorded_length(partial)
+    needed = partial.stat().st_size + (recorded or 0)
     require_space(partial.parent, needed, f"{partial.name} is left untouched; free some space "
                   "and run `python -m capture.recover` again")
     torn = partial.with_name(partial.name + ".torn")
     try:
-        source, rows_before_tear = _open(partial, torn)
+        source, rows_before_tear = _open(partial, torn, recorded)
         with source:
             per_sample = (*PER_SAMPLE, *(mark for mark in MARKS if mark in source))
             lengths = [rows_before_tear(source[name]) for name in per_sample]
@@ -99,7 +100,7 @@ def _recover(partial: Path) -> Path:
         duration = float(t[-1] - t[0]) if n > 1 else 0.0
         stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
         finalize(staging, target, "recovered", stats, recovered=True)
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError) as e:
         staging.unlink(missing_ok=True)
         raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
     finally:
@@ -110,13 +111,13 @@ def _recover(partial: Path) -> Path:
     return target
 
 
-def _open(partial: Path, torn: Path) -> tuple[h5py.File, Callable[[h5py.Dataset], int]]:
+def _open(partial: Path, torn: Path, recorded: int | None) -> tuple[h5py.File, Callable[[h5py.Dataset], int]]:
     """The partial opened for reading, and how many rows of a dataset to trust. A file shorter
-    than its superblock says (cut short mid-write, ``capture.torn``; or a write the disk refused)
-    is read through a repaired copy at ``torn``, trusting only the rows written before its end;
-    any other partial as it is, every row."""
-    if recorded_length(partial) is not None:
-        tear = torn_copy(partial, torn)
+    than the ``recorded`` length its superblock says (cut short mid-write, ``capture.torn``; or a
+    write the disk refused) is read through a repaired copy at ``torn``, trusting only the rows
+    written before its end; any other partial as it is, every row."""
+    if recorded is not None:
+        tear = torn_copy(partial, torn, recorded)
         log.warning("%s ends at byte %d, short of its recorded length: recovering the samples written before that",
                     partial.name, tear)
         return h5py.File(torn, "r"), lambda dataset: intact_rows(dataset, tear)

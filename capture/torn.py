@@ -36,12 +36,9 @@ def recorded_length(path: Path) -> int | None:
     return end if end > size else None
 
 
-def torn_copy(path: Path, copy: Path) -> int:
-    """Write a readable copy of the torn file ``path`` to ``copy``; returns the tear's offset
-    (the torn file's length)."""
-    end = recorded_length(path)
-    if end is None:
-        raise ValueError(f"{path} is not a torn HDF5 file")
+def torn_copy(path: Path, copy: Path, end: int) -> int:
+    """Write a readable copy of the torn file ``path``, padded to the ``end`` its superblock
+    records (``recorded_length``), to ``copy``; returns the tear's offset (its length)."""
     data = bytearray(path.read_bytes())
     tear = len(data)
     data.extend(bytes(end - tear))

@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -137,8 +138,6 @@ class ScriptedPerson(threading.Thread):
 @contextlib.contextmanager
 def a_display() -> Iterator[None]:
     """The display the window opens on: this session's, or a virtual one."""
-    import os
-
     if os.environ.get("DISPLAY"):
         yield
         return

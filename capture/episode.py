@@ -224,6 +224,7 @@ class EpisodeWriter:
         self._events: list[np.ndarray] = []
         self._last_flush = clock()
         self.samples = 0
+        self._flushed = 0  # samples on disk: a file holding none is removed if writing fails
         self._span: tuple[float, float] | None = None  # the first and the last sample's time
 
     @property
@@ -266,6 +267,7 @@ class EpisodeWriter:
         if self._events:
             _append(f["events"], np.concatenate(self._events))
         f.flush()
+        self._flushed += len(pending)
         self._pending, self._pending_bytes, self._events = [], 0, []
         self._last_flush = self._clock()
 
@@ -289,6 +291,8 @@ class EpisodeWriter:
     def _kept(self, fix: str = "free some space") -> str:
         if self._file is None:
             return "no episode file was started"
+        if not self._flushed:
+            return f"{self.path.name} had no sample on disk yet and is removed: {fix}, then record again"
         return (f"{self.path.name} keeps every sample up to its last flush: {fix}, then run "
                 f"`python -m capture.recover {self.path.parent}`")
 
@@ -312,7 +316,8 @@ class EpisodeWriter:
             sys.unraisablehook, sys.excepthook = hooks
 
     def _abandon(self) -> bool:
-        """Close the file as of its last flush; False if HDF5 could not (see ``_UNCLOSABLE``)."""
+        """Close the file as of its last flush, removing it if no sample reached it (there is
+        nothing to recover); False if HDF5 could not close it (see ``_UNCLOSABLE``)."""
         closed = True
         if self._file is not None:
             try:
@@ -321,6 +326,11 @@ class EpisodeWriter:
                 log.debug("closing %s after a failed write: %s", self.path, e)
                 _UNCLOSABLE.append(self._file)
                 closed = False
+            if not self._flushed:
+                try:
+                    self.path.unlink(missing_ok=True)
+                except OSError as e:  # Windows keeps a file HDF5 could not close
+                    log.warning("%s holds no sample but cannot be removed (%s): delete it", self.path, e)
         self._lock.release()
         return closed
 

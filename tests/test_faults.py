@@ -64,8 +64,9 @@ import yaml
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from capture.build_dataset import BuildError, build_dataset
-from capture.episode import Episode, EpisodeWriter, list_episodes, read_episode
+from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from env.config import EnvConfig
+from env.observations import FrameSpec
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 
@@ -129,18 +130,24 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
 
 def check_stopped_cleanly_and_recoverable(
     disk: SmallDisk, out: Path, result: subprocess.CompletedProcess,
-) -> tuple[Episode, list[Path]]:
+) -> tuple[Episode | None, list[Path]]:
     """One line, exit 2, earlier episodes whole, no lock left; the partial is refused while the
-    disk is full (saying so) and recovered once space is freed: returns it and the earlier ones."""
+    disk is full (saying so) and recovered once space is freed: returns it (None where the disk
+    filled before the episode's first flush: it held nothing and is gone) and the earlier ones."""
     output = result.stdout + result.stderr
     assert result.returncode == 2, output
     line = one_error_line(output)
-    assert "is full" in line and "capture.recover" in line and "earlier episode(s)" in line, line
+    assert "is full" in line and "earlier episode(s)" in line, line
     finished = list_episodes(out)
     for path in finished:  # every earlier episode whole
         assert read_episode(path).attrs["finished"]
-    (partial,) = out.glob("*.h5.partial")
     assert not list(out.glob("*.lock")), "a stopped recorder leaves no lock behind"
+    partials = list(out.glob("*.h5.partial"))
+    if not partials:
+        assert "had no sample on disk yet and is removed" in line, line
+        return None, finished
+    (partial,) = partials
+    assert "capture.recover" in line, line
 
     filler = disk.fill()
     full = cli("capture.recover", str(out))  # no room for the recovered copy: say so, touch nothing
@@ -155,6 +162,21 @@ def check_stopped_cleanly_and_recoverable(
     assert episode.attrs["recovered"]
     assert all(frame.any() for frame in episode.frames), "every recovered frame has pixels"
     return episode, finished
+
+
+def test_a_disk_full_before_an_episodes_first_flush_leaves_no_empty_partial(small_disk: SmallDisk):
+    """A partial that holds no sample has nothing to recover; left behind, ``capture.recover``
+    refused it as unreadable and the builder named it as a fight to salvage."""
+    out = small_disk.path / "raw"
+    writer = EpisodeWriter(out, EpisodeMeta(
+        profile="sim_margit", attribute_names=("HeroHp",), key_names=("W",), sample_rate_hz=30.0,
+        frame=FrameSpec((64, 64)), window_size=(64, 64), source="autopilot", sim_seed=0, host="in-process"))
+    small_disk.fill()
+    writer.append(Sample(t=0.0, frame_t=0.0, frame=np.zeros((64, 64, 3), np.uint8), state=np.zeros(1),
+                         held=np.zeros(1, bool), pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
+    with pytest.raises(DiskError, match="is full.*had no sample on disk yet and is removed: free some space"):
+        writer.flush()
+    assert not list(out.iterdir()), "no partial, no lock"
 
 
 @pytest.mark.slow
@@ -178,8 +200,8 @@ def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: S
     # most a flush interval (1 s) before it stopped; the rest is process exit and load. When the
     # disk filled at the first flush of a new episode, that episode holds nothing and the last
     # sample is the previous episode's, a fight restart (1 s) earlier still.
-    last = episode if len(episode) else read_episode(finished[-1], frames=False)
-    allowed = 2.5 if len(episode) else 4.0
+    last = episode if episode is not None else read_episode(finished[-1], frames=False)
+    allowed = 2.5 if episode is not None else 4.0
     assert stopped - last.t[-1] < allowed, stopped - last.t[-1]
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
@@ -72,7 +73,7 @@ ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("
 """Where params.yaml keeps each field of the env config (EnvConfig checks their values)."""
 SCHEMA: dict[str, dict[str, Rule | None]] = {
     "demos": {"source": one_of("sim", "raw"), "raw_dir": optional(TEXT), "episodes": whole(1), "seed": whole(0),
-              "rate_hz": number(0, 1000, above=True)},
+              "rate_hz": number(0, 1000, above=True), "player": one_of(*PLAYERS)},
     "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"]), "timestep_ms": STEP_MS},
     "env": dict.fromkeys(ENV_FIELDS["env"]),
     "evaluate": {"fights": whole(1), "first_seed": whole(0), "backend": one_of(*BACKENDS), "host": TEXT,
@@ -185,7 +186,7 @@ def stage_demos(params: dict) -> None:
     wanted = demos.get("episodes", 40)
     try:
         record(RecordSettings(
-            env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
+            env=env.replace(profile="sim_margit"), backend="sim", autopilot=True, player=demos.get("player", "expert"),
             max_episodes=wanted, seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
             out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
         ))

@@ -715,6 +715,7 @@ PARAM_FAULTS = [
     ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
     ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
+    ("demos", "demos.player", "robot", "params.yaml demos.player = 'robot': must be one of expert, person"),
     ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number at least 1"),
     ("evaluate", "evaluate.parallel", -1, "params.yaml evaluate.parallel = -1: must be a whole number from 1"),
     ("evaluate", "evaluate.deterministic", "yes", "params.yaml evaluate.deterministic = 'yes': must be true or false"),
@@ -752,6 +753,7 @@ def test_the_default_params_are_all_allowed():
 # ---------------------------------------------------------------------------- command lines
 CLI_FAULTS = [
     # (command line, the one line's expected text)
+    (["capture.record", "--backend", "sim", "--player", "person"], "--player person is who the autopilot is: add --autopilot"),
     (["capture.record", "--frame-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
     (["capture.record", "--frame-size", "84"], "size must look like 84x84"),
     (["capture.record", "--frame-crop", "0,1,1"], "crop must look like 0,0.1,1,1"),

@@ -376,6 +376,18 @@ def raw_episodes(tmp_path_factory) -> Path:
     return raw
 
 
+def test_building_a_dataset_warns_of_nothing_a_user_cannot_act_on(raw_episodes: Path, tmp_path: Path):
+    """Minari warned three times per build (no author email, no eval env, no env spec) on every
+    ``dvc repro``: the dataset names its env spec for collection and evaluation now."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dataset = build_dataset(raw_episodes, "test/quiet-v0", EnvConfig(), root=tmp_path / "minari", force=True)
+    assert [str(w.message) for w in caught] == []
+    assert dataset.storage.metadata["eval_env_spec"] == dataset.storage.metadata["env_spec"]
+
+
 def dataset_state(root: Path, dataset_id: str) -> tuple[int, str]:
     os.environ["MINARI_DATASETS_PATH"] = str(root)
     return minari.load_dataset(dataset_id).total_episodes, (root / dataset_id / "build.json").read_text()

@@ -15,6 +15,7 @@ import copy
 import json
 import logging
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -317,7 +318,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     seconds = time.perf_counter() - started
     vec.close()
     save_env_config(out, env_config)
-    model.save(out / POLICY_FILE)
+    save_model(model, out / POLICY_FILE)
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     (out / "updates.json").write_text(json.dumps(curve.updates))
     wins = [r["win"] for r in curve.rows]
@@ -328,3 +329,25 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
         "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
         "config": asdict(config),
     }
+
+
+WALL_CLOCK = ["start_time", "ep_info_buffer"]
+"""What SB3 saves that the wall clock decides (a run's start, each episode's elapsed time):
+nothing a loaded model needs."""
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def save_model(model: PPO, path: Path) -> None:
+    """``model.save`` such that the same run saves the same bytes (DVC tracks the file: a rerun
+    must leave ``dvc.lock`` as it was): the wall clock's attributes left out, and every entry of
+    the zip dated alike, where SB3 dates them now."""
+    model.save(path, exclude=WALL_CLOCK)
+    with zipfile.ZipFile(path) as archive:
+        entries = [(info, archive.read(info)) for info in archive.infolist()]
+    staging = path.with_name(path.name + ".tmp")
+    with zipfile.ZipFile(staging, "w") as archive:
+        for info, data in entries:
+            dated = zipfile.ZipInfo(info.filename, ZIP_EPOCH)
+            dated.compress_type, dated.external_attr = info.compress_type, info.external_attr
+            archive.writestr(dated, data)
+    staging.replace(path)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from capture.autopilot import PLAYERS
+from elden_il.params import PipelineParams
 from env.cli import ruled
 from env.errors import EldenILError
 from env.fields import whole
@@ -36,22 +37,21 @@ OUT = Path("datasets/studies/scaling")
 HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
 
 
-def study(fights: list[int], seeds: list[int], eval_fights: int, params: dict, out: Path, player: str = "expert") -> dict:
+def study(fights: list[int], seeds: list[int], eval_fights: int, params: PipelineParams, out: Path,
+          player: str = "expert") -> dict:
     """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
-    from elden_il.bc import BCConfig, train_bc
+    from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
-    from elden_il.pipeline import dataclass_params, env_config
     from env.factory import make_env
     from env.play import run_fights, wilson_interval
 
-    config = env_config(params)
-    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
-    demos_params = params.get("demos") or {}
+    config = params.env_config()
+    bc_config = params.bc
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
     results: dict = {"player": player, "fights": fights, "training_seeds": seeds, "eval_fights": eval_fights,
                      "bc": vars(bc_config), "rows": []}
@@ -59,7 +59,7 @@ def study(fights: list[int], seeds: list[int], eval_fights: int, params: dict, o
         tmp = Path(tmp)
         started = time.perf_counter()
         record(RecordSettings(env=config.replace(profile="sim_margit"), backend="sim", autopilot=True, player=player,
-                              max_episodes=max(fights), seed=0, rate=demos_params.get("rate_hz", 30), out=tmp / "raw"))
+                              max_episodes=max(fights), seed=0, rate=params.demos.rate_hz, out=tmp / "raw"))
         build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
         everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
         results["record_and_build_seconds"] = time.perf_counter() - started
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from elden_il.pipeline import load_params
+    from elden_il.params import load_params
 
     try:
         out = args.out or (OUT if args.player == "expert" else Path(f"{OUT}-{args.player}"))

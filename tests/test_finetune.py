@@ -15,9 +15,9 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from elden_il.finetune import (PRIOR_LOGITS, FinetuneConfig, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters,
-                               finetune, seeded_env_fns)
-from elden_il.pipeline import dataclass_params
+from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
+                               seeded_env_fns)
+from elden_il.params import FinetuneConfig, read_section
 from elden_il.policy import make_policy, policy_kwargs, policy_space, save_env_config
 from env.config import EnvConfig
 from env.profile import load_profile
@@ -98,7 +98,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
             "value_warmup_steps": 32}
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(bc / "policy.zip", dataclass_params({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
+    finetune(bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
     subprocess.run([sys.executable, "-m", "benchmarks.bench_finetune_stability", "--policy", str(bc),

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import describe
-from elden_il.pipeline import env_config, load_params
+from elden_il.params import PipelineParams, load_params
 
 log = logging.getLogger("bench_human_path")
 
@@ -73,9 +73,10 @@ class KeyboardPlayer(threading.Thread):
     (``env.sim.person``). It watches the game ``rate`` times a second through its own Siphon
     client (never configuring the server, as a second program must not), decides once per
     ``step_s`` on its own clock (and, the person-like one, as soon as it notices a boss move), and
-    presses the keys with real key events into the focused window, releasing a tap on a later
-    look rather than sleeping through it. A fight is joined when it is fresh (both at full HP)
-    and left when a fighter is down."""
+    presses the keys with real key events into the focused window, holding a tapped key for its
+    tap's length (released late, a roll starts late: the expert's dodges have tens of
+    milliseconds to spare). A fight is joined when it is fresh (both at full HP) and left when a
+    fighter is down."""
 
     def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float) -> None:
         super().__init__(daemon=True)
@@ -112,19 +113,15 @@ class KeyboardPlayer(threading.Thread):
         client = SiphonClient(self.host)
         names = [*ScriptedExpert.ATTRIBUTES, "HeroMaxHp", "NpcMaxHp"]
         in_fight = False
-        release: tuple[float, KeyCommand] | None = None  # when a tap's finger comes up, and what stays held
         deadline = time.monotonic()
         try:
             while not self.stopping.is_set():
                 deadline += self.period
-                if release is not None and time.monotonic() >= release[0]:
-                    keyboard.play(release[1])
-                    release = None
                 try:
                     state = GameState(client.read(names), time.monotonic())
                 except SiphonError:
                     keyboard.release()  # a loading screen, a restart: nothing to read yet
-                    in_fight, release = False, None
+                    in_fight = False
                 else:
                     if not in_fight and fight.fresh(state):
                         in_fight = True
@@ -132,7 +129,7 @@ class KeyboardPlayer(threading.Thread):
                         expert.reset()
                         clock.reset()
                     if in_fight and fight.AT_DEATH.is_over(state):
-                        in_fight, release = False, None
+                        in_fight = False
                         keyboard.release()
                     if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
                         name = expert.act(state)
@@ -142,7 +139,8 @@ class KeyboardPlayer(threading.Thread):
                         keyboard.play(KeyCommand(command.hold | frozenset(command.tap)))
                         if command.tap:  # a person's tap lasts as long as a finger stays down
                             tap_s = (expert.tap_ms() or 1000 * self.tap_s) / 1000
-                            release = (time.monotonic() + tap_s, KeyCommand(command.hold))
+                            time.sleep(tap_s)
+                            keyboard.play(KeyCommand(command.hold))
                 time.sleep(max(0.0, deadline - time.monotonic()))
         finally:
             keyboard.release()
@@ -164,7 +162,7 @@ def a_display() -> Iterator[None]:
 def record_as_a_person(
     fights: int,
     out: Path,
-    params: dict,
+    params: PipelineParams,
     player: str,
     tap_ms: float,
     fight_seconds: float = 300,
@@ -176,8 +174,8 @@ def record_as_a_person(
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
-    config = env_config(params)
-    rate = (params.get("demos") or {}).get("rate_hz", 30)
+    config = params.env_config()
+    rate = params.demos.rate_hz
     server_log = out.with_suffix(".server.log")
     with (
         a_display(),
@@ -227,14 +225,14 @@ def record_as_a_person(
 
 
 def record_lock_step(
-    fights: int, out: Path, params: dict, player: str, capture_size: tuple[int, int] | None = None
+    fights: int, out: Path, params: PipelineParams, player: str, capture_size: tuple[int, int] | None = None
 ) -> None:
     """``player``'s fights in-process, as the autopilot; ``capture_size``: the picture drawn at that size and
     then made an observation as the play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
-    rate = (params.get("demos") or {}).get("rate_hz", 30)
-    config = env_config(params).replace(profile="sim_margit", capture_size=capture_size)
+    rate = params.demos.rate_hz
+    config = params.env_config().replace(profile="sim_margit", capture_size=capture_size)
     record(
         RecordSettings(
             env=config,
@@ -249,7 +247,7 @@ def record_lock_step(
     )
 
 
-def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
+def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:
     """How often a step's label is the person's last decision within that step, on the
     builder's own step grid and labels (the steps with a decision in them)."""
     from capture.build_dataset import step_labels
@@ -261,7 +259,7 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
     table = ActionTable(load_profile("sim_margit"), "discrete")
     decided_t = np.asarray(decisions.t)
     decided = np.asarray([table.index(a) for a in decisions.action])
-    dt = env_config(params).timestep_ms / 1000
+    dt = params.env_config().timestep_ms / 1000
     agree = total = 0
     for path in list_episodes(raw):
         episode = read_episode(path, frames=False)
@@ -277,21 +275,20 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
 
 
 def train_and_evaluate(
-    raw: Path, name: str, params: dict, seeds: list[int], eval_fights: int, work: Path
+    raw: Path, name: str, params: PipelineParams, seeds: list[int], eval_fights: int, work: Path
 ) -> dict:
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
     from capture.build_dataset import build_dataset
-    from elden_il.bc import BCConfig, train_bc
+    from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
-    from elden_il.pipeline import dataclass_params
     from env.factory import make_env
     from env.play import run_fights, wilson_interval
 
-    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
+    bc_config = params.bc
     dataset_id = f"bench/{name}-v0"
-    build_dataset(raw, dataset_id, env_config(params), root=work / "minari", force=True)
+    build_dataset(raw, dataset_id, params.env_config(), root=work / "minari", force=True)
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
     wins_by_seed = []
@@ -343,7 +340,7 @@ def run(
     eval_fights: int,
     player: str,
     tap_ms: float,
-    params: dict,
+    params: PipelineParams,
     work: Path,
     reuse: bool = False,
     recordings: tuple[str, ...] = tuple(RECORDINGS),

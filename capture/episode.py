@@ -522,8 +522,9 @@ class Episode:
         the spec it was recorded with). ``EpisodeError`` naming the file where they cannot be."""
         if self.format >= 2:
             check_master(self.path, self.master_size, spec)
+            recorded = json.loads(self.attrs.get("stats") or "{}").get("n_samples", len(self))  # before any trim
             try:
-                return frames_at(self.video, len(self), indices, spec)
+                return frames_at(self.video, int(recorded), indices, spec)
             except VideoError as e:
                 raise EpisodeError(str(e)) from None
         if self.stored_frames != spec:

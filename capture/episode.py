@@ -254,6 +254,12 @@ class EpisodeWriter:
         """Samples whose frame the encoder could not take in time (its queue was full)."""
         return self._video.repeated
 
+    @property
+    def encode_cpu_s(self) -> float:
+        """CPU time the video's encoder thread has spent so far (not stored: it differs run to
+        run, and a lock-step recording's files must not)."""
+        return self._video.encode_cpu_s
+
     def append(self, sample: Sample) -> None:
         """Cheap: queues the frame for the encoder and buffers the rest; HDF5 is touched at most
         once per ``flush_every_s`` (or ``FLUSH_BYTES``)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -104,6 +105,7 @@ class EpisodeVideo:
         self.wait = wait
         self.frames = 0  # frames added (one per sample)
         self.repeated = 0  # of them, left out of a full queue and repeated from the one before
+        self.encode_cpu_s = 0.0  # CPU time the encoder thread spent on them (converting, encoding, writing)
         self._times: list[float] = []  # each added frame's sample time, read by the encoder thread
         self._queue: queue.Queue[tuple[int, np.ndarray] | None] = queue.Queue(max_queue)
         self._error: BaseException | None = None
@@ -205,6 +207,7 @@ class EpisodeVideo:
                 _close_quietly(self._container)
 
     def _encode(self, rgb: np.ndarray, index: int) -> None:
+        started = time.thread_time()
         t = self._times[index]
         if self._t0 is None:
             self._t0 = t
@@ -216,6 +219,7 @@ class EpisodeVideo:
         frame.pts, frame.time_base = pts, TIME_BASE
         for packet in self._stream.encode(frame):
             self._container.mux(packet)
+        self.encode_cpu_s += time.thread_time() - started
 
 
 class _Abandoned(Exception):

@@ -31,10 +31,11 @@ from typing import Any
 import yaml
 
 from capture.dataset_id import DATASET_ID
-from env.config import EnvConfig
+from capture.video import CODECS, DEFAULT_CODEC
+from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import EldenILError, Interrupted
 from env.factory import BACKENDS
-from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, number, one_of, optional, whole
+from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, is_int, number, one_of, optional, whole
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -68,11 +69,15 @@ def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
     return params
 
 
-ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("frame_stack", "action_history", "max_steps")}
+MASTER_SIZE_RULE = Rule(
+    lambda v: isinstance(v, list) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v),
+    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}")
+ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size", "frame_crop"),
+              "env": ("frame_stack", "action_history", "max_steps")}
 """Where params.yaml keeps each field of the env config (EnvConfig checks their values)."""
 SCHEMA: dict[str, dict[str, Rule | None]] = {
     "demos": {"source": one_of("sim", "raw"), "raw_dir": optional(TEXT), "episodes": whole(1), "seed": whole(0),
-              "rate_hz": number(0, 1000, above=True)},
+              "rate_hz": number(0, 1000, above=True), "master_size": MASTER_SIZE_RULE, "video_codec": one_of(*CODECS)},
     "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"]), "timestep_ms": STEP_MS},
     "env": dict.fromkeys(ENV_FIELDS["env"]),
     "evaluate": {"fights": whole(1), "first_seed": whole(0), "backend": one_of(*BACKENDS), "host": TEXT,
@@ -180,7 +185,7 @@ def stage_demos(params: dict) -> None:
     if demos.get("source", "sim") == "raw":
         log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.get("raw_dir"))
         return
-    from capture.record import RecordSettings, record
+    from capture.record import MASTER_SIZE, RecordSettings, record
 
     wanted = demos.get("episodes", 40)
     try:
@@ -188,6 +193,7 @@ def stage_demos(params: dict) -> None:
             env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
             max_episodes=wanted, seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
             out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
+            master_size=tuple(demos.get("master_size", MASTER_SIZE)), video_codec=demos.get("video_codec", DEFAULT_CODEC),
         ))
     except Interrupted as e:
         # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as

@@ -2,8 +2,9 @@
 for checks, and the first frames of a video cut short, for recovery.
 
 Frames are decoded in order (a video decodes no other way cheaply), and only the ones asked for
-are cropped and resized, with the env's own ``FrameSpec``, so a dataset at any size or crop is
-made by the very code the live env runs on the frame it captures.
+are converted to RGB and cropped and resized, with the env's own ``FrameSpec``, so a dataset at
+any size or crop is made by the very code the live env runs on the frame it captures (a dataset
+at 200 ms steps asks for one sample's frame in six at 30 Hz).
 """
 
 from __future__ import annotations
@@ -24,6 +25,12 @@ _READ_ERRORS = (av.error.FFmpegError, OSError, ValueError)
 def decoded(path: Path) -> Iterator[np.ndarray]:
     """Every frame of the video at ``path`` in order, RGB at its master size; ``VideoError`` for
     a file that is missing, is no video, or breaks off into garbage."""
+    for frame in _frames(path):
+        yield frame.to_ndarray(format="rgb24")
+
+
+def _frames(path: Path) -> Iterator[av.VideoFrame]:
+    """Every frame of ``path`` in order, as decoded (not yet converted to RGB)."""
     try:
         container = av.open(str(path), format=FORMAT)
     except FileNotFoundError:
@@ -33,9 +40,9 @@ def decoded(path: Path) -> Iterator[np.ndarray]:
         raise VideoError(f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
                          f"`python -m capture.recover` on an unfinished one, or move the episode out of the folder") from None
     with container:
+        container.streams.video[0].thread_type = "AUTO"  # both cores where the machine has them
         try:
-            for frame in container.decode(video=0):
-                yield frame.to_ndarray(format="rgb24")
+            yield from container.decode(video=0)
         except _READ_ERRORS as e:
             raise VideoError(f"{path} breaks off into unreadable data ({_why(e)}): it is corrupt") from None
 
@@ -60,10 +67,10 @@ def frames_at(path: Path, rows: int, indices: np.ndarray, spec: FrameSpec) -> np
     out = np.empty((len(indices), *spec.shape), np.uint8)
     wanted = np.asarray(indices)
     k, n = 0, 0
-    for n, rgb in enumerate(decoded(path), start=1):
+    for n, decoded_frame in enumerate(_frames(path), start=1):
         i = n - 1
         if k < len(wanted) and wanted[k] == i:
-            frame = spec.process(rgb)
+            frame = spec.process(decoded_frame.to_ndarray(format="rgb24"))
             while k < len(wanted) and wanted[k] == i:
                 out[k] = frame
                 k += 1

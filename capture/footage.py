@@ -32,7 +32,7 @@ def decoded(path: Path) -> Iterator[np.ndarray]:
 def _frames(path: Path) -> Iterator[av.VideoFrame]:
     """Every frame of ``path`` in order, as decoded (not yet converted to RGB)."""
     try:
-        container = av.open(str(path), format=FORMAT)
+        container = av.open(str(path), format=FORMAT, options={"err_detect": "crccheck"})
     except FileNotFoundError:
         raise VideoError(f"{path} is missing: an episode's video lies next to its .h5 with the same name; "
                          "put it back, or move the .h5 out of the folder to go on without that episode") from None
@@ -40,11 +40,15 @@ def _frames(path: Path) -> Iterator[av.VideoFrame]:
         raise VideoError(f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
                          f"`python -m capture.recover` on an unfinished one, or move the episode out of the folder") from None
     with container:
-        container.streams.video[0].thread_type = "AUTO"  # both cores where the machine has them
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"  # both cores where the machine has them
+        # a damaged packet is an error, not a frame FFmpeg patches up from its neighbours in silence
+        stream.codec_context.options = {"err_detect": "crccheck+explode"}
         try:
-            yield from container.decode(video=0)
+            yield from container.decode(stream)
         except _READ_ERRORS as e:
-            raise VideoError(f"{path} breaks off into unreadable data ({_why(e)}): it is corrupt") from None
+            raise VideoError(f"{path} breaks off into unreadable data ({_why(e)}): it is corrupt; move its episode "
+                             "(the .h5 and the .mkv) out of the folder to go on without it") from None
 
 
 def count_frames(path: Path) -> int:

@@ -488,6 +488,63 @@ def spoil_state(path: Path, rows: slice, attribute: str = "HeroHp", value: float
         f["state"][...] = state
 
 
+def damage_video(video: Path, damage: str) -> None:
+    """Spoil an episode's video as a disk, a copy or a person can."""
+    from capture.footage import count_frames, keep_first
+
+    data = video.read_bytes()
+    if damage == "truncated":  # a copy cut short
+        video.write_bytes(data[: len(data) // 2])
+    elif damage == "corrupt":  # bytes flipped in the middle
+        video.write_bytes(data[: len(data) // 2] + bytes(b ^ 0x5A for b in data[len(data) // 2 : len(data) // 2 + 2000])
+                          + data[len(data) // 2 + 2000 :])
+    elif damage == "another length":  # a whole video, but not of this episode's samples
+        shorter = video.with_name("shorter.mkv")
+        keep_first(video, shorter, count_frames(video) - 10)
+        shorter.replace(video)
+    elif damage == "missing":
+        video.unlink()
+    else:
+        video.write_bytes(b"not a video at all")
+
+
+SHORT = "frames but its episode has"
+VIDEO_DAMAGES = {  # what the line may say: damage the demuxer skips over leaves the video short of frames
+    "truncated": (SHORT, "breaks off into unreadable data"),
+    "corrupt": (SHORT, "breaks off into unreadable data"),
+    "another length": (SHORT,),
+    "missing": ("is missing",),
+    "junk": ("is not a readable video",),
+}
+
+
+@pytest.mark.parametrize("damage", VIDEO_DAMAGES)
+def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes: Path, tmp_path: Path, damage: str):
+    raw = copy_raw(raw_episodes, tmp_path)
+    video = list_episodes(raw)[-1].with_suffix(".mkv")
+    damage_video(video, damage)
+    before = {p.name: p.read_bytes() for p in raw.iterdir()}
+    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
+    line = one_error_line(result.stderr)
+    assert result.returncode == 1 and not (tmp_path / "minari/test/video-v0").exists()
+    assert video.name in line and any(said in line for said in VIDEO_DAMAGES[damage]), line
+    assert "move" in line or "put" in line, line  # what to do
+    assert {p.name: p.read_bytes() for p in raw.iterdir()} == before, "nothing recorded is touched"
+
+
+def test_a_codec_the_ffmpeg_build_lacks_is_one_line_before_anything_is_recorded(tmp_path: Path, monkeypatch):
+    from capture.record import RecordSettings, record
+    from capture.video import CODECS, VideoCodec, VideoError
+
+    monkeypatch.setitem(CODECS, "h266", VideoCodec("h266", "libvvenc", "yuv420p", (), False, "H.266"))
+    with pytest.raises(VideoError) as refused:
+        record(RecordSettings(backend="sim", autopilot=True, max_episodes=1, out=tmp_path / "raw", video_codec="h266"))
+    line = str(refused.value)
+    assert "\n" not in line and "video codec 'h266' needs FFmpeg's libvvenc encoder, which the installed PyAV" in line
+    assert "--video-codec (h264, lossless)" in line
+    assert not list((tmp_path / "raw").iterdir())
+
+
 def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp_path: Path, caplog):
     raw = copy_raw(raw_episodes, tmp_path)
     spoiled = list_episodes(raw)[0]

@@ -439,3 +439,41 @@ def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: P
         assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is interrupt
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def as_format_1(episode: Path, frame: FrameSpec) -> np.ndarray:
+    """Rewrite a format 2 episode as format 1 wrote it (docs/formats.md 1.8): its frames, cropped
+    and resized when sampled, inside the file, and no video; returns those frames."""
+    recorded = read_episode(episode)
+    frames = recorded.frames_at(np.arange(len(recorded)), frame)
+    with h5py.File(episode, "r+") as f:
+        f.create_dataset("frames", data=frames, chunks=(1, *frame.shape), compression="gzip", compression_opts=1)
+        for name in ("video", "video_codec", "video_lossless"):
+            del f.attrs[name]
+        f.attrs.update({"format_version": 1, "frame_size": list(frame.size), "frame_crop": list(frame.crop)})
+    recorded.video.unlink()
+    return frames
+
+
+def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_for_another(tmp_path: Path):
+    raw = tmp_path / "raw"
+    record_in_process(raw, episodes=1, max_seconds=4)
+    (path,) = list_episodes(raw)
+    stored = as_format_1(path, FrameSpec((84, 84), (0.0, 0.1, 1.0, 1.0)))
+    episode = read_episode(path)
+    assert episode.format == 1 and episode.video is None and episode.stored_frames == FrameSpec((84, 84), (0, 0.1, 1, 1))
+
+    # built at its own size and crop (the command line's default for it), with the frames it stored
+    assert build_main(["--raw", str(raw), "--id", "test/old-v0", "--root", str(tmp_path / "minari")]) == 0
+    built = next(minari.load_dataset("test/old-v0").iterate_episodes())
+    t = episode.t
+    at = samples_at(t, t[0] + 0.2 * np.arange(len(built.actions) + 1))
+    assert np.array_equal(built.observations["frame"], stored[at])
+
+    # asked for another, one line saying what it can give and how to get more
+    with pytest.raises(BuildError) as refused:
+        build_dataset(raw, "test/new-v0", EnvConfig(frame_size=(128, 128)), root=tmp_path / "minari")
+    message = str(refused.value)
+    assert "\n" not in message and f"{path.name} is a format 1 episode: its frames were stored at 84x84 cropped to " \
+        "0,0.1,1,1 when recorded, and that is all it can give, not 128x128" in message, message
+    assert "--frame-size 84x84 --frame-crop 0,0.1,1,1" in message and "record again" in message

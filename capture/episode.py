@@ -501,8 +501,9 @@ class Episode:
 
     @property
     def video(self) -> Path | None:
-        """Format 2: the video beside it holding its picture at the master size."""
-        return None if self.format < 2 else self.path.with_name(str(self.attrs["video"]))
+        """Format 2: the video beside it holding its picture at the master size, by its own name
+        (``x.h5`` -> ``x.mkv``), so an episode renamed with its video still finds it."""
+        return None if self.format < 2 else video_path(self.path)
 
     @property
     def master_size(self) -> tuple[int, int] | None:

@@ -206,10 +206,6 @@ def record_as_a_person(
                     str(fight_seconds),
                     "--rate",
                     str(rate),
-                    "--frame-size",
-                    "x".join(map(str, config.frame_size)),
-                    "--frame-crop",
-                    ",".join(map(str, config.frame_crop)),
                 ],
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -243,6 +239,7 @@ def record_lock_step(
             seed=0,
             rate=rate,
             out=out,
+            master_size=config.picture_size,  # the frame size itself where no capture size is asked for
         )
     )
 

@@ -1,8 +1,10 @@
 """The recorder's hot path against ``python -m env.sim`` over loopback gRPC.
 
-* Sustained sampling: frame capture, one concurrent memory snapshot, frame downscale and the
-  episode writer, at 30 Hz from a 1280x720 window for two minutes: achieved rate, late and
-  dropped samples, bytes on disk per minute.
+* Sustained sampling: frame capture, one concurrent memory snapshot and the episode writer with
+  its video at the window's size (the default codec setting), at 30 Hz from a 1280x720 window
+  for two minutes: achieved rate, late and dropped samples, frames the encoder could not take
+  in time (repeated), bytes on disk per minute (state and video), where the CPU goes (the
+  recorder process, its encoder thread alone, the server) and the recorder's memory over the run.
 * The highest sustainable rate from a 1920x1080 window (no drops over 20 s), trying 10 Hz up to 60 Hz.
 * Alignment: a key pressed at a known time; the delay until the first sampled state and the
   first sampled frame that show its effect.
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import tempfile
 import time
@@ -22,40 +26,83 @@ import numpy as np
 from benchmarks.machine import describe
 from capture.episode import EpisodeMeta, EpisodeWriter
 from capture.inputs import InputLog
-from capture.sampler import Sampler
+from capture.sampler import Sampler, SamplerStats
+from capture.video import CODECS, DEFAULT_CODEC
 from env.game import GameError
-from env.observations import FrameSpec
+from env.siphon import NoFrame, ReadRefused
 from env.siphon_game import SiphonGame
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
 
-def sustained(
-    size: tuple[int, int], rate: float, seconds: float, stored: tuple[int, int] = (160, 90),
-    server_args: tuple[str, ...] = (),
-) -> dict:
+def rss_mb() -> float:
+    """This process's resident memory now."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def cpu_s(pid: int) -> float:
+    """User and system CPU seconds a process has used so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def add_up(total: SamplerStats, part: SamplerStats) -> SamplerStats:
+    """``part``'s counts added into ``total`` (the sampler counts afresh after each pause)."""
+    total.samples += part.samples
+    total.late += part.late
+    total.dropped += part.dropped
+    return total
+
+
+def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: tuple[str, ...] = ()) -> dict:
     with SimServer(size=size, extra_args=server_args) as server, tempfile.TemporaryDirectory() as tmp:
         game = SiphonGame(server.host, "sim_margit")
         game.read_state()  # a first read before the clock starts (on a real server: the NPC hook)
         keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
         inputs = InputLog(keys)
-        sampler = Sampler(game, inputs, FrameSpec(stored), rate)
-        meta = EpisodeMeta("sim_margit", game.profile.attribute_names, keys, rate, sampler.frame, size, "human", None, server.host)
+        sampler = Sampler(game, inputs, rate)
+        meta = EpisodeMeta("sim_margit", game.profile.attribute_names, keys, rate, CODECS[DEFAULT_CODEC], size, "human",
+                           None, server.host)
         writer = EpisodeWriter(Path(tmp), meta)
         sampler.restart_clock()
-        end = time.monotonic() + seconds
+        rss, cpu_0, server_0 = [rss_mb()], resource.getrusage(resource.RUSAGE_SELF), cpu_s(server.process.pid)
+        started = time.monotonic()
+        end, next_rss = started + seconds, started + 10
+        counted = SamplerStats(started_at=0.0)  # over the fights: nobody plays, so the boss wins now and then
+        paused_s = 0.0  # a death's loading screen, when nothing can be read: not sampling time
         while time.monotonic() < end:
-            sample, *_ = sampler.next_sample()
+            try:
+                sample, *_ = sampler.next_sample()
+            except (ReadRefused, NoFrame):
+                add_up(counted, sampler.stats)
+                paused = time.monotonic()
+                time.sleep(0.25)
+                paused_s += time.monotonic() - paused
+                sampler.restart_clock()
+                continue
             writer.append(sample)
-        stats = sampler.stats
+            if time.monotonic() >= next_rss:
+                rss.append(rss_mb())
+                next_rss += 10
+        stats = add_up(counted, sampler.stats)
         sampler.close()
+        cpu_1, server_1 = resource.getrusage(resource.RUSAGE_SELF), cpu_s(server.process.pid)
+        encode_s = writer.encode_cpu_s
+        repeated = writer.repeated_frames
         path = writer.finish("stopped", {})
-        size_bytes = path.stat().st_size
+        size_bytes = path.stat().st_size + path.with_suffix(".mkv").stat().st_size
         game.close()
+    recorder_s = cpu_1.ru_utime + cpu_1.ru_stime - cpu_0.ru_utime - cpu_0.ru_stime
+    n = stats.samples
     return {
-        "window": f"{size[0]}x{size[1]}", "stored": f"{stored[0]}x{stored[1]}", "target_hz": rate, "seconds": seconds,
-        "achieved_hz": stats.achieved_rate_hz, "samples": stats.samples, "late": stats.late, "dropped": stats.dropped,
-        "mb_per_minute": size_bytes / seconds * 60 / 1e6,
+        "window": f"{size[0]}x{size[1]}", "target_hz": rate, "seconds": seconds,
+        "achieved_hz": n / (seconds - paused_s), "samples": n, "unreadable_s": paused_s, "late": stats.late, "dropped": stats.dropped,
+        "repeated_frames": repeated, "mb_per_minute": size_bytes / seconds * 60 / 1e6,
+        "cpu_ms_per_sample": {"recorder": 1000 * recorder_s / n, "of_it_encoder": 1000 * encode_s / n,
+                              "server": 1000 * (server_1 - server_0) / n},
+        "rss_mb": {"first": rss[0], "last": rss[-1], "max": max(rss)},
     }
 
 
@@ -84,7 +131,7 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
         # a still world: at the Site of Grace the boss waits behind the fog, only the player moves
         game = SiphonGame(server.host, "sim_margit")
         inputs = InputLog(tuple(game.profile.keybinds.values()))
-        sampler = Sampler(game, inputs, FrameSpec((320, 180)), rate)
+        sampler = Sampler(game, inputs, rate)
         state_delays, frame_delays = [], []
         for i in range(trials):
             key = "W" if i % 2 == 0 else "S"
@@ -117,19 +164,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="length of the sustained run (default: 120)")
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--no-alignment", action="store_true", help="skip the key-press alignment trials")
     args = parser.parse_args()
     results = {"machine": describe(), "sustained_720p_30hz": sustained((1280, 720), 30.0, args.seconds)}
     results["1080p"] = rate_search((1920, 1080), (10.0, 15.0, 20.0, 30.0, 45.0, 60.0), min(20.0, args.seconds))
-    results["alignment"] = alignment()
+    if not args.no_alignment:
+        results["alignment"] = alignment()
     print(f"Machine: {results['machine']}\n")
-    print("| window | stored | target Hz | seconds | achieved Hz | late | dropped | MB/minute |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    print("| window | target Hz | seconds | achieved Hz | late | dropped | repeated frames | MB/minute | CPU ms/sample: "
+          "recorder (encoder) / server | recorder RSS MB first / last / max |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for r in [results["sustained_720p_30hz"], *results["1080p"]]:
-        print(f"| {r['window']} | {r['stored']} | {r['target_hz']:g} | {r['seconds']:g} | {r['achieved_hz']:.2f} | {r['late']} | {r['dropped']} | {r['mb_per_minute']:.1f} |")
+        if "error" in r:
+            print(f"| {r['window']} | {r['target_hz']:g} | failed: {r['error']} |")
+            continue
+        cpu, rss = r["cpu_ms_per_sample"], r["rss_mb"]
+        print(f"| {r['window']} | {r['target_hz']:g} | {r['seconds']:g} | {r['achieved_hz']:.2f} | {r['late']} | "
+              f"{r['dropped']} | {r['repeated_frames']} | {r['mb_per_minute']:.1f} | {cpu['recorder']:.1f} "
+              f"({cpu['of_it_encoder']:.1f}) / {cpu['server']:.1f} | {rss['first']:.0f} / {rss['last']:.0f} / {rss['max']:.0f} |")
     print(f"\nhighest sustainable rate at 1920x1080: {highest_sustainable(results['1080p']) or 'below 10'} Hz")
-    a = results["alignment"]
-    print(f"alignment over {a['trials']} key presses at {a['sample_rate_hz']:g} Hz: state shows it after "
-          f"{a['state_delay_ms']['median']:.1f} ms (max {a['state_delay_ms']['max']:.1f}), the frame after "
-          f"{a['frame_delay_ms']['median']:.1f} ms (max {a['frame_delay_ms']['max']:.1f})")
+    a = results.get("alignment")
+    if a:
+            print(f"alignment over {a['trials']} key presses at {a['sample_rate_hz']:g} Hz: state shows it after "
+              f"{a['state_delay_ms']['median']:.1f} ms (max {a['state_delay_ms']['max']:.1f}), the frame after "
+              f"{a['frame_delay_ms']['median']:.1f} ms (max {a['frame_delay_ms']['max']:.1f})")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -2,7 +2,7 @@
 
 ``python -m capture.record --autopilot`` (the real command line, in its own process) records a
 1280x720 ``python -m env.sim`` server at 30 Hz for ``--minutes`` (default 30), cutting episodes
-and restarting fights as it goes. Every ``--every`` seconds the recorder's and the server's
+and restarting fights as it goes, each episode's picture kept as video at 1280x720. Every ``--every`` seconds the recorder's and the server's
 resident memory are sampled; at the end the recorder is stopped as a user stops it (SIGINT)
 and every episode it wrote is read back for its samples, late and dropped samples and rate.
 A leak shows as RSS growing minute after minute (the slope, after a warm-up minute); a
@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks.machine import describe
 from capture.episode import list_episodes, read_episode
+from capture.video import CODECS, DEFAULT_CODEC
 from env.sim.launcher import SimServer
 
 WARMUP_S = 60.0
@@ -50,13 +51,13 @@ def slope_mib_per_min(times: list[float], values: list[float]) -> float:
     return float(np.polyfit(t / 60, v, 1)[0])
 
 
-def soak(minutes: float, every: float, rate: float, window: tuple[int, int], stored: str) -> dict:
+def soak(minutes: float, every: float, rate: float, window: tuple[int, int], codec: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp, SimServer(size=window, log_path=Path(tmp) / "server.log") as server:
         out = Path(tmp) / "raw"
         log = open(Path(tmp) / "recorder.log", "wb")
         recorder = subprocess.Popen(
             [sys.executable, "-m", "capture.record", "--host", server.host, "--autopilot", "--no-status",
-             "--rate", str(rate), "--frame-size", stored, "--out", str(out)],
+             "--rate", str(rate), "--video-codec", codec, "--out", str(out)],
             stdout=log, stderr=subprocess.STDOUT,
         )
         started = time.monotonic()
@@ -76,16 +77,17 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], sto
         code = recorder.wait(timeout=60)
         log.close()
         episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
-        disk_mb = sum(p.stat().st_size for p in list_episodes(out)) / 1e6
+        disk_mb = sum(p.stat().st_size + p.with_suffix(".mkv").stat().st_size for p in list_episodes(out)) / 1e6
     stats = [json.loads(e.attrs["stats"]) for e in episodes]
     times = [row["t_s"] for row in series]
     return {
-        "minutes": minutes, "window": f"{window[0]}x{window[1]}", "stored": stored, "target_hz": rate,
+        "minutes": minutes, "window": f"{window[0]}x{window[1]}", "video_codec": codec, "target_hz": rate,
         "recorder_exit_code": code, "episodes": len(episodes),
         "outcomes": {o: sum(e.attrs["outcome"] == o for e in episodes) for o in sorted({e.attrs["outcome"] for e in episodes})},
         "samples": sum(len(e) for e in episodes),
         "late_samples": sum(s.get("late_samples", 0) for s in stats),
         "dropped_samples": sum(s.get("dropped_samples", 0) for s in stats),
+        "repeated_frames": sum(s.get("repeated_frames", 0) for s in stats),
         "achieved_hz_min": min((s["achieved_rate_hz"] for s in stats if s.get("achieved_rate_hz")), default=0.0),
         "disk_mb": disk_mb,
         "recorder_rss_slope_mib_per_min": slope_mib_per_min(times, [r["recorder_rss_mib"] for r in series]),
@@ -97,7 +99,7 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], sto
 def print_report(result: dict) -> None:
     print(f"Machine: {describe()}\n")
     print(f"{result['minutes']:g} min at {result['target_hz']:g} Hz from a {result['window']} server window, "
-          f"stored {result['stored']}; recorder exit code {result['recorder_exit_code']}\n")
+          f"video {result['video_codec']}; recorder exit code {result['recorder_exit_code']}\n")
     print("| time | recorder RSS (MiB) | server RSS (MiB) | episodes saved |\n|---:|---:|---:|---:|")
     series = result["series"]
     step = max(1, len(series) // 15)
@@ -107,6 +109,7 @@ def print_report(result: dict) -> None:
           f"server {result['server_rss_slope_mib_per_min']:+.2f} MiB/min")
     print(f"{result['episodes']} episodes ({', '.join(f'{k} {v}' for k, v in result['outcomes'].items())}), "
           f"{result['samples']} samples, {result['late_samples']} late, {result['dropped_samples']} dropped, "
+          f"{result['repeated_frames']} frames repeated, "
           f"lowest episode rate {result['achieved_hz_min']:.2f} Hz, {result['disk_mb']:.1f} MB on disk")
 
 
@@ -115,10 +118,11 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to record (default: 30)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between memory samples (default: 5)")
     parser.add_argument("--rate", type=float, default=30.0, help="samples per second (default: 30)")
-    parser.add_argument("--frame-size", default="84x84", help="stored frame size (default: 84x84)")
+    parser.add_argument("--video-codec", choices=tuple(CODECS), default=DEFAULT_CODEC,
+                        help="the episodes' video codec setting (default: %(default)s)")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    result = soak(args.minutes, args.every, args.rate, (1280, 720), args.frame_size)
+    result = soak(args.minutes, args.every, args.rate, (1280, 720), args.video_codec)
     print_report(result)
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": describe(), **result}, indent=2))

@@ -2,13 +2,13 @@
 
 Each recorded episode is resampled on the env's step grid (step k begins at the episode's first
 sample time plus k timesteps). The observation at a step boundary is the last sample at or before
-it: its frame as stored, and its state scalars by the env's own ``ObservationBuilder`` (over the
-whole episode's columns at once). A frame is cropped and resized once, by the recorder, with the
-env's ``FrameSpec`` (``capture.sampler``), as the live env does with the frame it captures; so a
-dataset is built for the frame size and crop its episodes were recorded with, and another is
-refused (resizing stored frames a second time would give other pixels than the live env's); and
-for the window size they were captured at (``EnvConfig.capture_size``), so that the envs trained
-and evaluated on it render the same picture of the arena before cropping and resizing. The
+it: its frame, decoded from the episode's video and cropped and resized by the env's own
+``FrameSpec`` (``capture.footage``), as the live env does with the frame it captures, and its
+state scalars by the env's own ``ObservationBuilder`` (over the whole episode's columns at once).
+So one recording gives datasets of any frame size and crop up to its master picture; and each is
+built for the window size it was captured at (``EnvConfig.capture_size``), so that the envs
+trained and evaluated on it render the same picture of the arena before cropping and resizing.
+Format 1 episodes hold frames already cropped and resized when recorded, and give only those. The
 action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
 (``env.fight``) terminates the episode there, anything else truncates it. Each step's infos say
@@ -69,7 +69,8 @@ source episodes, the raw folder, the frame compression and the code (commit) tha
 MAX_HELD_S = 1.0
 """The longest run of non-finite state samples the builder repairs (by holding the last finite
 value): a memory read that failed for a moment. A longer run is reads that stopped working."""
-PER_SAMPLE_FIELDS = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse", "intervention")
+PER_SAMPLE_FIELDS = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse", "intervention",
+                     "frame_repeated")
 """The ``Episode`` fields with one row per sample."""
 
 
@@ -157,7 +158,7 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     truncations[-1] = not terminations[-1]
     return Steps(
         observations={
-            "frame": episode.frames[at],  # as recorded: processed once, by the sampler
+            "frame": episode.frames_at(at, config.frame_spec),
             **builder.scalars(states),
         },
         actions=np.array(labels),
@@ -219,11 +220,12 @@ def _spans(runs: list[np.ndarray]) -> str:
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
 
 
-def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec, tuple[int, int] | None]:
-    """The one profile, the one frame size and crop and the one window size (None for files
-    from before it was stored) every episode was recorded with: a dataset holds one game's
-    actions, and its frames as they were stored, made from one picture of the arena."""
-    found: dict[tuple[str, FrameSpec, tuple[int, int] | None], str] = {}  # (profile, frames, window) -> first episode
+def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec | None, tuple[int, int] | None]:
+    """The one profile, the one way frames were stored (format 1's frame size and crop; None:
+    a video of the picture) and the one window size (None for files from before it was stored)
+    every episode was recorded with: a dataset holds one game's actions, made from one picture
+    of the arena."""
+    found: dict[tuple[str, FrameSpec | None, tuple[int, int] | None], str] = {}  # (profile, frames, window) -> first
     for path in paths:
         try:
             episode = read_episode(path, frames=False)
@@ -231,8 +233,8 @@ def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec, tuple[int, int] | 
             raise BuildError(str(e)) from None
         window = episode.attrs.get("window_size")
         window = None if window is None else (int(window[0]), int(window[1]))
-        found.setdefault((episode.attrs.get("profile"), episode.frame_spec, window), path.name)
-    for i, (what, show) in enumerate((("profiles", repr), ("frame sizes and crops", str),
+        found.setdefault((episode.attrs.get("profile"), episode.stored_frames, window), path.name)
+    for i, (what, show) in enumerate((("profiles", repr), ("stored frames", _stored_text),
                                       ("window sizes (the picture captured before crop and resize)", _size_text))):
         first: dict[str, str] = {}
         for key, name in found.items():
@@ -242,6 +244,10 @@ def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec, tuple[int, int] | 
             raise BuildError(f"the episodes were recorded with different {what}: {examples}; "
                              "build one dataset from each (keep their episodes in separate folders)")
     return next(iter(found))
+
+
+def _stored_text(stored: FrameSpec | None) -> str:
+    return "a video of the picture" if stored is None else f"{stored} frames (format 1)"
 
 
 def _size_text(size: tuple[int, int] | None) -> str:
@@ -263,19 +269,6 @@ def recorded_picture(config: EnvConfig, window: tuple[int, int] | None) -> EnvCo
             f"again with the game's window at {_size_text(wanted)}"
         )
     return recorded
-
-
-def check_frames(path: Path, recorded: FrameSpec, wanted: FrameSpec) -> None:
-    """Refuse an episode whose frames were stored at another size or crop than the dataset's:
-    frames are processed once, when recorded, exactly as the live env processes what it captures."""
-    if recorded != wanted:
-        raise BuildError(
-            f"{path.name} was recorded with {recorded} frames, not the {wanted} this dataset is for: the "
-            "recorder crops and resizes each frame once, as the live env does, and resizing it again would "
-            f"give the dataset other pixels than the env shows. Build the dataset for {recorded} (what "
-            "capture.build_dataset does without --frame-size and --frame-crop; in params.yaml, "
-            f"dataset.frame_size: {list(recorded.size)}), or record again with `python -m capture.record {wanted.flags}`"
-        )
 
 
 def build_dataset(
@@ -322,9 +315,14 @@ def build_dataset(
             raise BuildError(str(e)) from None
         if episode.attrs.get("profile") != profile.name:
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
-        check_frames(path, episode.frame_spec, config.frame_spec)
         episode = finite_state(common_prefix(episode))
-        steps = episode_steps(episode, config, builder, actions)
+        try:
+            steps = episode_steps(episode, config, builder, actions)
+        except EpisodeError as e:  # its video, or a format 1 episode asked for another frame
+            raise BuildError(str(e)) from None
+        if episode.frame_repeated.any():
+            log.warning("%s: %d frames repeat the one before (the recorder's video encoder fell behind there)",
+                        path.name, int(episode.frame_repeated.sum()))
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue
@@ -403,8 +401,9 @@ def main(argv: list[str] | None = None) -> int:
     defaults = EnvConfig()
     parser = argparse.ArgumentParser(
         prog="python -m capture.build_dataset",
-        description="Build a Minari dataset (lossless frames) from recorded episodes, with the env's "
-        "own preprocessing so training data matches live observations exactly.",
+        description="Build a Minari dataset (lossless frames) from recorded episodes, at any frame size and "
+        "crop, decoding each episode's video with the env's own preprocessing so training data matches live "
+        "observations exactly.",
         epilog="example: python -m capture.build_dataset --raw datasets/raw --id eldenil/margit-v0 --action-mode discrete",
     )
     parser.add_argument("--raw", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
@@ -415,9 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)")
     parser.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=defaults.timestep_ms, help="game time per env step (default: %(default)s)")
     parser.add_argument("--frame-size", type=parse_size, default=None,
-                        help="observation frame WxH: the one the episodes were recorded at (the default), or refused")
+                        help=f"observation frame WxH, made from each episode's video (default: {defaults.frame_spec}; "
+                             "format 1 episodes: the size they were recorded at, the only one they give)")
     parser.add_argument("--frame-crop", type=parse_crop, default=None,
-                        help="LEFT,TOP,RIGHT,BOTTOM fractions: the crop the episodes were recorded with (the default), or refused")
+                        help="LEFT,TOP,RIGHT,BOTTOM fractions of the recorded picture kept before resizing (default: "
+                             "all of it; format 1 episodes: the crop they were recorded with)")
     parser.add_argument("--frame-stack", type=int, default=defaults.frame_stack,
                         help="the env's frame stack (rebuilt from the episodes when training; default: none)")
     parser.add_argument("--action-history", type=int, default=defaults.action_history,
@@ -428,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         paths = list_episodes(args.raw)
-        recorded = recorded_with(paths)[1] if paths else FrameSpec()  # none: build_dataset says so
+        recorded = (recorded_with(paths)[1] if paths else None) or defaults.frame_spec  # none: build_dataset says so
         config = EnvConfig(profile=args.profile, action_mode=args.action_mode, timestep_ms=args.timestep_ms,
                            frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop,
                            frame_stack=args.frame_stack, action_history=args.action_history, max_steps=args.max_steps)

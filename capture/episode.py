@@ -15,23 +15,29 @@ episode came back as thousands of blank frames), and where it does, its file is 
 updated. So the writer stops before a flush the disk cannot hold, closes the file as of its last
 flush, and raises ``DiskError``; a write that fails anyway (a failing disk) raises it too.
 
-Layout (N samples, A attributes, K keys; all on the recorder's one clock):
+The picture is not in the HDF5 file: it is the episode's video, ``<name>.mkv`` beside it
+(``capture.video``), at the size it was captured (the master size), one frame per sample, written
+as ``<name>.mkv.partial`` while the episode grows and renamed just before the ``.h5`` is; the
+``.h5``'s rename is what publishes the pair. The OS lock of the partial ``.h5`` covers both.
+
+Layout of format 2 (N samples, A attributes, K keys; all on the recorder's one clock):
 
 ========================  ==================  =============================================
-``frames``                (N, H, W, 3) uint8  RGB as stored (cropped and resized once, when
-                                              sampled: ``frame_size``, ``frame_crop``),
-                                              gzip-1, a chunk a frame
 ``t`` / ``frame_t``       (N,) float64        sample time / when its frame was captured
 ``state``                 (N, A) float64      attributes, in ``attribute_names`` order
 ``keys_held``             (N, K) bool         keys down at sample time (``key_names`` order)
 ``keys_pressed``          (N, K) bool         keys pressed since the previous sample
 ``mouse``                 (N, 2) float32      mouse movement since the previous sample
 ``intervention``          (N,) bool           the person had taken control from a policy
+``frame_repeated``        (N,) bool           the video repeats the previous frame here (the
+                                              encoder's queue was full: ``capture.video``)
 ``events``                (M,) compound       the raw input log: t, kind, key, dx, dy
 ========================  ==================  =============================================
 
 ``intervention`` is all False unless a policy played (``python -m capture.record --policy``);
-files written before it existed lack it and read as all False.
+files written before it existed lack it and read as all False. Format 1 files hold the frames
+themselves instead of a video, cropped and resized once when sampled (``frames``, (N, H, W, 3)
+uint8, with ``frame_size`` and ``frame_crop`` attributes): they still read, at that size only.
 """
 
 from __future__ import annotations
@@ -59,15 +65,18 @@ from env.errors import EldenILError
 from env.observations import FrameSpec
 
 from capture import files
+from capture.footage import frames_at
 from capture.inputs import EVENT_DTYPE
 from capture.lock import FileLock
+from capture.video import SUFFIX as VIDEO_SUFFIX
+from capture.video import EpisodeVideo, VideoCodec, VideoError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 PARTIAL = ".h5.partial"
-PER_SAMPLE = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
-MARKS = ("intervention",)
+PER_SAMPLE = ("t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
+MARKS = ("intervention", "frame_repeated")
 """Per-sample marks added after format 1's first files: absent from those, read as all False."""
 
 
@@ -106,7 +115,7 @@ write and prints HDF5's tracebacks (see ``DiskError.unclosed``)."""
 class Sample:
     t: float
     frame_t: float
-    frame: np.ndarray  # (H, W, 3) uint8 RGB at the stored size
+    frame: np.ndarray  # (H, W, 3) uint8 RGB as captured: the master size
     state: np.ndarray  # (A,) float64
     held: np.ndarray  # (K,) bool
     pressed: np.ndarray  # (K,) bool
@@ -121,8 +130,8 @@ class EpisodeMeta:
     attribute_names: tuple[str, ...]
     key_names: tuple[str, ...]
     sample_rate_hz: float
-    frame: FrameSpec  # how each captured frame was cropped and resized before it was stored
-    window_size: tuple[int, int]  # (width, height) captured
+    codec: VideoCodec  # how the picture is encoded (``capture.video.CODECS``)
+    window_size: tuple[int, int]  # (width, height) captured: the video's master size
     source: str  # "human" | "autopilot" | "policy" (a policy played, the person could take over)
     sim_seed: int | None
     host: str
@@ -132,7 +141,7 @@ def software_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"python": platform.python_version()}
-    for package in ("numpy", "h5py", "elden-il", "pysiphon"):
+    for package in ("numpy", "h5py", "av", "elden-il", "pysiphon"):
         try:
             versions[package] = version(package)
         except PackageNotFoundError:
@@ -140,17 +149,16 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
-def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None) -> None:
-    w, h = meta.frame.size
+def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None, video: str) -> None:
     a, k = len(meta.attribute_names), len(meta.key_names)
-    f.create_dataset("frames", (0, h, w, 3), np.uint8, maxshape=(None, h, w, 3), chunks=(1, h, w, 3), compression="gzip", compression_opts=1)
     for name in ("t", "frame_t"):
         f.create_dataset(name, (0,), np.float64, maxshape=(None,), chunks=(1024,))
     f.create_dataset("state", (0, a), np.float64, maxshape=(None, a), chunks=(256, a))
     for name in ("keys_held", "keys_pressed"):
         f.create_dataset(name, (0, k), bool, maxshape=(None, k), chunks=(1024, k))
     f.create_dataset("mouse", (0, 2), np.float32, maxshape=(None, 2), chunks=(1024, 2))
-    f.create_dataset("intervention", (0,), bool, maxshape=(None,), chunks=(1024,))
+    for name in MARKS:
+        f.create_dataset(name, (0,), bool, maxshape=(None,), chunks=(1024,))
     f.create_dataset("events", (0,), EVENT_DTYPE, maxshape=(None,), chunks=(1024,))
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -158,9 +166,10 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
         "attribute_names": json.dumps(list(meta.attribute_names)),
         "key_names": json.dumps(list(meta.key_names)),
         "sample_rate_hz": meta.sample_rate_hz,
-        "frame_size": list(meta.frame.size),
-        "frame_crop": list(meta.frame.crop),
         "window_size": list(meta.window_size),
+        "video": video,
+        "video_codec": meta.codec.name,
+        "video_lossless": meta.codec.lossless,
         "source": meta.source,
         "sim_seed": -1 if meta.sim_seed is None else meta.sim_seed,
         "host": meta.host,
@@ -184,12 +193,12 @@ def _append(dataset: h5py.Dataset, rows: np.ndarray) -> None:
 
 
 def _sample_bytes(sample: Sample) -> int:
-    """What a sample takes on disk at most (uncompressed, as incompressible frames are stored)."""
-    return sample.frame.nbytes + sample.state.nbytes + sample.held.nbytes + sample.pressed.nbytes + 32
+    """What a sample takes in the HDF5 file at most (its frame goes to the video)."""
+    return sample.state.nbytes + sample.held.nbytes + sample.pressed.nbytes + 34
 
 
 class EpisodeWriter:
-    """Writes one episode as ``<name>_<source>.h5``.
+    """Writes one episode as ``<name>_<source>.h5`` and its video ``<name>_<source>.mkv``.
 
     ``name`` None names it by the UTC wall-clock time it starts, which is also stored as
     ``started_at_unix``: what a person recording wants. A given name (the pipeline's
@@ -197,32 +206,40 @@ class EpisodeWriter:
     a ``clock`` that is game time the file depends only on what was recorded: two recordings
     with the same settings are byte-identical, and DVC sees no change. ``flush_every_s`` is
     measured on ``clock`` (the recorder's: ``time.monotonic`` live, game time in-process).
+    ``lock_step``: no real time passes while the encoder works, so a full video queue waits
+    rather than repeating a frame (``capture.video``).
     """
 
     def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0, name: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, lock_step: bool = False) -> None:
         started_at_unix = time.time() if name is None else None
         if name is None:
             name = datetime.fromtimestamp(started_at_unix, timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         self.meta = meta
         self.final_path = directory / f"{name}_{meta.source}.h5"
         self.path = directory / f"{name}_{meta.source}{PARTIAL}"
+        self.final_video = video_path(self.final_path)
+        self.video_path = partial_video_path(self.path)
         self.flush_every_s = flush_every_s
         self._clock = clock
         self._file: h5py.File | None = None
+        self._video: EpisodeVideo | None = None
         self._lock = FileLock(self.path)
         with self._writing("start"):
             directory.mkdir(parents=True, exist_ok=True)
             self._check_space(0)
             if not self._lock.acquire(create=True):
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
+            self._video = EpisodeVideo(self.video_path, meta.window_size, meta.sample_rate_hz, meta.codec, wait=lock_step)
             self._file = h5py.File(self.path, "w", libver="latest", locking=False)
-            _create_datasets(self._file, meta, started_at_unix)
+            _create_datasets(self._file, meta, started_at_unix, self.final_video.name)
             self._file.swmr_mode = True
         self._pending: list[Sample] = []
+        self._repeated: list[bool] = []  # per pending sample: its frame repeats the one before
         self._pending_bytes = 0
         self._events: list[np.ndarray] = []
         self._last_flush = clock()
+        self._video_bytes = 0  # the video's size at the last flush
         self.samples = 0
         self._flushed = 0  # samples on disk: a file holding none is removed if writing fails
         self._span: tuple[float, float] | None = None  # the first and the last sample's time
@@ -232,10 +249,22 @@ class EpisodeWriter:
         """From the first sample to the last (0 with fewer than two)."""
         return 0.0 if self._span is None else self._span[1] - self._span[0]
 
+    @property
+    def repeated_frames(self) -> int:
+        """Samples whose frame the encoder could not take in time (its queue was full)."""
+        return self._video.repeated
+
+    @property
+    def encode_cpu_s(self) -> float:
+        """CPU time the video's encoder thread has spent so far (not stored: it differs run to
+        run, and a lock-step recording's files must not)."""
+        return self._video.encode_cpu_s
+
     def append(self, sample: Sample) -> None:
-        """Cheap: buffers the sample; HDF5 is touched at most once per ``flush_every_s`` (or
-        ``FLUSH_BYTES``)."""
+        """Cheap: queues the frame for the encoder and buffers the rest; HDF5 is touched at most
+        once per ``flush_every_s`` (or ``FLUSH_BYTES``)."""
         self._span = (sample.t if self._span is None else self._span[0], sample.t)
+        self._repeated.append(not self._video.add(sample.t, sample.frame))
         self._pending.append(sample)
         self._pending_bytes += _sample_bytes(sample)
         self.samples += 1
@@ -248,15 +277,19 @@ class EpisodeWriter:
 
     def flush(self) -> None:
         """Append what is buffered and flush it to disk; ``DiskError`` if the disk cannot hold it
-        (the file then stays as of the last flush, closed, ready for ``capture.recover``)."""
+        or the video could not be written (the files then stay as of the last flush, closed,
+        ready for ``capture.recover``). The space kept free for the video is what it grew by
+        since the last flush: the encoder writes on its own thread, between flushes."""
         with self._writing("flush"):
-            self._check_space(self._pending_bytes + sum(e.nbytes for e in self._events))
+            self._video.check()
+            size = self.video_path.stat().st_size if self.video_path.exists() else 0  # made at its first frame
+            grown, self._video_bytes = size - self._video_bytes, size
+            self._check_space(self._pending_bytes + sum(e.nbytes for e in self._events) + grown)
             self._flush()
 
     def _flush(self) -> None:
         f, pending = self._file, self._pending
         if pending:
-            _append(f["frames"], np.stack([s.frame for s in pending]))
             _append(f["t"], np.array([s.t for s in pending]))
             _append(f["frame_t"], np.array([s.frame_t for s in pending]))
             _append(f["state"], np.stack([s.state for s in pending]))
@@ -264,23 +297,34 @@ class EpisodeWriter:
             _append(f["keys_pressed"], np.stack([s.pressed for s in pending]))
             _append(f["mouse"], np.array([(s.mouse_dx, s.mouse_dy) for s in pending], np.float32))
             _append(f["intervention"], np.array([s.intervention for s in pending], bool))
+            _append(f["frame_repeated"], np.array(self._repeated, bool))
         if self._events:
             _append(f["events"], np.concatenate(self._events))
         f.flush()
         self._flushed += len(pending)
-        self._pending, self._pending_bytes, self._events = [], 0, []
+        self._pending, self._repeated, self._pending_bytes, self._events = [], [], 0, []
         self._last_flush = self._clock()
 
     def finish(self, outcome: str, stats: dict[str, float]) -> Path:
-        """Flush, record the outcome, and atomically publish the file as ``<name>.h5``."""
+        """Flush, finish the video, record the outcome, and atomically publish the episode as
+        ``<name>.h5`` (its video, ``<name>.mkv``, is renamed just before)."""
         self.flush()
         with self._writing("finish"):
+            self._video.close()
+            if self.samples:  # FFmpeg makes the file at the first frame
+                _fsync(self.video_path)
+                files.replace(self.video_path, self.final_video)
             self._file.close()
-            finalize(self.path, self.final_path, outcome, {**stats, "n_samples": self.samples}, recovered=False)
+            stats = {**stats, "n_samples": self.samples, "repeated_frames": self._video.repeated}
+            finalize(self.path, self.final_path, outcome, stats, recovered=False)
+        if self._video.repeated:
+            log.warning("%s: %d of %d frames repeat the one before (the video encoder fell behind; marked in "
+                        "frame_repeated)", self.final_path.name, self._video.repeated, self.samples)
         self._lock.release()
         return self.final_path
 
     def discard(self) -> None:
+        self._video.discard()
         self._file.close()
         self.path.unlink(missing_ok=True)
         self._lock.release()
@@ -293,12 +337,12 @@ class EpisodeWriter:
             return "no episode file was started"
         if not self._flushed:
             return f"{self.path.name} had no sample on disk yet and is removed: {fix}, then record again"
-        return (f"{self.path.name} keeps every sample up to its last flush: {fix}, then run "
+        return (f"{self.path.name} and its video keep every sample up to their last flush: {fix}, then run "
                 f"`python -m capture.recover {self.path.parent}`")
 
     @contextmanager
     def _writing(self, step: str) -> Iterator[None]:
-        """Turn a full or failing disk into one ``DiskError`` and close the file as of its last
+        """Turn a full or failing disk into one ``DiskError`` and close the files as of their last
         flush, so nothing half-written follows and the partial stays recoverable."""
         hooks = sys.unraisablehook, sys.excepthook
         sys.unraisablehook, sys.excepthook = _quiet_hdf5_release(*hooks)
@@ -307,7 +351,7 @@ class EpisodeWriter:
         except DiskError:
             self._abandon()
             raise
-        except (OSError, RuntimeError) as e:  # h5py raises either for a write the disk refused
+        except (OSError, RuntimeError, VideoError) as e:  # h5py raises either for a write the disk refused
             closed = self._abandon()
             kept = self._kept("fix what refused the write")
             raise DiskError(f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {kept}",
@@ -316,9 +360,11 @@ class EpisodeWriter:
             sys.unraisablehook, sys.excepthook = hooks
 
     def _abandon(self) -> bool:
-        """Close the file as of its last flush, removing it if no sample reached it (there is
-        nothing to recover); False if HDF5 could not close it (see ``_UNCLOSABLE``)."""
+        """Close the files as of their last flush, removing them if no sample reached them (there
+        is nothing to recover); False if HDF5 could not close it (see ``_UNCLOSABLE``)."""
         closed = True
+        if self._video is not None:
+            self._video.abandon()
         if self._file is not None:
             try:
                 self._file.close()
@@ -326,13 +372,29 @@ class EpisodeWriter:
                 log.debug("closing %s after a failed write: %s", self.path, e)
                 _UNCLOSABLE.append(self._file)
                 closed = False
-            if not self._flushed:
+        if self._file is not None and not self._flushed:
+            for path in (self.path, self.video_path):
                 try:
-                    self.path.unlink(missing_ok=True)
+                    path.unlink(missing_ok=True)
                 except OSError as e:  # Windows keeps a file HDF5 could not close
-                    log.warning("%s holds no sample but cannot be removed (%s): delete it", self.path, e)
+                    log.warning("%s holds no sample but cannot be removed (%s): delete it", path, e)
         self._lock.release()
         return closed
+
+
+def video_path(episode: Path) -> Path:
+    """The video of the finished episode ``episode`` (``x.h5`` -> ``x.mkv``)."""
+    return episode.with_suffix(VIDEO_SUFFIX)
+
+
+def partial_video_path(partial: Path) -> Path:
+    """The video being written beside the partial episode ``partial`` (``x.h5.partial`` -> ``x.mkv.partial``)."""
+    return partial.with_name(partial.name[: -len(PARTIAL)] + VIDEO_SUFFIX + ".partial")
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as raw:
+        os.fsync(raw.fileno())
 
 
 def _quiet_hdf5_release(
@@ -367,8 +429,7 @@ def finalize(source: Path, target: Path, outcome: str, stats: dict, recovered: b
         f.attrs["recovered"] = recovered
         f.attrs["outcome"] = outcome
         f.attrs["stats"] = json.dumps(stats)
-    with open(source, "rb+") as raw:
-        os.fsync(raw.fileno())
+    _fsync(source)
     files.replace(source, target)
 
 
@@ -395,7 +456,7 @@ def set_aside(path: Path) -> Path:
     pressed by mistake is undone by moving the file back. Returns where it went."""
     folder = path.parent / DISCARDED
     folder.mkdir(exist_ok=True)
-    for file in (path, path.with_suffix(".mp4")):
+    for file in (path, video_path(path)):
         if file.exists():
             files.replace(file, folder / file.name)
     return folder / path.name
@@ -405,7 +466,7 @@ def empty_discarded(directory: Path) -> None:
     """Remove for good what the hotkey set aside in ``directory``: called once a newer episode
     is saved, the moment the chance to undo a discard ends."""
     folder = directory / DISCARDED
-    for file in [*folder.glob("*.h5"), *folder.glob("*.mp4")]:
+    for file in [*folder.glob("*.h5"), *folder.glob(f"*{VIDEO_SUFFIX}")]:
         file.unlink()
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
@@ -414,7 +475,7 @@ def empty_discarded(directory: Path) -> None:
 @dataclass(frozen=True)
 class Episode:
     path: Path
-    frames: np.ndarray | None  # None when read with ``frames=False``
+    frames: np.ndarray | None  # format 1's stored frames; None in format 2 (``frames_at``) or with ``frames=False``
     t: np.ndarray
     frame_t: np.ndarray
     state: np.ndarray
@@ -423,6 +484,7 @@ class Episode:
     mouse: np.ndarray
     events: np.ndarray
     intervention: np.ndarray  # (N,) bool: the person had taken control from a policy
+    frame_repeated: np.ndarray  # (N,) bool: the video repeats the frame before (``capture.video``)
     attribute_names: tuple[str, ...]
     key_names: tuple[str, ...]
     attrs: dict
@@ -434,18 +496,71 @@ class Episode:
         return self.state[:, self.attribute_names.index(name)]
 
     @property
-    def frame_spec(self) -> FrameSpec:
-        """How its frames were made from the captured ones (the recorder's ``FrameSpec``). Files
-        written before ``frame_crop`` was stored lack it: the recorder could not crop then."""
+    def format(self) -> int:
+        return int(self.attrs.get("format_version", 1))
+
+    @property
+    def video(self) -> Path | None:
+        """Format 2: the video beside it holding its picture at the master size, by its own name
+        (``x.h5`` -> ``x.mkv``), so an episode renamed with its video still finds it."""
+        return None if self.format < 2 else video_path(self.path)
+
+    @property
+    def master_size(self) -> tuple[int, int] | None:
+        """(width, height) of the picture it keeps: the video's, or format 1's stored frames'."""
+        size = self.attrs.get("window_size") if self.format >= 2 else self.attrs.get("frame_size")
+        return None if size is None else (int(size[0]), int(size[1]))
+
+    @property
+    def stored_frames(self) -> FrameSpec | None:
+        """Format 1: how its stored frames were made from the captured ones (the recorder's
+        ``FrameSpec``; files written before ``frame_crop`` was stored lack it: the recorder
+        could not crop then). None for format 2, whose frames are made when read."""
+        if self.format >= 2:
+            return None
         size = tuple(int(v) for v in self.attrs["frame_size"])
         if "frame_crop" not in self.attrs:
             return FrameSpec(size)
         return FrameSpec(size, tuple(float(v) for v in self.attrs["frame_crop"]))
 
+    def frames_at(self, indices: np.ndarray, spec: FrameSpec) -> np.ndarray:
+        """The frames of samples ``indices`` (ascending) as ``spec`` makes them: decoded from the
+        video and cropped and resized (format 2), or as stored (format 1, which can give only
+        the spec it was recorded with). ``EpisodeError`` naming the file where they cannot be."""
+        if self.format >= 2:
+            check_master(self.path, self.master_size, spec)
+            recorded = json.loads(self.attrs.get("stats") or "{}").get("n_samples", len(self))  # before any trim
+            try:
+                return frames_at(self.video, int(recorded), indices, spec)
+            except VideoError as e:
+                raise EpisodeError(str(e)) from None
+        if self.stored_frames != spec:
+            raise EpisodeError(
+                f"{self.path.name} is a format 1 episode: its frames were stored at {self.stored_frames} when "
+                f"recorded, and that is all it can give, not {spec}. Build at {self.stored_frames} "
+                f"({self.stored_frames.flags}; in params.yaml, dataset.frame_size: {list(self.stored_frames.size)}), "
+                "or record again: episodes recorded now keep the whole picture as video, for any size")
+        frames = self.frames if self.frames is not None else read_episode(self.path).frames
+        return frames[indices]
+
+
+def check_master(path: Path, master: tuple[int, int], spec: FrameSpec) -> None:
+    """Refuse a frame larger than the part of the master picture its crop keeps: it would be
+    scaled up, inventing pixels the recording does not hold."""
+    left, top, right, bottom = spec.crop
+    kept = (round((right - left) * master[0]), round((bottom - top) * master[1]))
+    if spec.size[0] > kept[0] or spec.size[1] > kept[1]:
+        raise EpisodeError(
+            f"{path.name} keeps its picture at {master[0]}x{master[1]}"
+            f"{'' if kept == master else f' ({kept[0]}x{kept[1]} after the crop)'}, smaller than the {spec} "
+            f"frames asked for: build at most {kept[0]}x{kept[1]}, or record with a larger master size "
+            "(capture.record --master-size, or the game's window)")
+
 
 def read_episode(path: str | Path, frames: bool = True) -> Episode:
-    """A finished episode, whole. ``frames=False`` skips the frames (most of the file), for
-    summaries of many episodes that need only times, state and keys."""
+    """A finished episode, whole, less its picture: ``Episode.frames_at`` decodes the frames
+    asked for from the video (format 2). Format 1 files hold their frames, read here unless
+    ``frames=False`` (most of the file, not needed by summaries of times, state and keys)."""
     path = Path(path)
     if path.name.endswith(PARTIAL):
         raise EpisodeError(f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`")
@@ -453,7 +568,8 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
         with h5py.File(path, "r") as f:
             if not f.attrs.get("finished", False):
                 raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
-            data = {name: f[name][()] for name in (*PER_SAMPLE, "events") if frames or name != "frames"}
+            stored = ("frames",) if frames and "frames" in f else ()  # format 1's frames
+            data = {name: f[name][()] for name in (*stored, *PER_SAMPLE, "events")}
             n = len(data["t"])
             data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}

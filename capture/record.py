@@ -3,7 +3,9 @@
 Run it next to the game (the Siphon server on the gaming PC, or ``python -m env.sim --window``)
 and fight. It samples frames, game memory and your keyboard and mouse on one clock, cuts the
 stream into episodes at each fight's start and end, and writes each episode to its own HDF5
-file the moment it ends (durable while it grows: a crash loses at most the last second).
+file and its picture, as captured, to a video beside it, one frame per sample (both durable
+while they grow: a crash loses at most the last second). Training frames of any size and crop
+are made from that video later (``capture.build_dataset``): nothing is recorded twice.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from env.cli import key_names, output_folder, parse_crop, parse_size, ruled
-from env.config import EnvConfig
+from env.cli import key_names, output_folder, parse_size, ruled
+from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import EldenILError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import STEP_MS, number, whole
@@ -35,11 +37,15 @@ from capture.sampler import Sampler, Taken
 from capture.silence import InputSilence
 from capture.status import RecorderStatus
 from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
-from capture.video import VideoSidecar
+from capture.video import CODECS, DEFAULT_CODEC, codec
 
 log = logging.getLogger("capture.record")
 
 UNREADABLE_RETRY_S = 0.25
+MASTER_SIZE = (256, 256)
+"""The picture the in-process simulator is recorded at (a live game's is its window): large
+enough for every training frame up to 256x256, small enough that drawing and encoding it keeps
+the pipeline's demonstrations quick (BENCHMARKS.md, the episode's video)."""
 
 EXAMPLES = """
 examples:
@@ -51,8 +57,9 @@ examples:
   python -m env.sim &
   python -m capture.record --profile sim_margit --autopilot --max-episodes 20
 
-  # the same, lock-step in-process (no server, no waiting: as fast as the simulator renders)
-  python -m capture.record --backend sim --autopilot --max-episodes 20
+  # the same, lock-step in-process (no server, no waiting: as fast as the simulator renders),
+  # its picture kept at 512x512 and losslessly
+  python -m capture.record --backend sim --autopilot --max-episodes 20 --master-size 512x512 --video-codec lossless
 
   # corrections: your BC policy plays, you take over with any bound key (F8 quits)
   python -m env.sim --window &
@@ -63,7 +70,7 @@ examples:
 
   # the real game: run this on the gaming PC itself (pynput hears the local keyboard), with the
   # Siphon server running and Margit locked on
-  python -m capture.record --profile eldenring_margit --video
+  python -m capture.record --profile eldenring_margit
 
 hotkeys (human recording; never recorded as actions):
   F5 start/stop an episode by hand   F6 discard the last episode (set aside in discarded/)   F8 quit
@@ -84,10 +91,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
     p.add_argument("--rate", type=ruled(float, number(0, 1000, above=True)), default=30.0, help="samples per second (default: %(default)s)")
-    p.add_argument("--frame-size", type=parse_size, default=env.frame_size,
-                   help=f"stored frame size WxH: the dataset's and the env's (default: {env.frame_spec})")
-    p.add_argument("--frame-crop", type=parse_crop, default=env.frame_crop,
-                   help="LEFT,TOP,RIGHT,BOTTOM fractions of the captured frame kept before resizing (default: all of it)")
+    p.add_argument("--master-size", type=parse_size, default=None,
+                   help="--backend sim only: WxH the simulator's picture is drawn and kept at (default: "
+                        f"{MASTER_SIZE[0]}x{MASTER_SIZE[1]}); a live game's is its window's. Datasets of any frame "
+                        "size and crop up to it are built from the recording later")
+    p.add_argument("--video-codec", choices=tuple(CODECS), default=DEFAULT_CODEC,
+                   help="how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values())
+                        + " (default: %(default)s)")
     p.add_argument("--out", type=output_folder, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
     p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
@@ -114,7 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--restart-delay", type=ruled(float, number(0, 600)), default=1.0,
                    help="seconds of game time to wait before restarting a fight (default: %(default)s)")
     p.add_argument("--seed", type=ruled(int, whole(0)), default=0, help="simulator seed of the first fight (the next ones count up)")
-    p.add_argument("--video", action="store_true", help="also write a full-resolution MP4 per episode, for review")
     p.add_argument("--hotkeys", type=key_names(3), default="F5,F6,F8", help="start/stop, discard-last, quit keys (default: %(default)s)")
     p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
     p.add_argument("--log-level", default="INFO")
@@ -126,8 +135,10 @@ class RecordSettings:
     """Everything a recording session needs, as one value: what ``python -m capture.record``
     builds from its flags and the pipeline's ``demos`` stage builds from params.yaml.
 
-    ``env`` is the env the recordings are for: its profile, stored frame size, and (for the
-    autopilot) the timestep it decides at and how long it taps.
+    ``env`` is the env the recordings are for: its profile, and (for the autopilot) the timestep
+    it decides at and how long it taps. Its frame size and crop are not recorded: each episode
+    keeps its picture at ``master_size`` (in-process; None: the env's ``capture_size``, else
+    ``MASTER_SIZE``) or at the live game's window size, and any frame is made from it later.
     """
 
     env: EnvConfig = field(default_factory=lambda: EnvConfig(profile="sim_margit"))
@@ -143,7 +154,8 @@ class RecordSettings:
     restart: bool | None = None  # None: the profile's reset.when_recording
     restart_delay: float = 1.0
     seed: int = 0
-    video: bool = False
+    master_size: tuple[int, int] | None = None
+    video_codec: str = DEFAULT_CODEC
     hotkeys: tuple[str, str, str] = ("F5", "F6", "F8")
     reproducible: bool = False
     """Name episodes by their order and fight seed (``00000-seed0_autopilot.h5``) and store no
@@ -156,11 +168,11 @@ class RecordSettings:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
         return cls(
-            env=EnvConfig(profile=args.profile, frame_size=args.frame_size, frame_crop=args.frame_crop,
-                          timestep_ms=args.timestep_ms),
+            env=EnvConfig(profile=args.profile, timestep_ms=args.timestep_ms),
             backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
             max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, player=args.player, manual=args.manual,
-            restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
+            restart=args.restart, restart_delay=args.restart_delay, seed=args.seed,
+            master_size=args.master_size, video_codec=args.video_codec,
             hotkeys=args.hotkeys, policy=args.policy, takeover_quiet=args.takeover_quiet,
             scripted_human=args.scripted_human,
         )
@@ -168,6 +180,21 @@ class RecordSettings:
 
 class RecordError(EldenILError):
     """A recording that cannot start as asked; the message says how to ask instead."""
+
+
+def recorded_env(settings: RecordSettings) -> EnvConfig:
+    """The env config the game is made from: in-process, one drawing the master picture."""
+    master = settings.master_size
+    if settings.backend != "sim":
+        if master is not None:
+            raise RecordError(f"--master-size {master[0]}x{master[1]}: a live game's picture is kept at its window's "
+                              "size; resize the game's window instead, or leave --master-size out")
+        return settings.env
+    master = master or settings.env.capture_size or MASTER_SIZE
+    if not all(MIN_SIM_SIDE <= side <= MAX_CAPTURE_SIDE for side in master):
+        raise RecordError(f"--master-size {master[0]}x{master[1]}: each side must be from {MIN_SIM_SIDE} to "
+                          f"{MAX_CAPTURE_SIDE} pixels")
+    return settings.env.replace(capture_size=tuple(master))
 
 
 def check_players(settings: RecordSettings) -> None:
@@ -215,19 +242,19 @@ class Recorder:
             raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot (or "
                               "--policy with --scripted-human), or play the simulator in its window "
                               "(python -m env.sim --window) and record that")
-        self.game = make_game(settings.env, settings.backend, settings.host, seed=settings.seed)
+        self.codec = codec(settings.video_codec)  # before the game starts: an FFmpeg build without it says so
+        self.game = make_game(recorded_env(settings), settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
         self.key_names = tuple(dict.fromkeys(self.profile.keybinds.values()))
         self.inputs = InputLog(self.key_names, clock=self.game.now)
-        self.sampler = Sampler(self.game, self.inputs, settings.env.frame_spec, settings.rate)
+        self.sampler = Sampler(self.game, self.inputs, settings.rate)
         self.tracker = FightTracker(self.profile.boss_npc_id)
         self.silence = InputSilence(active=not settings.autopilot and not lock_step_human)
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
         self._told_start_waits = False  # F5 came while the game could not be read: said once
-        self.video: VideoSidecar | None = None
         self.saved: list[Path] = []
         self.started = 0  # episodes begun, discarded ones included: the next reproducible name
         self.fight_seed = settings.seed
@@ -283,18 +310,17 @@ class Recorder:
             attribute_names=self.profile.attribute_names,
             key_names=self.key_names,
             sample_rate_hz=self.settings.rate,
-            frame=self.settings.env.frame_spec,
+            codec=self.codec,
             window_size=window_size,
             source="autopilot" if self.autopilot else "policy" if self.pilot else "human",
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
         )
-        self.writer = EpisodeWriter(self.settings.out, meta, name=self._episode_name(), clock=self.game.now)
+        self.writer = EpisodeWriter(self.settings.out, meta, name=self._episode_name(), clock=self.game.now,
+                                    lock_step=not self.game.realtime)
         self.started += 1
         self._episode_t0 = self.game.now()
         self.sampler.count_from(first)
-        if self.settings.video:
-            self.video = VideoSidecar(self.writer.path.with_suffix("").with_suffix(".mp4"), self.settings.rate)
         if self.autopilot:
             self.autopilot.new_fight()
         if self.pilot:
@@ -326,9 +352,6 @@ class Recorder:
             outcome,
             {"achieved_rate_hz": stats.achieved_rate_hz, "late_samples": stats.late, "dropped_samples": stats.dropped},
         )
-        if self.video is not None:
-            self.video.close()
-            self.video = None
         if self.pilot:
             self.pilot.release()  # between fights nobody plays
         self.saved.append(path)
@@ -338,9 +361,6 @@ class Recorder:
     def _drop(self, writer: EpisodeWriter) -> None:
         """Delete an unfinished episode and its video."""
         writer.discard()
-        if self.video is not None:
-            self.video.discard()
-            self.video = None
         if self.pilot:
             self.pilot.release()
 
@@ -385,8 +405,6 @@ class Recorder:
                 if self.writer is not None:
                     self.writer.append(sample)
                     self.writer.append_events(events)
-                    if self.video is not None:
-                        self.video.add(frame.rgb)
                     if sample.t - self._episode_t0 >= args.max_episode_seconds:
                         outcome = "timeout"
                 if outcome is not None and self.writer is not None:

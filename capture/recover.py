@@ -1,13 +1,16 @@
 """``python -m capture.recover``: salvage episodes a crashed or killed recorder left unfinished.
 
 A ``.h5.partial`` file holds everything the recorder flushed before it died (HDF5's SWMR mode
-keeps it consistent). A partial that a running recorder is still writing is locked
+keeps it consistent), and its video ``.mkv.partial`` every frame up to its last complete cluster
+(``capture.video``). A partial that a running recorder is still writing is locked
 (``capture.lock``: the OS lock itself, not a file a user may delete) and is skipped with a line
 saying so; so is one that another ``capture.recover`` is recovering. Recovery reads it, keeps the
-samples present in every per-sample dataset, writes a finished ``.h5`` next to it marked
-``recovered``, and only then moves the partial aside as ``.h5.partial.bak``: no data is deleted
-before its copy is safely on disk, and the line that reports it says whether the ``.bak`` holds
-anything the ``.h5`` lacks.
+samples present in every per-sample dataset and in the video (frame i is sample i, so both are
+cut to the shorter), writes a finished ``.h5`` and ``.mkv`` next to them, the ``.h5`` marked
+``recovered`` (the video's frames copied as they are, not encoded again), and only then moves
+the partials aside as ``.h5.partial.bak`` and ``.mkv.partial.bak``: no data is deleted before
+its copy is safely on disk, and the line that reports it says whether the ``.bak`` files hold
+anything the finished pair lacks.
 """
 
 from __future__ import annotations
@@ -22,9 +25,12 @@ from pathlib import Path
 import h5py
 
 from capture import files
-from capture.episode import MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, require_space
+from capture.episode import (MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, partial_video_path, require_space,
+                             video_path)
+from capture.footage import count_frames, keep_first
 from capture.lock import FileLock
 from capture.torn import intact_rows, recorded_length, torn_copy
+from capture.video import VideoError
 
 log = logging.getLogger(__name__)
 
@@ -74,19 +80,26 @@ def _recover(partial: Path) -> Path:
     # the copy takes at most what the partial takes; on a full disk HDF5 may "write" zeros
     # a torn file is read through a copy of its recorded length
     recorded = recorded_length(partial)
-    needed = partial.stat().st_size + (recorded or 0)
+    video = _video_of(partial, target)
+    needed = partial.stat().st_size + (recorded or 0) + (video.stat().st_size if video else 0)
     require_space(partial.parent, needed, f"{partial.name} is left untouched; free some space "
                   "and run `python -m capture.recover` again")
     torn = partial.with_name(partial.name + ".torn")
     try:
         source, rows_before_tear = _open(partial, torn, recorded)
         with source:
-            per_sample = (*PER_SAMPLE, *(mark for mark in MARKS if mark in source))
+            per_sample = (*(("frames",) if "frames" in source else ()), *PER_SAMPLE,
+                          *(mark for mark in MARKS if mark in source))  # format 1 holds its frames
             lengths = [rows_before_tear(source[name]) for name in per_sample]
-            n, unfinished = min(lengths), max(lengths) - min(lengths)
-            if n == 0:
+            if min(lengths) == 0:
                 raise OSError("nothing before the tear can be read: the file was cut short before its first samples "
                               "were indexed")
+            if "video" in source.attrs:  # format 2: its frames are the video's
+                lengths.append(count_frames(video) if video else 0)
+                if lengths[-1] == 0:
+                    raise OSError(f"its video {partial_video_path(partial).name} holds no whole frame (the recorder "
+                                  "stopped within its first second)")
+            n, unfinished = min(lengths), max(lengths) - min(lengths)
             with h5py.File(staging, "w", libver="latest") as out:
                 for name in (*per_sample, "events"):
                     data = source[name]
@@ -97,18 +110,35 @@ def _recover(partial: Path) -> Path:
                     )
                 out.attrs.update(dict(source.attrs))
                 t = source["t"][:n]
+            if video is not None and "video" in source.attrs:
+                keep_first(video, _staging(video), n)
         duration = float(t[-1] - t[0]) if n > 1 else 0.0
         stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
+        if video is not None and _staging(video).exists():
+            files.replace(_staging(video), video_path(target))
         finalize(staging, target, "recovered", stats, recovered=True)
-    except (OSError, KeyError) as e:
+    except (OSError, KeyError, VideoError) as e:
         staging.unlink(missing_ok=True)
+        if video is not None:
+            _staging(video).unlink(missing_ok=True)
         raise EpisodeError(f"{partial} cannot be recovered ({e}); it is left untouched") from None
     finally:
         torn.unlink(missing_ok=True)
     bak = partial.with_name(partial.name + ".bak")
     files.replace(partial, bak)
+    if video is not None and video != video_path(target):
+        files.replace(video, video.with_name(video.name + ".bak"))
     log.info("recovered %s: %d samples, %.1f s; %s", target.name, n, duration, _about_bak(bak, unfinished))
     return target
+
+
+def _video_of(partial: Path, target: Path) -> Path | None:
+    """A partial episode's video: still partial, or already renamed when the recorder died while
+    publishing the pair; None when there is none (a format 1 partial, or a kill before it began)."""
+    for video in (partial_video_path(partial), video_path(target)):
+        if video.exists():
+            return video
+    return None
 
 
 def _open(partial: Path, torn: Path, recorded: int | None) -> tuple[h5py.File, Callable[[h5py.Dataset], int]]:
@@ -135,7 +165,7 @@ def _about_bak(bak: Path, unfinished: int) -> str:
     """What the partial kept aside holds beyond the recovered file: whether deleting it loses anything."""
     if unfinished:
         return (f"{bak.name} also holds parts of {unfinished} later sample(s) that were not completely "
-                "flushed (left out of the .h5): keep it if you need those")
+                "flushed (left out of the recovered episode): keep it if you need those")
     return f"{bak.name} holds no sample that {bak.name.removesuffix('.partial.bak')} lacks: you may delete it"
 
 

@@ -4,8 +4,8 @@ previous sample, all stamped on one clock: the game's (``Game.now``), which for 
 the real game in real time and the simulator lock-step, as fast as it can render.
 
 Each sample asks for the frame and every attribute in one concurrent round (``Game.observe``),
-downscales the frame at once with the env's own preprocessing, and drains the input log at the
-sample's time. A sample that starts late is counted; when a whole period is missed its slot is
+keeps the frame as captured (the episode's video keeps the whole picture; training frames are
+made from it later), and drains the input log at the sample's time. A sample that starts late is counted; when a whole period is missed its slot is
 dropped and counted rather than squeezed in, so the rate stays honest.
 
 Against a live game up to six samples may be in flight at once, each started on its own deadline
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from env.game import Frame, Game, GameState
-from env.observations import FrameSpec
 
 from capture.episode import Sample
 from capture.inputs import InputLog, InputWindow
@@ -54,12 +53,11 @@ class SamplerStats:
 
 
 class Sampler:
-    def __init__(self, game: Game, inputs: InputLog, frame: FrameSpec, rate_hz: float = 30.0) -> None:
+    def __init__(self, game: Game, inputs: InputLog, rate_hz: float = 30.0) -> None:
         if rate_hz <= 0:
             raise ValueError(f"sampling rate must be positive, got {rate_hz}")
         self.game = game
         self.inputs = inputs
-        self.frame = frame
         self.period = 1.0 / rate_hz
         self.names = game.profile.attribute_names
         self._pool = futures.ThreadPoolExecutor(LIVE_IN_FLIGHT, thread_name_prefix="sampler") if game.realtime else None
@@ -80,8 +78,8 @@ class Sampler:
         self.stats = SamplerStats(started_at=first.t, samples=1, last_t=first.t)
 
     def next_sample(self) -> Taken:
-        """The next sample in time order: the sample, the raw state and full-size frame (for the
-        live view and the video sidecar) and the input events."""
+        """The next sample in time order: the sample, the raw state and frame (for the live view
+        and a policy at the keys) and the input events."""
         if self._pool is None:  # lock-step: wait (advancing the game) and sample inline
             if self.game.now() < self._next:
                 self.game.wait_until(self._next)
@@ -120,7 +118,7 @@ class Sampler:
         sample = Sample(
             t=t,
             frame_t=frame.timestamp,
-            frame=self.frame.process(frame.rgb),
+            frame=frame.rgb,
             state=np.array([float(state[n]) for n in self.names], np.float64),
             held=window.held,
             pressed=window.pressed,

@@ -84,13 +84,15 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     """Build a dataset of ``raw`` (linked into one folder, in recording order), train BC on it with
     the config's intervention weight; the policy's folder and its dataset's step counts."""
     from capture.build_dataset import build_dataset
+    from capture.episode import video_path
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, sample_weights
 
     folder = work / "raw" / name
     folder.mkdir(parents=True)
-    for i, path in enumerate(raw):  # numbered: list_episodes keeps this order
-        os.link(path, folder / f"{i:05d}_{path.name}")
+    for i, path in enumerate(raw):  # numbered: list_episodes keeps this order; each with its video
+        for file in (path, video_path(path)):
+            os.link(file, folder / f"{i:05d}_{file.name}")
     dataset = build_dataset(folder, f"corrections/{name}-v0", config.env, root=work / "minari")
     demos = demonstrations(dataset)
     weights = sample_weights(demos, config.intervention_weight)

@@ -21,14 +21,20 @@ import yaml
 
 from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
-from env.config import EnvConfig
+from capture.video import CODECS, DEFAULT_CODEC
+from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import EldenILError
 from env.factory import BACKENDS
-from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, check_fields, checked, number, one_of, optional, whole
+from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, check_fields, checked, is_int, number, one_of, optional, whole
 
 
 class ParamsError(EldenILError):
     """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
+
+
+MASTER_SIZE = Rule(
+    lambda v: isinstance(v, tuple) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v),
+    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}")
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,11 @@ class DemosParams:
     """sim only: samples per second of the recordings."""
     player: str = checked("expert", one_of(*PLAYERS))
     """sim only: the scripted expert, or the person-like one (``env.sim.person``)."""
+    master_size: tuple[int, int] = checked((128, 128), MASTER_SIZE)
+    """sim only: the picture each recording keeps as its video; every frame size up to it is made
+    from it without recording again."""
+    video_codec: str = checked(DEFAULT_CODEC, one_of(*CODECS))
+    """sim only: h264 (lossy, small) or lossless (frames bit for bit the env's)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -64,6 +75,8 @@ class DatasetParams:
     """Game time per env step (also when the autopilot decides); a dataset's steps need a length."""
     frame_size: tuple[int, int] = (84, 84)
     """The observation's frame, [width, height]."""
+    frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    """[left, top, right, bottom] fractions of the recorded picture kept before resizing."""
 
     def __post_init__(self) -> None:
         check_fields(self)

@@ -91,6 +91,7 @@ def stage_demos(params: PipelineParams) -> None:
             env=params.env_config().replace(profile="sim_margit"), backend="sim", autopilot=True, player=demos.player,
             max_episodes=wanted, seed=demos.seed, rate=demos.rate_hz,
             out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
+            master_size=demos.master_size, video_codec=demos.video_codec,
         ))
     except Interrupted as e:
         # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as

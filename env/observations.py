@@ -59,7 +59,7 @@ class FrameSpec:
 
     @property
     def flags(self) -> str:
-        """The command-line flags that ask for it (``capture.record``'s and ``capture.build_dataset``'s)."""
+        """The command-line flags that ask for it (``capture.build_dataset``'s)."""
         size, crop = self._texts()
         return f"--frame-size {size}" if crop is None else f"--frame-size {size} --frame-crop {crop}"
 

@@ -32,6 +32,8 @@ fi
 # pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
 # d3rlpy and fills a TorchRL buffer
 .venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl]"
+# PyAV (in the dependencies above) writes each episode's video: a wheel without libx264 cannot record
+.venv/bin/python -c "import av; av.codec.Codec('libx264', 'w'); av.codec.Codec('libx264rgb', 'w')"
 # d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every
 # import, and stable-baselines3 imports gym whenever it is installed: every command would print
 # it. gym_notices carries nothing but that notice (gym runs without it).

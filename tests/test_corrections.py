@@ -70,7 +70,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "all").mkdir()
     for folder in ("demos", "corrected"):  # names are start times: the demonstrations come first
         for path in list_episodes(root / folder):
-            os.link(path, root / "all" / path.name)
+            for file in (path, path.with_suffix(".mkv")):
+                os.link(file, root / "all" / file.name)
     return root
 
 

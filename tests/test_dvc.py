@@ -37,7 +37,7 @@ def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path):
 
     demos, minari = recorded[0]
     # named by order and seed: sorted, they are in the order they were recorded
-    assert list(demos) == [f"sim/0000{i}-seed{5 + i}_autopilot.h5" for i in range(3)]
+    assert list(demos) == [f"sim/0000{i}-seed{5 + i}_autopilot.{kind}" for i in range(3) for kind in ("h5", "mkv")]
     assert recorded[1] == recorded[0]
     with h5py.File(tmp_path / "first/datasets/demos" / next(iter(demos))) as f:
         assert "started_at_unix" not in f.attrs and f.attrs["sim_seed"] == 5
@@ -100,7 +100,8 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
     "capture/pilot.py", "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
     "capture/listener.py",  # the person's key names, which the scripted person's keyboard reads backwards
-    "capture/status.py", "capture/video.py",  # the live display, the review video
+    "capture/status.py", "capture/footage.py",  # the live display, reading videos back
+    "env/observations.py",  # frames are cropped and resized when a dataset is built, not when recorded
     "elden_il/__init__.py", "elden_il/shadowing.py",
 }
 """Modules the demos stage imports that decide nothing in the files it records."""

@@ -65,6 +65,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 
 from capture.build_dataset import BuildError, build_dataset
 from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.video import codec
 from env.config import EnvConfig
 from env.observations import FrameSpec
 from env.profile import load_profile
@@ -160,7 +161,8 @@ def check_stopped_cleanly_and_recoverable(
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     episode = read_episode(partial.with_name(partial.name.removesuffix(".partial")))
     assert episode.attrs["recovered"]
-    assert all(frame.any() for frame in episode.frames), "every recovered frame has pixels"
+    frames = episode.frames_at(np.arange(len(episode)), FrameSpec(episode.master_size))
+    assert all(frame.any() for frame in frames), "every recovered frame has pixels"
     return episode, finished
 
 
@@ -170,7 +172,7 @@ def test_a_disk_full_before_an_episodes_first_flush_leaves_no_empty_partial(smal
     out = small_disk.path / "raw"
     writer = EpisodeWriter(out, EpisodeMeta(
         profile="sim_margit", attribute_names=("HeroHp",), key_names=("W",), sample_rate_hz=30.0,
-        frame=FrameSpec((64, 64)), window_size=(64, 64), source="autopilot", sim_seed=0, host="in-process"))
+        codec=codec("h264"), window_size=(64, 64), source="autopilot", sim_seed=0, host="in-process"))
     small_disk.fill()
     writer.append(Sample(t=0.0, frame_t=0.0, frame=np.zeros((64, 64, 3), np.uint8), state=np.zeros(1),
                          held=np.zeros(1, bool), pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
@@ -192,7 +194,7 @@ def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: S
     out = small_disk.path / "raw"
     with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():
         result = cli("capture.record", "--host", server.host, "--autopilot", "--no-status", "--out", str(out),
-                     "--max-episode-seconds", "4", "--frame-size", "320x180", timeout=300)
+                     "--max-episode-seconds", "4", timeout=300)
         stopped = time.monotonic()
     episode, finished = check_stopped_cleanly_and_recoverable(small_disk, out, result)
     assert len(finished) >= 1
@@ -484,7 +486,8 @@ def copy_raw(raw_episodes: Path, tmp_path: Path) -> Path:
     raw = tmp_path / "raw"
     raw.mkdir()
     for path in list_episodes(raw_episodes):
-        (raw / path.name).write_bytes(path.read_bytes())
+        for file in (path, path.with_suffix(".mkv")):
+            (raw / file.name).write_bytes(file.read_bytes())
     return raw
 
 
@@ -495,6 +498,63 @@ def spoil_state(path: Path, rows: slice, attribute: str = "HeroHp", value: float
         state = f["state"][()]
         state[rows, column] = value
         f["state"][...] = state
+
+
+def damage_video(video: Path, damage: str) -> None:
+    """Spoil an episode's video as a disk, a copy or a person can."""
+    from capture.footage import count_frames, keep_first
+
+    data = video.read_bytes()
+    if damage == "truncated":  # a copy cut short
+        video.write_bytes(data[: len(data) // 2])
+    elif damage == "corrupt":  # bytes flipped in the middle
+        video.write_bytes(data[: len(data) // 2] + bytes(b ^ 0x5A for b in data[len(data) // 2 : len(data) // 2 + 2000])
+                          + data[len(data) // 2 + 2000 :])
+    elif damage == "another length":  # a whole video, but not of this episode's samples
+        shorter = video.with_name("shorter.mkv")
+        keep_first(video, shorter, count_frames(video) - 10)
+        shorter.replace(video)
+    elif damage == "missing":
+        video.unlink()
+    else:
+        video.write_bytes(b"not a video at all")
+
+
+SHORT = "frames but its episode has"
+VIDEO_DAMAGES = {  # what the line may say: damage the demuxer skips over leaves the video short of frames
+    "truncated": (SHORT, "breaks off into unreadable data"),
+    "corrupt": (SHORT, "breaks off into unreadable data"),
+    "another length": (SHORT,),
+    "missing": ("is missing",),
+    "junk": ("is not a readable video",),
+}
+
+
+@pytest.mark.parametrize("damage", VIDEO_DAMAGES)
+def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes: Path, tmp_path: Path, damage: str):
+    raw = copy_raw(raw_episodes, tmp_path)
+    video = list_episodes(raw)[-1].with_suffix(".mkv")
+    damage_video(video, damage)
+    before = {p.name: p.read_bytes() for p in raw.iterdir()}
+    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
+    line = one_error_line(result.stderr)
+    assert result.returncode == 1 and not (tmp_path / "minari/test/video-v0").exists()
+    assert video.name in line and any(said in line for said in VIDEO_DAMAGES[damage]), line
+    assert "move" in line or "put" in line, line  # what to do
+    assert {p.name: p.read_bytes() for p in raw.iterdir()} == before, "nothing recorded is touched"
+
+
+def test_a_codec_the_ffmpeg_build_lacks_is_one_line_before_anything_is_recorded(tmp_path: Path, monkeypatch):
+    from capture.record import RecordSettings, record
+    from capture.video import CODECS, VideoCodec, VideoError
+
+    monkeypatch.setitem(CODECS, "h266", VideoCodec("h266", "libvvenc", "yuv420p", (), False, "H.266"))
+    with pytest.raises(VideoError) as refused:
+        record(RecordSettings(backend="sim", autopilot=True, max_episodes=1, out=tmp_path / "raw", video_codec="h266"))
+    line = str(refused.value)
+    assert "\n" not in line and "video codec 'h266' needs FFmpeg's libvvenc encoder, which the installed PyAV" in line
+    assert "--video-codec (h264, lossless)" in line
+    assert not list((tmp_path / "raw").iterdir())
 
 
 def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp_path: Path, caplog):
@@ -756,10 +816,13 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(tmp_path,
 CLI_FAULTS = [
     # (command line, the one line's expected text)
     (["capture.record", "--backend", "sim", "--player", "person"], "--player person is who the autopilot is: add --autopilot"),
-    (["capture.record", "--frame-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
-    (["capture.record", "--frame-size", "84"], "size must look like 84x84"),
-    (["capture.record", "--frame-crop", "0,1,1"], "crop must look like 0,0.1,1,1"),
-    (["capture.record", "--frame-crop", "0.5,0,0.4,1"], "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1"),
+    (["capture.record", "--master-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
+    (["capture.record", "--master-size", "84"], "size must look like 84x84"),
+    (["capture.record", "--backend", "sim", "--autopilot", "--master-size", "8x8"],
+     "--master-size 8x8: each side must be from 16 to 7680 pixels"),
+    (["capture.record", "--master-size", "640x480"], "--master-size 640x480: a live game's picture is kept at its "
+                                                      "window's size; resize the game's window instead"),
+    (["capture.record", "--video-codec", "mpeg2"], "argument --video-codec: invalid choice: 'mpeg2'"),
     (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
     (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
     (["capture.record", "--rate", "nan"], "argument --rate: 'nan' must be a number above 0"),
@@ -791,11 +854,12 @@ def test_a_bad_command_line_value_is_one_line(tmp_path: Path, args: list[str], m
     assert message in one_error_line(result.stderr)
 
 
-def test_a_frame_size_down_to_8x8_records(tmp_path: Path):
-    result = record_lock_step(tmp_path, "--max-episodes", "1", "--max-episode-seconds", "1", "--frame-size", "8x8")
+def test_the_smallest_master_size_records_and_gives_frames_down_to_8x8(tmp_path: Path):
+    result = record_lock_step(tmp_path, "--max-episodes", "1", "--max-episode-seconds", "1", "--master-size", "16x16")
     assert result.returncode == 0, result.stderr
     (path,) = list_episodes(tmp_path)
-    assert read_episode(path).frames.shape[1:] == (8, 8, 3)
+    episode = read_episode(path)
+    assert episode.master_size == (16, 16) and episode.frames_at(np.array([0, 1]), FrameSpec((8, 8))).shape == (2, 8, 8, 3)
 
 
 # ------------------------------------------------------------------------ unrecovered partials
@@ -805,7 +869,8 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     raw = tmp_path / "raw"
     raw.mkdir()
     for path in list_episodes(raw_episodes):
-        (raw / path.name).write_bytes(path.read_bytes())
+        for file in (path, path.with_suffix(".mkv")):
+            (raw / file.name).write_bytes(file.read_bytes())
     live = EpisodeWriter(raw, meta())  # being recorded right now
     live.append(sample(0))
     live.flush()
@@ -824,26 +889,25 @@ def test_the_builder_names_each_partial_it_leaves_out(raw_episodes: Path, tmp_pa
     ]
 
 
-def torn_recording(tmp_path: Path, flush_every: int, kept: float) -> tuple[Path, bytes, Path]:
-    """A 60-sample partial cut short after ``kept`` of its bytes (as a copy cut short leaves it),
-    flushed every ``flush_every`` samples while it was written; (torn file, whole bytes, folder)."""
-    from dataclasses import replace
-
-    from env.observations import FrameSpec
+def torn_recording(tmp_path: Path, flush_every: int, kept: float, samples: int = 60) -> tuple[Path, bytes, Path]:
+    """A partial of ``samples`` samples cut short after ``kept`` of its bytes (as a copy cut short
+    leaves it), flushed every ``flush_every`` samples while it was written, its video whole;
+    (torn file, whole bytes, folder)."""
     from test_recording import meta, sample
 
-    rng = np.random.default_rng(0)
-    live = EpisodeWriter(tmp_path / "live", meta(frame=FrameSpec((84, 84)), window_size=(84, 84)))
-    for i in range(60):
-        live.append(replace(sample(i), frame=rng.integers(0, 255, (84, 84, 3), dtype=np.uint8)))
+    live = EpisodeWriter(tmp_path / "live", meta(), lock_step=True)
+    for i in range(samples):
+        live.append(sample(i))
         if (i + 1) % flush_every == 0:
             live.flush()
     live.flush()
     whole = live.path.read_bytes()
     (tmp_path / "whole.h5").write_bytes(whole)
-    live.discard()
+    live._video.close()  # the video whole: only the HDF5 file is torn
     torn = tmp_path / "raw" / "20200101-000000-000000_autopilot.h5.partial"
     torn.parent.mkdir()
+    (torn.parent / "20200101-000000-000000_autopilot.mkv.partial").write_bytes(live.video_path.read_bytes())
+    live.discard()
     torn.write_bytes(whole[: int(len(whole) * kept)])
     return torn, whole, tmp_path / "whole.h5"
 
@@ -851,26 +915,26 @@ def torn_recording(tmp_path: Path, flush_every: int, kept: float) -> tuple[Path,
 def test_a_torn_partial_gives_back_the_samples_written_before_the_tear(tmp_path: Path):
     """The last tenth of a recording lost (a copy cut short): HDF5 will not open it, but the
     samples before the tear are recovered, exactly as written, and the torn file is kept."""
-    torn, whole, intact = torn_recording(tmp_path, flush_every=10, kept=0.9)
+    torn, whole, intact = torn_recording(tmp_path, flush_every=100, kept=0.9, samples=600)
     result = cli("capture.recover", str(torn.parent), timeout=60)
     assert result.returncode == 0, result.stderr
     (recovered,) = list_episodes(torn.parent)
     got = read_episode(recovered)
-    assert 40 <= len(got) < 60 and got.attrs["recovered"]
+    assert 256 <= len(got) < 600 and got.attrs["recovered"]  # whole chunks of 256 state rows
     with h5py.File(intact, "r", libver="latest", swmr=True) as original:  # as a live partial is read
-        for name in ("t", "state", "frames", "keys_held"):
+        for name in ("t", "state", "keys_held"):
             assert np.array_equal(getattr(got, name), original[name][: len(got)]), name
     assert (torn.parent / (torn.name + ".bak")).read_bytes() == whole[: int(len(whole) * 0.9)]
 
 
 def test_a_partial_torn_before_its_samples_were_indexed_is_one_line_and_left_untouched(tmp_path: Path):
-    """Cut short at 54 % of a file never flushed before its end, the index of its frames lies
+    """Cut short at 54 % of a file never flushed before its end, the index of its samples lies
     past the tear: nothing can be trusted, so one line, and the file left as it is."""
     torn, whole, _ = torn_recording(tmp_path, flush_every=1000, kept=400 / 738)
     result = cli("capture.recover", str(torn.parent), timeout=60)
     assert result.returncode == 1
     assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
-    assert [p.name for p in torn.parent.iterdir()] == [torn.name]
+    assert sorted(p.name for p in torn.parent.iterdir()) == [torn.name, torn.name.replace(".h5.", ".mkv.")]
     assert torn.read_bytes() == whole[: int(len(whole) * 400 / 738)]
 
 

@@ -41,7 +41,8 @@ def recorded_while_paused(server: SimServer, out: Path) -> None:
     finally:
         game.close()
     record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="siphon", host=server.host, autopilot=True,
-                          max_episodes=1, max_episode_seconds=0.5, seed=SEED, out=out))
+                          max_episodes=1, max_episode_seconds=0.5, seed=SEED, out=out,
+                          video_codec="lossless"))  # the window's pixels, bit for bit
 
 
 CLOCKS = ("SimTick", "gameSpeedVal", "gameSpeedFlag")
@@ -122,15 +123,15 @@ def test_a_policy_for_a_1280x720_window_refuses_a_live_window_of_another_size(tm
 
 
 def test_a_dataset_is_built_for_the_window_its_episodes_were_captured_from(tmp_path: Path):
-    def recorded(out: Path, capture_size: tuple[int, int] | None, seed: int) -> None:
+    def recorded(out: Path, capture_size: tuple[int, int] | None, seed: int, master: tuple[int, int] | None = None) -> None:
         env = EnvConfig(profile="sim_margit", capture_size=capture_size)
         record(RecordSettings(env=env, backend="sim", autopilot=True, max_episodes=1, max_episode_seconds=1,
-                              seed=seed, out=out, reproducible=True))
+                              seed=seed, out=out, reproducible=True, master_size=master))
 
-    recorded(tmp_path / "small", None, seed=0)
+    recorded(tmp_path / "small", None, seed=0, master=(84, 84))
     recorded(tmp_path / "wide", WINDOW, seed=5)
     root = tmp_path / "minari"
-    # lock-step at the frame size: no picture of its own, as the default pipeline has always built
+    # lock-step at the frame size: no picture of its own, as the default pipeline built before it kept one
     assert build_dataset(tmp_path / "small", "test/small-v0", root=root) is not None
     assert load_demonstrations("test/small-v0", root).config.capture_size is None
     assert load_demonstrations(build_dataset(tmp_path / "wide", "test/wide-v0", root=root).id, root).config.capture_size == WINDOW
@@ -143,7 +144,8 @@ def test_a_dataset_is_built_for_the_window_its_episodes_were_captured_from(tmp_p
     mixed.mkdir()
     for folder in ("small", "wide"):
         (episode,) = (tmp_path / folder).glob("*.h5")
-        episode.rename(mixed / episode.name)
+        for file in (episode, episode.with_suffix(".mkv")):
+            file.rename(mixed / file.name)
     with pytest.raises(BuildError) as refused:
         build_dataset(mixed, "test/y-v0", root=root)
     message = str(refused.value)

@@ -90,6 +90,16 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     ran = {line.split("'")[1] for line in changed.stdout.splitlines() if line.startswith("Running stage")}
     assert ran == {"bc", "finetune", "evaluate"}
 
+    # another frame size is made from the recordings' video: the dataset is rebuilt, nothing recorded again
+    params["dataset"]["frame_size"] = [64, 48]
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    resized = run(project, "dvc", "repro", "dataset")  # the stages after it follow as above
+    assert resized.returncode == 0, resized.stdout + resized.stderr
+    ran = {line.split("'")[1] for line in resized.stdout.splitlines() if line.startswith("Running stage")}
+    assert ran == {"dataset"}
+    built = json.loads(next((project / "datasets/minari").rglob("build.json")).read_text())
+    assert built["env_config"]["frame_size"] == [64, 48] and built["env_config"]["capture_size"] == [256, 256]
+
 
 def commit(project: Path) -> None:
     for command in (["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"]):

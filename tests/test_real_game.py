@@ -181,11 +181,11 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
 
     from capture import floors
     from capture.episode import EpisodeMeta, EpisodeWriter, Sample
-    from env.observations import FrameSpec
+    from capture.video import codec
 
     names = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
     meta = EpisodeMeta(profile="eldenring_margit", attribute_names=names, key_names=("W",), sample_rate_hz=30.0,
-                       frame=FrameSpec((8, 8)), window_size=(8, 8), source="human", sim_seed=None, host="test")
+                       codec=codec("h264"), window_size=(8, 8), source="human", sim_seed=None, host="test")
     fights = (
         [(1100, 4174), (780, 4174), (780, 4024), (1100, 4024), (1100, 3874)],  # a swipe, a light attack, a flask
         [(1100, 4174), (1100, 3834), (480, 3834), (0, 3834)],  # a skill, the holy hammer, then 480 HP: a death

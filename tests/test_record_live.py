@@ -215,11 +215,13 @@ def test_f6_sets_a_saved_episode_aside_until_the_next_is_saved(xvfb: str, tmp_pa
             aside = out / "discarded" / first.name
             wait_for(aside.exists, 10, "the episode to be set aside")
             assert not first.exists() and read_episode(aside).attrs["outcome"] == "stopped"  # whole, undoable
+            assert aside.with_suffix(".mkv").exists() and not first.with_suffix(".mkv").exists()  # with its video
             second = record_one()
             assert not aside.exists()  # gone for good once the next one is saved
             xdotool("keydown", "F5", "keyup", "F5", "keydown", "F5", "keyup", "F5")  # a start and a stop at once
             time.sleep(1.0)
     assert list_episodes(out) == [second], log.read_text()
+    assert list(out.glob("*.mkv")) == [second.with_suffix(".mkv")]
     assert not list(out.glob("*.partial")) and not list((out / "discarded").glob("*"))
 
 
@@ -240,5 +242,6 @@ def test_f6_on_the_fight_in_progress_starts_the_next_episode_at_a_fresh_fight(xv
             time.sleep(1.0)
     (episode,) = [read_episode(p) for p in list_episodes(out)]
     assert episode.attrs["sim_seed"] == 8, log.read_text()  # the fight was restarted, seed 7 given up
+    assert list(out.glob("*.mkv")) == [episode.video] and not list(out.glob("*.mkv.partial"))  # its video gone too
     start = dict(zip(episode.attribute_names, episode.state[0]))
     assert start["HeroHp"] == start["HeroMaxHp"] and start["NpcHp"] == start["NpcMaxHp"]

@@ -4,24 +4,30 @@ Real HDF5 files, real Minari datasets, the real simulator (in-process and over g
 from __future__ import annotations
 
 import itertools
+import json
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import av
 import h5py
 import minari
 import numpy as np
 import pytest
 
 from capture.build_dataset import BuildError, build_dataset, samples_at
+from capture.footage import decoded as decoded_frames
 from capture.build_dataset import main as build_main
 from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.record import MASTER_SIZE
 from capture.inputs import InputLog
 from capture.labels import StepLabeler
 from capture.recover import recover
+from capture.video import codec
 from env.actions import ActionTable
 from env.config import EnvConfig
 from env.factory import make_env
@@ -34,7 +40,7 @@ KEYS = tuple(PROFILE.keybinds.values())
 
 def meta(**kw) -> EpisodeMeta:
     base = dict(profile="sim_margit", attribute_names=("HeroHp", "NpcHp"), key_names=KEYS, sample_rate_hz=30.0,
-                frame=FrameSpec((16, 12)), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
+                codec=codec("lossless"), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
     return EpisodeMeta(**{**base, **kw})
 
 
@@ -46,7 +52,7 @@ def sample(i: int) -> Sample:
 
 
 def test_an_episode_reads_back_exactly_and_is_published_atomically(tmp_path: Path):
-    writer = EpisodeWriter(tmp_path, meta())
+    writer = EpisodeWriter(tmp_path, meta(), lock_step=True)  # appended faster than real time: the encoder is waited for
     samples = [sample(i) for i in range(50)]
     for s in samples:
         writer.append(s)
@@ -59,10 +65,41 @@ def test_an_episode_reads_back_exactly_and_is_published_atomically(tmp_path: Pat
     assert path.suffix == ".h5" and not list(tmp_path.glob("*.partial"))
     ep = read_episode(path)
     assert len(ep) == 50 and ep.attrs["outcome"] == "win" and ep.attrs["sim_seed"] == 3
-    assert np.array_equal(ep.frames, np.stack([s.frame for s in samples]))
+    assert ep.attrs["format_version"] == 2 and ep.video == path.with_suffix(".mkv") and ep.video.exists()
+    # the picture is the video's, losslessly: frame i is sample i, timed by it on the recorder's clock
+    assert np.array_equal(ep.frames_at(np.arange(50), FrameSpec((16, 12))), np.stack([s.frame for s in samples]))
+    with av.open(str(ep.video)) as video:
+        assert [frame.pts for frame in video.decode(video=0)] == [round(s.t * 1000) for s in samples]
+    assert not ep.frame_repeated.any() and json.loads(ep.attrs["stats"])["repeated_frames"] == 0
     assert np.array_equal(ep.keys_pressed, np.stack([s.pressed for s in samples]))
     assert np.array_equal(ep.state[:, 0], 1100.0 - np.arange(50))
     assert list(ep.events["kind"]) == [0, 0, 1] and ep.key_names == KEYS
+
+
+def test_a_full_video_queue_repeats_the_frame_before_and_marks_it_without_delaying_samples(tmp_path: Path, caplog):
+    """Live, a sample never waits for the encoder: a frame that finds the queue full is left out and
+    the one before is encoded again in its place, so the video still holds one frame per sample,
+    and the episode marks and counts each such sample."""
+    size = (1280, 720)  # random pixels at 720p: each frame takes the encoder far longer than an append
+    frames = [np.random.default_rng(i).integers(0, 255, (size[1], size[0], 3), dtype=np.uint8) for i in range(3)]
+    writer = EpisodeWriter(tmp_path, meta(window_size=size))
+    started = time.perf_counter()
+    for i in range(80):
+        writer.append(replace(sample(i), frame=frames[i % 3]))
+    appending = time.perf_counter() - started
+    path = writer.finish("win", {})
+    episode = read_episode(path)
+    repeated = episode.frame_repeated
+    assert 0 < repeated.sum() == json.loads(episode.attrs["stats"])["repeated_frames"] and not repeated[0]
+    assert f"{repeated.sum()} of 80 frames repeat the one before" in caplog.text
+    # the video holds one frame per sample; each marked one is the frame before it, the others their own
+    decoded = np.stack([rgb[::90, ::160] for rgb in decoded_frames(episode.video)])
+    assert len(decoded) == 80
+    own = np.stack([frames[i % 3][::90, ::160] for i in range(80)])
+    for i in range(1, 80):
+        expected = decoded[i - 1] if repeated[i] else own[i]
+        assert np.abs(decoded[i].astype(int) - expected).mean() < 8, i  # lossless codec aside, H.264 is close
+    assert appending < 80 * 0.005, "appending waited for the encoder"
 
 
 def test_an_unfinished_or_corrupt_file_is_refused_clearly(tmp_path: Path):
@@ -85,11 +122,11 @@ WRITER_SCRIPT = textwrap.dedent("""
     from capture.episode import EpisodeWriter
     out = Path({out!r})
     for n in range(2):                           # two finished episodes
-        w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+        w = EpisodeWriter(out, meta(), flush_every_s=0.05, lock_step=True)
         for i in range(30):
             w.append(sample(i))
         w.finish("win", {{}})
-    w = EpisodeWriter(out, meta(), flush_every_s=0.05)
+    w = EpisodeWriter(out, meta(), flush_every_s=0.05, lock_step=True)
     for i in range(10_000):                       # then one that never finishes
         w.append(sample(i))
         time.sleep(0.002)
@@ -111,9 +148,12 @@ def test_a_killed_recorder_loses_no_finished_episode_and_the_partial_one_is_reco
     recovered = recover(partial)
     ep = read_episode(recovered)
     assert ep.attrs["recovered"] and ep.attrs["outcome"] == "recovered"
-    assert len(ep) >= 100  # everything flushed before the kill (flushes every 50 ms)
-    assert np.array_equal(ep.frames[17], sample(17).frame)
+    assert len(ep) >= 100  # everything flushed before the kill (flushes every 50 ms; a video cluster a second)
+    # the video and the state are cut to the same samples: frame i is still sample i
+    assert np.array_equal(ep.frames_at(np.array([17, len(ep) - 1]), FrameSpec((16, 12))),
+                          np.stack([sample(17).frame, sample(len(ep) - 1).frame]))
     assert (tmp_path / (partial.name + ".bak")).exists()
+    assert (tmp_path / partial.name.replace(".h5.partial", ".mkv.partial.bak")).exists()
 
 
 def test_recover_leaves_an_unreadable_file_untouched(tmp_path: Path):
@@ -210,7 +250,7 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
 
     # the dataset names the env it was built for: Minari rebuilds it, as training reads it back
     recovered = loaded.recover_environment()
-    assert recovered.unwrapped.config == EnvConfig(profile="sim_margit")
+    assert recovered.unwrapped.config == EnvConfig(profile="sim_margit", capture_size=MASTER_SIZE)
     assert recovered.observation_space == loaded.observation_space
     recovered.reset(seed=0)
     recovered.step(recovered.action_space.sample())
@@ -226,10 +266,10 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     expected = [decided[round(0.2 * k, 4)] for k in range(len(labels))]
     assert labels == expected
 
-    # frames are the recorded ones, as stored: processed once, by the recorder (tests/test_replay.py
+    # frames are the recorded picture's, cropped and resized by the env's FrameSpec (tests/test_replay.py
     # holds them equal to the live env's)
     at = np.searchsorted(episode.t, t0 + 0.2 * 5, side="right") - 1
-    assert np.array_equal(first.observations["frame"][5], episode.frames[at])
+    assert np.array_equal(first.observations["frame"][5], episode.frames_at(np.array([at]), FrameSpec((84, 84)))[0])
 
     # a fight decided by a death or a kill ends terminated on its final sample, as the env ends it
     outcomes = [read_episode(p, frames=False).attrs["outcome"] for p in paths]
@@ -259,25 +299,18 @@ def test_the_builder_says_what_is_wrong(tmp_path: Path):
     with pytest.raises(BuildError, match="recorded with profile 'sim_margit', not 'eldenring_margit'"):
         build_dataset(raw, "test/z-v0", EnvConfig(profile="eldenring_margit"), root=tmp_path / "minari")
 
-    # frames are resized once, when recorded: a dataset for another size or crop is refused, with both
-    # named and the two ways out (build for the recording's frames, or record for the wanted ones)
-    for size, crop, asked in (((64, 64), (0, 0, 1, 1), "64x64"), ((84, 84), (0, 0.1, 1, 1), "84x84 cropped to 0,0.1,1,1")):
-        with pytest.raises(BuildError) as refused:
-            build_dataset(raw, "test/u-v0", EnvConfig(frame_size=size, frame_crop=crop), root=tmp_path / "minari")
-        message = str(refused.value)
-        assert f"recorded with 84x84 frames, not the {asked} this dataset is for" in message, message
-        assert "dataset.frame_size: [84, 84]" in message and "python -m capture.record --frame-size" in message
-    # the command line builds for the recording's frames unless told otherwise; so did files that
-    # were recorded before episodes stored their crop (the recorder could not crop then)
-    (path,) = list_episodes(raw)
-    with h5py.File(path, "r+") as f:
-        assert list(f.attrs["frame_crop"]) == [0, 0, 1, 1]
-        del f.attrs["frame_crop"]
-    assert build_main(["--raw", str(raw), "--id", "test/t-v0", "--root", str(tmp_path / "minari")]) == 0
-    assert build_main(["--raw", str(raw), "--id", "test/s-v0", "--root", str(tmp_path / "minari"), "--frame-size", "64x64"]) == 1
+    # the recording keeps its picture: any frame size and crop up to it builds; a larger one is one
+    # line naming the file, both sizes and the ways out
+    assert build_main(["--raw", str(raw), "--id", "test/t-v0", "--root", str(tmp_path / "minari"),
+                       "--frame-size", "64x48", "--frame-crop", "0,0.1,1,1"]) == 0
+    with pytest.raises(BuildError) as refused:
+        build_dataset(raw, "test/u-v0", EnvConfig(frame_size=(200, 200), frame_crop=(0, 0, 0.5, 1)),
+                      root=tmp_path / "minari")
+    assert "keeps its picture at 256x256 (128x256 after the crop), smaller than the 200x200 cropped to 0,0,0.5,1 " \
+           "frames asked for: build at most 128x256, or record with a larger master size" in str(refused.value)
 
     # a salvaged episode with no samples (a crash before the first flush) is skipped, not fatal
-    recorded_as = dict(attribute_names=PROFILE.attribute_names, frame=FrameSpec((84, 84)), window_size=(84, 84))
+    recorded_as = dict(attribute_names=PROFILE.attribute_names, window_size=MASTER_SIZE)
     writer = EpisodeWriter(raw, meta(**recorded_as))
     writer.finish("recovered", {})
     assert len(list_episodes(raw)) == 2
@@ -309,7 +342,7 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
     from env.sim.game import SimGame
 
     game = SimGame("sim_margit", seed=0)
-    sampler = Sampler(game, InputLog(KEYS), FrameSpec((84, 84)), rate_hz=30)
+    sampler = Sampler(game, InputLog(KEYS), rate_hz=30)
     times = [sampler.next_sample()[0].t for _ in range(10)]
     assert np.allclose(np.diff(times), 1 / 30, atol=1 / 60)  # lock-step: on the 60 Hz tick grid
     game.wait_until(game.now() + 0.5)  # a pause between episodes: about 15 deadlines missed
@@ -339,7 +372,7 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
 
     game.observe = stalling
     inputs = InputLog(KEYS)
-    sampler = Sampler(game, inputs, FrameSpec((84, 84)), rate_hz=30)
+    sampler = Sampler(game, inputs, rate_hz=30)
     samples, events = [], []
     for _ in range(60):
         inputs.tap([KEYS[0]])
@@ -356,17 +389,14 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
 
 
 def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
-    from capture.video import VideoSidecar
-
-    kept, dropped = VideoSidecar(tmp_path / "kept.mp4", 30), VideoSidecar(tmp_path / "dropped.mp4", 30)
-    frame = np.random.default_rng(0).integers(0, 255, (90, 160, 3), dtype=np.uint8)
-    for video in (kept, dropped):
-        for _ in range(10):
-            video.add(frame)
-    kept.close()
+    kept, dropped = EpisodeWriter(tmp_path, meta(), name="kept"), EpisodeWriter(tmp_path, meta(), name="dropped")
+    for writer in (kept, dropped):
+        for i in range(10):
+            writer.append(sample(i))
+    kept.finish("win", {})
     dropped.discard()
-    assert (tmp_path / "kept.mp4").stat().st_size > 0
-    assert not (tmp_path / "dropped.mp4").exists() and not dropped._thread.is_alive()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept_autopilot.h5", "kept_autopilot.mkv"]
+    assert not dropped._video._thread.is_alive()
 
 
 def test_an_episode_starts_when_both_fighters_are_at_full_hp():
@@ -409,3 +439,41 @@ def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: P
         assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is interrupt
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+def as_format_1(episode: Path, frame: FrameSpec) -> np.ndarray:
+    """Rewrite a format 2 episode as format 1 wrote it (docs/formats.md 1.8): its frames, cropped
+    and resized when sampled, inside the file, and no video; returns those frames."""
+    recorded = read_episode(episode)
+    frames = recorded.frames_at(np.arange(len(recorded)), frame)
+    with h5py.File(episode, "r+") as f:
+        f.create_dataset("frames", data=frames, chunks=(1, *frame.shape), compression="gzip", compression_opts=1)
+        for name in ("video", "video_codec", "video_lossless"):
+            del f.attrs[name]
+        f.attrs.update({"format_version": 1, "frame_size": list(frame.size), "frame_crop": list(frame.crop)})
+    recorded.video.unlink()
+    return frames
+
+
+def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_for_another(tmp_path: Path):
+    raw = tmp_path / "raw"
+    record_in_process(raw, episodes=1, max_seconds=4)
+    (path,) = list_episodes(raw)
+    stored = as_format_1(path, FrameSpec((84, 84), (0.0, 0.1, 1.0, 1.0)))
+    episode = read_episode(path)
+    assert episode.format == 1 and episode.video is None and episode.stored_frames == FrameSpec((84, 84), (0, 0.1, 1, 1))
+
+    # built at its own size and crop (the command line's default for it), with the frames it stored
+    assert build_main(["--raw", str(raw), "--id", "test/old-v0", "--root", str(tmp_path / "minari")]) == 0
+    built = next(minari.load_dataset("test/old-v0").iterate_episodes())
+    t = episode.t
+    at = samples_at(t, t[0] + 0.2 * np.arange(len(built.actions) + 1))
+    assert np.array_equal(built.observations["frame"], stored[at])
+
+    # asked for another, one line saying what it can give and how to get more
+    with pytest.raises(BuildError) as refused:
+        build_dataset(raw, "test/new-v0", EnvConfig(frame_size=(128, 128)), root=tmp_path / "minari")
+    message = str(refused.value)
+    assert "\n" not in message and f"{path.name} is a format 1 episode: its frames were stored at 84x84 cropped to " \
+        "0,0.1,1,1 when recorded, and that is all it can give, not 128x128" in message, message
+    assert "--frame-size 84x84 --frame-crop 0,0.1,1,1" in message and "record again" in message

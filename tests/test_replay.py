@@ -8,9 +8,12 @@ observation must equal ``Demonstrations.batch`` at that step, key by key, byte f
 padding, stacking or preprocessing rule that differs between the env and the dataset path (the
 idle action, the first frame, a crop, a resize) fails here.
 
-One case records with a crop and a capture larger than the frame (the simulator renders at least
-16x16, so a 12x10 frame is cut and scaled down from it, as a game's 1920x1080 capture is): a
-frame cropped or resized a second time on the way to the dataset differs from the live one.
+Each episode keeps its picture at a master size, losslessly (``--video-codec lossless``), and the
+dataset's frames are cropped and resized from the decoded video by the env's ``FrameSpec``; the
+env, built for the dataset, draws that master picture and crops and resizes it the same way. One
+case crops and scales a 12x10 frame down from it, as from a game's 1920x1080 capture; another
+builds a dataset of another size and crop from recordings made for the first, without recording
+again: a frame cropped or resized otherwise on the way to the dataset differs from the live one.
 
 The profile is the simulator's with its idle action moved to the end of the table, so a rule that
 pads with action 0 instead of the table's idle action cannot pass by luck.
@@ -53,20 +56,25 @@ CASES = {
     "multi_binary": dict(action_mode="multi_binary"),
     "cropped-and-downscaled": dict(action_mode="discrete", frame_size=(12, 10), frame_crop=(0.0, 0.25, 1.0, 1.0)),
 }
+REBUILT = dict(frame_size=(48, 32), frame_crop=(0.1, 0.0, 0.9, 0.8))
+"""The frame the last case's dataset is built at, from recordings made for the default frame."""
+MASTER = (96, 96)
+"""The picture the fights are recorded at: small, for a quick test, larger than every frame."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", [*CASES, "rebuilt-at-another-size"])
 def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replayed(tmp_path: Path, case: str):
     profile = idle_last_profile(tmp_path / "profile")
-    config = EnvConfig(profile=profile, frame_stack=3, action_history=4, **CASES[case])
+    recorded_for = EnvConfig(profile=profile, frame_stack=3, action_history=4, **CASES.get(case, {}))
+    config = recorded_for.replace(**REBUILT) if case == "rebuilt-at-another-size" else recorded_for
     action_mode = config.action_mode
     assert action_mode != "discrete" or config.actions(load_profile(profile)).idle == 12
-    record(RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=20,
-                          seed=5, out=tmp_path / "raw"))
+    record(RecordSettings(env=recorded_for, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=20,
+                          seed=5, out=tmp_path / "raw", master_size=MASTER, video_codec="lossless"))
     build_dataset(tmp_path / "raw", "test/replay-v0", config, root=tmp_path / "minari")
     demos = load_demonstrations("test/replay-v0", tmp_path / "minari")
-    assert demos.config == config and demos.source_episodes == 2
+    assert demos.config == config.replace(capture_size=MASTER) and demos.source_episodes == 2
 
     padded_steps = max(config.frame_stack, config.action_history) + 1
     for episode in range(demos.source_episodes):
@@ -77,9 +85,8 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
         env = make_env(demos.config)
         try:
             obs, _ = env.reset(options={"fight_seed": 5 + episode})
-            if case == "cropped-and-downscaled":  # the premise: the game's frame is cut and scaled down
-                captured = env.game.capture_frame().rgb.shape
-                assert captured[0] > config.frame_size[1] and captured[1] > config.frame_size[0], captured
+            captured = env.game.capture_frame().rgb.shape  # the premise: the master picture, cut and scaled down
+            assert captured[:2] == MASTER[::-1] and captured[0] > config.frame_size[1], captured
             for step, row in enumerate(rows):
                 expected = demos.batch(np.array([row]))
                 assert set(expected) == set(obs)

@@ -11,11 +11,9 @@ import time
 from pathlib import Path
 
 import cv2
-import grpc
 import numpy as np
 import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
-from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv

@@ -30,8 +30,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 # pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
-# d3rlpy and fills a TorchRL buffer
-.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl]"
+# d3rlpy and fills a TorchRL buffer; ray: fan-out over a cluster (tests/test_fanout.py starts one)
+.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl,ray]"
 # d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every
 # import, and stable-baselines3 imports gym whenever it is installed: every command would print
 # it. gym_notices carries nothing but that notice (gym runs without it).

@@ -1,0 +1,167 @@
+"""Fan-out over Ray (``env.fanout``): the same fights, fight for fight, on a real two-node
+cluster as in one process; a worker killed mid-evaluation has its fights rerun, or named when
+they are lost for good; an unreachable ``RAY_ADDRESS`` is one line.
+
+One cluster for the module (two nodes of one CPU each, on loopback only): starting one costs
+tens of seconds on two shared cores.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.factory import make_env
+from env.fanout import FanoutError, keep_to_loopback, play_fights
+from env.play import RandomActor
+from env.sim.duel import duel
+from env.sim.expert import ScriptedExpert, expert_actor
+
+ROOT = Path(__file__).parents[1]
+CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A head and one worker node, one CPU each, bound to 127.0.0.1; its address."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    keep_to_loopback()
+    from ray.cluster_utils import Cluster
+
+    local = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
+    local.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    yield local.address
+    import ray
+
+    ray.shutdown()
+    local.shutdown()
+
+
+@pytest.fixture
+def on_cluster(cluster: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The one switch: Ray's own RAY_ADDRESS, set for this test."""
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    return cluster
+
+
+make = partial(make_env, CONFIG, state_attributes=ScriptedExpert.ATTRIBUTES)
+"""The env factory, by reference to importable code: Ray workers import what they unpickle, and
+this test module is not on their path."""
+
+
+@pytest.mark.slow
+def test_duel_plays_the_same_fights_on_a_two_node_cluster(monkeypatch: pytest.MonkeyPatch, cluster: str):
+    seeds = list(range(10, 16))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = duel("expert", seeds, CONFIG)
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    import ray
+
+    there = duel("expert", seeds, CONFIG)
+    assert there == here  # every field of every fight, floats included
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    assert any(r.win for r in here) or any(r.boss_damage_dealt > 0 for r in here)  # fights, not no-ops
+
+
+@pytest.mark.slow
+def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             cluster: str):
+    import torch
+
+    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.policy import make_policy, save_env_config
+    from env.profile import load_profile
+
+    torch.manual_seed(0)
+    save_env_config(tmp_path, CONFIG)
+    make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
+    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
+    seeds = list(range(100, 106))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = evaluate(actors, make, seeds, parallel=3)
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    there = evaluate(actors, make, seeds, parallel=3)
+    for name in actors:
+        assert {k: v for k, v in there[name].items() if k != "fights_per_minute"} == \
+               {k: v for k, v in here[name].items() if k != "fights_per_minute"}
+
+
+def kill_a_running_fight_chunk(timeout: float = 60.0) -> int:
+    """SIGKILL one Ray worker while it plays fights (its process title names the task); its pid."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                playing = cmdline.read_bytes().startswith(b"ray::_play")
+            except OSError:  # the process ended while we looked
+                continue
+            if playing:
+                pid = int(cmdline.parent.name)
+                os.kill(pid, signal.SIGKILL)
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("no Ray worker was seen playing fights")
+
+
+def play_while_killing(seeds: list[int], retries: int) -> tuple[object, int]:
+    """Play ``seeds`` on the cluster while one worker is killed mid-chunk: (result or error, pid)."""
+    outcome: dict = {}
+
+    def play() -> None:
+        try:
+            outcome["result"] = play_fights(make, expert_actor(CONFIG), seeds, parallel=2, retries=retries)[0]
+        except EldenILError as e:
+            outcome["result"] = e
+
+    thread = threading.Thread(target=play)
+    thread.start()
+    pid = kill_a_running_fight_chunk()
+    thread.join(timeout=300)
+    return outcome["result"], pid
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_evaluation_has_its_fights_rerun(on_cluster: str, monkeypatch: pytest.MonkeyPatch):
+    seeds = list(range(200, 212))
+    result, _ = play_while_killing(seeds, retries=3)
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert result == play_fights(make, expert_actor(CONFIG), seeds, parallel=2)[0]
+
+
+@pytest.mark.slow
+def test_fights_lost_for_good_are_named_never_a_short_count(on_cluster: str):
+    seeds = list(range(300, 312))
+    result, _ = play_while_killing(seeds, retries=0)
+    assert isinstance(result, FanoutError), result
+    assert "jobs lost with their Ray workers" in str(result)
+    assert "fights of seeds 3" in str(result) and "\n" not in str(result)
+
+
+def test_an_unreachable_ray_address_is_one_line():
+    """A head that is not there: one line at once (Ray alone would retry for minutes)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens on it once closed
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"], cwd=ROOT,
+                            env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"RAY_ADDRESS=127.0.0.1:{port}: no Ray head answers there" in lines[0]
+    assert "ray start --head" in lines[0] and "unset RAY_ADDRESS" in lines[0]
+    assert time.monotonic() - started < 60

@@ -110,19 +110,22 @@ def cluster_cpus() -> int:
     return max(1, int(connect().cluster_resources().get("CPU", 1)))
 
 
-def fan_out(job: Callable[[T], R], items: Sequence[T], describe: Callable[[T], str] = str,
-            retries: int = RETRIES) -> list[R]:
-    """``[job(item) for item in items]``: here, or as Ray tasks (one CPU each) when
-    ``RAY_ADDRESS`` is set. Results come back in the items' order. An error raised by a job
-    propagates as itself; a job whose worker died ``retries + 1`` times is reported, with every
-    other job's fate, by a ``FanoutError`` naming it (``describe(item)``)."""
+def fan_out(job: Callable[..., R], items: Sequence[T], describe: Callable[[T], str] = str,
+            retries: int = RETRIES, shared: Any = None) -> list[R]:
+    """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here,
+    or as Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset)
+    travels to each node once, not once per job. Results come back in the items' order. An
+    error raised by a job propagates as itself; a job whose worker died ``retries + 1`` times is
+    reported, with every other lost job, by a ``FanoutError`` naming it (``describe(item)``)."""
+    front = () if shared is None else (shared,)
     if cluster_address() is None:
-        return [job(item) for item in items]
+        return [job(*front, item) for item in items]
     ray = connect()
     from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, WorkerCrashedError
 
-    task = ray.remote(num_cpus=1, max_retries=retries)(job)
-    refs = [task.remote(item) for item in items]
+    task = ray.remote(num_cpus=1, max_retries=retries)(_call)
+    front = tuple(ray.put(value) for value in front)
+    refs = [task.remote(job, *front, item) for item in items]
     results: list[R] = []
     lost: list[str] = []
     for item, ref in zip(items, refs):
@@ -135,6 +138,11 @@ def fan_out(job: Callable[[T], R], items: Sequence[T], describe: Callable[[T], s
         raise FanoutError(f"{len(lost)} of {len(items)} jobs lost with their Ray workers after {retries} reruns "
                           f"({'; '.join(lost)}); nothing was written: rerun when the cluster is healthy")
     return results
+
+
+def _call(job: Callable[..., R], *args: Any) -> R:
+    """A job as one Ray task: any callable (a ``functools.partial`` too, which Ray's decorator refuses)."""
+    return job(*args)
 
 
 @dataclass(frozen=True)

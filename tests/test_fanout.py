@@ -103,7 +103,7 @@ def kill_a_running_fight_chunk(timeout: float = 60.0) -> int:
     while time.monotonic() < deadline:
         for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
             try:
-                playing = cmdline.read_bytes().startswith(b"ray::_play")
+                playing = cmdline.read_bytes().startswith(b"ray::_call")
             except OSError:  # the process ended while we looked
                 continue
             if playing:
@@ -165,3 +165,22 @@ def test_an_unreachable_ray_address_is_one_line():
     assert f"RAY_ADDRESS=127.0.0.1:{port}: no Ray head answers there" in lines[0]
     assert "ray start --head" in lines[0] and "unset RAY_ADDRESS" in lines[0]
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              cluster: str):
+    """Each (fights, training seed) policy is a Ray task: trained and evaluated there, the same
+    policy and the same fights as in one process."""
+    from elden_il.pipeline import load_params
+    from elden_il.scaling import study
+
+    params = load_params(ROOT / "params.yaml")
+    params["bc"] = {**params["bc"], "epochs": 1}
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = study([1, 2], [0, 1], 3, params, tmp_path / "here")
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    there = study([1, 2], [0, 1], 3, params, tmp_path / "there")
+    timings = ("train_seconds",)
+    assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == \
+           [{k: v for k, v in row.items() if k not in timings} for row in here["rows"]]

@@ -184,3 +184,33 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, mo
     timings = ("train_seconds",)
     assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == \
            [{k: v for k, v in row.items() if k not in timings} for row in here["rows"]]
+
+
+@pytest.mark.slow
+def test_rllib_ppo_trains_on_the_registered_env_on_the_cluster(on_cluster: str):
+    """RLlib above the Gymnasium API, as EldenGym's architecture promises: the registered id
+    (``env:`` makes each env runner import the package that registers it), its Dict observation
+    flattened by RLlib's own connector, the in-process simulator, an env runner on the cluster."""
+    import math
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+
+    from env.fanout import connect
+
+    connect()
+    config = (
+        PPOConfig()
+        .environment("env:EldenIL/Margit-v0", env_config={"frame_size": (16, 16), "max_steps": 40})
+        .env_runners(num_env_runners=1, rollout_fragment_length=64,
+                     env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations())
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+    )
+    algo = config.build_algo()
+    try:
+        results = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 256
+    assert math.isfinite(results[-1]["learners"]["default_policy"]["total_loss"])

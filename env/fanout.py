@@ -16,8 +16,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -35,6 +37,9 @@ RETRIES = 3
 CONNECT_TIMEOUT_S = 5.0
 """How long a head's address may take to accept a TCP connection: Ray itself waits minutes for
 a GCS that is not there, printing warnings, before it gives up."""
+
+
+TOKEN_HINT = "RAY_AUTH_MODE=token here and the head's ~/.ray/auth_token copied to this machine"
 
 
 class FanoutError(EldenILError):
@@ -62,11 +67,21 @@ def keep_to_loopback() -> None:
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 
 
+def _head(address: str) -> str | None:
+    """The head ``address`` names: ``auto`` is the last cluster started on this machine, as Ray
+    records it in its temporary folder (None: no record, and Ray says so at once)."""
+    if address != "auto":
+        return address
+    record = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        return record.read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _check_reachable(address: str) -> None:
     """A head's host:port must accept a connection, checked quickly: Ray's own connect waits
-    minutes for an unreachable GCS before it fails. ``auto`` needs no check (Ray fails fast)."""
-    if address == "auto":
-        return
+    minutes for an unreachable GCS before it fails."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
         raise FanoutError(f"{ADDRESS_VARIABLE}={address} is not auto, HOST:PORT or ray://HOST:PORT: "
@@ -75,7 +90,7 @@ def _check_reachable(address: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
         raise FanoutError(f"{ADDRESS_VARIABLE}={address}: no Ray head answers there ({e.strerror or e}); start one with "
-                          f"`ray start --head --node-ip-address 127.0.0.1`, or unset {ADDRESS_VARIABLE} to run in this process") from None
+                          f"`ray start --head`, or unset {ADDRESS_VARIABLE} to run in this process") from None
 
 
 def connect() -> Any:
@@ -85,7 +100,8 @@ def connect() -> Any:
     if address is None:
         raise FanoutError(f"{ADDRESS_VARIABLE} is not set: there is no Ray cluster to fan out to")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    if _host(address).startswith(LOOPBACK_HOSTS):
+    head = _head(address)
+    if head is not None and _host(head).startswith(LOOPBACK_HOSTS):
         keep_to_loopback()
     try:
         import ray
@@ -93,12 +109,13 @@ def connect() -> Any:
         raise FanoutError(f"{ADDRESS_VARIABLE} is set but Ray is not installed: `pip install -e '.[ray]'` "
                           f"(scripts/setup.sh does), or unset {ADDRESS_VARIABLE} to run in this process") from None
     if not ray.is_initialized():
-        _check_reachable(address)
+        if head is not None:
+            _check_reachable(head)
         try:
             ray.init(address=address, logging_level=logging.WARNING)
         except ConnectionError as e:
-            raise FanoutError(f"{ADDRESS_VARIABLE}={address}: {e} Start a head with `ray start --head "
-                              f"--node-ip-address 127.0.0.1`, or unset {ADDRESS_VARIABLE}") from None
+            raise FanoutError(f"{ADDRESS_VARIABLE}={address}: {e} Start a head with `ray start --head`, or unset "
+                              f"{ADDRESS_VARIABLE}; a head with token authentication needs {TOKEN_HINT}") from None
         log.info("fanning out to the Ray cluster at %s (%s CPUs)", address, ray.cluster_resources().get("CPU", 0))
     return ray
 

@@ -214,3 +214,65 @@ def test_rllib_ppo_trains_on_the_registered_env_on_the_cluster(on_cluster: str):
     assert [r["training_iteration"] for r in results] == [1, 2]
     assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 256
     assert math.isfinite(results[-1]["learners"]["default_policy"]["total_loss"])
+
+
+VEC_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20, frame_size=(36, 36))
+
+
+@pytest.mark.slow
+def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str):
+    """Sub-envs in Ray actors on the two nodes: the same observations, rewards, ends of episode
+    and terminal observations as SB3's DummyVecEnv for the same seeds, through auto-resets."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from elden_il.ray_vec_env import RayVecEnv
+    from env.factory import env_fns
+
+    def rollout(vec) -> list:
+        vec.seed(7)
+        steps = [vec.reset()]
+        rng = np.random.default_rng(0)
+        for _ in range(45):  # two episodes and a bit, each env
+            steps.append(vec.step(rng.integers(vec.action_space.n, size=vec.num_envs)))
+        vec.close()
+        return steps
+
+    here = rollout(DummyVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    there = rollout(RayVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    for mine, theirs in zip(here, there):
+        obs_here, obs_there = (mine, theirs) if isinstance(mine, dict) else (mine[0], theirs[0])
+        for key in obs_here:
+            np.testing.assert_array_equal(obs_there[key], obs_here[key])
+        if not isinstance(mine, dict):
+            # rewards: DummyVecEnv keeps float32, SubprocVecEnv (and so this) the env's own floats
+            np.testing.assert_array_equal(theirs[1].astype(np.float32), mine[1])
+            np.testing.assert_array_equal(theirs[2], mine[2])  # dones
+            for info_here, info_there in zip(mine[3], theirs[3]):
+                assert info_there.keys() == info_here.keys()
+                if "terminal_observation" in info_here:
+                    for key in info_here["terminal_observation"]:
+                        np.testing.assert_array_equal(info_there["terminal_observation"][key],
+                                                      info_here["terminal_observation"][key])
+    assert sum(int(step[2].sum()) for step in here[1:]) >= 4  # episodes ended and auto-reset
+
+
+@pytest.mark.slow
+def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: str):
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from elden_il.ray_vec_env import RayVecEnv
+    from env.factory import env_fns
+
+    def buffer(vec) -> tuple:
+        model = PPO("MultiInputPolicy", vec, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+        model.learn(32)
+        vec.close()
+        return model.rollout_buffer.actions.copy(), model.rollout_buffer.rewards.copy()
+
+    actions, rewards = buffer(DummyVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    ray_actions, ray_rewards = buffer(RayVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    np.testing.assert_array_equal(ray_actions, actions)
+    np.testing.assert_array_equal(ray_rewards, rewards)

@@ -78,6 +78,10 @@ def main() -> None:
     parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
     parser.add_argument("--models", type=Path, default=ROOT / "datasets/models",
                         help="where the pipeline saved bc/ and finetuned/ (default: %(default)s)")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="torch threads of the one process (default: torch's own, one per core; Ray's "
+                             "workers run one each). On a machine shared with other work, one thread is "
+                             "far faster than two")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
@@ -85,6 +89,10 @@ def main() -> None:
     from env.fanout import keep_to_loopback
 
     keep_to_loopback()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
     here, before = evaluate_all(args.models, args.fights)
     print(f"one process: {before:.1f} s ({4 * args.fights / before * 60:.0f} fights a minute)")
     runs: dict = {}
@@ -101,7 +109,8 @@ def main() -> None:
             print(f"{name}: {run['seconds']:.1f} s, {run['speedup']:.2f}x one process (cluster start "
                   f"{run['cluster_start_seconds']:.1f} s); same results fight for fight: {run['same_results']}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": describe(), "fights_per_policy": args.fights, "runs": runs,
+        Path(args.json).write_text(json.dumps({"machine": describe(), "fights_per_policy": args.fights,
+                                               "torch_threads": args.torch_threads, "runs": runs,
                                                "results": outcomes(here)}, indent=1))
 
 

@@ -115,7 +115,7 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
 def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
     """``NAME [FIELD=VALUE ...]`` as a name and ``base`` with those fields replaced (values in
     YAML, checked by the config's own rules)."""
-    from elden_il.pipeline import ParamsError, dataclass_params
+    from elden_il.params import ParamsError, read_section
 
     name, *settings = words
     changes = {}
@@ -125,7 +125,7 @@ def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
             raise SystemExit(f"--variant {name}: {setting!r} is not FIELD=VALUE (e.g. n_epochs=10)")
         changes[field] = yaml.safe_load(value)
     try:
-        return name, dataclass_params({**vars(base), **changes}, "finetune", type(base))
+        return name, read_section({**vars(base), **changes}, "finetune", type(base))
     except ParamsError as e:
         raise SystemExit(f"--variant {name}: {e}") from None
 
@@ -150,12 +150,11 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
-    from elden_il.finetune import FinetuneConfig, finetune
-    from elden_il.pipeline import dataclass_params
+    from elden_il.finetune import finetune
+    from elden_il.params import load_params
     from elden_il.policy import load_env_config
 
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    base = dataclass_params(params["finetune"], "finetune", FinetuneConfig)
+    base = load_params(ROOT / "params.yaml").finetune
     base = replace(base, total_steps=args.steps or base.total_steps)
     variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
     env_config = load_env_config(args.policy)

@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import describe
-from elden_il.pipeline import env_config, load_params
+from elden_il.params import PipelineParams, load_params
 
 log = logging.getLogger("bench_human_path")
 
@@ -68,15 +68,19 @@ class Decisions:
     action: list[str] = field(default_factory=list)
 
 
-class ScriptedPerson(threading.Thread):
-    """The scripted expert at the keyboard. Every ``step_s`` on its own clock it reads the game
-    through its own Siphon client (never configuring the server, as a second program must not),
-    decides, and presses the keys with real key events into the focused window. A fight is
-    joined when it is fresh (both at full HP) and left when a fighter is down."""
+class KeyboardPlayer(threading.Thread):
+    """A scripted player at the keyboard: the scripted expert, or the person-like one
+    (``env.sim.person``). It watches the game ``rate`` times a second through its own Siphon
+    client (never configuring the server, as a second program must not), decides once per
+    ``step_s`` on its own clock (and, the person-like one, as soon as it notices a boss move), and
+    presses the keys with real key events into the focused window, holding a tapped key for its
+    tap's length (released late, a roll starts late: the expert's dodges have tens of
+    milliseconds to spare). A fight is joined when it is fresh (both at full HP) and left when a
+    fighter is down."""
 
-    def __init__(self, host: str, step_s: float, tap_ms: float) -> None:
+    def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float) -> None:
         super().__init__(daemon=True)
-        self.host, self.step_s, self.tap_s = host, step_s, tap_ms / 1000
+        self.host, self.player, self.step_s, self.tap_s, self.period = host, player, step_s, tap_ms / 1000, 1 / rate
         self.decisions = Decisions()
         self.fights_joined = 0
         self.stopping = threading.Event()
@@ -89,16 +93,22 @@ class ScriptedPerson(threading.Thread):
             self.error = e
 
     def _play(self) -> None:
+        from capture.autopilot import DecisionClock
         from capture.takeover import PynputKeyboard
         from env import fight
         from env.actions import ActionTable, KeyCommand
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
+        from env.sim.person import PersonLikeExpert
         from env.siphon import SiphonClient, SiphonError
 
         table = ActionTable(load_profile("sim_margit"), "discrete")
-        expert = ScriptedExpert(self.step_s)
+        if self.player == "expert":
+            expert = ScriptedExpert(self.step_s, self.tap_s)
+        else:
+            expert = PersonLikeExpert(self.step_s, seed=0)
+        clock = DecisionClock(self.step_s)
         keyboard = PynputKeyboard()
         client = SiphonClient(self.host)
         names = [*ScriptedExpert.ATTRIBUTES, "HeroMaxHp", "NpcMaxHp"]
@@ -106,7 +116,7 @@ class ScriptedPerson(threading.Thread):
         deadline = time.monotonic()
         try:
             while not self.stopping.is_set():
-                deadline += self.step_s
+                deadline += self.period
                 try:
                     state = GameState(client.read(names), time.monotonic())
                 except SiphonError:
@@ -117,17 +127,19 @@ class ScriptedPerson(threading.Thread):
                         in_fight = True
                         self.fights_joined += 1
                         expert.reset()
+                        clock.reset()
                     if in_fight and fight.AT_DEATH.is_over(state):
                         in_fight = False
                         keyboard.release()
-                    if in_fight:
+                    if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
                         name = expert.act(state)
                         self.decisions.t.append(state.timestamp)
                         self.decisions.action.append(name)
                         command = table.command(table.index(name))
                         keyboard.play(KeyCommand(command.hold | frozenset(command.tap)))
                         if command.tap:  # a person's tap lasts as long as a finger stays down
-                            time.sleep(self.tap_s)
+                            tap_s = (expert.tap_ms() or 1000 * self.tap_s) / 1000
+                            time.sleep(tap_s)
                             keyboard.play(KeyCommand(command.hold))
                 time.sleep(max(0.0, deadline - time.monotonic()))
         finally:
@@ -150,26 +162,27 @@ def a_display() -> Iterator[None]:
 def record_as_a_person(
     fights: int,
     out: Path,
-    params: dict,
+    params: PipelineParams,
+    player: str,
     tap_ms: float,
     fight_seconds: float = 300,
     window: tuple[int, int] = WINDOW,
 ) -> Decisions:
-    """``fights`` fights played through a ``window``-sized play window by the scripted person,
+    """``fights`` fights played through a ``window``-sized play window by ``player`` at the keyboard,
     recorded by the real recorder in its own process (an episode ends after ``fight_seconds``,
     as the recorder's ``--max-episode-seconds``); returns the person's decisions."""
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
-    config = env_config(params)
-    rate = (params.get("demos") or {}).get("rate_hz", 30)
+    config = params.env_config()
+    rate = params.demos.rate_hz
     server_log = out.with_suffix(".server.log")
     with (
         a_display(),
         SimServer(seed=0, size=window, extra_args=("--window",), log_path=server_log) as server,
     ):
         focus_window(server.process.pid)
-        person = ScriptedPerson(server.host, config.timestep_ms / 1000, tap_ms)
+        person = KeyboardPlayer(server.host, player, config.timestep_ms / 1000, tap_ms, rate)
         person.start()
         recorder_log = out.with_suffix(".recorder.log")
         with open(recorder_log, "wb") as sink:
@@ -212,19 +225,20 @@ def record_as_a_person(
 
 
 def record_lock_step(
-    fights: int, out: Path, params: dict, capture_size: tuple[int, int] | None = None
+    fights: int, out: Path, params: PipelineParams, player: str, capture_size: tuple[int, int] | None = None
 ) -> None:
-    """The autopilot's fights in-process; ``capture_size``: the picture drawn at that size and
+    """``player``'s fights in-process, as the autopilot; ``capture_size``: the picture drawn at that size and
     then made an observation as the play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
-    rate = (params.get("demos") or {}).get("rate_hz", 30)
-    config = env_config(params).replace(profile="sim_margit", capture_size=capture_size)
+    rate = params.demos.rate_hz
+    config = params.env_config().replace(profile="sim_margit", capture_size=capture_size)
     record(
         RecordSettings(
             env=config,
             backend="sim",
             autopilot=True,
+            player=player,
             max_episodes=fights,
             seed=0,
             rate=rate,
@@ -233,7 +247,7 @@ def record_lock_step(
     )
 
 
-def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
+def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:
     """How often a step's label is the person's last decision within that step, on the
     builder's own step grid and labels (the steps with a decision in them)."""
     from capture.build_dataset import step_labels
@@ -245,7 +259,7 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
     table = ActionTable(load_profile("sim_margit"), "discrete")
     decided_t = np.asarray(decisions.t)
     decided = np.asarray([table.index(a) for a in decisions.action])
-    dt = env_config(params).timestep_ms / 1000
+    dt = params.env_config().timestep_ms / 1000
     agree = total = 0
     for path in list_episodes(raw):
         episode = read_episode(path, frames=False)
@@ -261,21 +275,20 @@ def label_agreement(raw: Path, decisions: Decisions, params: dict) -> dict:
 
 
 def train_and_evaluate(
-    raw: Path, name: str, params: dict, seeds: list[int], eval_fights: int, work: Path
+    raw: Path, name: str, params: PipelineParams, seeds: list[int], eval_fights: int, work: Path
 ) -> dict:
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
     from capture.build_dataset import build_dataset
-    from elden_il.bc import BCConfig, train_bc
+    from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
-    from elden_il.pipeline import dataclass_params
     from env.factory import make_env
     from env.play import run_fights, wilson_interval
 
-    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
+    bc_config = params.bc
     dataset_id = f"bench/{name}-v0"
-    build_dataset(raw, dataset_id, env_config(params), root=work / "minari", force=True)
+    build_dataset(raw, dataset_id, params.env_config(), root=work / "minari", force=True)
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
     wins_by_seed = []
@@ -325,27 +338,29 @@ def run(
     fights: int,
     seeds: list[int],
     eval_fights: int,
+    player: str,
     tap_ms: float,
-    params: dict,
+    params: PipelineParams,
     work: Path,
     reuse: bool = False,
     recordings: tuple[str, ...] = tuple(RECORDINGS),
 ) -> dict:
-    """The three recordings (with ``reuse``, those a previous run left in ``work`` are kept),
-    their datasets, and the policies of ``recordings``: the results as a dict (see ``main``)."""
+    """The ``recordings`` (the person's always: its labels are measured; with ``reuse``, those a
+    previous run left in ``work`` are kept), their datasets and policies: the results as a dict
+    (see ``main``)."""
     work.mkdir(parents=True, exist_ok=True)
     decisions_file = work / "person.decisions.json"
     seconds = {}
     for name, size in (("lock-step", None), ("lock-step-window", WINDOW)):
-        if not (reuse and any((work / name).glob("*.h5"))):
+        if name in recordings and not (reuse and any((work / name).glob("*.h5"))):
             shutil.rmtree(work / name, ignore_errors=True)  # a rerun records afresh
             started = time.perf_counter()
-            record_lock_step(fights, work / name, params, size)
+            record_lock_step(fights, work / name, params, player, size)
             seconds[name] = time.perf_counter() - started
     if not (reuse and decisions_file.exists()):
         shutil.rmtree(work / "person", ignore_errors=True)
         started = time.perf_counter()
-        decisions = record_as_a_person(fights, work / "person", params, tap_ms)
+        decisions = record_as_a_person(fights, work / "person", params, player, tap_ms)
         seconds["person"] = time.perf_counter() - started
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
@@ -358,6 +373,7 @@ def run(
         "fights": fights,
         "training_seeds": seeds,
         "eval_fights_per_policy": eval_fights,
+        "player": player,
         "person_tap_ms": tap_ms,
         "record_seconds": seconds,
         "person_decisions": len(decisions.t),
@@ -386,10 +402,18 @@ def main(argv: list[str] | None = None) -> int:
         help="held-out fights per policy (default: %(default)s)",
     )
     parser.add_argument(
+        "--player",
+        choices=["expert", "person"],
+        default="expert",
+        help="who plays every recording: the scripted expert, or the person-like one "
+        "(env/sim/person.py: its own reaction times and taps) (default: %(default)s)",
+    )
+    parser.add_argument(
         "--tap-ms",
         type=float,
         default=50.0,
-        help="how long the person's finger stays on a tapped key",
+        help="how long the expert's finger stays on a tapped key through the window "
+        "(the person-like player draws its own)",
     )
     parser.add_argument(
         "--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings"
@@ -397,8 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--work",
         type=Path,
-        default=Path("datasets/studies/human_path"),
-        help="recordings, datasets, policies",
+        default=None,
+        help="recordings, datasets, policies (default: datasets/studies/human_path, "
+        "or human_path-person for the person-like player)",
     )
     parser.add_argument(
         "--reuse",
@@ -419,9 +444,10 @@ def main(argv: list[str] | None = None) -> int:
         args.fights,
         args.seeds,
         args.eval_fights,
+        args.player,
         args.tap_ms,
         load_params(args.params),
-        args.work,
+        args.work or Path("datasets/studies/human_path" + ("" if args.player == "expert" else f"-{args.player}")),
         args.reuse,
         tuple(args.recordings),
     )

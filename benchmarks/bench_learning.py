@@ -25,10 +25,12 @@ def main() -> None:
     from capture.build_dataset import build_dataset
     from capture.episode import list_episodes, read_episode
     from capture.record import RecordSettings, record
-    from elden_il.bc import BCConfig, train_bc
+    from elden_il.bc import train_bc
+    from elden_il.params import BCConfig
     from elden_il.data import load_demonstrations
     from elden_il.evaluate import PolicyActor
-    from elden_il.finetune import FinetuneConfig, finetune
+    from elden_il.finetune import finetune
+    from elden_il.params import FinetuneConfig
     from env.config import EnvConfig
     from env.factory import make_env
     from env.play import run_fights
@@ -55,7 +57,9 @@ def main() -> None:
         demos = load_demonstrations("bench/margit-v0", tmp / "minari")
         bc = train_bc(demos, BCConfig(epochs=2, patience=5), tmp / "bc")
         results["bc_train_samples_per_s"] = bc["train_samples_per_second"]
-        ft = finetune(tmp / "bc" / "policy.zip", FinetuneConfig(total_steps=2048, num_envs=2, n_steps=256), config, tmp / "ft")
+        ft = finetune(tmp / "bc" / "policy.zip", FinetuneConfig(
+            total_steps=2048, num_envs=2, n_steps=256, n_epochs=4, learning_rate=1e-4, subprocesses=True,
+            kl_decay_steps=0, value_warmup_steps=0, value_warmup_epochs=0), config, tmp / "ft")
         results["finetune_env_steps_per_s"] = ft["env_steps_per_second"]
         make = lambda: make_env(config)  # noqa: E731
         for parallel in (1, 8):

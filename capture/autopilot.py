@@ -20,6 +20,7 @@ from env.actions import ActionTable, KeyCommand, send
 from env.config import EnvConfig
 from env.game import Game, GameError, GameState
 from env.sim.expert import ScriptedExpert
+from env.sim.person import PersonLikeExpert
 
 from capture.inputs import InputLog
 
@@ -62,8 +63,9 @@ class KeyDriver:
         self.tap_ms = tap_ms
         self.holding: frozenset[str] = frozenset()
 
-    def play(self, command: KeyCommand) -> None:
-        send(self.game, command, self.tap_ms)
+    def play(self, command: KeyCommand, tap_ms: int | None = None) -> None:
+        """``tap_ms``: how long this command's tap is held (None: the driver's own)."""
+        send(self.game, command, self.tap_ms if tap_ms is None else tap_ms)
         for key in self.holding - command.hold:
             self.sink.key(key, False)
         for key in command.hold - self.holding:
@@ -84,25 +86,36 @@ class KeyDriver:
         self.holding = frozenset()
 
 
+PLAYERS = ("expert", "person")
+"""Who the autopilot is: the scripted expert, or the same expert with a person's reaction
+times, lapses and taps (``env.sim.person``)."""
+
+
 class Autopilot:
-    def __init__(self, game: Game, inputs: InputLog, config: EnvConfig) -> None:
+    """``player`` one of ``PLAYERS``; ``seed`` seeds the person's draws (the same seed, the same play)."""
+
+    def __init__(self, game: Game, inputs: InputLog, config: EnvConfig, player: str = "expert", seed: int = 0) -> None:
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
         self.driver = KeyDriver(game, inputs, config.tap_ms)
         self.actions = ActionTable(game.profile, "discrete")
-        self.expert = ScriptedExpert(self.clock.step_seconds)
+        step = self.clock.step_seconds
+        self.expert = ScriptedExpert(step, config.tap_ms / 1000) if player == "expert" else PersonLikeExpert(step, seed=seed)
 
     def new_fight(self) -> None:
         self.expert.reset()
         self.clock.reset()
 
     def maybe_act(self, state: GameState) -> str | None:
-        """Act if a decision is due at this state's time; returns the action taken, if any."""
-        return self.act(state) if self.clock.due(state.timestamp) else None
+        """Act if a decision is due at this state's time, or the player (a person) has just
+        noticed a boss move in it; returns the action taken, if any."""
+        if self.clock.due(state.timestamp) or self.expert.observe(state):
+            return self.act(state)
+        return None
 
     def act(self, state: GameState) -> str:
         """Decide and send one action; log its keys as they are sent."""
         name = self.expert.act(state)
-        self.driver.play(self.actions.command(self.actions.index(name)))
+        self.driver.play(self.actions.command(self.actions.index(name)), self.expert.tap_ms())
         return name
 
     def release(self) -> None:

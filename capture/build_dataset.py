@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import sys
+import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -338,20 +339,24 @@ def build_dataset(
     code = provenance()
     about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir),
              "frame_compression": str(compression), "code": code.to_dict()}
-    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict()).to_json()
+    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]
     root.mkdir(parents=True, exist_ok=True)
     try:
         with staged(root, dataset_id) as staging:
-            storage = minari.create_dataset_from_buffers(
-                dataset_id, buffers, observation_space=observation_space(config.frame_spec, action_space=actions.space),
-                action_space=actions.space, algorithm_name="human or autopilot play (capture.record)", author="elden-il",
-                code_permalink=code.permalink, description=describe(dataset_id, config, outcomes, compression),
-                jpeg_encoding=False,
-            ).storage
+            with warnings.catch_warnings():
+                # recordings name no author to write to: a dataset names the code that built it
+                # (code_permalink) and its source episodes instead
+                warnings.filterwarnings("ignore", "`author_email` is set to None", UserWarning)
+                storage = minari.create_dataset_from_buffers(
+                    dataset_id, buffers, env=spec, eval_env=spec,
+                    observation_space=observation_space(config.frame_spec, action_space=actions.space),
+                    action_space=actions.space, algorithm_name="human or autopilot play (capture.record)",
+                    author="elden-il", code_permalink=code.permalink,
+                    description=describe(dataset_id, config, outcomes, compression), jpeg_encoding=False,
+                ).storage
             compress_frames(storage.data_path / "main_data.hdf5", compression)
-            storage.update_metadata({"env_spec": spec, "eval_env_spec": spec, METADATA_KEY: json.dumps(about),
-                                     "dataset_size": storage.get_size()})
+            storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
     except OSError as e:
         raise BuildError(f"writing dataset {dataset_id!r} in {root} failed ({e}); "

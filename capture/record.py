@@ -26,7 +26,7 @@ from env.game import GameError
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
-from capture.autopilot import Autopilot, KeyDriver
+from capture.autopilot import PLAYERS, Autopilot, KeyDriver
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
     p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
     p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
+    p.add_argument("--player", choices=PLAYERS, default="expert",
+                   help="with --autopilot: who plays: the scripted expert, or a person-like one with published human "
+                        "reaction times, missed telegraphs and key taps (env/sim/person.py) (default: %(default)s)")
     p.add_argument("--policy", type=Path, default=None,
                    help="let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); "
                         "press any bound key to take over: those samples are marked as interventions")
@@ -135,6 +138,7 @@ class RecordSettings:
     max_episodes: int = 0
     max_episode_seconds: float = 300.0
     autopilot: bool = False
+    player: str = "expert"  # the autopilot's player: capture.autopilot.PLAYERS
     manual: bool = False
     restart: bool | None = None  # None: the profile's reset.when_recording
     restart_delay: float = 1.0
@@ -155,7 +159,7 @@ class RecordSettings:
             env=EnvConfig(profile=args.profile, frame_size=args.frame_size, frame_crop=args.frame_crop,
                           timestep_ms=args.timestep_ms),
             backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
-            max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, manual=args.manual,
+            max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, player=args.player, manual=args.manual,
             restart=args.restart, restart_delay=args.restart_delay, seed=args.seed, video=args.video,
             hotkeys=args.hotkeys, policy=args.policy, takeover_quiet=args.takeover_quiet,
             scripted_human=args.scripted_human,
@@ -171,6 +175,8 @@ def check_players(settings: RecordSettings) -> None:
     may correct), or the person alone."""
     if settings.autopilot and settings.policy is not None:
         raise RecordError("--autopilot and --policy both play the game: choose one")
+    if settings.player != "expert" and not settings.autopilot:
+        raise RecordError(f"--player {settings.player} is who the autopilot is: add --autopilot")
     if settings.scripted_human and settings.policy is None:
         raise RecordError("--scripted-human corrects a policy: add --policy PATH")
     if settings.policy is not None:
@@ -226,7 +232,8 @@ class Recorder:
         self.started = 0  # episodes begun, discarded ones included: the next reproducible name
         self.fight_seed = settings.seed
         self.has_seed = settings.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
-        self.autopilot = Autopilot(self.game, self.inputs, settings.env) if settings.autopilot else None
+        self.autopilot = (Autopilot(self.game, self.inputs, settings.env, settings.player, settings.seed)
+                          if settings.autopilot else None)
         self.takeover = Takeover(self.inputs, settings.takeover_quiet, self.game.now) if settings.policy else None
         self.pilot = self._pilot(lock_step_human) if settings.policy else None
         self.listener = None if settings.autopilot or lock_step_human else self._listen()

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -22,28 +22,12 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
 from capture.staging import staged_folder
-from env.fields import check_fields, checked, number, whole
 
 from elden_il.data import Demonstrations
+from elden_il.params import BCConfig
 from elden_il.policy import make_policy, save_env_config
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BCConfig:
-    """Behaviour cloning's knobs, each with the values it accepts (a batch of -1 trains to nan)."""
-
-    epochs: int = checked(10, whole(1, 100_000))
-    batch_size: int = checked(128, whole(1, 1_000_000))
-    learning_rate: float = checked(3e-4, number(0, 1, above=True))
-    weight_decay: float = checked(1e-5, number(0, 1))
-    validation_fraction: float = checked(0.1, number(0, 1, below=True))
-    patience: int = checked(3, whole(1))  # epochs without validation improvement before stopping
-    seed: int = checked(0, whole(0, 2**32 - 1))
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 def device() -> torch.device:

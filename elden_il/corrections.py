@@ -35,7 +35,7 @@ from env.config import EnvConfig
 from env.errors import EldenILError
 from env.fields import check_fields, checked, number, whole
 
-from elden_il.bc import BCConfig
+from elden_il.params import BCConfig
 
 log = logging.getLogger("elden_il.corrections")
 

@@ -15,8 +15,9 @@ import copy
 import json
 import logging
 import time
+import zipfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +29,10 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 from env.config import EnvConfig
-from env.factory import BACKENDS, env_fns
+from env.factory import env_fns
 from env.fanout import cluster_address
-from env.fields import FLAG, Rule, check_fields, checked, number, one_of, whole
 
+from elden_il.params import FinetuneConfig
 from elden_il.policy import POLICY_FILE, policy_kwargs, save_env_config
 
 log = logging.getLogger(__name__)
@@ -126,41 +127,6 @@ class PriorLogitsBuffer(DictRolloutBuffer):
 UPDATE_DIAGNOSTICS = ("train/explained_variance", "train/value_loss", "train/approx_kl",
                       "train/clip_fraction", "train/entropy_loss")
 """What SB3 logs after an update that says how it went (``entropy_loss`` is minus the KL to BC)."""
-
-HOSTS = Rule(lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
-             'must be a list of "host:port" strings')
-
-
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """PPO's knobs, each with the values it accepts (``total_steps: -5`` would publish the BC
-    policy untrained as "fine-tuned")."""
-
-    total_steps: int = checked(50_000, whole(1))
-    backend: str = checked("sim", one_of(*BACKENDS))  # sim | sim_server: num_envs simulators | siphon: one env per host
-    hosts: tuple[str, ...] = checked((), HOSTS)  # siphon only: "pc1:50051", one per gaming PC (or simulator server)
-    num_envs: int = checked(4, whole(1, 256))
-    subprocesses: bool = checked(True, FLAG)
-    kl_coef: float = checked(0.05, number(0))
-    learning_rate: float = checked(1e-4, number(0, 1, above=True))
-    n_steps: int = checked(256, whole(2))  # per env per rollout
-    batch_size: int = checked(256, whole(2))  # PPO normalises advantages over a batch: one sample is nan
-    n_epochs: int = checked(4, whole(1))
-    gamma: float = checked(0.99, number(0, 1, above=True))
-    gae_lambda: float = checked(0.95, number(0, 1))
-    clip_range: float = checked(0.1, number(0, above=True))
-    vf_coef: float = checked(0.5, number(0))  # the value loss's weight: how much the critic shapes shared features
-    kl_decay_steps: int = checked(0, whole(0))  # 0: kl_coef throughout; else it falls linearly to 0 over these steps
-    value_warmup_steps: int = checked(0, whole(0))  # env steps in which only the critic learns (see ValueWarmup)
-    value_warmup_epochs: int = checked(0, whole(0))  # passes over each warm-up rollout (0: n_epochs, as after it)
-    # the critic on the actor's features: "shared" trains them too (SB3's way), "detached" reads
-    # them without training them, "separate" gives it its own copy (twice the updates' cost)
-    critic_features: str = checked("shared", one_of("shared", "detached", "separate"))
-    seed: int = checked(0, whole(0, 2**32 - 1))
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-
 
 def actor_parameters(policy: ActorCriticPolicy) -> list[torch.nn.Parameter]:
     """What decides the actions: the shared features, the actor's layers and its head. The
@@ -328,7 +294,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     seconds = time.perf_counter() - started
     vec.close()
     save_env_config(out, env_config)
-    model.save(out / POLICY_FILE)
+    save_model(model, out / POLICY_FILE)
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     (out / "updates.json").write_text(json.dumps(curve.updates))
     wins = [r["win"] for r in curve.rows]
@@ -339,3 +305,25 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
         "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
         "config": asdict(config),
     }
+
+
+WALL_CLOCK = ["start_time", "ep_info_buffer"]
+"""What SB3 saves that the wall clock decides (a run's start, each episode's elapsed time):
+nothing a loaded model needs."""
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+def save_model(model: PPO, path: Path) -> None:
+    """``model.save`` such that the same run saves the same bytes (DVC tracks the file: a rerun
+    must leave ``dvc.lock`` as it was): the wall clock's attributes left out, and every entry of
+    the zip dated alike, where SB3 dates them now."""
+    model.save(path, exclude=WALL_CLOCK)
+    with zipfile.ZipFile(path) as archive:
+        entries = [(info, archive.read(info)) for info in archive.infolist()]
+    staging = path.with_name(path.name + ".tmp")
+    with zipfile.ZipFile(staging, "w") as archive:
+        for info, data in entries:
+            dated = zipfile.ZipInfo(info.filename, ZIP_EPOCH)
+            dated.compress_type, dated.external_attr = info.compress_type, info.external_attr
+            archive.writestr(dated, data)
+    staging.replace(path)

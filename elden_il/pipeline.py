@@ -23,18 +23,11 @@ import logging
 import shutil
 import signal
 import sys
-from collections.abc import Iterable
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from capture.dataset_id import DATASET_ID
-from env.config import EnvConfig
+from elden_il.params import ParamsError, PipelineParams, load_params
 from env.errors import EldenILError, Interrupted
-from env.factory import BACKENDS
-from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, number, one_of, optional, whole
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -50,87 +43,6 @@ RUN_ONLY = frozenset({"config", "env_config", "id", "device", "train_samples_per
 this machine. They go to ``<stage>.run.json``, not the metrics DVC tracks: a metric that changes
 on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` modified and widen
 ``dvc metrics show`` for nothing."""
-
-
-class ParamsError(EldenILError):
-    """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
-
-
-def load_params(path: Path = Path("params.yaml")) -> dict[str, Any]:
-    try:
-        params = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ParamsError(f"{path} not found: run from the repository root") from None
-    except yaml.YAMLError as e:
-        raise ParamsError(f"{path} is not valid YAML: {e}") from None
-    if not isinstance(params, dict):
-        raise ParamsError(f"{path} must be a mapping of sections (demos, dataset, env, bc, finetune, evaluate)")
-    return params
-
-
-ENV_FIELDS = {"dataset": ("action_mode", "timestep_ms", "frame_size"), "env": ("frame_stack", "action_history", "max_steps")}
-"""Where params.yaml keeps each field of the env config (EnvConfig checks their values)."""
-SCHEMA: dict[str, dict[str, Rule | None]] = {
-    "demos": {"source": one_of("sim", "raw"), "raw_dir": optional(TEXT), "episodes": whole(1), "seed": whole(0),
-              "rate_hz": number(0, 1000, above=True)},
-    "dataset": {"id": DATASET_ID, **dict.fromkeys(ENV_FIELDS["dataset"]), "timestep_ms": STEP_MS},
-    "env": dict.fromkeys(ENV_FIELDS["env"]),
-    "evaluate": {"fights": whole(1), "first_seed": whole(0), "backend": one_of(*BACKENDS), "host": TEXT,
-                 "deterministic": FLAG, "parallel": whole(1, 256)},
-}
-"""The plain sections, each key with the values it accepts (None: an env config field, which
-EnvConfig checks; the timestep also by the dataset's step grid, which needs it above 0); ``bc`` and ``finetune`` are checked by their config dataclasses' own fields."""
-
-
-def _mapping(values: Any, name: str, known: Iterable[str]) -> dict[str, Any]:
-    """A section as a mapping of known keys, or a ParamsError naming what is wrong."""
-    if values is None:
-        raise ParamsError(f"params.yaml needs a '{name}:' section")
-    if not isinstance(values, dict):
-        raise ParamsError(f"params.yaml {name} must be a mapping of keys ({', '.join(known)}), got {values!r}")
-    unknown = sorted(set(values) - set(known))
-    if unknown:
-        raise ParamsError(f"params.yaml {name}: unknown keys {unknown}; known: {sorted(known)}")
-    return values
-
-
-def section(params: dict, name: str) -> dict[str, Any]:
-    """One section, checked: every key known, every value allowed by its rule."""
-    rules = SCHEMA[name]
-    values = _mapping(params.get(name), name, rules)
-    try:
-        for key, value in values.items():
-            if rules[key] is not None:
-                rules[key].check(key, value)
-    except FieldError as e:
-        raise ParamsError(f"params.yaml {name}.{e}") from None
-    return values
-
-
-def dataclass_params(values: Any, name: str, cls: type) -> Any:
-    """A config dataclass from a params section: unknown keys are refused here, values by the
-    rules declared on the dataclass's fields (``env.fields``)."""
-    defaults = {f.name: f.default for f in fields(cls)}
-    values = dict(_mapping(values, name, defaults))
-    for key, value in values.items():
-        if isinstance(defaults[key], tuple) and isinstance(value, list):  # YAML has lists, not tuples
-            values[key] = tuple(value)
-    try:
-        return cls(**values)
-    except FieldError as e:
-        raise ParamsError(f"params.yaml {name}.{e}") from None
-
-
-def env_config(params: dict) -> EnvConfig:
-    """The env every stage works in, from params.yaml's ``dataset`` and ``env`` sections; the
-    profile and the picture (``capture_size``) are left to the recordings (``None``) and filled
-    in when the dataset is built."""
-    values = {k: v for name, keys in ENV_FIELDS.items() for k, v in section(params, name).items() if k in keys}
-    try:
-        return EnvConfig(**values)
-    except FieldError as e:
-        where = next(name for name, keys in ENV_FIELDS.items() if e.field in keys)
-        raise ParamsError(f"params.yaml {where}.{e}") from None
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -163,30 +75,21 @@ def write_report(stage: str, report: dict) -> None:
 
 
 # --------------------------------------------------------------------------------------- stages
-def dataset_id(params: dict) -> str:
-    """``dataset.id``, which every stage from the dataset on needs."""
-    value = section(params, "dataset").get("id")
-    if value is None:
-        raise ParamsError(f"params.yaml dataset.id is missing: {DATASET_ID.allowed}")
-    return value
-
-
-def stage_demos(params: dict) -> None:
-    demos = section(params, "demos")
-    env = env_config(params)  # every value checked before the old demonstrations are removed
+def stage_demos(params: PipelineParams) -> None:
+    demos = params.demos
     if DEMOS_DIR.exists():
         shutil.rmtree(DEMOS_DIR)
     DEMOS_DIR.mkdir(parents=True)
-    if demos.get("source", "sim") == "raw":
-        log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.get("raw_dir"))
+    if demos.source == "raw":
+        log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
         return
     from capture.record import RecordSettings, record
 
-    wanted = demos.get("episodes", 40)
+    wanted = demos.episodes
     try:
         record(RecordSettings(
-            env=env.replace(profile="sim_margit"), backend="sim", autopilot=True,
-            max_episodes=wanted, seed=demos.get("seed", 0), rate=demos.get("rate_hz", 30),
+            env=params.env_config().replace(profile="sim_margit"), backend="sim", autopilot=True, player=demos.player,
+            max_episodes=wanted, seed=demos.seed, rate=demos.rate_hz,
             out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
         ))
     except Interrupted as e:
@@ -198,53 +101,51 @@ def stage_demos(params: dict) -> None:
                           e.signum) from None
 
 
-def stage_dataset(params: dict) -> None:
+def stage_dataset(params: PipelineParams) -> None:
     from capture.build_dataset import build_dataset
 
-    demos = section(params, "demos")
-    raw = DEMOS_DIR if demos.get("source", "sim") == "sim" else Path(demos.get("raw_dir") or USER_RAW_DIR)
-    name = dataset_id(params)
-    dataset = build_dataset(raw, name, env_config(params), root=MINARI_ROOT, force=True)
+    demos = params.demos
+    raw = DEMOS_DIR if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
+    name = params.dataset.id
+    dataset = build_dataset(raw, name, params.env_config(), root=MINARI_ROOT, force=True)
     write_report("dataset", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
 
 
-def stage_bc(params: dict) -> None:
-    from elden_il.bc import BCConfig, train_bc
+def stage_bc(params: PipelineParams) -> None:
+    from elden_il.bc import train_bc
     from elden_il.data import check_config, load_demonstrations, sample_weights
     from elden_il.tracking import TrainingLog
 
-    config = dataclass_params(params.get("bc"), "bc", BCConfig)
-    name = dataset_id(params)
+    name = params.dataset.id
     demos = load_demonstrations(name, MINARI_ROOT)
     # BC trains for the env the dataset was built for (demos.config); params.yaml is read only to
     # refuse a dataset it no longer describes (a stage run by hand after editing it), which is
     # why dvc.yaml's bc stage declares the dataset and env params too. The profile and the
     # picture (the window size captured) are the recordings', which params.yaml leaves to them
-    wanted = env_config(params).replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
+    wanted = params.env_config().replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
     check_config(demos.config, wanted, f"dataset {name!r}",
                  "rebuild it with the params it should follow (`dvc repro dataset`)")
     # recordings with a policy at the keys (capture.record --policy): the person's corrections
     # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
     corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(LIVE / "bc") as live:
-        metrics = train_bc(demos, config, MODELS / "bc", sample_weights(demos) if corrected else None,
+        metrics = train_bc(demos, params.bc, MODELS / "bc", sample_weights(demos) if corrected else None,
                            on_epoch=live.bc_epoch)
     write_report("bc", metrics)
 
 
-def stage_finetune(params: dict) -> None:
-    from elden_il.finetune import FinetuneConfig, finetune
+def stage_finetune(params: PipelineParams) -> None:
+    from elden_il.finetune import finetune
     from elden_il.policy import load_policy
     from elden_il.tracking import TrainingLog
 
-    config = dataclass_params(params.get("finetune"), "finetune", FinetuneConfig)
     bc = load_policy(MODELS / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
     with TrainingLog(LIVE / "finetune") as live:
-        metrics = finetune(bc.path, config, bc.config, MODELS / "finetuned", on_episode=live.rl_episode)
+        metrics = finetune(bc.path, params.finetune, bc.config, MODELS / "finetuned", on_episode=live.rl_episode)
     write_report("finetune", metrics)
 
 
-def stage_evaluate(params: dict) -> None:
+def stage_evaluate(params: PipelineParams) -> None:
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
     from elden_il.plots import comparison_chart, learning_curves
@@ -253,13 +154,13 @@ def stage_evaluate(params: dict) -> None:
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
-    ev = section(params, "evaluate")
-    backend = ev.get("backend", "sim")
+    ev = params.evaluate
+    backend = ev.backend
     config = load_env_config(MODELS / "bc")
     check_config(load_env_config(MODELS / "finetuned"), config, "the fine-tuned policy",
                  "fine-tune it again from this BC policy (`dvc repro finetune`)")
-    seeds = list(range(ev.get("first_seed", 1_000_000), ev.get("first_seed", 1_000_000) + ev.get("fights", 100)))
-    deterministic = ev.get("deterministic", True)
+    seeds = ev.seeds
+    deterministic = ev.deterministic
     actors = {
         "random": RandomActor(),
         "bc": PolicyActor(MODELS / "bc" / "policy.zip", deterministic),
@@ -272,12 +173,12 @@ def stage_evaluate(params: dict) -> None:
 
     def make():
         if backend == "siphon":
-            return make_env(config, backend=backend, host=ev.get("host", ""), render_mode="rgb_array")
+            return make_env(config, backend=backend, host=ev.host, render_mode="rgb_array")
         # a simulator server runs in real time: paused while the policies think, so the live path is exact
         return make_env(config, backend=backend, state_attributes=ScriptedExpert.ATTRIBUTES,
                         pause_between_steps=backend == "sim_server", render_mode="rgb_array")
 
-    parallel = 1 if backend != "sim" else ev.get("parallel", 8)
+    parallel = 1 if backend != "sim" else ev.parallel
     results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)
     write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results})
     write_policy_table(results, REPORTS / "eval_policies.csv")
@@ -323,6 +224,7 @@ def show_summary(path: Path = REPORTS / "eval.json") -> None:
 
 STAGES = {"demos": stage_demos, "dataset": stage_dataset, "bc": stage_bc, "finetune": stage_finetune, "evaluate": stage_evaluate}
 COMMANDS = {**STAGES, "summary": lambda params: show_summary()}
+"""Each stage reads the whole tree: ``load_params`` checks every section before any stage starts."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """How many fights must I record? Behaviour cloning on growing numbers of demonstration fights.
 
-The scripted expert's fights are recorded once (seeds 0, 1, ...), built into one dataset, and a
+The scripted expert's fights (or, with ``--player person``, a person-like player's:
+``env.sim.person``) are recorded once (seeds 0, 1, ...), built into one dataset, and a
 BC policy is trained on the first 5, 10, 20, 40 and 80 of them, three training seeds each (the
 params.yaml ``bc`` settings otherwise). Every policy then fights the same held-out seeds. Per
 number of fights: the win rate over all its policies' fights with a Wilson 95 % interval, the
@@ -27,13 +28,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from capture.autopilot import PLAYERS
+from elden_il.params import PipelineParams
 from env.cli import ruled
 from env.errors import EldenILError
 from env.fanout import fan_out
 from env.fields import whole
 
 if TYPE_CHECKING:
-    from elden_il.bc import BCConfig
+    from elden_il.params import BCConfig
     from elden_il.data import Demonstrations
 
 log = logging.getLogger(__name__)
@@ -42,27 +45,26 @@ OUT = Path("datasets/studies/scaling")
 HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
 
 
-def study(fights: list[int], seeds: list[int], eval_fights: int, params: dict, out: Path) -> dict:
-    """Record, train and evaluate as the module docstring says; writes ``out/results.json``
-    and ``out/scaling.png`` and returns the results."""
+def study(fights: list[int], seeds: list[int], eval_fights: int, params: PipelineParams, out: Path,
+          player: str = "expert") -> dict:
+    """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
+    evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
+    and returns the results."""
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
-    from elden_il.bc import BCConfig
     from elden_il.data import demonstrations, open_dataset
-    from elden_il.pipeline import dataclass_params, env_config
     from env.play import wilson_interval
 
-    config = env_config(params)
-    bc_config = dataclass_params(params.get("bc"), "bc", BCConfig)
-    demos_params = params.get("demos") or {}
+    config = params.env_config()
+    bc_config = params.bc
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
-    results: dict = {"fights": fights, "training_seeds": seeds, "eval_fights": eval_fights, "bc": vars(bc_config),
-                     "rows": []}
+    results: dict = {"player": player, "fights": fights, "training_seeds": seeds, "eval_fights": eval_fights,
+                     "bc": vars(bc_config), "rows": []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         started = time.perf_counter()
-        record(RecordSettings(env=config.replace(profile="sim_margit"), backend="sim", autopilot=True,
-                              max_episodes=max(fights), seed=0, rate=demos_params.get("rate_hz", 30), out=tmp / "raw"))
+        record(RecordSettings(env=config.replace(profile="sim_margit"), backend="sim", autopilot=True, player=player,
+                              max_episodes=max(fights), seed=0, rate=params.demos.rate_hz, out=tmp / "raw"))
         build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
         everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
         results["record_and_build_seconds"] = time.perf_counter() - started
@@ -165,18 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+", default=[0, 1, 2], help="BC training seeds")
     parser.add_argument("--eval-fights", type=count, default=100, help="held-out fights per policy (default: %(default)s)")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="the env and bc settings (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=OUT, help="where results.json and scaling.png go (default: %(default)s)")
+    parser.add_argument("--player", choices=PLAYERS, default="expert",
+                        help="who records the demonstrations: the scripted expert, or a person-like one "
+                             "(env/sim/person.py) (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from elden_il.pipeline import load_params
+    from elden_il.params import load_params
 
     try:
-        results = study(sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), args.out)
+        out = args.out or (OUT if args.player == "expert" else Path(f"{OUT}-{args.player}"))
+        results = study(sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), out, args.player)
     except EldenILError as e:
         log.error("%s", e)
         return 2
     print(table(results))
-    print(f"\nresults and plot in {args.out}", file=sys.stderr)
+    print(f"\nresults and plot in {out}", file=sys.stderr)
     return 0
 
 

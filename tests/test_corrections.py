@@ -20,7 +20,8 @@ from capture.episode import list_episodes, read_episode
 from capture.inputs import KEY_DOWN, InputLog
 from capture.record import RecordError, RecordSettings, Recorder, record
 from capture.takeover import Takeover
-from elden_il.bc import BCConfig, train_bc
+from elden_il.bc import train_bc
+from elden_il.params import BCConfig
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from env.config import EnvConfig
 from env.profile import load_profile

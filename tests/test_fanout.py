@@ -172,11 +172,13 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, mo
                                                               cluster: str):
     """Each (fights, training seed) policy is a Ray task: trained and evaluated there, the same
     policy and the same fights as in one process."""
-    from elden_il.pipeline import load_params
+    from dataclasses import replace
+
+    from elden_il.params import load_params
     from elden_il.scaling import study
 
     params = load_params(ROOT / "params.yaml")
-    params["bc"] = {**params["bc"], "epochs": 1}
+    params = replace(params, bc=replace(params.bc, epochs=1))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     here = study([1, 2], [0, 1], 3, params, tmp_path / "here")
     monkeypatch.setenv("RAY_ADDRESS", cluster)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -14,9 +15,9 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from elden_il.finetune import (PRIOR_LOGITS, FinetuneConfig, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters,
-                               finetune, seeded_env_fns)
-from elden_il.pipeline import dataclass_params
+from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
+                               seeded_env_fns)
+from elden_il.params import FinetuneConfig, read_section
 from elden_il.policy import make_policy, policy_kwargs, policy_space, save_env_config
 from env.config import EnvConfig
 from env.profile import load_profile
@@ -97,7 +98,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
             "value_warmup_steps": 32}
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(bc / "policy.zip", dataclass_params({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
+    finetune(bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
     subprocess.run([sys.executable, "-m", "benchmarks.bench_finetune_stability", "--policy", str(bc),
@@ -158,3 +159,18 @@ def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start(
     assert verdict(curve, rows, start=0.2).endswith("clearly below the start (20.0%): no")  # 1 of 16: up to 28 %
     assert verdict(curve, rows, start=0.325).endswith("clearly below the start (32.5%): yes, windows until [2000]")
     assert verdict(curve, rows, start=None).startswith("training fights won: 6 of 31 (19%); lowest window 6% (1%-28%)")
+
+
+def test_the_same_fine_tuning_run_saves_the_same_bytes(tmp_path: Path):
+    """DVC tracks the fine-tuned policy: a rerun of the same run must leave ``dvc.lock`` as it was.
+    SB3 writes the wall clock into the zip (entry times, the run's start, episode times)."""
+    save_untrained_bc(tmp_path / "bc.zip")
+    settings = FinetuneConfig(total_steps=40, num_envs=1, subprocesses=False, n_steps=20, batch_size=20, n_epochs=1,
+                              value_warmup_steps=0)
+    saved = []
+    for run in ("first", "again"):
+        finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / run)
+        saved.append((tmp_path / run / "policy.zip").read_bytes())
+        time.sleep(2.1)  # a zip's entry times have a 2 s resolution
+    assert saved[0] == saved[1]
+    assert PPO.load(tmp_path / "first" / "policy.zip").num_timesteps == 40

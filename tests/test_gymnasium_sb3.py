@@ -111,13 +111,15 @@ def test_record_video_writes_an_mp4_at_the_render_size(tmp_path: Path):
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory) -> Path:
     """A tiny real fine-tuning run from an untrained policy: its output folder."""
-    from elden_il.finetune import FinetuneConfig, finetune
+    from elden_il.finetune import finetune
+    from elden_il.params import FinetuneConfig
     from elden_il.policy import make_policy
 
     tmp = tmp_path_factory.mktemp("models")
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp / "bc.zip"))
-    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1)
+    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
+                              value_warmup_steps=0)
     finetune(tmp / "bc.zip", settings, config, tmp / "finetuned")
     return tmp / "finetuned"
 

@@ -15,22 +15,23 @@ import pytest
 from benchmarks import bench_human_path as bench
 from capture.build_dataset import build_dataset
 from elden_il.data import demonstrations, open_dataset
-from elden_il.pipeline import env_config, load_params
+from elden_il.params import load_params
 
 ROOT = Path(__file__).parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("player", ["expert", "person"])
 def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_decisions(
-    xvfb: str, tmp_path: Path
+    xvfb: str, tmp_path: Path, player: str
 ):
     params = load_params(ROOT / "params.yaml")
     window = (640, 360)  # the play window's shape, at a quarter of the benchmark's pixels
     decisions = bench.record_as_a_person(
-        1, tmp_path / "person", params, tap_ms=50, fight_seconds=30, window=window
+        1, tmp_path / "person", params, player, tap_ms=50, fight_seconds=30, window=window
     )
     assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
-    config = env_config(params)
+    config = params.env_config()
     build_dataset(tmp_path / "person", "test/person-v0", config, root=tmp_path / "minari")
     demos = demonstrations(open_dataset("test/person-v0", tmp_path / "minari"))
     # the picture: the env the dataset names draws the window's picture, then the same resize

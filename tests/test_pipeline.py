@@ -24,7 +24,8 @@ TINY = {
     "env": {"frame_stack": None, "action_history": 4, "max_steps": 300},
     "bc": {"epochs": 1, "batch_size": 64, "learning_rate": 0.0003, "weight_decay": 0.0, "validation_fraction": 0.5, "patience": 1, "seed": 0},
     "finetune": {"total_steps": 256, "num_envs": 1, "subprocesses": False, "kl_coef": 0.05, "learning_rate": 0.0001,
-                 "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0},
+                 "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0,
+                 "kl_decay_steps": 0, "value_warmup_steps": 0, "value_warmup_epochs": 0},
     "evaluate": {"fights": 3, "first_seed": 1000, "backend": "sim", "host": "127.0.0.1:50051", "deterministic": True, "parallel": 3},
 }
 
@@ -225,7 +226,8 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
-    from elden_il.finetune import FinetuneConfig, finetune
+    from elden_il.finetune import finetune
+    from elden_il.params import FinetuneConfig
     from elden_il.policy import load_env_config, make_policy
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
@@ -235,7 +237,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
     with SimServer(size=(84, 84)) as server, server.player():
         settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
-                                  n_steps=32, batch_size=32, n_epochs=1)
+                                  n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)
         metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
     assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0

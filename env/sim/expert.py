@@ -22,8 +22,8 @@ from env.play import NamingActor
 from env.sim.moves import ROLL, BossMove, Strike
 from env.sim.world import MOVES_BY_PHASE
 
-ROLL_DELAY = 0.05 + ROLL.iframe_start / 60
-"""From the decision to the first invincible frame: the dodge tap's hold, then the roll's start."""
+ROLL_START = ROLL.iframe_start / 60
+"""From the roll's start to its first invincible frame."""
 IFRAMES = (ROLL.iframe_end - ROLL.iframe_start) / 60
 ATTACK_REACH = 3.6
 LIGHT_HIT_TIME = 0.25
@@ -39,8 +39,10 @@ class ScriptedExpert:
     )
     """What it reads (``HeroFlaskCharges`` only where the game has it; else it counts flasks)."""
 
-    def __init__(self, step_seconds: float = 0.2) -> None:
+    def __init__(self, step_seconds: float = 0.2, tap_seconds: float = 0.05) -> None:
         self.step = step_seconds
+        self.roll_delay = tap_seconds + ROLL_START
+        """From the decision to the first invincible frame: the dodge tap's hold, then the roll's start."""
         self.reset()
 
     def reset(self) -> None:
@@ -51,6 +53,15 @@ class ScriptedExpert:
         self._dodged_for = -1.0
         self.attack_coming = False
 
+    def observe(self, state: Mapping[str, float]) -> bool:
+        """See a frame between decisions; True when what it shows calls for a decision now. The
+        expert sees only at its decisions (a person watches all the time: ``env.sim.person``)."""
+        return False
+
+    def tap_ms(self) -> int | None:
+        """How long to hold the next tapped key: None, the env's own tap."""
+        return None
+
     def act(self, state: Mapping[str, float]) -> str:
         """The action for this step; also sets ``attack_coming``: whether a boss blow is winding
         up that can still reach the player (what a watching person reacts to)."""
@@ -58,8 +69,7 @@ class ScriptedExpert:
         now = self._since_fight_start(float(state.timestamp) if hasattr(state, "timestamp") else 0.0)
         anim = int(state["NpcAnimId"])
         if anim != self._anim:
-            # The move began at some point during the last step: assume the middle of it.
-            self._anim, self._anim_start = anim, now - self.step / 2
+            self._anim, self._anim_start = anim, self._onset(now)
         if fight.AT_DEATH.is_over(state):
             return "idle"
         phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
@@ -94,6 +104,11 @@ class ScriptedExpert:
         return round(timestamp - self._fight_start, 6)
 
     # ------------------------------------------------------------------------------ decisions
+    def _onset(self, now: float) -> float:
+        """When the move first seen ``now`` began: at some point during the last step, so
+        assume the middle of it."""
+        return now - self.step / 2
+
     def _next_strike(self, move: BossMove, elapsed: float, dist: float) -> tuple[Strike, float] | None:
         """The move's next blow still to land, and in how many seconds; None when none is left
         or the player is out of its reach."""
@@ -115,8 +130,8 @@ class ScriptedExpert:
         strike, until = coming
         # Roll now if waiting one more step would put the blow past the invincible frames'
         # start, i.e. this is the last decision before it lands.
-        if until - self.step < ROLL_DELAY + 0.02:
-            if until < ROLL_DELAY - 0.12:
+        if until - self.step < self.roll_delay + 0.02:
+            if until < self.roll_delay - 0.12:
                 return None  # too late to roll through it: take it rather than waste a roll
             if state["HeroSp"] < 10:
                 return None
@@ -159,4 +174,4 @@ class ScriptedExpert:
 def expert_actor(config: EnvConfig = EnvConfig()) -> NamingActor:
     """The scripted expert as an actor in the env ``config`` describes (evaluation's reference
     policy, the difficulty check), deciding once per env step."""
-    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0).act)
+    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0, config.tap_ms / 1000.0).act)

@@ -1,0 +1,243 @@
+"""Every knob of ``dvc repro``: one typed tree, a frozen dataclass per section of params.yaml.
+
+A field's default *is* the pipeline's default: params.yaml repeats them for the user to read
+and change (``tests/test_params.py`` holds the two equal), so deleting a key from params.yaml
+changes nothing. Each field declares what it accepts (``env.fields.checked``); the env's own
+fields (``dataset``'s and ``env``'s) are checked by ``EnvConfig``, which owns them. Reading a
+file (``load_params``) checks every section at once, so a stage never starts on a bad value, and
+says which key of which file is wrong in one line.
+
+The dataclasses are plain data (no torch): ``train_bc`` and ``finetune`` take their sections
+as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capture.autopilot import PLAYERS
+from capture.dataset_id import DATASET_ID
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.factory import BACKENDS
+from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, check_fields, checked, number, one_of, optional, whole
+
+
+class ParamsError(EldenILError):
+    """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class DemosParams:
+    """``demos``: where the demonstrations come from."""
+
+    source: str = checked("sim", one_of("sim", "raw"))
+    """sim: the autopilot recorded against the in-process simulator; raw: your own recordings."""
+    raw_dir: str | None = checked("datasets/raw", optional(TEXT))
+    """raw only: the folder of your recordings (``python -m capture.record``)."""
+    episodes: int = checked(40, whole(1))
+    """sim only: how many demonstration fights to record."""
+    seed: int = checked(0, whole(0))
+    """sim only: the first fight's seed (the next ones count up)."""
+    rate_hz: float = checked(30, number(0, 1000, above=True))
+    """sim only: samples per second of the recordings."""
+    player: str = checked("expert", one_of(*PLAYERS))
+    """sim only: the scripted expert, or the person-like one (``env.sim.person``)."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class DatasetParams:
+    """``dataset``: the dataset's id and the env fields it is built for (``EnvConfig`` checks them)."""
+
+    id: str = checked("eldenil/margit-sim-v0", DATASET_ID)
+    """The Minari dataset id, namespace/name-vN."""
+    action_mode: str = "discrete"
+    """discrete: one action of the profile's table per step; multi_binary: each key held or not."""
+    timestep_ms: float = checked(200, STEP_MS)
+    """Game time per env step (also when the autopilot decides); a dataset's steps need a length."""
+    frame_size: tuple[int, int] = (84, 84)
+    """The observation's frame, [width, height]."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class EnvParams:
+    """``env``: the env every policy trains and is evaluated in (``EnvConfig`` checks them)."""
+
+    frame_stack: int | None = None
+    """null, or how many frames to stack."""
+    action_history: int | None = 4
+    """null, or how many past actions to observe."""
+    max_steps: int = 900
+    """A fight is cut (truncated) after this many steps."""
+
+
+HOSTS = Rule(lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
+             'must be a list of "host:port" strings')
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """``bc``: behaviour cloning (a batch of -1 would train to nan)."""
+
+    epochs: int = checked(8, whole(1, 100_000))
+    """Passes over the training episodes, at most."""
+    batch_size: int = checked(128, whole(1, 1_000_000))
+    learning_rate: float = checked(3e-4, number(0, 1, above=True))
+    weight_decay: float = checked(1e-5, number(0, 1))
+    validation_fraction: float = checked(0.1, number(0, 1, below=True))
+    """The share of whole episodes held out to pick the best epoch."""
+    patience: int = checked(3, whole(1))
+    """Epochs without a better validation loss before stopping."""
+    seed: int = checked(0, whole(0, 2**32 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    """``finetune``: PPO near the BC policy (``total_steps: -5`` would publish BC untrained as
+    "fine-tuned")."""
+
+    total_steps: int = checked(30_000, whole(1))
+    backend: str = checked("sim", one_of(*BACKENDS))
+    """sim: num_envs in-process simulators; sim_server: num_envs simulator servers over gRPC;
+    siphon: live, one env per entry of hosts."""
+    hosts: tuple[str, ...] = checked((), HOSTS)
+    """siphon only: "pc1:50051", one per gaming PC (or simulator server)."""
+    num_envs: int = checked(2, whole(1, 256))
+    subprocesses: bool = checked(False, FLAG)
+    """The envs in subprocesses (where there are cores to spare; the same results either way)."""
+    kl_coef: float = checked(0.05, number(0))
+    """The pull towards the BC policy (a KL penalty)."""
+    learning_rate: float = checked(3e-4, number(0, 1, above=True))
+    n_steps: int = checked(1024, whole(2))
+    """Steps per env per rollout."""
+    batch_size: int = checked(256, whole(2))
+    """PPO normalises advantages over a batch: one sample is nan."""
+    n_epochs: int = checked(10, whole(1))
+    """Passes over each rollout: fewer leave the critic unable to explain the returns."""
+    gamma: float = checked(0.99, number(0, 1, above=True))
+    gae_lambda: float = checked(0.95, number(0, 1))
+    clip_range: float = checked(0.1, number(0, above=True))
+    vf_coef: float = checked(0.5, number(0))
+    """The value loss's weight, also in the features it shares with the actor."""
+    kl_decay_steps: int = checked(30_000, whole(0))
+    """0: kl_coef throughout; else it falls linearly to 0 over this many steps."""
+    value_warmup_steps: int = checked(4096, whole(0))
+    """Env steps in which only the critic learns, the actor frozen as BC left it."""
+    value_warmup_epochs: int = checked(30, whole(0))
+    """Passes over each warm-up rollout (0: n_epochs)."""
+    critic_features: str = checked("shared", one_of("shared", "detached", "separate"))
+    """shared: the value loss trains the features the actor reads (SB3's way); detached: it reads
+    them only; separate: the critic has its own copy."""
+    seed: int = checked(0, whole(0, 2**32 - 1))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
+@dataclass(frozen=True)
+class EvaluateParams:
+    """``evaluate``: every policy on the same held-out fights."""
+
+    fights: int = checked(100, whole(1))
+    first_seed: int = checked(1_000_000, whole(0))
+    """Held out: demonstrations and training use small seeds."""
+    backend: str = checked("sim", one_of(*BACKENDS))
+    """sim: in-process; sim_server: python -m env.sim over gRPC; siphon: a real host."""
+    host: str = checked("127.0.0.1:50051", TEXT)
+    """siphon only."""
+    deterministic: bool = checked(True, FLAG)
+    """The most likely action (false: sample from the policy)."""
+    parallel: int = checked(8, whole(1, 256))
+    """sim only: fights run side by side, decisions batched."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.fights))
+
+
+@dataclass(frozen=True)
+class PipelineParams:
+    """params.yaml, whole."""
+
+    demos: DemosParams = field(default_factory=DemosParams)
+    dataset: DatasetParams = field(default_factory=DatasetParams)
+    env: EnvParams = field(default_factory=EnvParams)
+    bc: BCConfig = field(default_factory=BCConfig)
+    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+
+    def env_config(self) -> EnvConfig:
+        """The env every stage works in; the profile and the picture (``capture_size``) are the
+        recordings', filled in when the dataset is built."""
+        return EnvConfig(**_values(self.dataset, exclude=("id",)), **_values(self.env))
+
+    @classmethod
+    def from_mapping(cls, raw: Any, source: str = "params.yaml") -> PipelineParams:
+        """The tree from parsed YAML, every value checked; ``ParamsError`` names the first bad one
+        as ``<source> <section>.<key> = <value>: <what it accepts>``."""
+        if not isinstance(raw, dict):
+            raise ParamsError(f"{source} must be a mapping of sections ({', '.join(SECTIONS)})")
+        unknown = sorted(set(raw) - set(SECTIONS))
+        if unknown:
+            raise ParamsError(f"{source}: unknown sections {unknown}; known: {list(SECTIONS)}")
+        sections = {name: read_section(raw.get(name) or {}, name, kind, source) for name, kind in SECTIONS.items()}
+        params = cls(**sections)
+        try:
+            params.env_config()
+        except FieldError as e:
+            where = "dataset" if e.field in {f.name for f in fields(DatasetParams)} else "env"
+            raise ParamsError(f"{source} {where}.{e}") from None
+        return params
+
+
+SECTIONS: dict[str, type] = {"demos": DemosParams, "dataset": DatasetParams, "env": EnvParams, "bc": BCConfig,
+                             "finetune": FinetuneConfig, "evaluate": EvaluateParams}
+"""params.yaml's sections, in its order, and the dataclass each is read into."""
+
+
+def read_section(values: Any, name: str, kind: type, source: str = "params.yaml") -> Any:
+    """One section as its dataclass ``kind``, every key known and every value checked."""
+    known = [f.name for f in fields(kind)]
+    if not isinstance(values, dict):
+        raise ParamsError(f"{source} {name} must be a mapping of keys ({', '.join(known)}), got {values!r}")
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise ParamsError(f"{source} {name}: unknown keys {unknown}; known: {sorted(known)}")
+    defaults = kind()
+    values = {key: tuple(value) if isinstance(getattr(defaults, key), tuple) and isinstance(value, list) else value
+              for key, value in values.items()}  # YAML has lists, not tuples
+    try:
+        return kind(**values)
+    except FieldError as e:
+        raise ParamsError(f"{source} {name}.{e}") from None
+
+
+def _values(section: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in exclude}
+
+
+def load_params(path: Path = Path("params.yaml")) -> PipelineParams:
+    """params.yaml as the typed tree; ``ParamsError`` for a missing file, bad YAML or a bad value."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ParamsError(f"{path} not found: run from the repository root") from None
+    except yaml.YAMLError as e:
+        raise ParamsError(f"{path} is not valid YAML: {e}") from None
+    return PipelineParams.from_mapping(raw, path.name)

@@ -2,9 +2,10 @@
 
 Random, behaviour-cloned, fine-tuned and the scripted expert are run for the same seeds through
 the shared fight loop (``env.play``), in the in-process simulator, through a simulator server
-over gRPC (the live path), or against a real Siphon host. Reported per policy: win rate with a
-95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many fights a
-minute the evaluation ran.
+over gRPC (the live path), or against a real Siphon host; spread over a Ray cluster when
+``RAY_ADDRESS`` is set (``env.fanout``), with the same results. Reported per policy: win rate
+with a 95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many
+fights a minute the evaluation ran.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from env.elden_env import EldenRingEnv
-from env.play import Actor, run_fights, summarize
+from env.fanout import play_fights
+from env.play import Actor, summarize
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +46,7 @@ def evaluate(
     results = {}
     for name, actor in actors.items():
         started = time.perf_counter()
-        records, frames = run_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
+        records, frames = play_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
         results[name] = summarize(records, time.perf_counter() - started)
         log.info("%s: %s", name, results[name])
         if gif_dir is not None and frames:

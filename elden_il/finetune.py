@@ -26,10 +26,11 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 from env.config import EnvConfig
 from env.factory import env_fns
+from env.fanout import cluster_address
 
 from elden_il.params import FinetuneConfig
 from elden_il.policy import POLICY_FILE, policy_kwargs, save_env_config
@@ -252,6 +253,16 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
     return [seeded(make, i) for i, make in enumerate(fns)]
 
 
+def local_or_ray_vec_env(fns: list, subprocesses: bool) -> VecEnv:
+    """The sub-envs in Ray actors on the cluster when ``RAY_ADDRESS`` is set (the same rollouts,
+    ``elden_il.ray_vec_env``), else in sub-processes or in this process as ``subprocesses`` says."""
+    if cluster_address() is not None:
+        from elden_il.ray_vec_env import RayVecEnv
+
+        return RayVecEnv(fns)
+    return SubprocVecEnv(fns) if subprocesses and len(fns) > 1 else DummyVecEnv(fns)
+
+
 def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path,
              on_episode: Callable[[dict], None] | None = None) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
@@ -262,7 +273,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     The KL prior is not saved: a ``PPO.load``-ed model trains on with ``ent_coef`` as a plain
     entropy bonus unless ``model.rollout_buffer.set_prior(bc_policy)`` is called again."""
     fns = seeded_env_fns(config, env_config)
-    vec = SubprocVecEnv(fns) if config.subprocesses and len(fns) > 1 else DummyVecEnv(fns)
+    vec = local_or_ray_vec_env(fns, config.subprocesses)
     vec = VecMonitor(vec, info_keywords=("win",))
     bc = ActorCriticPolicy.load(str(bc_policy_path))
     model = PPO(

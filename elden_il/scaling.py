@@ -10,6 +10,7 @@ need to play?" for the simulator's boss; a real boss needs its own run on your r
 
     python -m elden_il.scaling                                     # the full study (54 min on 2 shared cores)
     python -m elden_il.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
+    RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.scaling                 # each policy a Ray task
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,7 +32,12 @@ from capture.autopilot import PLAYERS
 from elden_il.params import PipelineParams
 from env.cli import ruled
 from env.errors import EldenILError
+from env.fanout import fan_out
 from env.fields import whole
+
+if TYPE_CHECKING:
+    from elden_il.params import BCConfig
+    from elden_il.data import Demonstrations
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +52,8 @@ def study(fights: list[int], seeds: list[int], eval_fights: int, params: Pipelin
     and returns the results."""
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
-    from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
-    from elden_il.evaluate import PolicyActor
-    from env.factory import make_env
-    from env.play import run_fights, wilson_interval
+    from env.play import wilson_interval
 
     config = params.env_config()
     bc_config = params.bc
@@ -63,18 +68,12 @@ def study(fights: list[int], seeds: list[int], eval_fights: int, params: Pipelin
         build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
         everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
         results["record_and_build_seconds"] = time.perf_counter() - started
+        units = [(n, seed) for n in fights for seed in seeds]
+        trained = fan_out(partial(_train_and_evaluate, bc_config=bc_config, held_out=held_out), units,
+                          lambda unit: f"BC on {unit[0]} fights, training seed {unit[1]}", shared=everything)
         for n in fights:
             demos = everything.first_episodes(n)
-            runs = []
-            for seed in seeds:
-                started = time.perf_counter()
-                train_bc(demos, replace(bc_config, seed=seed), tmp / f"bc-{n}-{seed}")
-                trained = time.perf_counter() - started
-                records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(tmp / f"bc-{n}-{seed}" / "policy.zip", True),
-                                        held_out, parallel=8)
-                runs.append({"train_seconds": trained, "records": records,
-                             "win_rate": sum(r.win for r in records) / len(records)})
-                log.info("%d fights, seed %d: win rate %.0f %%", n, seed, 100 * runs[-1]["win_rate"])
+            runs = [run for (count, _), run in zip(units, trained) if count == n]
             wins = sum(r.win for run in runs for r in run["records"])
             total = sum(len(run["records"]) for run in runs)
             results["rows"].append({
@@ -90,6 +89,29 @@ def study(fights: list[int], seeds: list[int], eval_fights: int, params: Pipelin
     (out / "results.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "scaling.png")
     return results
+
+
+def _train_and_evaluate(everything: Demonstrations, unit: tuple[int, int], bc_config: BCConfig,
+                        held_out: list[int]) -> dict:
+    """One policy of the study: BC on the first ``n`` fights with training seed ``seed``
+    (``unit``), then its held-out fights. A job of its own, so the study fans out over a Ray
+    cluster (``env.fanout``) unit by unit."""
+    from elden_il.bc import train_bc
+    from elden_il.evaluate import PolicyActor
+    from env.factory import make_env
+    from env.play import run_fights
+
+    n, seed = unit
+    demos = everything.first_episodes(n)
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        train_bc(demos, replace(bc_config, seed=seed), Path(tmp))
+        trained = time.perf_counter() - started
+        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(Path(tmp) / "policy.zip", True),
+                                held_out, parallel=8)
+    win_rate = sum(r.win for r in records) / len(records)
+    log.info("%d fights, seed %d: win rate %.0f %%", n, seed, 100 * win_rate)
+    return {"train_seconds": trained, "records": records, "win_rate": win_rate}
 
 
 def plot(results: dict, path: Path) -> None:

@@ -30,8 +30,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 # pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
-# d3rlpy and fills a TorchRL buffer
-.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl]"
+# d3rlpy and fills a TorchRL buffer; ray: fan-out over a cluster (tests/test_fanout.py starts one)
+.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl,ray]"
 # PyAV (in the dependencies above) writes each episode's video: a wheel without libx264 cannot record
 .venv/bin/python -c "import av; av.codec.Codec('libx264', 'w'); av.codec.Codec('libx264rgb', 'w')"
 # d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every

@@ -54,3 +54,22 @@ def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expe
     records = duel("expert", seeds, EnvConfig())  # what python -m env.sim.duel plays
     summary = summarize(records, time.perf_counter() - started)
     assert {key: summary[key] for key in expert} == expert  # the results; the speed is not in eval.json
+
+
+def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before():
+    """The game clock runs on across fights; the expert's timings (and its choice of roll side)
+    must count from the fight's start, or a fight's outcome would depend on the batch size and
+    on which fights a worker happened to play before it (fan-out would change results)."""
+    from env.factory import make_env
+    from env.play import run_fights
+    from env.sim.expert import ScriptedExpert, expert_actor
+
+    config = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
+
+    def play(seeds: list[int]) -> dict:
+        make = lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES)  # noqa: E731
+        return {r.seed: r for r in run_fights(make, expert_actor(config), seeds, parallel=1)[0]}
+
+    alone = play([205])[205]
+    assert play([203, 204, 205])[205] == alone
+    assert play([201, 202, 203, 204, 205])[205] == alone

@@ -3,18 +3,22 @@ check and a quick look.
 
 Fights are played through the env and the shared fight loop (``env.play``), exactly as
 evaluation plays them, so the expert's win rate here and in ``dvc repro``'s evaluation is one
-number: the same seeds give the same fights.
+number: the same seeds give the same fights. With ``RAY_ADDRESS`` set they are played on that
+Ray cluster (``env.fanout``), with the same results.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
 
 from env.config import EnvConfig
+from env.errors import EldenILError
 from env.factory import make_env
-from env.play import Actor, FightRecord, NamingActor, RandomActor, run_fights, summarize
+from env.fanout import play_fights
+from env.play import Actor, FightRecord, NamingActor, RandomActor, summarize
 from env.sim.expert import ScriptedExpert, expert_actor
 
 ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
@@ -28,7 +32,7 @@ ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
 def duel(policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), parallel: int = 8) -> list[FightRecord]:
     """``policy`` (a name of ``ACTORS``) fights once per seed in the in-process simulator."""
     actor = ACTORS[policy](config)
-    return run_fights(lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), actor, seeds, parallel)[0]
+    return play_fights(lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), actor, seeds, parallel)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Play whole fights against the in-process simulator through the env and print each "
         "outcome. The scripted expert should win most fights, a random policy and attack-every-step "
         "almost none: this is the difficulty check.",
-        epilog="example: python -m env.sim.duel --policy expert random --fights 20",
+        epilog="example: python -m env.sim.duel --policy expert random --fights 20\n"
+        "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m env.sim.duel ...",
     )
     parser.add_argument("--policy", nargs="+", choices=sorted(ACTORS), default=["expert"],
                         help="which policies fight (default: expert)")
@@ -53,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     config = EnvConfig()
     for name in args.policy:
         started = time.perf_counter()
-        records = duel(name, list(range(args.first_seed, args.first_seed + args.fights)), config)
+        try:
+            records = duel(name, list(range(args.first_seed, args.first_seed + args.fights)), config)
+        except EldenILError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         summary = summarize(records, time.perf_counter() - started)
         if not args.quiet:
             for r in records:

@@ -48,6 +48,7 @@ class ScriptedExpert:
     def reset(self) -> None:
         self._anim = -1
         self._anim_start = 0.0
+        self._fight_start: float | None = None
         self._flasks_used = 0
         self._dodged_for = -1.0
         self.attack_coming = False
@@ -65,7 +66,7 @@ class ScriptedExpert:
         """The action for this step; also sets ``attack_coming``: whether a boss blow is winding
         up that can still reach the player (what a watching person reacts to)."""
         self.attack_coming = False
-        now = float(state.timestamp) if hasattr(state, "timestamp") else 0.0
+        now = self._since_fight_start(float(state.timestamp) if hasattr(state, "timestamp") else 0.0)
         anim = int(state["NpcAnimId"])
         if anim != self._anim:
             self._anim, self._anim_start = anim, self._onset(now)
@@ -92,6 +93,15 @@ class ScriptedExpert:
         if self._should_heal(state) and dist > 6.0:
             return self._heal()
         return "move_forward" if dist > 3.0 else "idle"
+
+    def _since_fight_start(self, timestamp: float) -> float:
+        """Seconds since the first state of this fight, to the microsecond. The game clock runs
+        on across fights, and seconds at different distances from its origin round differently:
+        on the absolute clock, a fight's rolls and timings would depend on how long the game ran
+        before it, not on the fight alone."""
+        if self._fight_start is None:
+            self._fight_start = timestamp
+        return round(timestamp - self._fight_start, 6)
 
     # ------------------------------------------------------------------------------ decisions
     def _onset(self, now: float) -> float:

@@ -116,7 +116,7 @@ class PersonLikeExpert(ScriptedExpert):
         return action
 
     def _onset(self, now: float) -> float:
-        return self._believed_start
+        return self._since_fight_start(self._believed_start)  # on the expert's clock: from the fight's start
 
     def tap_ms(self) -> int:
         """How long the person holds the next tapped key, in milliseconds: a draw."""

@@ -1,0 +1,118 @@
+"""Evaluation fanned out over Ray against one process: the pipeline's four policies (random, BC,
+fine-tuned, the scripted expert) on the same held-out fights, side by side in one run: one
+process (decisions batched over 8 fights, as ``dvc repro`` evaluates), then a local Ray cluster
+with one node of 2 CPUs, then the two-node cluster the tests start (one CPU each), then one process again. Every run
+must give the same results, fight for fight; the speed-ups are ratios to the mean of the two
+one-process runs (a machine shared with other work drifts).
+
+    python -m benchmarks.bench_fanout                 # 100 fights per policy (the pipeline's)
+    python -m benchmarks.bench_fanout --fights 20     # a quick look
+
+Clusters bind 127.0.0.1 only. Starting one is timed apart from the evaluation it serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from benchmarks.machine import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
+    """The evaluate stage's policies (saved in ``models``) and env on ``fights`` held-out seeds:
+    results and seconds."""
+    import yaml
+
+    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.policy import load_env_config
+    from env.factory import make_env
+    from env.play import RandomActor
+    from env.sim.expert import ScriptedExpert, expert_actor
+
+    ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
+    config = load_env_config(models / "bc")
+    actors = {"random": RandomActor(), "bc": PolicyActor(models / "bc" / "policy.zip", True),
+              "finetuned": PolicyActor(models / "finetuned" / "policy.zip", True), "expert": expert_actor(config)}
+    seeds = list(range(ev["first_seed"], ev["first_seed"] + fights))
+    started = time.perf_counter()
+    results = evaluate(actors, lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), seeds,
+                       parallel=ev["parallel"])
+    return results, time.perf_counter() - started
+
+
+def on_cluster(nodes: list[int], models: Path, fights: int) -> tuple[dict, float, float]:
+    """``evaluate_all`` on a fresh loopback cluster with a node of each CPU count in ``nodes``:
+    results, evaluation seconds, cluster start seconds."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    started = time.perf_counter()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": nodes[0], "node_ip_address": "127.0.0.1"})
+    for cpus in nodes[1:]:
+        cluster.add_node(num_cpus=cpus, node_ip_address="127.0.0.1")
+    start_seconds = time.perf_counter() - started
+    os.environ["RAY_ADDRESS"] = cluster.address
+    try:
+        results, seconds = evaluate_all(models, fights)
+    finally:
+        del os.environ["RAY_ADDRESS"]
+        ray.shutdown()
+        cluster.shutdown()
+    return results, seconds, start_seconds
+
+
+def outcomes(results: dict) -> dict:
+    """The results without the timing, to compare runs."""
+    return {name: {k: v for k, v in r.items() if k != "fights_per_minute"} for name, r in results.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
+    parser.add_argument("--models", type=Path, default=ROOT / "datasets/models",
+                        help="where the pipeline saved bc/ and finetuned/ (default: %(default)s)")
+    parser.add_argument("--torch-threads", type=int, default=None,
+                        help="torch threads of the one process (default: torch's own, one per core; Ray's "
+                             "workers run one each). On a machine shared with other work, one thread is "
+                             "far faster than two")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+    os.environ.pop("RAY_ADDRESS", None)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    from env.fanout import keep_to_loopback
+
+    keep_to_loopback()
+    if args.torch_threads:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    here, before = evaluate_all(args.models, args.fights)
+    print(f"one process: {before:.1f} s ({4 * args.fights / before * 60:.0f} fights a minute)")
+    runs: dict = {}
+    for name, nodes in (("Ray, one node of 2 CPUs", [2]), ("Ray, two nodes of 1 CPU", [1, 1])):
+        results, seconds, start = on_cluster(nodes, args.models, args.fights)
+        runs[name] = {"seconds": seconds, "cluster_start_seconds": start, "same_results": outcomes(results) == outcomes(here)}
+    again, after = evaluate_all(args.models, args.fights)
+    one_process = (before + after) / 2  # before and after the clusters: a machine shared with other work drifts
+    print(f"one process again: {after:.1f} s; the ratios are to their mean, {one_process:.1f} s")
+    runs["one process"] = {"seconds": [before, after], "same_results": outcomes(again) == outcomes(here)}
+    for name, run in runs.items():
+        if name != "one process":
+            run["speedup"] = one_process / run["seconds"]
+            print(f"{name}: {run['seconds']:.1f} s, {run['speedup']:.2f}x one process (cluster start "
+                  f"{run['cluster_start_seconds']:.1f} s); same results fight for fight: {run['same_results']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"machine": describe(), "fights_per_policy": args.fights,
+                                               "torch_threads": args.torch_threads, "runs": runs,
+                                               "results": outcomes(here)}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

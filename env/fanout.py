@@ -1,0 +1,198 @@
+"""Fan-out: many independent jobs (fights, training runs) on a Ray cluster when Ray's own
+``RAY_ADDRESS`` is set, one after another in this process when it is not.
+
+One switch, Ray's own: ``RAY_ADDRESS=auto`` (a cluster started on this machine with
+``ray start --head``), ``HOST:6379`` (a head's GCS) or ``ray://HOST:10001`` (Ray Client). Unset,
+nothing here imports Ray, so the quick start never needs it. Jobs are decided by their inputs
+(a fight by its seed), so where a job runs changes nothing in its result.
+
+A worker (or a whole node) that dies mid-job has its job rerun elsewhere, up to ``retries``
+times; a job still lost after that is named in one line (``FanoutError``) rather than leaving a
+silently short count.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from env.errors import EldenILError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+ADDRESS_VARIABLE = "RAY_ADDRESS"
+RETRIES = 3
+"""Reruns of a job whose worker died (Ray's own default for tasks)."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long a head's address may take to accept a TCP connection: Ray itself waits minutes for
+a GCS that is not there, printing warnings, before it gives up."""
+
+
+TOKEN_HINT = "RAY_AUTH_MODE=token here and the head's ~/.ray/auth_token copied to this machine"
+
+
+class FanoutError(EldenILError):
+    """The Ray cluster cannot be reached or lost jobs for good; the message says which and what to do."""
+
+
+def cluster_address() -> str | None:
+    """``RAY_ADDRESS``, or None when fan-out is off (the variable unset or empty)."""
+    return os.environ.get(ADDRESS_VARIABLE) or None
+
+
+LOOPBACK_HOSTS = ("127.", "localhost", "::1", "[::1]")
+
+
+def _host(address: str) -> str:
+    return address.removeprefix("ray://").rpartition(":")[0]
+
+
+def keep_to_loopback() -> None:
+    """Make this process's Ray take ``127.0.0.1`` at its word. Ray rewrites a loopback address
+    to the machine's network address before connecting, so a head started on loopback only
+    (``--node-ip-address 127.0.0.1``, the safe default: nothing reachable from the network)
+    would never answer. Must run before ``ray`` is imported; Ray's own switch for it is named
+    for Windows and macOS, where it is the default."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
+
+def _head(address: str) -> str | None:
+    """The head ``address`` names: ``auto`` is the last cluster started on this machine, as Ray
+    records it in its temporary folder (None: no record, and Ray says so at once)."""
+    if address != "auto":
+        return address
+    record = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    try:
+        return record.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _check_reachable(address: str) -> None:
+    """A head's host:port must accept a connection, checked quickly: Ray's own connect waits
+    minutes for an unreachable GCS before it fails."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise FanoutError(f"{ADDRESS_VARIABLE}={address} is not auto, HOST:PORT or ray://HOST:PORT: "
+                          f"set it to a head's address, or unset it to run in this process")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise FanoutError(f"{ADDRESS_VARIABLE}={address}: no Ray head answers there ({e.strerror or e}); start one with "
+                          f"`ray start --head`, or unset {ADDRESS_VARIABLE} to run in this process") from None
+
+
+def connect() -> Any:
+    """The ``ray`` module, connected to the cluster ``RAY_ADDRESS`` names (once per process);
+    usage statistics off."""
+    address = cluster_address()
+    if address is None:
+        raise FanoutError(f"{ADDRESS_VARIABLE} is not set: there is no Ray cluster to fan out to")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    head = _head(address)
+    if head is not None and _host(head).startswith(LOOPBACK_HOSTS):
+        keep_to_loopback()
+    try:
+        import ray
+    except ImportError:
+        raise FanoutError(f"{ADDRESS_VARIABLE} is set but Ray is not installed: `pip install -e '.[ray]'` "
+                          f"(scripts/setup.sh does), or unset {ADDRESS_VARIABLE} to run in this process") from None
+    if not ray.is_initialized():
+        if head is not None:
+            _check_reachable(head)
+        try:
+            ray.init(address=address, logging_level=logging.WARNING)
+        except ConnectionError as e:
+            raise FanoutError(f"{ADDRESS_VARIABLE}={address}: {e} Start a head with `ray start --head`, or unset "
+                              f"{ADDRESS_VARIABLE}; a head with token authentication needs {TOKEN_HINT}") from None
+        log.info("fanning out to the Ray cluster at %s (%s CPUs)", address, ray.cluster_resources().get("CPU", 0))
+    return ray
+
+
+def cluster_cpus() -> int:
+    """CPUs of the cluster ``RAY_ADDRESS`` names, 1 when fan-out is off."""
+    if cluster_address() is None:
+        return 1
+    return max(1, int(connect().cluster_resources().get("CPU", 1)))
+
+
+def fan_out(job: Callable[..., R], items: Sequence[T], describe: Callable[[T], str] = str,
+            retries: int = RETRIES, shared: Any = None) -> list[R]:
+    """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here,
+    or as Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset)
+    travels to each node once, not once per job. Results come back in the items' order. An
+    error raised by a job propagates as itself; a job whose worker died ``retries + 1`` times is
+    reported, with every other lost job, by a ``FanoutError`` naming it (``describe(item)``)."""
+    front = () if shared is None else (shared,)
+    if cluster_address() is None:
+        return [job(*front, item) for item in items]
+    ray = connect()
+    from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, WorkerCrashedError
+
+    task = ray.remote(num_cpus=1, max_retries=retries)(_call)
+    front = tuple(ray.put(value) for value in front)
+    refs = [task.remote(job, *front, item) for item in items]
+    results: list[R] = []
+    lost: list[str] = []
+    for item, ref in zip(items, refs):
+        try:
+            results.append(ray.get(ref))
+        except (WorkerCrashedError, NodeDiedError, ObjectLostError, OwnerDiedError) as e:
+            lost.append(describe(item))
+            log.warning("lost %s: %s", describe(item), type(e).__name__)
+    if lost:
+        raise FanoutError(f"{len(lost)} of {len(items)} jobs lost with their Ray workers after {retries} reruns "
+                          f"({'; '.join(lost)}); nothing was written: rerun when the cluster is healthy")
+    return results
+
+
+def _call(job: Callable[..., R], *args: Any) -> R:
+    """A job as one Ray task: any callable (a ``functools.partial`` too, which Ray's decorator refuses)."""
+    return job(*args)
+
+
+@dataclass(frozen=True)
+class _FightJob:
+    make_env: Callable[[], Any]
+    actor: Any
+    seeds: list[int]
+    parallel: int
+    record_first: bool
+
+
+def _play(job: _FightJob) -> tuple[list, list[np.ndarray]]:
+    from env.play import run_fights
+
+    return run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first)
+
+
+def _describe(job: _FightJob) -> str:
+    return f"fights of seeds {job.seeds[0]}..{job.seeds[-1]}" if len(job.seeds) > 1 else f"the fight of seed {job.seeds[0]}"
+
+
+def play_fights(make_env: Callable[[], Any], actor: Any, seeds: list[int], parallel: int = 8,
+                record_first: bool = False, retries: int = RETRIES) -> tuple[list, list[np.ndarray]]:
+    """``env.play.run_fights``, fanned out over the cluster when ``RAY_ADDRESS`` is set: the
+    seeds in a few contiguous chunks per cluster CPU (a lost worker reruns little; the cluster
+    stays busy to the end), each chunk one task playing ``parallel`` fights at a time. The
+    records are the same, fight for fight, as in one process: a fight is decided by its seed."""
+    from env.play import run_fights
+
+    if cluster_address() is None:
+        return run_fights(make_env, actor, seeds, parallel, record_first)
+    chunks = np.array_split(np.asarray(seeds), min(len(seeds), 2 * cluster_cpus()))
+    jobs = [_FightJob(make_env, actor, [int(s) for s in chunk], parallel, record_first and i == 0)
+            for i, chunk in enumerate(chunks)]
+    played = fan_out(_play, jobs, _describe, retries)
+    return [r for records, _ in played for r in records], played[0][1]

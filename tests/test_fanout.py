@@ -1,0 +1,280 @@
+"""Fan-out over Ray (``env.fanout``): the same fights, fight for fight, on a real two-node
+cluster as in one process; a worker killed mid-evaluation has its fights rerun, or named when
+they are lost for good; an unreachable ``RAY_ADDRESS`` is one line.
+
+One cluster for the module (two nodes of one CPU each, on loopback only): starting one costs
+tens of seconds on two shared cores.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from env.config import EnvConfig
+from env.errors import EldenILError
+from env.factory import make_env
+from env.fanout import FanoutError, keep_to_loopback, play_fights
+from env.play import RandomActor
+from env.sim.duel import duel
+from env.sim.expert import ScriptedExpert, expert_actor
+
+ROOT = Path(__file__).parents[1]
+CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A head and one worker node, one CPU each, bound to 127.0.0.1; its address."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    keep_to_loopback()
+    from ray.cluster_utils import Cluster
+
+    local = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1"})
+    local.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    yield local.address
+    import ray
+
+    ray.shutdown()
+    local.shutdown()
+
+
+@pytest.fixture
+def on_cluster(cluster: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The one switch: Ray's own RAY_ADDRESS, set for this test."""
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    return cluster
+
+
+make = partial(make_env, CONFIG, state_attributes=ScriptedExpert.ATTRIBUTES)
+"""The env factory, by reference to importable code: Ray workers import what they unpickle, and
+this test module is not on their path."""
+
+
+@pytest.mark.slow
+def test_duel_plays_the_same_fights_on_a_two_node_cluster(monkeypatch: pytest.MonkeyPatch, cluster: str):
+    seeds = list(range(10, 16))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = duel("expert", seeds, CONFIG)
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    import ray
+
+    there = duel("expert", seeds, CONFIG)
+    assert there == here  # every field of every fight, floats included
+    assert len([n for n in ray.nodes() if n["Alive"]]) == 2
+    assert any(r.win for r in here) or any(r.boss_damage_dealt > 0 for r in here)  # fights, not no-ops
+
+
+@pytest.mark.slow
+def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             cluster: str):
+    import torch
+
+    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.policy import make_policy, save_env_config
+    from env.profile import load_profile
+
+    torch.manual_seed(0)
+    save_env_config(tmp_path, CONFIG)
+    make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
+    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
+    seeds = list(range(100, 106))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = evaluate(actors, make, seeds, parallel=3)
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    there = evaluate(actors, make, seeds, parallel=3)
+    for name in actors:
+        assert {k: v for k, v in there[name].items() if k != "fights_per_minute"} == \
+               {k: v for k, v in here[name].items() if k != "fights_per_minute"}
+
+
+def kill_a_running_fight_chunk(timeout: float = 60.0) -> int:
+    """SIGKILL one Ray worker while it plays fights (its process title names the task); its pid."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                playing = cmdline.read_bytes().startswith(b"ray::_call")
+            except OSError:  # the process ended while we looked
+                continue
+            if playing:
+                pid = int(cmdline.parent.name)
+                os.kill(pid, signal.SIGKILL)
+                return pid
+        time.sleep(0.05)
+    raise AssertionError("no Ray worker was seen playing fights")
+
+
+def play_while_killing(seeds: list[int], retries: int) -> tuple[object, int]:
+    """Play ``seeds`` on the cluster while one worker is killed mid-chunk: (result or error, pid)."""
+    outcome: dict = {}
+
+    def play() -> None:
+        try:
+            outcome["result"] = play_fights(make, expert_actor(CONFIG), seeds, parallel=2, retries=retries)[0]
+        except EldenILError as e:
+            outcome["result"] = e
+
+    thread = threading.Thread(target=play)
+    thread.start()
+    pid = kill_a_running_fight_chunk()
+    thread.join(timeout=300)
+    return outcome["result"], pid
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_evaluation_has_its_fights_rerun(on_cluster: str, monkeypatch: pytest.MonkeyPatch):
+    seeds = list(range(200, 212))
+    result, _ = play_while_killing(seeds, retries=3)
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert result == play_fights(make, expert_actor(CONFIG), seeds, parallel=2)[0]
+
+
+@pytest.mark.slow
+def test_fights_lost_for_good_are_named_never_a_short_count(on_cluster: str):
+    seeds = list(range(300, 312))
+    result, _ = play_while_killing(seeds, retries=0)
+    assert isinstance(result, FanoutError), result
+    assert "jobs lost with their Ray workers" in str(result)
+    assert "fights of seeds 3" in str(result) and "\n" not in str(result)
+
+
+def test_an_unreachable_ray_address_is_one_line():
+    """A head that is not there: one line at once (Ray alone would retry for minutes)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens on it once closed
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"], cwd=ROOT,
+                            env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"RAY_ADDRESS=127.0.0.1:{port}: no Ray head answers there" in lines[0]
+    assert "ray start --head" in lines[0] and "unset RAY_ADDRESS" in lines[0]
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.slow
+def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              cluster: str):
+    """Each (fights, training seed) policy is a Ray task: trained and evaluated there, the same
+    policy and the same fights as in one process."""
+    from dataclasses import replace
+
+    from elden_il.params import load_params
+    from elden_il.scaling import study
+
+    params = load_params(ROOT / "params.yaml")
+    params = replace(params, bc=replace(params.bc, epochs=1))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    here = study([1, 2], [0, 1], 3, params, tmp_path / "here")
+    monkeypatch.setenv("RAY_ADDRESS", cluster)
+    there = study([1, 2], [0, 1], 3, params, tmp_path / "there")
+    timings = ("train_seconds",)
+    assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == \
+           [{k: v for k, v in row.items() if k not in timings} for row in here["rows"]]
+
+
+@pytest.mark.slow
+def test_rllib_ppo_trains_on_the_registered_env_on_the_cluster(on_cluster: str):
+    """RLlib above the Gymnasium API, as EldenGym's architecture promises: the registered id
+    (``env:`` makes each env runner import the package that registers it), its Dict observation
+    flattened by RLlib's own connector, the in-process simulator, an env runner on the cluster."""
+    import math
+
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+
+    from env.fanout import connect
+
+    connect()
+    config = (
+        PPOConfig()
+        .environment("env:EldenIL/Margit-v0", env_config={"frame_size": (16, 16), "max_steps": 40})
+        .env_runners(num_env_runners=1, rollout_fragment_length=64,
+                     env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations())
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+    )
+    algo = config.build_algo()
+    try:
+        results = [algo.train() for _ in range(2)]
+    finally:
+        algo.stop()
+    assert [r["training_iteration"] for r in results] == [1, 2]
+    assert results[-1]["env_runners"]["num_env_steps_sampled_lifetime"] == 256
+    assert math.isfinite(results[-1]["learners"]["default_policy"]["total_loss"])
+
+
+VEC_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20, frame_size=(36, 36))
+
+
+@pytest.mark.slow
+def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str):
+    """Sub-envs in Ray actors on the two nodes: the same observations, rewards, ends of episode
+    and terminal observations as SB3's DummyVecEnv for the same seeds, through auto-resets."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from elden_il.ray_vec_env import RayVecEnv
+    from env.factory import env_fns
+
+    def rollout(vec) -> list:
+        vec.seed(7)
+        steps = [vec.reset()]
+        rng = np.random.default_rng(0)
+        for _ in range(45):  # two episodes and a bit, each env
+            steps.append(vec.step(rng.integers(vec.action_space.n, size=vec.num_envs)))
+        vec.close()
+        return steps
+
+    here = rollout(DummyVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    there = rollout(RayVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    for mine, theirs in zip(here, there):
+        obs_here, obs_there = (mine, theirs) if isinstance(mine, dict) else (mine[0], theirs[0])
+        for key in obs_here:
+            np.testing.assert_array_equal(obs_there[key], obs_here[key])
+        if not isinstance(mine, dict):
+            # rewards: DummyVecEnv keeps float32, SubprocVecEnv (and so this) the env's own floats
+            np.testing.assert_array_equal(theirs[1].astype(np.float32), mine[1])
+            np.testing.assert_array_equal(theirs[2], mine[2])  # dones
+            for info_here, info_there in zip(mine[3], theirs[3]):
+                assert info_there.keys() == info_here.keys()
+                if "terminal_observation" in info_here:
+                    for key in info_here["terminal_observation"]:
+                        np.testing.assert_array_equal(info_there["terminal_observation"][key],
+                                                      info_here["terminal_observation"][key])
+    assert sum(int(step[2].sum()) for step in here[1:]) >= 4  # episodes ended and auto-reset
+
+
+@pytest.mark.slow
+def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: str):
+    import numpy as np
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from elden_il.ray_vec_env import RayVecEnv
+    from env.factory import env_fns
+
+    def buffer(vec) -> tuple:
+        model = PPO("MultiInputPolicy", vec, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+        model.learn(32)
+        vec.close()
+        return model.rollout_buffer.actions.copy(), model.rollout_buffer.rewards.copy()
+
+    actions, rewards = buffer(DummyVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    ray_actions, ray_rewards = buffer(RayVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
+    np.testing.assert_array_equal(ray_actions, actions)
+    np.testing.assert_array_equal(ray_rewards, rewards)

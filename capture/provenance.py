@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 REPOSITORY = "https://github.com/elden-il/elden-il"
 CHECKOUT = Path(__file__).resolve().parent.parent
 CODE = (
-    "elden_il/pipeline.py", "capture/build_dataset.py", "capture/labels.py", "capture/compression.py",
+    "elden_il/pipeline.py", "elden_il/params.py", "capture/build_dataset.py", "capture/labels.py", "capture/compression.py",
     "capture/provenance.py", "capture/episode.py", "capture/video.py", "capture/footage.py", "env/observations.py",
     "env/config.py", "env/fight.py", "env/actions.py", "env/rewards.py", "env/profiles",
 )

@@ -29,10 +29,11 @@ FIGHT_SEED = 7
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two short recorded fights built twice: frames compressed (the default) and raw."""
+    """Two short recorded fights built twice: frames compressed (the default) and raw. Recorded
+    losslessly at the env's own picture, so the dataset's frames are the live env's bit for bit."""
     tmp = tmp_path_factory.mktemp("interop")
     record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12,
-                          seed=FIGHT_SEED, out=tmp / "raw"))
+                          seed=FIGHT_SEED, out=tmp / "raw", master_size=CONFIG.picture_size, video_codec="lossless"))
     build_dataset(tmp / "raw", "test/raw-v0", CONFIG, root=tmp / "minari", compression=NONE)
     build_dataset(tmp / "raw", "test/interop-v0", CONFIG, root=tmp / "minari")
     return tmp / "minari"

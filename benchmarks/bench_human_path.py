@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.machine import describe
+from capture.autopilot import PLAYERS
 from elden_il.params import PipelineParams, load_params
 
 log = logging.getLogger("bench_human_path")
@@ -93,21 +94,17 @@ class KeyboardPlayer(threading.Thread):
             self.error = e
 
     def _play(self) -> None:
-        from capture.autopilot import DecisionClock
+        from capture.autopilot import DecisionClock, make_player
         from capture.takeover import PynputKeyboard
         from env import fight
         from env.actions import ActionTable, KeyCommand
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
-        from env.sim.person import PersonLikeExpert
         from env.siphon import SiphonClient, SiphonError
 
         table = ActionTable(load_profile("sim_margit"), "discrete")
-        if self.player == "expert":
-            expert = ScriptedExpert(self.step_s, self.tap_s)
-        else:
-            expert = PersonLikeExpert(self.step_s, seed=0)
+        expert = make_player(self.player, self.step_s, self.tap_s)
         clock = DecisionClock(self.step_s)
         keyboard = PynputKeyboard()
         client = SiphonClient(self.host)
@@ -400,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--player",
-        choices=["expert", "person"],
+        choices=PLAYERS,
         default="expert",
         help="who plays every recording: the scripted expert, or the person-like one "
         "(env/sim/person.py: its own reaction times and taps) (default: %(default)s)",

@@ -91,6 +91,14 @@ PLAYERS = ("expert", "person")
 times, lapses and taps (``env.sim.person``)."""
 
 
+def make_player(player: str, step_seconds: float, tap_seconds: float, seed: int = 0) -> ScriptedExpert:
+    """One of ``PLAYERS``, deciding every ``step_seconds``: the expert taps for ``tap_seconds``,
+    the person draws its own taps from ``seed``."""
+    if player == "expert":
+        return ScriptedExpert(step_seconds, tap_seconds)
+    return PersonLikeExpert(step_seconds, seed=seed)
+
+
 class Autopilot:
     """``player`` one of ``PLAYERS``; ``seed`` seeds the person's draws (the same seed, the same play)."""
 
@@ -98,8 +106,7 @@ class Autopilot:
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
         self.driver = KeyDriver(game, inputs, config.tap_ms)
         self.actions = ActionTable(game.profile, "discrete")
-        step = self.clock.step_seconds
-        self.expert = ScriptedExpert(step, config.tap_ms / 1000) if player == "expert" else PersonLikeExpert(step, seed=seed)
+        self.expert = make_player(player, self.clock.step_seconds, config.tap_ms / 1000, seed)
 
     def new_fight(self) -> None:
         self.expert.reset()

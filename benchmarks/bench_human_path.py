@@ -44,6 +44,7 @@ import numpy as np
 from benchmarks.machine import describe
 from capture.autopilot import PLAYERS
 from elden_il.params import PipelineParams, load_params
+from env.cli import parse_size
 
 log = logging.getLogger("bench_human_path")
 
@@ -54,10 +55,15 @@ RECORDINGS = {
     "lock-step": "lock-step",
     "lock-step-window": "lock-step, the window's picture",
     "person": "a person's way: window, real keys, recorder",
+    "person-fixed-grid": "the same, steps laid from the first sample",
 }
-"""Folder -> what it holds: the three recordings of the same fights: the pipeline's, the same
+"""Row -> what it trains on: the three recordings of the same fights: the pipeline's, the same
 drawn as the play window is (what the picture alone costs), and the person's through the window
-(what real time, a second program's keys and the listener add)."""
+(what real time, a second program's keys and the listener add); and the person's again, built on
+a step grid laid from each episode's first sample rather than where the presses fall (what the
+builder's grid does)."""
+FOLDER = {"person-fixed-grid": "person"}
+"""Rows that train on another row's recordings."""
 
 
 @dataclass
@@ -244,7 +250,7 @@ def record_lock_step(
 def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:
     """How often a step's label is the person's last decision within that step, on the
     builder's own step grid and labels (the steps with a decision in them)."""
-    from capture.build_dataset import step_labels
+    from capture.build_dataset import step_grid, step_labels
     from capture.episode import list_episodes, read_episode
     from capture.labels import StepLabeler
     from env.actions import ActionTable
@@ -254,18 +260,20 @@ def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> 
     decided_t = np.asarray(decisions.t)
     decided = np.asarray([table.index(a) for a in decisions.action])
     dt = params.env_config().timestep_ms / 1000
-    agree = total = 0
-    for path in list_episodes(raw):
-        episode = read_episode(path, frames=False)
-        t = episode.t
-        boundaries = t[0] + dt * np.arange(int((t[-1] - t[0]) / dt + 1e-9) + 1)
-        labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
-        for k, label in enumerate(labels):
-            inside = np.flatnonzero((decided_t >= boundaries[k]) & (decided_t < boundaries[k + 1]))
-            if len(inside):
-                agree += int(label == decided[inside[-1]])
-                total += 1
-    return {"steps_with_a_decision": total, "agreement": agree / total if total else None}
+    results = {}
+    for grid, align in (("aligned_to_presses", True), ("from_first_sample", False)):
+        agree = total = 0
+        for path in list_episodes(raw):
+            episode = read_episode(path, frames=False)
+            boundaries = step_grid(episode, dt, decided=False, align_to_presses=align)
+            labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
+            for k, label in enumerate(labels):
+                inside = np.flatnonzero((decided_t >= boundaries[k]) & (decided_t < boundaries[k + 1]))
+                if len(inside):
+                    agree += int(label == decided[inside[-1]])
+                    total += 1
+        results[grid] = {"steps_with_a_decision": total, "agreement": agree / total if total else None}
+    return results
 
 
 def train_and_evaluate(
@@ -282,7 +290,10 @@ def train_and_evaluate(
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"
-    build_dataset(raw, dataset_id, params.env_config(), root=work / "minari", force=True)
+    build_dataset(
+        raw, dataset_id, params.env_config(), root=work / "minari", force=True,
+        align_to_presses=name != "person-fixed-grid",
+    )
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
     wins_by_seed = []
@@ -338,6 +349,7 @@ def run(
     work: Path,
     reuse: bool = False,
     recordings: tuple[str, ...] = tuple(RECORDINGS),
+    window: tuple[int, int] = WINDOW,
 ) -> dict:
     """The ``recordings`` (the person's always: its labels are measured; with ``reuse``, those a
     previous run left in ``work`` are kept), their datasets and policies: the results as a dict
@@ -345,7 +357,7 @@ def run(
     work.mkdir(parents=True, exist_ok=True)
     decisions_file = work / "person.decisions.json"
     seconds = {}
-    for name, size in (("lock-step", None), ("lock-step-window", WINDOW)):
+    for name, size in (("lock-step", None), ("lock-step-window", window)):
         if name in recordings and not (reuse and any((work / name).glob("*.h5"))):
             shutil.rmtree(work / name, ignore_errors=True)  # a rerun records afresh
             started = time.perf_counter()
@@ -354,12 +366,12 @@ def run(
     if not (reuse and decisions_file.exists()):
         shutil.rmtree(work / "person", ignore_errors=True)
         started = time.perf_counter()
-        decisions = record_as_a_person(fights, work / "person", params, player, tap_ms)
+        decisions = record_as_a_person(fights, work / "person", params, player, tap_ms, window=window)
         seconds["person"] = time.perf_counter() - started
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
     rows = [
-        train_and_evaluate(work / name, name, params, seeds, eval_fights, work)
+        train_and_evaluate(work / FOLDER.get(name, name), name, params, seeds, eval_fights, work)
         for name in recordings
     ]
     return {
@@ -369,6 +381,7 @@ def run(
         "eval_fights_per_policy": eval_fights,
         "player": player,
         "person_tap_ms": tap_ms,
+        "window": list(window),
         "record_seconds": seconds,
         "person_decisions": len(decisions.t),
         "labels": label_agreement(work / "person", decisions, params),
@@ -429,7 +442,15 @@ def main(argv: list[str] | None = None) -> int:
         nargs="+",
         choices=list(RECORDINGS),
         default=list(RECORDINGS),
-        help="train and evaluate on these (default: all three)",
+        help="train and evaluate on these (default: all of them)",
+    )
+    parser.add_argument(
+        "--window",
+        type=parse_size,
+        default=WINDOW,
+        metavar="WxH",
+        help="the play window's size, which the person's recordings keep as their picture "
+        "(default: 1280x720; a smaller one leaves a 2-core machine more time to play in)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
@@ -444,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         args.work or Path("datasets/studies/human_path" + ("" if args.player == "expert" else f"-{args.player}")),
         args.reuse,
         tuple(args.recordings),
+        args.window,
     )
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")

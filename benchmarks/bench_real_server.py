@@ -30,7 +30,7 @@ from benchmarks.bench_recorder import highest_sustainable, rate_search
 from benchmarks.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.game import GameError
+from env.errors import GameError
 from env.siphon_game import SiphonGame
 from env.sim.launcher import SimServer
 

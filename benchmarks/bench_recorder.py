@@ -28,7 +28,7 @@ from capture.episode import EpisodeMeta, EpisodeWriter
 from capture.inputs import InputLog
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
-from env.game import GameError
+from env.errors import GameError
 from env.siphon import NoFrame, ReadRefused
 from env.siphon_game import SiphonGame
 from env.sim.launcher import SimServer

@@ -37,7 +37,7 @@ from benchmarks.machine import describe
 from env.arena import BossKilled
 from env.config import EnvConfig
 from env.factory import make_env
-from env.game import GameError
+from env.errors import GameError
 from env.profile import load_profile
 from env.sim.expert import ScriptedExpert, expert_actor
 from env.sim.launcher import SimServer, someone_locks_on

@@ -18,7 +18,8 @@ from typing import Protocol
 
 from env.actions import ActionTable, KeyCommand, send
 from env.config import EnvConfig
-from env.game import Game, GameError, GameState
+from env.game import Game, GameState
+from env.errors import GameError
 from env.sim.expert import ScriptedExpert
 from env.sim.person import PersonLikeExpert
 

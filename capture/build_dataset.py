@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import sys
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,9 +40,9 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import output_folder, parse_crop, parse_size, ruled
+from env.cli import output_folder, parse_crop, parse_size, ruled, run_command
 from env.config import ACTION_MODES, EnvConfig
-from env.errors import EldenILError
+from env.errors import DataError
 from env.fields import STEP_MS, FieldError
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
@@ -53,7 +52,7 @@ from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
-from capture.labels import StepLabeler, step_inputs
+from capture.labels import StepLabeler, press_phase, step_inputs
 from capture.lock import is_being_written
 from capture.provenance import provenance
 from capture.staging import staged
@@ -74,7 +73,7 @@ PER_SAMPLE_FIELDS = ("frames", "t", "frame_t", "state", "keys_held", "keys_press
 """The ``Episode`` fields with one row per sample."""
 
 
-class BuildError(EldenILError):
+class BuildError(DataError):
     """The dataset cannot be built; the message says why and what to do."""
 
 
@@ -112,19 +111,43 @@ def samples_at(t: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
     return np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
 
 
+def slices_per_step(episode: Episode, dt: float) -> int:
+    """How many equal slices a step of ``dt`` seconds is cut into for its labels: as many as it
+    holds samples (``capture.labels.step_inputs``)."""
+    return max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 0))))
+
+
+def step_grid(episode: Episode, dt: float, decided: bool, align_to_presses: bool = True) -> np.ndarray:
+    """The step boundaries laid over ``episode``: every ``dt`` seconds from the first sample, or
+    (``align_to_presses``) from where the presses fall (``capture.labels.press_phase``). A fight
+    ``decided`` after the last full step ends with one more, shorter step, so that the death or
+    the kill, always the final sample, is in the dataset as the env would end it."""
+    t = episode.t
+    phase = press_phase(episode.events, t[0], dt, dt / slices_per_step(episode, dt)) if align_to_presses else 0.0
+    start = t[0] + phase
+    full_steps = max(0, int((t[-1] - start) / dt + 1e-9))
+    final_short_step = decided and start + dt * full_steps < t[-1]
+    return start + dt * np.arange(full_steps + 1 + int(final_short_step))
+
+
 def step_labels(episode: Episode, boundaries: np.ndarray, labeler: StepLabeler) -> list:
     """The action of each step between consecutive ``boundaries``, from the keys of [boundary k,
     boundary k+1) by the input log's event times (``capture.labels.step_inputs``), each step cut
     into as many slices as it holds samples."""
-    dt = float(np.median(np.diff(boundaries))) if len(boundaries) > 1 else 0.0
-    slices = max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 0)))) if dt else 1
+    slices = slices_per_step(episode, float(np.median(np.diff(boundaries)))) if len(boundaries) > 1 else 1
     held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries, slices)
     return [labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
             for k in range(len(boundaries) - 1)]
 
 
-def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable) -> Steps | None:
-    """One recorded episode on the env's step grid, or None if it is shorter than one step."""
+def episode_steps(
+    episode: Episode,
+    config: EnvConfig,
+    builder: ObservationBuilder,
+    actions: ActionTable,
+    align_to_presses: bool = True,
+) -> Steps | None:
+    """One recorded episode on the env's step grid (``step_grid``), or None if it is shorter than one step."""
     labeler = StepLabeler(actions, episode.key_names)
     names = episode.attribute_names
     missing = [a for a in builder.attributes if a not in names]
@@ -134,13 +157,9 @@ def episode_steps(episode: Episode, config: EnvConfig, builder: ObservationBuild
     t = episode.t
     if len(t) < 2:
         return None
-    full_steps = int((t[-1] - t[0]) / dt + 1e-9)
-    # A fight decided after the last full step ends with one more (shorter) step, so that the
-    # death or the kill, always the final sample, is in the dataset as the env would end it.
     rules = actions.profile.fight_rules
     decided = rules.is_over(dict(zip(names, episode.state[-1])))
-    final_short_step = decided and t[0] + dt * full_steps < t[-1]
-    boundaries = t[0] + dt * np.arange(full_steps + 1 + int(final_short_step))
+    boundaries = step_grid(episode, dt, decided, align_to_presses)
     if len(boundaries) < 2:
         return None
     at = samples_at(t, boundaries)
@@ -278,11 +297,14 @@ def build_dataset(
     root: str | Path | None = None,
     force: bool = False,
     compression: FrameCompression = DEFAULT_COMPRESSION,
+    align_to_presses: bool = True,
 ):
     """Build (or with ``force``, rebuild) ``dataset_id`` for the env ``config`` describes, from
     every finished episode in ``raw_dir``. ``config.profile`` None means the profile the episodes
     were recorded with. A rebuild replaces the old dataset only once the new one is complete
-    (``capture.staging``). ``compression`` is how frames are stored (lossless either way)."""
+    (``capture.staging``). ``compression`` is how frames are stored (lossless either way).
+    ``align_to_presses`` False lays each episode's step grid from its first sample instead of
+    where its presses fall (``step_grid``): the comparison the human-path benchmark makes."""
     import minari
     from minari.data_collector import EpisodeBuffer
     from tqdm import tqdm
@@ -317,7 +339,7 @@ def build_dataset(
             raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
         episode = finite_state(common_prefix(episode))
         try:
-            steps = episode_steps(episode, config, builder, actions)
+            steps = episode_steps(episode, config, builder, actions, align_to_presses)
         except EpisodeError as e:  # its video, or a format 1 episode asked for another frame
             raise BuildError(str(e)) from None
         if episode.frame_repeated.any():
@@ -427,17 +449,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
+
+    def work() -> None:
         paths = list_episodes(args.raw)
         recorded = (recorded_with(paths)[1] if paths else None) or defaults.frame_spec  # none: build_dataset says so
         config = EnvConfig(profile=args.profile, action_mode=args.action_mode, timestep_ms=args.timestep_ms,
                            frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop,
                            frame_stack=args.frame_stack, action_history=args.action_history, max_steps=args.max_steps)
         build_dataset(args.raw, args.id, config, args.root, args.force)
-    except EldenILError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+
+    return run_command(work)
 
 
 if __name__ == "__main__":

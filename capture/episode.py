@@ -61,7 +61,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from env.errors import EldenILError
+from env.errors import DataError
 from env.observations import FrameSpec
 
 from capture import files
@@ -89,7 +89,7 @@ RESERVE_BYTES = 256 * 1024
 write the closing attributes."""
 
 
-class EpisodeError(EldenILError):
+class EpisodeError(DataError):
     """An episode file that cannot be read as one; the message names it and what to do."""
 
 
@@ -98,12 +98,12 @@ class DiskError(EpisodeError):
     message names the file and what to do; every sample flushed before is kept.
 
     ``unclosed``: HDF5 could not close the file after a failed write. It then retries that
-    write when the process ends and crashes (SIGSEGV), so a program that gets this should end
-    with ``os._exit`` once it has said what happened; the file on disk stays recoverable."""
+    write when the process ends and crashes (SIGSEGV), so the command ends at once once it has
+    said what happened (``exit_at_once``); the file on disk stays recoverable."""
 
     def __init__(self, message: str, unclosed: bool = False) -> None:
         super().__init__(message)
-        self.unclosed = unclosed
+        self.unclosed = self.exit_at_once = unclosed
 
 
 _UNCLOSABLE: list[h5py.File] = []

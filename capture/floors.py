@@ -11,11 +11,11 @@ catch it with the env's margin. A drop that ends at 0 HP is only a lower bound o
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from env.cli import run_command
 from env.fight import hp_lost
 from env.floors import FIGHTERS, floor_for
 
@@ -63,12 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("raw_dir", nargs="?", type=Path, default=Path("datasets/raw"),
                         help="folder of recorded episodes (default: %(default)s)")
     args = parser.parse_args(argv)
-    try:
-        print(floors_table(hardest_blows(args.raw_dir)))
-    except EpisodeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_command(lambda: print(floors_table(hardest_blows(args.raw_dir))))
 
 
 if __name__ == "__main__":

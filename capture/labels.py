@@ -61,6 +61,32 @@ def step_inputs(
     return held, pressed
 
 
+def press_phase(events: np.ndarray, start: float, dt: float, slice_s: float) -> float:
+    """Where the step grid begins, in seconds after ``start`` (the episode's first sample): the
+    offset in [0, ``dt``) that puts the most key and button presses into the first ``slice_s`` of
+    their step; 0 where none does better.
+
+    Why: a step's observation is the picture at its start and its label the keys pressed in it,
+    and a policy acts on the picture it is shown. A person's presses are not on any grid; on a
+    grid laid from the first sample, a press follows its step's picture by anything up to a whole
+    step, so the dataset pairs a decision with a picture from before the moment it was made for.
+    Laid where the presses fall, each press follows the last picture before it, as a policy's
+    action follows its observation. A lock-step recording presses exactly on its own grid, which
+    this returns unchanged (0)."""
+    downs = events["t"][np.isin(events["kind"], (KEY_DOWN, BUTTON_DOWN))] - start
+    if not len(downs):
+        return 0.0
+    residues = np.sort(np.mod(downs + EVENT_TOLERANCE_S, dt) - EVENT_TOLERANCE_S)
+    candidates = np.concatenate([[0.0], residues[residues > 0]])
+    # presses with residue in [phase, phase + slice), counted with the grid's wrap-around
+    wrapped = np.concatenate([residues, residues + dt])
+    counts = np.searchsorted(wrapped, candidates + slice_s - EVENT_TOLERANCE_S) - np.searchsorted(
+        wrapped, candidates - EVENT_TOLERANCE_S
+    )
+    best = int(np.argmax(counts))  # the first of the best: 0 on a tie
+    return float(candidates[best])
+
+
 class StepLabeler:
     def __init__(self, actions: ActionTable, key_names: tuple[str, ...]) -> None:
         profile = actions.profile

@@ -19,12 +19,11 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from env.cli import key_names, output_folder, parse_size, ruled
+from env.cli import key_names, output_folder, parse_size, ruled, run_command
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
-from env.errors import EldenILError, Interrupted
+from env.errors import ConfigError, GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import STEP_MS, number, whole
-from env.game import GameError
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
@@ -178,7 +177,7 @@ class RecordSettings:
         )
 
 
-class RecordError(EldenILError):
+class RecordError(ConfigError):
     """A recording that cannot start as asked; the message says how to ask instead."""
 
 
@@ -532,18 +531,11 @@ def record(settings: RecordSettings, status: bool = False) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
-    try:
+
+    def work() -> None:
         record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
-    except Interrupted as e:  # the episodes are kept; the exit status says the recording did not finish
-        log.warning("%s", e)
-        return e.exit_code
-    except EldenILError as e:  # no server, a broken profile, the game lost: say which
-        log.error("%s", e)
-        if isinstance(e, DiskError) and e.unclosed:
-            logging.shutdown()
-            os._exit(2)  # HDF5 would retry the failed write at exit and crash (DiskError.unclosed)
-        return 2
-    return 0
+
+    return run_command(work)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import h5py
 
+from env.cli import ERROR_EXIT, run_command
+
 from capture import files
 from capture.episode import (MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, partial_video_path, require_space,
                              video_path)
@@ -187,9 +189,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("paths", nargs="*", type=Path, default=[Path("datasets/raw")], help="partial files or folders (default: datasets/raw)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    partials = find_partials(args.paths)
+    return run_command(lambda: recover_all(args.paths))
+
+
+def recover_all(paths: list[Path]) -> int:
+    """Recover every partial under ``paths``, one line each; a partial that cannot be recovered
+    is said in an ``error:`` line and the others still go ahead. The exit status: ``ERROR_EXIT``
+    if any failed."""
+    partials = find_partials(paths)
     if not partials:
-        print(f"nothing to recover in {', '.join(map(str, args.paths))}")
+        print(f"nothing to recover in {', '.join(map(str, paths))}")
         return 0
     failed = 0
     for partial in partials:
@@ -202,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         except EpisodeError as e:
             print(f"error: {e}", file=sys.stderr)
             failed += 1
-    return 1 if failed else 0
+    return ERROR_EXIT if failed else 0
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from env.errors import EldenILError
+from env.errors import DataError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ QUEUE_FRAMES = 30
 to ride out an encoder slowed for a moment by other work, few enough to keep memory flat."""
 
 
-class VideoError(EldenILError):
+class VideoError(DataError):
     """A video that cannot be written or read as an episode's; the message names the file, what
     is wrong and what to do."""
 

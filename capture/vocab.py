@@ -10,12 +10,12 @@ table to paste into ``profile.toml``: frequent ids first, at most as many as the
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
+from env.cli import run_command
 from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
 
 from capture.episode import EpisodeError, list_episodes, read_episode
@@ -56,17 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("raw", type=Path, nargs="?", default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     parser.add_argument("--top", type=int, default=10, help="also list this many ids per fighter with their share of samples")
     args = parser.parse_args(argv)
-    try:
-        counts = count_animations(args.raw)
-    except EpisodeError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    return run_command(lambda: show_animations(args.raw, args.top))
+
+
+def show_animations(raw: Path, top: int) -> None:
+    """Print each fighter's most frequent ids, then the TOML table of every id."""
+    counts = count_animations(raw)
     for fighter, counter in counts.items():
         total = sum(counter.values()) or 1  # episodes salvaged with no samples count nothing
-        common = ", ".join(f"{anim} ({n / total:.0%})" for anim, n in counter.most_common(args.top))
+        common = ", ".join(f"{anim} ({n / total:.0%})" for anim, n in counter.most_common(top))
         print(f"# {fighter}: {len(counter)} distinct ids; most frequent: {common}")
     print(animations_table(counts))
-    return 0
 
 
 if __name__ == "__main__":

@@ -23,16 +23,15 @@ import argparse
 import json
 import logging
 import os
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from env.cli import output_folder
+from env.cli import output_folder, run_command
+from env.errors import ConfigError
 from env.config import EnvConfig
-from env.errors import EldenILError
 from env.fields import check_fields, checked, number, whole
 
 from elden_il.params import BCConfig
@@ -210,21 +209,21 @@ def main(argv: list[str] | None = None) -> int:
                    help="first demonstration fight's seed (default: %(default)s)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        if args.out.exists():
-            raise EldenILError(f"--out {args.out} exists: give a new folder (the comparison records afresh)")
-        config = CorrectionsConfig(
-            demo_fights=args.demo_fights, correction_fights=args.correction_fights,
-            intervention_weight=args.intervention_weight, takeover_quiet=args.takeover_quiet,
-            eval_fights=args.eval_fights, seed=args.seed, bc=BCConfig(epochs=args.epochs),
-        )
-        report = compare(config, args.out)
-    except EldenILError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    (args.out / "corrections.json").write_text(json.dumps(report, indent=2, default=str))
+    config = CorrectionsConfig(
+        demo_fights=args.demo_fights, correction_fights=args.correction_fights,
+        intervention_weight=args.intervention_weight, takeover_quiet=args.takeover_quiet,
+        eval_fights=args.eval_fights, seed=args.seed, bc=BCConfig(epochs=args.epochs),
+    )
+    return run_command(lambda: compare_and_show(config, args.out))
+
+
+def compare_and_show(config: CorrectionsConfig, out: Path) -> None:
+    """The comparison in a new folder ``out``: its report there as corrections.json, and printed."""
+    if out.exists():
+        raise ConfigError(f"--out {out} exists: give a new folder (the comparison records afresh)")
+    report = compare(config, out)
+    (out / "corrections.json").write_text(json.dumps(report, indent=2, default=str))
     show(report)
-    return 0
 
 
 if __name__ == "__main__":

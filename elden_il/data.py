@@ -21,14 +21,14 @@ import gymnasium as gym
 import numpy as np
 
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import DataError
 from env.observations import history_window, stack_window
 from env.profile import load_profile
 
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
 
 
-class DatasetError(EldenILError):
+class DatasetError(DataError):
     """A dataset that cannot be trained on; the message says why and what to do."""
 
 

@@ -23,12 +23,12 @@ from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
 from capture.video import CODECS, DEFAULT_CODEC
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
-from env.errors import EldenILError
+from env.errors import ConfigError
 from env.factory import BACKENDS
 from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, check_fields, checked, is_int, number, one_of, optional, whole
 
 
-class ParamsError(EldenILError):
+class ParamsError(ConfigError):
     """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
 
 

@@ -22,11 +22,11 @@ import json
 import logging
 import shutil
 import signal
-import sys
 from pathlib import Path
 from typing import Any
 
-from elden_il.params import ParamsError, PipelineParams, load_params
+from elden_il.params import PipelineParams, load_params
+from env.cli import run_command
 from env.errors import EldenILError, Interrupted
 
 log = logging.getLogger("elden_il.pipeline")
@@ -235,18 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        COMMANDS[args.stage](load_params(args.params))
-    except ParamsError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Interrupted as e:  # Ctrl-C during `dvc repro`: the exit status tells DVC the stage is not done
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except EldenILError as e:  # a dataset, a recording, a server: the message says what to do
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return run_command(lambda: COMMANDS[args.stage](load_params(args.params)))
 
 
 if __name__ == "__main__":

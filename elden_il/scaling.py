@@ -30,8 +30,7 @@ import numpy as np
 
 from capture.autopilot import PLAYERS
 from elden_il.params import PipelineParams
-from env.cli import ruled
-from env.errors import EldenILError
+from env.cli import ruled, run_command
 from env.fanout import fan_out
 from env.fields import whole
 
@@ -176,15 +175,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from elden_il.params import load_params
 
-    try:
-        out = args.out or (OUT if args.player == "expert" else Path(f"{OUT}-{args.player}"))
+    out = args.out or (OUT if args.player == "expert" else Path(f"{OUT}-{args.player}"))
+
+    def work() -> None:
         results = study(sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), out, args.player)
-    except EldenILError as e:
-        log.error("%s", e)
-        return 2
-    print(table(results))
-    print(f"\nresults and plot in {out}", file=sys.stderr)
-    return 0
+        print(table(results))
+        print(f"\nresults and plot in {out}", file=sys.stderr)
+
+    return run_command(work)
 
 
 if __name__ == "__main__":

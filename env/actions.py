@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from env.profile import Profile
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 if TYPE_CHECKING:
     from env.game import Game

@@ -21,7 +21,7 @@ import time
 from typing import TYPE_CHECKING
 
 from env.fight import AT_DEATH
-from env.game import GameError
+from env.errors import GameError
 from env.siphon import ReadRefused
 
 if TYPE_CHECKING:

@@ -1,17 +1,43 @@
-"""Small argparse helpers the project's command lines share: every value is converted and
-range-checked where it is parsed, so a bad flag is one argparse error line, never a traceback."""
+"""What the project's command lines share: argparse helpers that convert and range-check every
+value where it is parsed (a bad flag is one argparse error line, never a traceback), and the one
+runner every ``main()`` hands its work to (``run_command``)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from env.errors import ConfigError, EldenILError, Interrupted
 from env.fields import Rule
 from env.keys import normalize_key
 from env.observations import check_frame_crop, check_frame_size
-from env.siphon_config import ConfigError
+
+ERROR_EXIT = 2
+"""Every command's exit status for an error the user can fix (argparse's own for a bad flag)."""
+
+
+def run_command(work: Callable[[], int | None]) -> int:
+    """Run a command's ``work`` and return the process's exit status: ``work``'s own (None is
+    0); for an ``EldenILError`` its message as one ``error:`` line on stderr and ``ERROR_EXIT``;
+    for an interrupted run what it kept, and the shell's 128 + signal, so that a script or DVC
+    never takes the run as done. Anything else is a bug and keeps its traceback."""
+    try:
+        return work() or 0
+    except Interrupted as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except EldenILError as e:
+        print(f"error: {e}", file=sys.stderr)
+        if e.exit_at_once:
+            sys.stderr.flush()
+            logging.shutdown()
+            os._exit(ERROR_EXIT)
+        return ERROR_EXIT
 
 
 def parse_size(text: str) -> tuple[int, int]:

@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from env.fields import FieldError, is_int, is_number
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Dict as DictSpace, Space

@@ -17,16 +17,16 @@ import argparse
 import logging
 import math
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from env.cli import run_command
 from env.errors import EldenILError
 from env.factory import DEFAULT_HOST
-from env.game import GameError
+from env.errors import GameError
 from env.profile import Profile, load_profile
 from env.siphon import ReadRefused
 from env.siphon_game import SiphonGame
@@ -325,13 +325,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds to wait for you to lock on while Siphon's NPC hook goes in (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    return run_command(lambda: examine(args.host, args.profile, args.hook_timeout))
+
+
+def examine(host: str, profile_name: str, hook_timeout: float) -> int:
+    """Run every check and print the verdict; the exit status is 1 when a check failed (a result,
+    not an error: the checks' own lines say what to fix)."""
     started = time.monotonic()
-    try:
-        profile = load_profile(args.profile)
-    except EldenILError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    checks = Doctor(args.host, profile, args.hook_timeout).run()
+    checks = Doctor(host, load_profile(profile_name), hook_timeout).run()
     failed = [c.name for c in checks if c.ok is False]
     print(f"\n{len(checks) - len(failed)} checks passed, {len(failed)} failed ({time.monotonic() - started:.0f} s)"
           + (f": fix {', '.join(failed)} first" if failed else ": ready to record and train"))

@@ -31,7 +31,7 @@ from env.keys import pygame_key
 from env.observations import ObservationBuilder
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever

@@ -1,16 +1,52 @@
-"""The one base class of every error this project raises on purpose.
+"""Every error this project raises on purpose, grouped by what the caller does next.
 
 Bad input (a profile with a typo, a malformed params file, a corrupt dataset), a missing server,
 a game that does not answer: each raises a subclass of ``EldenILError`` whose message says what
-was wrong and how to fix it. Command lines catch exactly this class and print the message in one
-line; anything else escaping them is a bug, and keeps its traceback.
+was wrong and how to fix it. Every command line runs its work through ``env.cli.run_command``,
+which prints that message in one line and exits with status 2 (an interrupted run with the
+shell's 128 + signal); anything else escaping a command is a bug, and keeps its traceback.
+
+The groups, and the modules that raise their subclasses:
+
+- ``ConfigError``: fix a setting (a profile or Siphon TOML, params.yaml, a flag, an env config).
+  ``env.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.record.RecordError``.
+- ``GameError``: the game or its server (start it, wait for it, reconnect, get back to the
+  fight). ``env.siphon.SiphonError`` and its kinds (the transport), ``env.arena.BossKilled``,
+  ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited`` (the simulator).
+- ``DataError``: a recording or a dataset that cannot be used as it is (recover it, record again,
+  rebuild). ``capture.episode.EpisodeError`` and ``DiskError``, ``capture.video.VideoError``,
+  ``capture.build_dataset.BuildError``, ``elden_il.data.DatasetError``.
+- ``SetupError``: something this machine lacks or cannot reach (install it, start it).
+  ``env.sim.display.DisplayError`` (Xvfb), ``env.fanout.FanoutError`` (a Ray cluster).
+- ``Interrupted``: a run stopped by a signal.
 """
 
 from __future__ import annotations
 
 
 class EldenILError(Exception):
-    """Something the user can fix; the message says what and how."""
+    """Something the user can fix; the message says what and how.
+
+    ``exit_at_once``: the process must end without running Python's exit handlers once the
+    message is out (HDF5 retrying a failed write at exit would crash: ``capture.episode.DiskError``)."""
+
+    exit_at_once: bool = False
+
+
+class ConfigError(EldenILError):
+    """A config, profile, params file or flag that cannot be used; the message says where and why."""
+
+
+class GameError(EldenILError):
+    """Anything that went wrong talking to a game, with a message that says what to do about it."""
+
+
+class DataError(EldenILError):
+    """A recording or dataset that cannot be used as it is; the message names it and what to do."""
+
+
+class SetupError(EldenILError):
+    """Something this machine lacks or cannot reach; the message says what to install or start."""
 
 
 class Interrupted(EldenILError):

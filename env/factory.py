@@ -26,7 +26,7 @@ import gymnasium as gym
 from env.config import FIELD_NAMES, EnvConfig
 from env.elden_env import EldenRingEnv
 from env.game import Game
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 BACKENDS = ("sim", "sim_server", "siphon")
 DEFAULT_PROFILES = {"sim": "sim_margit", "sim_server": "sim_margit", "siphon": "eldenring_margit"}

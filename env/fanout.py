@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from env.errors import EldenILError
+from env.errors import SetupError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ a GCS that is not there, printing warnings, before it gives up."""
 TOKEN_HINT = "RAY_AUTH_MODE=token here and the head's ~/.ray/auth_token copied to this machine"
 
 
-class FanoutError(EldenILError):
+class FanoutError(SetupError):
     """The Ray cluster cannot be reached or lost jobs for good; the message says which and what to do."""
 
 

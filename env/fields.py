@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 RULE = "rule"
 """The ``dataclasses.field`` metadata key holding a field's ``Rule``."""

@@ -19,14 +19,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from env.errors import EldenILError
 from env.profile import Profile
 
 AttributeValue = int | float | bool
-
-
-class GameError(EldenILError):
-    """Anything that went wrong talking to a game, with a message that says what to do about it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.typing import ArrayLike
 
 from env.config import FieldError
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 
 if TYPE_CHECKING:
     from env.actions import ActionTable

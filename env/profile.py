@@ -13,7 +13,8 @@ from pathlib import Path
 
 from env.fight import FightRules
 from env.keys import normalize_key
-from env.siphon_config import ConfigError, SiphonConfig, line_of, load_siphon_config, read_toml
+from env.siphon_config import SiphonConfig, line_of, load_siphon_config, read_toml
+from env.errors import ConfigError
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 

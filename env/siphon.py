@@ -27,7 +27,8 @@ import numpy as np
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.game import AttributeValue, GameError
+from env.game import AttributeValue
+from env.errors import GameError
 from env.keys import is_mouse_button, normalize_key
 from env.packed_reads import Block, ReadPlan, plan_blocks
 from env.siphon_config import AttributeSpec, SiphonConfig

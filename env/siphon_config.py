@@ -11,13 +11,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.errors import EldenILError
+from env.errors import ConfigError
 
 ATTRIBUTE_TYPES = ("int", "float", "bool", "array")
-
-
-class ConfigError(EldenILError):
-    """A config or profile file that cannot be used; the message says where and why."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,8 @@ import numpy as np
 
 from env import fight
 from env.arena import back_into_the_fight
-from env.game import AttributeValue, Frame, GameError, GameState, scaled
+from env.game import AttributeValue, Frame, GameState, scaled
+from env.errors import GameError
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, NotConfigured, SiphonClient

@@ -11,8 +11,8 @@ import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
-from env.game import GameError
-from env.siphon_config import ConfigError
+from env.errors import GameError
+from env.errors import ConfigError
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.moves import PlayerAnim

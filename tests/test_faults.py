@@ -152,7 +152,7 @@ def check_stopped_cleanly_and_recoverable(
 
     filler = disk.fill()
     full = cli("capture.recover", str(out))  # no room for the recovered copy: say so, touch nothing
-    assert full.returncode == 1 and "is full" in one_error_line(full.stderr), full.stderr
+    assert full.returncode == 2 and "is full" in one_error_line(full.stderr), full.stderr
     assert "cannot be read" not in full.stderr and partial.exists() and not list(out.glob("*.recovering"))
 
     filler.unlink()  # the user frees space: the other program's file, and room for the recovered copy
@@ -405,7 +405,7 @@ def test_a_failed_rebuild_leaves_the_old_dataset(raw_episodes: Path, tmp_path: P
         (raw / path.name).write_bytes(path.read_bytes())
     (raw / "zzz_human.h5").write_bytes(b"not an episode")  # read last: the rebuild fails late
     result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/atomic-v0", "--root", str(root), "--force")
-    assert result.returncode == 1 and "zzz_human.h5 is not a readable episode" in one_error_line(result.stderr)
+    assert result.returncode == 2 and "zzz_human.h5 is not a readable episode" in one_error_line(result.stderr)
     assert dataset_state(root, "test/atomic-v0") == before
     assert not [p for p in root.iterdir() if p.name.startswith(".building")]
 
@@ -538,7 +538,7 @@ def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes:
     before = {p.name: p.read_bytes() for p in raw.iterdir()}
     result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
     line = one_error_line(result.stderr)
-    assert result.returncode == 1 and not (tmp_path / "minari/test/video-v0").exists()
+    assert result.returncode == 2 and not (tmp_path / "minari/test/video-v0").exists()
     assert video.name in line and any(said in line for said in VIDEO_DAMAGES[damage]), line
     assert "move" in line or "put" in line, line  # what to do
     assert {p.name: p.read_bytes() for p in raw.iterdir()} == before, "nothing recorded is touched"
@@ -584,7 +584,7 @@ def test_nan_state_that_cannot_be_held_over_is_one_line_naming_the_file_and_samp
     spoil_state(spoiled, rows, "NpcHp", math.inf)
     result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/nan-v0", "--root", str(tmp_path / "minari"))
     line = one_error_line(result.stderr)
-    assert result.returncode == 1 and not (tmp_path / "minari/test/nan-v0").exists()
+    assert result.returncode == 2 and not (tmp_path / "minari/test/nan-v0").exists()
     assert f"{spoiled.name}: NpcHp not a finite number at samples {rows.start}-{rows.stop - 1} ({why}" in line, line
     assert "Record the fight again, or move the file out of the folder" in line
 
@@ -675,7 +675,7 @@ def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_
         shutil.copytree(folder, tmp_path / "datasets/models" / name)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
     result = cli("elden_il.pipeline", "evaluate", cwd=tmp_path)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
 
 
@@ -932,7 +932,7 @@ def test_a_partial_torn_before_its_samples_were_indexed_is_one_line_and_left_unt
     past the tear: nothing can be trusted, so one line, and the file left as it is."""
     torn, whole, _ = torn_recording(tmp_path, flush_every=1000, kept=400 / 738)
     result = cli("capture.recover", str(torn.parent), timeout=60)
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
     assert sorted(p.name for p in torn.parent.iterdir()) == [torn.name, torn.name.replace(".h5.", ".mkv.")]
     assert torn.read_bytes() == whole[: int(len(whole) * 400 / 738)]

@@ -24,7 +24,7 @@ from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.profile import load_profile
 from env.sim.launcher import SimServer
-from env.siphon_config import ConfigError
+from env.errors import ConfigError
 from env.siphon_game import SiphonGame
 
 WINDOW = (1280, 720)

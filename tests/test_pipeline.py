@@ -196,18 +196,18 @@ def test_malformed_params_yaml_is_refused(tmp_path: Path):
 def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
     write_params(tmp_path, "params.yaml")
     missing = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc")
-    assert missing.returncode == 1 and "cannot load dataset 'eldenil/margit-test-v0'" in missing.stderr
+    assert missing.returncode == 2 and "cannot load dataset 'eldenil/margit-test-v0'" in missing.stderr
 
     (tmp_path / "datasets/raw").mkdir(parents=True)
     write_params(tmp_path, "raw.yaml", **{"demos.source": "raw"})
     empty = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "dataset", "--params", "raw.yaml")
-    assert empty.returncode == 1 and "no finished episodes in datasets/raw" in empty.stderr
+    assert empty.returncode == 2 and "no finished episodes in datasets/raw" in empty.stderr
 
     assert run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "demos").returncode == 0
     assert run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "dataset").returncode == 0
     write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
     incompatible = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc", "--params", "small.yaml")
-    assert incompatible.returncode == 1, incompatible.stderr
+    assert incompatible.returncode == 2, incompatible.stderr
     assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in incompatible.stderr
     assert "dvc repro dataset" in incompatible.stderr
 
@@ -242,7 +242,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     from elden_il.policy import load_env_config, make_policy
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
-    from env.siphon_config import ConfigError
+    from env.errors import ConfigError
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))

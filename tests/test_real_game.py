@@ -201,7 +201,7 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
     printed = capsys.readouterr().out
     assert tomllib.loads(printed)["fight"] == {"player_hp_floor": 0.62, "boss_hp_floor": 0.09}
     assert "620 HP of 1100" in printed and "340 HP of 4174" in printed
-    assert floors.main([str(tmp_path / "nothing")]) == 1
+    assert floors.main([str(tmp_path / "nothing")]) == 2
     assert "no finished episodes" in capsys.readouterr().err
 
 

@@ -210,6 +210,32 @@ def test_a_persons_keys_label_the_step_they_were_pressed_in_not_the_next_sampled
     assert samples_t[np.searchsorted(samples_t, 0.19)] > 0.2
 
 
+def test_the_step_grid_is_laid_where_a_persons_presses_fall():
+    """A person's presses are off any grid laid from the first sample: the grid moves so that each
+    press follows the last picture before it (as a policy's action follows its observation). A
+    lock-step recording's presses, on its own grid, leave it where it was; so does no press."""
+    from capture.inputs import EVENT_DTYPE, KEY_DOWN, KEY_UP
+    from capture.labels import press_phase
+
+    col = {k: i for i, k in enumerate(KEYS)}
+    start, dt, slice_s = 100.0, 0.2, 0.2 / 6
+    # a person deciding every 200 ms, 70 ms after the grid from the first sample, with a few ms of
+    # jitter, and one stray press elsewhere
+    presses = start + 0.07 + dt * np.arange(40) + np.tile([0.0, 0.004, 0.011, 0.002], 10)
+    presses = np.append(presses, start + 3.15)
+    events = np.sort(np.array([(t, KEY_DOWN, col["P"], 0, 0) for t in presses]
+                              + [(t + 0.05, KEY_UP, col["P"], 0, 0) for t in presses], EVENT_DTYPE), order="t")
+    phase = press_phase(events, start, dt, slice_s)
+    assert 0.07 - slice_s < phase <= 0.07  # every regular press in its step's first slice
+    residues = np.mod(presses[:-1] - start - phase, dt)
+    assert np.all(residues < slice_s)
+    # lock-step: presses exactly on sample times, float sums like the boundaries
+    on_grid = start + np.cumsum(np.full(50, dt))
+    lock_step = np.array([(t, KEY_DOWN, col["P"], 0, 0) for t in on_grid], EVENT_DTYPE)
+    assert press_phase(lock_step, start, dt, slice_s) == 0.0
+    assert press_phase(np.zeros(0, EVENT_DTYPE), start, dt, slice_s) == 0.0
+
+
 def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int = 20) -> list[tuple[float, str]]:
     """The recorder CLI, lock-step against the in-process simulator, with the autopilot; returns
     every decision the autopilot made (time, action name)."""
@@ -333,7 +359,7 @@ def test_vocab_lists_the_animation_ids_recorded_as_a_profile_table(tmp_path: Pat
     # everything the simulator's fighters did is one of its known ids, the idle ones among them
     assert set(table["boss"]) <= set(PROFILE.boss_animations) and len(table["boss"]) >= 3
     assert set(table["player"]) <= set(PROFILE.player_animations) and 0 in table["player"]
-    assert vocab.main([str(tmp_path / "nothing")]) == 1
+    assert vocab.main([str(tmp_path / "nothing")]) == 2
     assert "no finished episodes" in capsys.readouterr().err
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
-import sys
 import threading
 from dataclasses import replace
 
-from env.cli import parse_size, ruled
+from env.cli import parse_size, ruled, run_command
+from env.errors import SetupError
 from env.fields import Rule, is_number, whole
-from env.siphon_config import ConfigError
 from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import REAL_BY_DEFAULT, serve
@@ -82,14 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms)
     life_timings = replace(lifecycle, death_screen=args.death_screen_s, loading=args.loading_s,
                            you_died=min(lifecycle.you_died, args.death_screen_s))
+    return run_command(lambda: serve_until_stopped(args, timings, life_timings))
+
+
+def serve_until_stopped(args: argparse.Namespace, timings: RealServerTimings, life_timings: Lifecycle) -> None:
+    """Serve as ``args`` ask (with the play window if asked) until SIGINT or SIGTERM."""
     try:
         running = serve(
             args.host, args.port, args.seed, args.size, args.profile, args.speed, args.real_server, timings,
             life_timings, None if args.start is None else args.start == "fight",
         )
-    except (ConfigError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except OSError as e:  # the port taken, the address not this machine's
+        raise SetupError(f"cannot serve on {args.host}:{args.port}: {e}; choose another --port (0: any free one)") from None
     logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -103,7 +106,6 @@ def main(argv: list[str] | None = None) -> int:
             stop.wait()
     finally:
         running.stop()
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,10 +15,10 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from env.errors import EldenILError
+from env.errors import SetupError
 
 
-class DisplayError(EldenILError):
+class DisplayError(SetupError):
     """No virtual display could be started."""
 
 

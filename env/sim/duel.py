@@ -10,12 +10,11 @@ Ray cluster (``env.fanout``), with the same results.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
 
+from env.cli import run_command
 from env.config import EnvConfig
-from env.errors import EldenILError
 from env.factory import make_env
 from env.fanout import play_fights
 from env.play import Actor, FightRecord, NamingActor, RandomActor, summarize
@@ -36,8 +35,6 @@ def duel(policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), paralle
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
     parser = argparse.ArgumentParser(
         prog="python -m env.sim.duel",
         description="Play whole fights against the in-process simulator through the env and print each "
@@ -54,17 +51,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.fights < 1:
         parser.error(f"--fights must be at least 1, got {args.fights}")
+    return run_command(lambda: show_duels(args.policy, list(range(args.first_seed, args.first_seed + args.fights)), args.quiet))
+
+
+def show_duels(policies: list[str], seeds: list[int], quiet: bool) -> None:
+    """Each policy's fights on ``seeds``, printed as they end (``quiet``: the summaries alone)."""
+    from rich.console import Console
+
     console = Console()
     config = EnvConfig()
-    for name in args.policy:
+    for name in policies:
         started = time.perf_counter()
-        try:
-            records = duel(name, list(range(args.first_seed, args.first_seed + args.fights)), config)
-        except EldenILError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        records = duel(name, seeds, config)
         summary = summarize(records, time.perf_counter() - started)
-        if not args.quiet:
+        if not quiet:
             for r in records:
                 outcome = "[green]WIN [/]" if r.win else "[red]LOSS[/]"
                 console.print(
@@ -76,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
             f"95 % interval {summary['win_rate_ci95'][0]:.0%}-{summary['win_rate_ci95'][1]:.0%}), "
             f"mean boss damage {summary['boss_damage_dealt']:.0%}[/] ({summary['fights_per_minute']:.0f} fights a minute)"
         )
-    return 0
 
 
 if __name__ == "__main__":

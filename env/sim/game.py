@@ -17,7 +17,8 @@ import cv2
 import numpy as np
 
 from env import fight
-from env.game import AttributeValue, Frame, GameError, GameState
+from env.game import AttributeValue, Frame, GameState
+from env.errors import GameError
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory

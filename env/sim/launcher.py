@@ -29,7 +29,7 @@ import grpc
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.game import GameError
+from env.errors import GameError
 from env.profile import Profile
 from env.siphon import grpc_address
 from env.siphon_game import SiphonGame

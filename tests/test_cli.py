@@ -1,0 +1,59 @@
+"""Every command line reports an error the user can fix the same way: one ``error:`` line that
+says what to do, exit status 2, no traceback (``env.cli.run_command``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from env.cli import ERROR_EXIT, run_command
+from env.errors import DataError, Interrupted
+
+ROOT = Path(__file__).parents[1]
+
+MISTAKES = {
+    "env.sim": (["--port", "0", "--profile", "no_such_profile"], "no_such_profile"),
+    "env.doctor": (["--profile", "no_such_profile"], "no_such_profile"),
+    "capture.record": (["--backend", "sim", "--profile", "no_such_profile", "--max-episodes", "1"], "no_such_profile"),
+    "capture.recover": (["{tmp}/garbage_human.h5.partial"], "cannot be read"),
+    "capture.build_dataset": (["--raw", "{tmp}", "--id", "test/empty-v0", "--root", "{tmp}/minari"], "no finished episodes"),
+    "capture.vocab": (["{tmp}"], "no finished episodes"),
+    "capture.floors": (["{tmp}"], "no finished episodes"),
+    "elden_il.pipeline": (["bc", "--params", "{tmp}/missing.yaml"], "missing.yaml"),
+    "elden_il.scaling": (["--params", "{tmp}/missing.yaml", "--out", "{tmp}/out"], "missing.yaml"),
+    "elden_il.corrections": (["--out", "{tmp}"], "exists: give a new folder"),
+}
+"""Each command with a mistake a user makes, and what its one line must name."""
+
+
+@pytest.mark.parametrize("module", MISTAKES)
+def test_every_command_says_a_users_mistake_in_one_line_and_exits_2(module: str, tmp_path: Path):
+    (tmp_path / "garbage_human.h5.partial").write_bytes(b"not an episode")
+    args, named = MISTAKES[module]
+    result = subprocess.run(
+        [sys.executable, "-m", module, *(a.format(tmp=tmp_path) for a in args)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == ERROR_EXIT and "Traceback" not in result.stderr, result.stderr
+    assert len(errors) == 1 and named in errors[0], result.stderr
+
+
+def test_the_runner_passes_a_commands_own_status_and_a_signals_on(capsys: pytest.CaptureFixture):
+    assert run_command(lambda: None) == 0 and run_command(lambda: 1) == 1
+
+    def interrupted() -> None:
+        raise Interrupted("interrupted by SIGINT: 3 episode(s) saved", 2)
+
+    def unreadable() -> None:
+        raise DataError("x.h5 is not a readable episode: record it again")
+
+    assert run_command(interrupted) == 130
+    assert run_command(unreadable) == ERROR_EXIT
+    assert capsys.readouterr().err.splitlines() == [
+        "error: interrupted by SIGINT: 3 episode(s) saved", "error: x.h5 is not a readable episode: record it again"]

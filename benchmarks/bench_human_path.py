@@ -276,6 +276,39 @@ def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> 
     return results
 
 
+def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
+    """How often a step's label is the action the teacher itself takes on the state the dataset
+    pairs it with: ``player`` replayed, lock-step, over each episode's step states in order (its
+    own tap length). This is the mapping behaviour cloning fits, measured before any training:
+    a picture from the wrong moment or a label from the wrong step lowers it. On both grids."""
+    from capture.build_dataset import samples_at, step_grid, step_labels
+    from capture.episode import list_episodes, read_episode
+    from capture.labels import StepLabeler
+    from env.actions import ActionTable
+    from env.game import GameState
+    from env.profile import load_profile
+
+    from capture.autopilot import make_player
+
+    table = ActionTable(load_profile("sim_margit"), "discrete")
+    dt = params.env_config().timestep_ms / 1000
+    results = {}
+    for grid, align in (("aligned_to_presses", True), ("from_first_sample", False)):
+        agree = total = 0
+        for path in list_episodes(raw):
+            episode = read_episode(path, frames=False)
+            boundaries = step_grid(episode, dt, decided=False, align_to_presses=align)
+            labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
+            at = samples_at(episode.t, boundaries)
+            teacher = make_player(player, dt, params.env_config().tap_ms / 1000)
+            for k, label in enumerate(labels):
+                state = GameState(dict(zip(episode.attribute_names, episode.state[at[k]])), float(boundaries[k]))
+                agree += int(table.index(teacher.act(state)) == label)
+                total += 1
+        results[grid] = {"steps": total, "agreement": agree / total if total else None}
+    return results
+
+
 def train_and_evaluate(
     raw: Path, name: str, params: PipelineParams, seeds: list[int], eval_fights: int, work: Path
 ) -> dict:
@@ -385,6 +418,11 @@ def run(
         "record_seconds": seconds,
         "person_decisions": len(decisions.t),
         "labels": label_agreement(work / "person", decisions, params),
+        "teacher_agreement": {
+            name: teacher_agreement(work / name, params, player)
+            for name in ("lock-step", "person")
+            if any((work / name).glob("*.h5"))
+        },
         "rows": rows,
     }
 
@@ -469,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")
+    print(f"teacher agreement: {results['teacher_agreement']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

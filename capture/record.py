@@ -19,11 +19,11 @@ import threading
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from env.cli import key_names, output_folder, parse_size, ruled, run_command
+from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse_size, ruled, run_command
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError, GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
-from env.fields import STEP_MS, number, whole
+from env.fields import STEP_MS, check_fields, checked, number, whole
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
@@ -76,63 +76,11 @@ hotkeys (human recording; never recorded as actions):
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    env = EnvConfig()  # the defaults of what is recorded for
-    p = argparse.ArgumentParser(
-        prog="python -m capture.record",
-        description=__doc__.split("\n\n")[1],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--backend", choices=("siphon", "sim"), default="siphon",
-                   help="siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; "
-                        "sim: the simulator in-process, lock-step (--autopilot, or --policy with --scripted-human)")
-    p.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
-    p.add_argument("--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
-    p.add_argument("--rate", type=ruled(float, number(0, 1000, above=True)), default=30.0, help="samples per second (default: %(default)s)")
-    p.add_argument("--master-size", type=parse_size, default=None,
-                   help="--backend sim only: WxH the simulator's picture is drawn and kept at (default: "
-                        f"{MASTER_SIZE[0]}x{MASTER_SIZE[1]}); a live game's is its window's. Datasets of any frame "
-                        "size and crop up to it are built from the recording later")
-    p.add_argument("--video-codec", choices=tuple(CODECS), default=DEFAULT_CODEC,
-                   help="how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values())
-                        + " (default: %(default)s)")
-    p.add_argument("--out", type=output_folder, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
-    p.add_argument("--max-episodes", type=ruled(int, whole(0)), default=0, help="stop after this many episodes (0: until quit)")
-    p.add_argument("--max-episode-seconds", type=ruled(float, number(0, above=True)), default=300.0, help="end an episode after this long (default: %(default)s)")
-    p.add_argument("--autopilot", action="store_true", help="let the scripted expert play; its keys are recorded")
-    p.add_argument("--player", choices=PLAYERS, default="expert",
-                   help="with --autopilot: who plays: the scripted expert, or a person-like one with published human "
-                        "reaction times, missed telegraphs and key taps (env/sim/person.py) (default: %(default)s)")
-    p.add_argument("--policy", type=Path, default=None,
-                   help="let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); "
-                        "press any bound key to take over: those samples are marked as interventions")
-    p.add_argument("--takeover-quiet", type=ruled(float, number(0, 60)), default=DEFAULT_QUIET_S,
-                   help="with --policy: seconds with no bound key held before the policy plays again (default: %(default)s)")
-    p.add_argument("--scripted-human", action="store_true",
-                   help="with --policy, simulator only: a scripted person takes over when the policy's choice differs "
-                        "from the scripted expert's while a boss attack winds up (real key events on the display, "
-                        "or in-process with --backend sim)")
-    p.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=env.timestep_ms,
-                   help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)")
-    p.add_argument("--manual", action="store_true", help="episodes start and stop only by hotkey, not from game memory")
-    p.add_argument("--restart", action=argparse.BooleanOptionalAction, default=None,
-                   help="restart the fight in place when recording starts and after each episode (the profile's "
-                        "reset writes and teleport; default: the profile's reset.when_recording, on for the "
-                        "simulator, off for the real game, where you walk back in yourself)")
-    p.add_argument("--restart-delay", type=ruled(float, number(0, 600)), default=1.0,
-                   help="seconds of game time to wait before restarting a fight (default: %(default)s)")
-    p.add_argument("--seed", type=ruled(int, whole(0)), default=0, help="simulator seed of the first fight (the next ones count up)")
-    p.add_argument("--hotkeys", type=key_names(3), default="F5,F6,F8", help="start/stop, discard-last, quit keys (default: %(default)s)")
-    p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
-    p.add_argument("--log-level", default="INFO")
-    return p
-
-
 @dataclass(frozen=True)
 class RecordSettings:
     """Everything a recording session needs, as one value: what ``python -m capture.record``
-    builds from its flags and the pipeline's ``demos`` stage builds from params.yaml.
+    builds from its flags (each field's ``flag``: declared here, once) and the pipeline's
+    ``demos`` stage builds from params.yaml.
 
     ``env`` is the env the recordings are for: its profile, and (for the autopilot) the timestep
     it decides at and how long it taps. Its frame size and crop are not recorded: each episode
@@ -141,40 +89,73 @@ class RecordSettings:
     """
 
     env: EnvConfig = field(default_factory=lambda: EnvConfig(profile="sim_margit"))
-    backend: str = "siphon"
-    host: str = DEFAULT_HOST
-    rate: float = 30.0
-    out: Path = Path("datasets/raw")
-    max_episodes: int = 0
-    max_episode_seconds: float = 300.0
-    autopilot: bool = False
-    player: str = "expert"  # the autopilot's player: capture.autopilot.PLAYERS
-    manual: bool = False
-    restart: bool | None = None  # None: the profile's reset.when_recording
-    restart_delay: float = 1.0
-    seed: int = 0
-    master_size: tuple[int, int] | None = None
-    video_codec: str = DEFAULT_CODEC
-    hotkeys: tuple[str, str, str] = ("F5", "F6", "F8")
+    backend: str = field(default="siphon", metadata=flag(
+        "siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; sim: the simulator "
+        "in-process, lock-step (--autopilot, or --policy with --scripted-human)", choices=("siphon", "sim")))
+    host: str = field(default=DEFAULT_HOST, metadata=flag("Siphon server host:port"))
+    rate: float = checked(30.0, number(0, 1000, above=True), "samples per second")
+    master_size: tuple[int, int] | None = field(default=None, metadata=flag(
+        f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
+        "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
+        type=parse_size))
+    video_codec: str = field(default=DEFAULT_CODEC, metadata=flag(
+        "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
+        choices=tuple(CODECS)))
+    out: Path = field(default=Path("datasets/raw"), metadata=flag("episode folder", type=output_folder))
+    max_episodes: int = checked(0, whole(0), "stop after this many episodes (0: until quit)")
+    max_episode_seconds: float = checked(300.0, number(0, above=True), "end an episode after this long")
+    autopilot: bool = field(default=False, metadata=flag("let the scripted expert play; its keys are recorded"))
+    player: str = field(default="expert", metadata=flag(
+        "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
+        "times, missed telegraphs and key taps (env/sim/person.py)", choices=PLAYERS))
+    policy: Path | None = field(default=None, metadata=flag(
+        "let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); press any bound key "
+        "to take over: those samples are marked as interventions", type=Path))
+    takeover_quiet: float = checked(DEFAULT_QUIET_S, number(0, 60),
+                                    "with --policy: seconds with no bound key held before the policy plays again")
+    scripted_human: bool = field(default=False, metadata=flag(
+        "with --policy, simulator only: a scripted person takes over when the policy's choice differs from the "
+        "scripted expert's while a boss attack winds up (real key events on the display, or in-process with "
+        "--backend sim)"))
+    manual: bool = field(default=False, metadata=flag("episodes start and stop only by hotkey, not from game memory"))
+    restart: bool | None = field(default=None, metadata=flag(
+        "restart the fight in place when recording starts and after each episode (the profile's reset writes and "
+        "teleport; default: the profile's reset.when_recording, on for the simulator, off for the real game, where "
+        "you walk back in yourself)", action=argparse.BooleanOptionalAction))
+    restart_delay: float = checked(1.0, number(0, 600), "seconds of game time to wait before restarting a fight")
+    seed: int = checked(0, whole(0), "simulator seed of the first fight (the next ones count up)")
+    hotkeys: tuple[str, str, str] = field(default=("F5", "F6", "F8"), metadata=flag(
+        "start/stop, discard-last, quit keys (default: F5,F6,F8)", type=key_names(3)))
     reproducible: bool = False
     """Name episodes by their order and fight seed (``00000-seed0_autopilot.h5``) and store no
     wall-clock time in them, instead of naming them by the time they start: in-process, the same
     settings then record byte-identical files (the pipeline's ``demos`` stage, tracked by DVC)."""
-    policy: Path | None = None  # a trained policy plays; the person may take over (capture.takeover)
-    takeover_quiet: float = DEFAULT_QUIET_S
-    scripted_human: bool = False  # the simulator's scripted person corrects the policy
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
-        return cls(
-            env=EnvConfig(profile=args.profile, timestep_ms=args.timestep_ms),
-            backend=args.backend, host=args.host, rate=args.rate, out=args.out, max_episodes=args.max_episodes,
-            max_episode_seconds=args.max_episode_seconds, autopilot=args.autopilot, player=args.player, manual=args.manual,
-            restart=args.restart, restart_delay=args.restart_delay, seed=args.seed,
-            master_size=args.master_size, video_codec=args.video_codec,
-            hotkeys=args.hotkeys, policy=args.policy, takeover_quiet=args.takeover_quiet,
-            scripted_human=args.scripted_human,
-        )
+        return from_flags(cls, args, env=EnvConfig(profile=args.profile, timestep_ms=args.timestep_ms))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m capture.record",
+        description=__doc__.split("\n\n")[1],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_flags(p, RecordSettings)
+    recorded_for = p.add_argument_group("the env the recordings are for")
+    recorded_for.add_argument("--profile", default="sim_margit",
+                              help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
+    recorded_for.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=EnvConfig().timestep_ms,
+                              help="the autopilot decides once per this much game time: the env's timestep "
+                                   "(default: %(default)s)")
+    p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
+    p.add_argument("--log-level", default="INFO")
+    return p
 
 
 class RecordError(ConfigError):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cli import output_folder, run_command
+from env.cli import add_flags, from_flags, output_folder, run_command
 from env.errors import ConfigError
 from env.config import EnvConfig
 from env.fields import check_fields, checked, number, whole
@@ -46,13 +46,14 @@ PROFILE = "sim_margit"
 class CorrectionsConfig:
     """The comparison's knobs; the defaults run in a few minutes on two cores."""
 
-    demo_fights: int = checked(10, whole(1, 10_000))
-    correction_fights: int = checked(5, whole(1, 10_000))
-    intervention_weight: float = checked(1.0, number(0, 1000))
-    takeover_quiet: float = checked(0.6, number(0, 60))
-    eval_fights: int = checked(50, whole(1, 100_000))
+    demo_fights: int = checked(10, whole(1, 10_000), "first demonstrations")
+    correction_fights: int = checked(5, whole(1, 10_000), "fights BC plays with the scripted human correcting")
+    intervention_weight: float = checked(1.0, number(0, 1000),
+                                         "weight of a correction step in BC's loss (a demonstration step: 1)")
+    takeover_quiet: float = checked(0.6, number(0, 60), "seconds with no key held before the policy plays again")
+    eval_fights: int = checked(50, whole(1, 100_000), "held-out fights per policy")
     first_eval_seed: int = checked(1_000_000, whole(0))  # held out: recordings use small seeds
-    seed: int = checked(0, whole(0, 100_000))  # the first demonstration fight's seed
+    seed: int = checked(0, whole(0, 100_000), "first demonstration fight's seed")
     bc: BCConfig = field(default_factory=lambda: BCConfig(epochs=6))
     env: EnvConfig = field(default_factory=lambda: EnvConfig(profile=PROFILE, action_history=4))
 
@@ -194,26 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                                 epilog="example: python -m elden_il.corrections --out /tmp/corrections")
     p.add_argument("--out", type=output_folder, default=Path("datasets/corrections"),
                    help="work folder, created; must not exist (default: %(default)s)")
-    p.add_argument("--demo-fights", type=int, default=defaults.demo_fights,
-                   help="first demonstrations (default: %(default)s)")
-    p.add_argument("--correction-fights", type=int, default=defaults.correction_fights,
-                   help="fights BC plays with the scripted human correcting (default: %(default)s)")
-    p.add_argument("--intervention-weight", type=float, default=defaults.intervention_weight,
-                   help="weight of a correction step in BC's loss (a demonstration step: 1) (default: %(default)s)")
-    p.add_argument("--takeover-quiet", type=float, default=defaults.takeover_quiet,
-                   help="seconds with no key held before the policy plays again (default: %(default)s)")
-    p.add_argument("--eval-fights", type=int, default=defaults.eval_fights,
-                   help="held-out fights per policy (default: %(default)s)")
+    add_flags(p, CorrectionsConfig)
     p.add_argument("--epochs", type=int, default=defaults.bc.epochs, help="BC epochs (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=defaults.seed,
-                   help="first demonstration fight's seed (default: %(default)s)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = CorrectionsConfig(
-        demo_fights=args.demo_fights, correction_fights=args.correction_fights,
-        intervention_weight=args.intervention_weight, takeover_quiet=args.takeover_quiet,
-        eval_fights=args.eval_fights, seed=args.seed, bc=BCConfig(epochs=args.epochs),
-    )
+    config = from_flags(CorrectionsConfig, args, bc=BCConfig(epochs=args.epochs))
     return run_command(lambda: compare_and_show(config, args.out))
 
 

@@ -1,24 +1,59 @@
-"""What the project's command lines share: argparse helpers that convert and range-check every
-value where it is parsed (a bad flag is one argparse error line, never a traceback), and the one
+"""What the project's command lines share: flags declared once, on the settings dataclass they fill
+(``flag``, ``add_flags``, ``from_flags``); argparse helpers that convert and range-check every
+value where it is parsed (a bad flag is one argparse error line, never a traceback); and the one
 runner every ``main()`` hands its work to (``run_command``)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from env.errors import ConfigError, EldenILError, Interrupted
-from env.fields import Rule
+from env.fields import RULE, Rule
 from env.keys import normalize_key
 from env.observations import check_frame_crop, check_frame_size
 
 ERROR_EXIT = 2
 """Every command's exit status for an error the user can fix (argparse's own for a bad flag)."""
+
+
+Settings = TypeVar("Settings")
+
+
+def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
+    """A settings field's command-line flag, as the field's metadata:
+    ``rate: float = field(default=30.0, metadata=flag("samples per second", type=float))``. The
+    flag is ``--rate``, its default the field's (one default for the code and the command line);
+    a ``False`` field is an on-switch (``store_true``) unless ``action`` says otherwise."""
+    return {"flag": {"help": help, **argparse_options}}
+
+
+def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: type) -> None:
+    """One flag per field of the dataclass ``settings`` that declares one (``flag``), in field order."""
+    for f in dataclasses.fields(settings):
+        options = dict(f.metadata.get("flag", {}))
+        if not options:
+            continue
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if RULE in f.metadata and "type" not in options:  # a ``checked`` field: its own rule, at parse time
+            options["type"] = ruled(type(default), f.metadata[RULE])
+        if default is False and "action" not in options:
+            options["action"] = "store_true"
+        elif default is not None and "default:" not in options["help"]:
+            options["help"] += " (default: %(default)s)"
+        parser.add_argument("--" + f.name.replace("_", "-"), default=default, **options)
+
+
+def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any) -> Settings:
+    """The dataclass ``settings`` filled from its fields' flags in ``args``, and ``others``."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if "flag" in f.metadata}
+    return settings(**values, **others)
 
 
 def run_command(work: Callable[[], int | None]) -> int:

@@ -99,9 +99,10 @@ def optional(rule: Rule) -> Rule:
     return Rule(lambda v: v is None or rule.accepts(v), f"{rule.allowed}, or null")
 
 
-def checked(default: Any, rule: Rule) -> Any:
-    """A dataclass field with ``default`` that accepts what ``rule`` accepts."""
-    return field(default=default, metadata={RULE: rule})
+def checked(default: Any, rule: Rule, flag: str | None = None) -> Any:
+    """A dataclass field with ``default`` that accepts what ``rule`` accepts; with ``flag``, also a
+    command-line flag with that help (``env.cli.add_flags``), held to the same rule."""
+    return field(default=default, metadata={RULE: rule, **({"flag": {"help": flag}} if flag else {})})
 
 
 def check_fields(instance: Any) -> None:

@@ -57,3 +57,16 @@ def test_the_runner_passes_a_commands_own_status_and_a_signals_on(capsys: pytest
     assert run_command(unreadable) == ERROR_EXIT
     assert capsys.readouterr().err.splitlines() == [
         "error: interrupted by SIGINT: 3 episode(s) saved", "error: x.h5 is not a readable episode: record it again"]
+
+
+def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
+    """One declaration: each flag of ``python -m capture.record`` is a field of ``RecordSettings``,
+    and a command line that names none builds the settings' own defaults."""
+    from capture.record import RecordSettings, build_parser
+
+    from_no_flags = RecordSettings.from_args(build_parser().parse_args([]))
+    assert from_no_flags == RecordSettings()
+    changed = RecordSettings.from_args(build_parser().parse_args(
+        ["--rate", "60", "--no-restart", "--autopilot", "--hotkeys", "F1,F2,F3", "--master-size", "64x48"]))
+    assert (changed.rate, changed.restart, changed.autopilot, changed.hotkeys, changed.master_size) == (
+        60.0, False, True, ("F1", "F2", "F3"), (64, 48))

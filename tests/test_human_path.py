@@ -1,7 +1,8 @@
 """The human path, kept honest: a fight played the way a person plays it (a separate program's
 real key events into the play window, recorded by the real recorder in its own process) must
-become a dataset whose picture is the window's and whose labels are the person's decisions.
-A lost picture or lost labels each cost BC on such recordings most of its wins.
+become a dataset whose picture is the window's, whose labels are the person's decisions, and
+whose pictures and labels pair up as the teacher's own play does. A lost picture or lost labels
+each cost BC on such recordings most of its wins.
 
 The full comparison (BC on twenty fights each way, held-out fights in the dataset's env) is
 ``benchmarks/bench_human_path.py``; this is its short version, on one fight."""
@@ -38,5 +39,12 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     assert demos.config.capture_size == window and demos.config.frame_size == config.frame_size
     # the labels: a step's label is the decision the person made in it (a few are a key held
     # across the step boundary; the full benchmark measures the rest)
-    labels = bench.label_agreement(tmp_path / "person", decisions, params)
+    labels = bench.label_agreement(tmp_path / "person", decisions, params)["aligned_to_presses"]
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
+    if player == "expert":
+        # what BC fits: each step's picture and state paired with the action the teacher takes on
+        # them. A grid laid where the presses fall pairs them as lock-step does; one laid from the
+        # first sample pairs a decision with a state from up to a step before it
+        pairs = bench.teacher_agreement(tmp_path / "person", params, player)
+        aligned, fixed = pairs["aligned_to_presses"]["agreement"], pairs["from_first_sample"]["agreement"]
+        assert aligned >= 0.85 and aligned > fixed, pairs

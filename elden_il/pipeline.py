@@ -203,39 +203,70 @@ def write_policy_table(results: dict[str, dict], path: Path) -> None:
             writer.writerow({**r, "policy": name, "win_rate_ci95_low": low, "win_rate_ci95_high": high})
 
 
-def show_summary(path: Path = REPORTS / "eval.json") -> None:
-    """The last evaluation as one readable table (``dvc metrics show`` spreads it over dozens of
-    columns)."""
-    from rich.console import Console
-    from rich.table import Table
+POLICY_NAMES = {
+    "random": "random",
+    "bc": "behaviour cloning",
+    "finetuned": "fine-tuned (PPO + KL to BC)",
+    "expert": "scripted expert",
+}
+"""How the results table names each evaluated policy."""
+SUMMARY_COLUMNS = ("policy", "win rate", "95 % interval", "boss damage dealt", "damage taken", "episode length (steps)")
 
+
+def summary_rows(path: Path = REPORTS / "eval.json") -> tuple[str, list[tuple[str, ...]]]:
+    """The last evaluation (``path``) as a title and one row of text per policy."""
     try:
         report = json.loads(path.read_text())
     except FileNotFoundError:
         raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
-    table = Table(title=f"{report['fights']} fights per policy, same seeds ({report['backend']})")
-    for column in ("policy", "win rate", "95 % CI", "boss damage dealt", "damage taken", "episode length"):
-        table.add_column(column, justify="left" if column == "policy" else "right")
+    rows = []
     for name, r in report["policies"].items():
         low, high = r["win_rate_ci95"]
-        table.add_row(name, f"{r['win_rate']:.0%}", f"{low:.0%}-{high:.0%}", f"{r['boss_damage_dealt']:.0%}",
-                      f"{r['player_damage_taken']:.0%}", f"{r['episode_length']:.0f}")
+        rows.append((POLICY_NAMES.get(name, name), f"{r['win_rate']:.0%}", f"{low:.0%}-{high:.0%}",
+                     f"{r['boss_damage_dealt']:.0%}", f"{r['player_damage_taken']:.0%}", f"{r['episode_length']:.0f}"))
+    return f"{report['fights']} fights per policy, same seeds ({report['backend']})", rows
+
+
+def markdown_summary(path: Path = REPORTS / "eval.json") -> str:
+    """The results table as Markdown: the README's, which a test holds equal to this."""
+    _, rows = summary_rows(path)
+    lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|---|" + "---:|" * (len(SUMMARY_COLUMNS) - 1)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def show_summary(markdown: bool = False) -> None:
+    """The last evaluation as one readable table (``dvc metrics show`` spreads it over dozens of
+    columns), or as Markdown to paste."""
+    if markdown:
+        print(markdown_summary())
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    title, rows = summary_rows()
+    table = Table(title=title)
+    for column in SUMMARY_COLUMNS:
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in rows:
+        table.add_row(*row)
     Console().print(table)
 
 
 STAGES = {"demos": stage_demos, "dataset": stage_dataset, "bc": stage_bc, "finetune": stage_finetune, "evaluate": stage_evaluate}
-COMMANDS = {**STAGES, "summary": lambda params: show_summary()}
 """Each stage reads the whole tree: ``load_params`` checks every section before any stage starts."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m elden_il.pipeline", description=__doc__.split("\n\n")[0],
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=list(COMMANDS), help="a stage, or summary: the last evaluation as a table")
+    parser.add_argument("stage", choices=[*STAGES, "summary"], help="a stage, or summary: the last evaluation as a table")
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
+    parser.add_argument("--markdown", action="store_true", help="summary: as the Markdown table the README shows")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return run_command(lambda: COMMANDS[args.stage](load_params(args.params)))
+    if args.stage == "summary":
+        return run_command(lambda: show_summary(args.markdown))
+    return run_command(lambda: STAGES[args.stage](load_params(args.params)))
 
 
 if __name__ == "__main__":

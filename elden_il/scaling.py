@@ -145,7 +145,7 @@ def plot(results: dict, path: Path) -> None:
 
 
 def table(results: dict) -> str:
-    """The results as the README's markdown table (damage as a fraction of max HP)."""
+    """The results as the Markdown table BENCHMARKS.md shows (damage as a fraction of max HP)."""
     lines = ["| fights recorded | samples | BC win rate (95 % interval) | by training seed | damage dealt | damage taken |",
              "|---:|---:|---|---|---:|---:|"]
     for r in results["rows"]:

@@ -1,5 +1,5 @@
 """Difficulty is honest, over 200 seeded in-process fights per policy through the env, the way
-evaluation plays them (the README quotes these); and the expert has one win rate: the difficulty
+evaluation plays them (BENCHMARKS.md quotes these); and the expert has one win rate: the difficulty
 check on the evaluation's seeds gives the evaluation's expert row."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_the_scripted_expert_wins_most_but_not_all_fights():
 
 @pytest.mark.slow
 def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expert_row():
-    """The README quotes the expert twice: the evaluation's row (datasets/reports/eval.json, the
+    """The expert is quoted twice: the evaluation's row (the README's table, from datasets/reports/eval.json, the
     held-out seeds of params.yaml) and the difficulty table (seeds 0-199). Both come from one
     fight loop, so `python -m env.sim.duel` on the evaluation's seeds gives exactly its row."""
     evaluate = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]

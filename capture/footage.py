@@ -1,5 +1,6 @@
 """Reading an episode's video back: training frames derived from the master picture, frame counts
-for checks, and the first frames of a video cut short, for recovery.
+for checks, the first frames of a video cut short, for recovery, and the video as MP4 for viewers
+that take no Matroska (Rerun).
 
 Frames are decoded in order (a video decodes no other way cheaply), and only the ones asked for
 are converted to RGB and cropped and resized, with the env's own ``FrameSpec``, so a dataset at
@@ -9,6 +10,7 @@ at 200 ms steps asks for one sample's frame in six at 30 Hz).
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,6 +110,30 @@ def keep_first(source: Path, target: Path, n: int) -> None:
     if kept != n:
         target.unlink(missing_ok=True)
         raise VideoError(f"{source} holds {kept} whole packets, fewer than its {n} decodable frames")
+
+
+def as_mp4(path: Path) -> bytes:
+    """The video at ``path`` remuxed into MP4, in memory: its packets copied as they are (no frame
+    is encoded again, so no pixel changes and it takes milliseconds), with their timestamps. Rerun's
+    video asset reads MP4 only, and an episode's video is Matroska so that a killed recorder
+    leaves it playable (``capture.video``). ``VideoError`` as ``decoded`` for an unreadable one."""
+    out = io.BytesIO()
+    try:
+        with av.open(str(path), format=FORMAT) as inp, av.open(out, "w", format="mp4") as mp4:
+            stream = inp.streams.video[0]
+            copy = mp4.add_stream_from_template(stream)
+            for packet in inp.demux(stream):
+                if packet.dts is None:  # the demuxer's empty packet at the end
+                    continue
+                packet.stream = copy
+                mp4.mux(packet)
+    except FileNotFoundError:
+        raise VideoError(f"{path} is missing: an episode's video lies next to its .h5 with the same name; "
+                         "put it back") from None
+    except _READ_ERRORS as e:
+        raise VideoError(f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
+                         "`python -m capture.recover` on an unfinished one") from None
+    return out.getvalue()
 
 
 def _why(e: BaseException) -> str:

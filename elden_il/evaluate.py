@@ -5,11 +5,13 @@ the shared fight loop (``env.play``), in the in-process simulator, through a sim
 over gRPC (the live path), or against a real Siphon host; spread over a Ray cluster when
 ``RAY_ADDRESS`` is set (``env.fanout``), with the same results. Reported per policy: win rate
 with a 95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many
-fights a minute the evaluation ran.
+fights a minute the evaluation ran. Each policy's first fight is kept for people to watch: a GIF,
+and a Rerun recording of its steps (``python -m capture.view <name>.rrd``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ import numpy as np
 
 from env.elden_env import EldenRingEnv
 from env.fanout import play_fights
-from env.play import Actor, summarize
+from env.play import Actor, FightTape, summarize
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,8 @@ class PolicyActor(Actor):
     def __init__(self, path: Path, deterministic: bool) -> None:
         from elden_il.policy import load_policy
 
-        self.policy = load_policy(path).policy
+        self.loaded = load_policy(path)
+        self.policy = self.loaded.policy
         self.deterministic = deterministic
 
     def act(self, observations, envs, slots):
@@ -46,12 +49,43 @@ def evaluate(
     results = {}
     for name, actor in actors.items():
         started = time.perf_counter()
-        records, frames = play_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
+        records, tape = play_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
         results[name] = summarize(records, time.perf_counter() - started)
         log.info("%s: %s", name, results[name])
-        if gif_dir is not None and frames:
-            write_gif(frames, gif_dir / f"{name}.gif")
+        if gif_dir is not None and tape is not None and tape.frames:
+            write_gif(tape.frames, gif_dir / f"{name}.gif")
+            write_recording(tape, name, actor, gif_dir / f"{name}.rrd")
     return results
+
+
+def write_recording(tape: FightTape, name: str, actor: Actor, path: Path) -> None:
+    """The first fight as a Rerun recording (``capture.view_steps``): the picture, the observation
+    and action of every step, its reward, and for a saved policy its action probabilities. Left
+    out, with a warning, where rerun-sdk (the ``view`` extra) is not installed."""
+    if importlib.util.find_spec("rerun") is None:
+        log.warning("no %s: rerun-sdk is not installed (`pip install -e '.[view]'`)", path.name)
+        return
+    from capture.view_steps import STEP, TIME, StepView, log_policy, log_steps
+    from capture.viewer import recording, rerun
+    from env.profile import load_profile
+
+    config = tape.config
+    rows = np.arange(len(tape.actions))
+    observations = {key: np.stack([o[key] for o in tape.observations]) for key in tape.observations[0]}
+    view = StepView(time_s=rows * config.timestep_ms / 1000.0, observations=observations,
+                    actions=np.asarray(tape.actions), rewards=np.asarray(tape.rewards),
+                    action_names=config.actions(load_profile(config.profile)).names,
+                    discrete=config.action_mode == "discrete")
+    rr = rerun()
+    with recording(f"{name}: seed {tape.seed}", save=path) as stream:
+        for k, frame in enumerate(tape.frames):  # render() after each step: the picture a person watches
+            stream.set_time(STEP, sequence=k)
+            stream.set_time(TIME, duration=float(view.time_s[k]))
+            stream.log("render", rr.Image(frame))
+        stream.reset_time()
+        log_steps(rr, stream, view)
+        if isinstance(actor, PolicyActor):
+            log_policy(rr, stream, view, actor.loaded.probabilities(observations), name)
 
 
 def write_gif(frames: list[np.ndarray], path: Path, width: int = 320, every: int = 1) -> None:

@@ -155,6 +155,14 @@ class LoadedPolicy:
 
         return make_env(self.config, backend=backend, **options)
 
+    def probabilities(self, observations: dict[str, np.ndarray]) -> np.ndarray:
+        """How likely the policy finds each action for a batch of observations (the env's keys,
+        one row each): (N, actions) for a discrete table, (N, bits) of each bit being on for
+        multi_binary. What a viewer shows next to the action a person took."""
+        with torch.no_grad():
+            tensors, _ = self.policy.obs_to_tensor(observations)
+            return self.policy.get_distribution(tensors).distribution.probs.cpu().numpy()
+
     def check_env(self, env: Any) -> None:
         """Refuse an env other than the one the policy was trained for, naming every field
         that differs (an observation key missing would otherwise be a bare shape error)."""

@@ -171,7 +171,7 @@ class _FightJob:
     record_first: bool
 
 
-def _play(job: _FightJob) -> tuple[list, list[np.ndarray]]:
+def _play(job: _FightJob) -> tuple[list, Any]:
     from env.play import run_fights
 
     return run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first)
@@ -182,7 +182,7 @@ def _describe(job: _FightJob) -> str:
 
 
 def play_fights(make_env: Callable[[], Any], actor: Any, seeds: list[int], parallel: int = 8,
-                record_first: bool = False, retries: int = RETRIES) -> tuple[list, list[np.ndarray]]:
+                record_first: bool = False, retries: int = RETRIES) -> tuple[list, Any]:
     """``env.play.run_fights``, fanned out over the cluster when ``RAY_ADDRESS`` is set: the
     seeds in a few contiguous chunks per cluster CPU (a lost worker reruns little; the cluster
     stays busy to the end), each chunk one task playing ``parallel`` fights at a time. The

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from env.actions import ActionTable
+from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.game import GameState
 
@@ -40,6 +41,20 @@ class FightRecord:
     player_damage_taken: float
     length: int
     episode_reward: float
+
+
+@dataclass
+class FightTape:
+    """The first fight of a run, step by step, for people to watch (the evaluation's GIF and its
+    Rerun recording): the observation each action was chosen from, the action, its reward, and the
+    picture ``render()`` gave after it, in the env ``config`` describes."""
+
+    seed: int
+    config: EnvConfig | None = None
+    observations: list[dict] = field(default_factory=list)
+    actions: list = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    frames: list[np.ndarray] = field(default_factory=list)
 
 
 class Actor:
@@ -105,9 +120,9 @@ class NamingActor(Actor):
 
 def run_fights(
     make_env: Callable[[], EldenRingEnv], actor: Actor, seeds: list[int], parallel: int = 8, record_first: bool = False,
-) -> tuple[list[FightRecord], list[np.ndarray]]:
-    """One fight per seed, ``parallel`` at a time with batched decisions; optionally the first
-    fight's frames for a GIF. Results do not depend on ``parallel``."""
+) -> tuple[list[FightRecord], FightTape | None]:
+    """One fight per seed, ``parallel`` at a time with batched decisions; with ``record_first``
+    the first fight's ``FightTape`` (else None). Results do not depend on ``parallel``."""
     envs = [make_env() for _ in range(max(1, min(parallel, len(seeds))))]
     if record_first and envs[0].render_mode != "rgb_array":
         for env in envs:
@@ -116,13 +131,15 @@ def run_fights(
     queue = list(seeds)
     running: dict[int, tuple[int, dict]] = {}  # slot -> (seed, observation)
     records: dict[int, FightRecord] = {}
-    frames: list[np.ndarray] = []
+    tape = FightTape(seeds[0]) if record_first else None
 
     def begin(slot: int) -> None:
         seed = queue.pop(0)
         actor.start(slot, seed)
         obs, _ = envs[slot].reset(seed=seed)
         running[slot] = (seed, obs)
+        if tape is not None and seed == tape.seed:
+            tape.config = envs[slot].unwrapped.config
 
     try:
         for slot in range(len(envs)):
@@ -132,9 +149,12 @@ def run_fights(
             actions = actor.act([running[s][1] for s in slots], [envs[s] for s in slots], slots)
             for slot, action in zip(slots, actions):
                 seed = running[slot][0]
-                obs, _, terminated, truncated, info = envs[slot].step(action)
-                if record_first and seed == seeds[0]:
-                    frames.append(envs[slot].render())
+                obs, reward, terminated, truncated, info = envs[slot].step(action)
+                if tape is not None and seed == tape.seed:
+                    tape.observations.append(running[slot][1])
+                    tape.actions.append(action)
+                    tape.rewards.append(float(reward))
+                    tape.frames.append(envs[slot].render())
                 if terminated or truncated:
                     records[seed] = FightRecord(seed, info["win"], info["boss_damage_dealt"], info["player_damage_taken"],
                                                 info["episode_length"], info["episode_reward"])
@@ -146,7 +166,7 @@ def run_fights(
     finally:
         for env in envs:
             env.close()
-    return [records[s] for s in seeds], frames
+    return [records[s] for s in seeds], tape
 
 
 def summarize(records: list[FightRecord], seconds: float) -> dict:

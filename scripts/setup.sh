@@ -9,16 +9,18 @@ cd "$(dirname "$0")/.."
 run_main_job=1
 [ "${1:-}" = "--no-run" ] && run_main_job=0
 
-# System packages: Xvfb and xdotool drive the play window and the recorder's tests headless.
+# System packages: Xvfb and xdotool drive the play window and the recorder's tests headless;
+# the Rerun viewer (python -m capture.view) decodes the episodes' H.264 video with FFmpeg's CLI.
 need_apt=()
 command -v Xvfb >/dev/null || need_apt+=(xvfb)
 command -v xdotool >/dev/null || need_apt+=(xdotool)
+command -v ffmpeg >/dev/null || need_apt+=(ffmpeg)
 if [ ${#need_apt[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo -n"
   echo "installing system packages: ${need_apt[*]}"
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need_apt[@]}" >/dev/null \
-    || echo "warning: could not install ${need_apt[*]} (needs root); the window and recorder tests will be skipped" >&2
+    || echo "warning: could not install ${need_apt[*]} (needs root); the window and recorder tests will be skipped, and the Rerun viewer will show no video" >&2
 fi
 
 python=python3.11
@@ -30,8 +32,11 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0
 # pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
-# d3rlpy and fills a TorchRL buffer; ray: fan-out over a cluster (tests/test_fanout.py starts one)
-.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl,ray]"
+# d3rlpy and fills a TorchRL buffer; ray: fan-out over a cluster (tests/test_fanout.py starts one);
+# view: the Rerun viewer and the evaluation's recordings (tests/test_view.py reads them back)
+.venv/bin/python -m pip install -q -e ".[test,pipeline,video,d3rlpy,torchrl,ray,view]"
+# Rerun's viewer sends usage analytics unless told not to: its documented switch, per user
+.venv/bin/python -m rerun_cli analytics disable >/dev/null
 # PyAV (in the dependencies above) writes each episode's video: a wheel without libx264 cannot record
 .venv/bin/python -c "import av; av.codec.Codec('libx264', 'w'); av.codec.Codec('libx264rgb', 'w')"
 # d3rlpy pulls in the retired gym 0.26, whose gym_notices prints a deprecation notice on every

@@ -103,6 +103,8 @@ def test_the_notebook_shows_recordings_dataset_and_evaluation(
     assert all(path.name in episode_table for path in list_episodes(data["raw"]))
     assert "cut (timeout)" in episode_table and "autopilot" in episode_table
     assert "random" in tables[-1] and "expert" in tables[-1]
+    # the fight in detail and the evaluation's recordings, each with the command that opens it in Rerun
+    assert f"python -m capture.view {list_episodes(data['raw'])[1].resolve()}" in "\n".join(tables)
 
 
 def test_the_notebook_says_when_there_is_no_evaluation_yet(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,10 @@ from capture.build_dataset import recorded_picture
 from capture.episode import PARTIAL, Episode, read_episode
 from capture.view_episode import log_samples, step_view, usable
 from capture.view_steps import Disagreements, StepView, log_policy, log_steps
-from capture.viewer import ViewError, open_file, recording, rerun, view_command
-from env.cli import parse_crop, parse_size, ruled
+from capture.viewer import open_file, recording, rerun, view_command
+from env.cli import parse_crop, parse_size, ruled, run_command
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import ConfigError, DataError
 from env.fields import STEP_MS
 
 log = logging.getLogger(__name__)
@@ -82,7 +81,7 @@ def layout(rr: Any, raw: bool, policy: bool) -> Any:
 def read_raw(path: Path) -> Episode:
     """A finished episode, as the dataset builder would use it, or one line saying what to do."""
     if not path.name.endswith(PARTIAL) and not path.is_file():
-        raise ViewError(
+        raise DataError(
             f"no episode at {path}: give a finished episode's .h5 (python -m capture.record writes them "
             "into datasets/raw)"
         )
@@ -168,7 +167,7 @@ def dataset_view(
     dataset = open_dataset(dataset_id, root)
     total = dataset.total_episodes
     if not 0 <= index < total:
-        raise ViewError(
+        raise ConfigError(
             f"dataset {dataset_id!r} has {total} episode{'s' * (total != 1)}: pick --episode from 0 to "
             f"{total - 1}"
         )
@@ -303,24 +302,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.save is not None and args.save.suffix != ".rrd":
         parser.error(f"--save {args.save}: name a .rrd file (Rerun's recording format)")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        if args.dataset is not None:
-            show_dataset(args.dataset, args.episode, args.root, args.save, args.policy)
-        elif args.source.suffix == ".rrd":
-            open_file(args.source)
-        else:
-            config = EnvConfig(
-                frame_size=args.frame_size, frame_crop=args.frame_crop, timestep_ms=args.timestep_ms
-            )
-            show_episode(args.source, args.save, args.policy, config)
-    except EldenILError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    return run_command(lambda: view(args))
+
+
+def view(args: argparse.Namespace) -> None:
+    """Open (or with ``--save``, write) what ``args`` name."""
+    if args.dataset is not None:
+        show_dataset(args.dataset, args.episode, args.root, args.save, args.policy)
+    elif args.source.suffix == ".rrd":
+        open_file(args.source)
+    else:
+        config = EnvConfig(frame_size=args.frame_size, frame_crop=args.frame_crop, timestep_ms=args.timestep_ms)
+        show_episode(args.source, args.save, args.policy, config)
     if args.save is not None:
-        print(
-            f"saved {args.save}; to view it on a machine with a display: {view_command(args.save)}"
-        )
-    return 0
+        print(f"saved {args.save}; to view it on a machine with a display: {view_command(args.save)}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from env.errors import EldenILError
+from env.errors import DataError, SetupError
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +37,9 @@ VIEWER_START_S = 30.0
 software renderer)."""
 
 
-class ViewError(EldenILError):
-    """A recording cannot be shown or saved; the message says why and what to do."""
+class ViewError(SetupError):
+    """The viewer cannot be used here (no rerun-sdk, no display, a viewer that does not start);
+    the message says what to do instead."""
 
 
 def rerun() -> ModuleType:
@@ -140,7 +141,7 @@ def start_viewer(*paths: Path) -> str:
 def open_file(path: Path) -> None:
     """Open a saved ``.rrd`` in a viewer on this machine."""
     if not path.is_file():
-        raise ViewError(
+        raise DataError(
             f"no recording at {path}: make one with `python -m capture.view ... --save {path}`"
         )
     rerun()

@@ -23,6 +23,7 @@ MISTAKES = {
     "capture.build_dataset": (["--raw", "{tmp}", "--id", "test/empty-v0", "--root", "{tmp}/minari"], "no finished episodes"),
     "capture.vocab": (["{tmp}"], "no finished episodes"),
     "capture.floors": (["{tmp}"], "no finished episodes"),
+    "capture.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
     "elden_il.pipeline": (["bc", "--params", "{tmp}/missing.yaml"], "missing.yaml"),
     "elden_il.scaling": (["--params", "{tmp}/missing.yaml", "--out", "{tmp}/out"], "missing.yaml"),
     "elden_il.corrections": (["--out", "{tmp}"], "exists: give a new folder"),

@@ -47,4 +47,4 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
         # first sample pairs a decision with a state from up to a step before it
         pairs = bench.teacher_agreement(tmp_path / "person", params, player)
         aligned, fixed = pairs["aligned_to_presses"]["agreement"], pairs["from_first_sample"]["agreement"]
-        assert aligned >= 0.85 and aligned > fixed, pairs
+        assert aligned >= 0.8 and aligned > fixed, pairs

@@ -247,9 +247,13 @@ def record_lock_step(
     )
 
 
-def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:
-    """How often a step's label is the person's last decision within that step, on the
-    builder's own step grid and labels (the steps with a decision in them)."""
+GRIDS = {"aligned_to_presses": True, "from_first_sample": False}
+"""The builder's step grid, and the grid laid from each episode's first sample instead."""
+
+
+def labelled_steps(raw: Path, params: PipelineParams, align_to_presses: bool) -> Iterator[tuple]:
+    """Each episode in ``raw`` on the builder's step grid (``align_to_presses``): (episode,
+    boundaries, labels as action indexes, the action table)."""
     from capture.build_dataset import step_grid, step_labels
     from capture.episode import list_episodes, read_episode
     from capture.labels import StepLabeler
@@ -257,20 +261,25 @@ def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> 
     from env.profile import load_profile
 
     table = ActionTable(load_profile("sim_margit"), "discrete")
-    decided_t = np.asarray(decisions.t)
-    decided = np.asarray([table.index(a) for a in decisions.action])
     dt = params.env_config().timestep_ms / 1000
+    for path in list_episodes(raw):
+        episode = read_episode(path, frames=False)
+        boundaries = step_grid(episode, dt, decided=False, align_to_presses=align_to_presses)
+        yield episode, boundaries, step_labels(episode, boundaries, StepLabeler(table, episode.key_names)), table
+
+
+def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:
+    """How often a step's label is the person's last decision within that step, on the
+    builder's own step grid and labels (the steps with a decision in them), on both grids."""
+    decided_t = np.asarray(decisions.t)
     results = {}
-    for grid, align in (("aligned_to_presses", True), ("from_first_sample", False)):
+    for grid, align in GRIDS.items():
         agree = total = 0
-        for path in list_episodes(raw):
-            episode = read_episode(path, frames=False)
-            boundaries = step_grid(episode, dt, decided=False, align_to_presses=align)
-            labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
+        for _, boundaries, labels, table in labelled_steps(raw, params, align):
             for k, label in enumerate(labels):
                 inside = np.flatnonzero((decided_t >= boundaries[k]) & (decided_t < boundaries[k + 1]))
                 if len(inside):
-                    agree += int(label == decided[inside[-1]])
+                    agree += int(label == table.index(decisions.action[inside[-1]]))
                     total += 1
         results[grid] = {"steps_with_a_decision": total, "agreement": agree / total if total else None}
     return results
@@ -281,26 +290,17 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     pairs it with: ``player`` replayed, lock-step, over each episode's step states in order (its
     own tap length). This is the mapping behaviour cloning fits, measured before any training:
     a picture from the wrong moment or a label from the wrong step lowers it. On both grids."""
-    from capture.build_dataset import samples_at, step_grid, step_labels
-    from capture.episode import list_episodes, read_episode
-    from capture.labels import StepLabeler
-    from env.actions import ActionTable
-    from env.game import GameState
-    from env.profile import load_profile
-
     from capture.autopilot import make_player
+    from capture.build_dataset import samples_at
+    from env.game import GameState
 
-    table = ActionTable(load_profile("sim_margit"), "discrete")
-    dt = params.env_config().timestep_ms / 1000
+    config = params.env_config()
     results = {}
-    for grid, align in (("aligned_to_presses", True), ("from_first_sample", False)):
+    for grid, align in GRIDS.items():
         agree = total = 0
-        for path in list_episodes(raw):
-            episode = read_episode(path, frames=False)
-            boundaries = step_grid(episode, dt, decided=False, align_to_presses=align)
-            labels = step_labels(episode, boundaries, StepLabeler(table, episode.key_names))
+        for episode, boundaries, labels, table in labelled_steps(raw, params, align):
             at = samples_at(episode.t, boundaries)
-            teacher = make_player(player, dt, params.env_config().tap_ms / 1000)
+            teacher = make_player(player, config.timestep_ms / 1000, config.tap_ms / 1000)
             for k, label in enumerate(labels):
                 state = GameState(dict(zip(episode.attribute_names, episode.state[at[k]])), float(boundaries[k]))
                 agree += int(table.index(teacher.act(state)) == label)

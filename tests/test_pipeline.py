@@ -70,8 +70,8 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     shown = run(project, "dvc", "metrics", "show")
     assert "win_rate" in shown.stdout
     check_metrics_and_plots(project)
-    summary = run(project, sys.executable, "-m", "elden_il.pipeline", "summary")
-    assert summary.returncode == 0 and "win rate" in summary.stdout and "finetuned" in summary.stdout
+    summary = run(project, sys.executable, "-m", "elden_il.pipeline", "summary", extra_env={"COLUMNS": "160"})
+    assert summary.returncode == 0 and "win rate" in summary.stdout and "fine-tuned (PPO + KL to BC)" in summary.stdout
 
     again = run(project, "dvc", "repro")
     assert again.returncode == 0 and "Running stage" not in again.stdout

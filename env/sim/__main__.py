@@ -9,7 +9,6 @@ import threading
 from dataclasses import replace
 
 from env.cli import parse_size, ruled, run_command
-from env.errors import SetupError
 from env.fields import Rule, is_number, whole
 from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
@@ -86,13 +85,10 @@ def main(argv: list[str] | None = None) -> int:
 
 def serve_until_stopped(args: argparse.Namespace, timings: RealServerTimings, life_timings: Lifecycle) -> None:
     """Serve as ``args`` ask (with the play window if asked) until SIGINT or SIGTERM."""
-    try:
-        running = serve(
-            args.host, args.port, args.seed, args.size, args.profile, args.speed, args.real_server, timings,
-            life_timings, None if args.start is None else args.start == "fight",
-        )
-    except OSError as e:  # the port taken, the address not this machine's
-        raise SetupError(f"cannot serve on {args.host}:{args.port}: {e}; choose another --port (0: any free one)") from None
+    running = serve(
+        args.host, args.port, args.seed, args.size, args.profile, args.speed, args.real_server, timings,
+        life_timings, None if args.start is None else args.start == "fight",
+    )
     logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

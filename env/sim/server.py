@@ -36,6 +36,7 @@ import numpy as np
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.packed_reads import Block, fields_in
 from env.profile import load_profile
@@ -581,7 +582,7 @@ def serve(
     except RuntimeError:  # grpc raises this for an address it cannot bind
         bound = 0
     if bound == 0:
-        raise OSError(f"cannot listen on {grpc_address(host, port)}: {bind_problem(host, port)}")
+        raise SetupError(f"cannot listen on {grpc_address(host, port)}: {bind_problem(host, port)}")
     server.start()
     process.clock.start()
     mode = "real-server mode" if siphon is not None else "ideal server"

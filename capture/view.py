@@ -28,6 +28,7 @@ from env.cli import parse_crop, parse_size, ruled, run_command
 from env.config import EnvConfig
 from env.errors import ConfigError, DataError
 from env.fields import STEP_MS
+from env.profile import load_profile
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +174,7 @@ def dataset_view(
         )
     demos = demonstrations(MinariDataset(dataset.storage, episode_indices=np.array([index])))
     rows = np.arange(len(demos))
-    names = demos.config.actions(_profile(demos.config)).names
+    names = demos.config.actions(load_profile(demos.config.profile)).names
     view = StepView(
         time_s=rows * demos.config.timestep_ms / 1000.0,
         observations=demos.batch(rows),
@@ -183,12 +184,6 @@ def dataset_view(
         discrete=demos.config.action_mode == "discrete",
     )
     return view, demos.config
-
-
-def _profile(config: EnvConfig) -> Any:
-    from env.profile import load_profile
-
-    return load_profile(config.profile)
 
 
 def show_dataset(

@@ -8,13 +8,14 @@ it holds or taps into the ``InputLog`` at the moment it sends it. Being driven b
 loop rather than its own thread, it runs identically in real time and lock-step.
 
 ``DecisionClock`` and ``KeyDriver`` are those two halves (when to decide, how to press and log),
-shared with the policy pilot (``capture.pilot``) and the scripted human (``capture.takeover``).
+shared with the policy driver (``elden_il.pilot``) and the scripted human (``capture.takeover``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+
+import numpy as np
 
 from env.actions import ActionTable, KeyCommand, send
 from env.config import EnvConfig
@@ -23,17 +24,11 @@ from env.errors import GameError
 from env.sim.expert import ScriptedExpert
 from env.sim.person import PersonLikeExpert
 
+from capture.drivers import Driver, KeySink
+from capture.episode import Sample
 from capture.inputs import InputLog
 
 log = logging.getLogger(__name__)
-
-
-class KeySink(Protocol):
-    """Where pressed keys are logged: an ``InputLog``, or a ``Takeover`` in front of one."""
-
-    def key(self, name: str, down: bool, t: float | None = None) -> None: ...
-
-    def tap(self, names: tuple[str, ...], t: float | None = None) -> None: ...
 
 
 class DecisionClock:
@@ -100,8 +95,11 @@ def make_player(player: str, step_seconds: float, tap_seconds: float, seed: int 
     return PersonLikeExpert(step_seconds, seed=seed)
 
 
-class Autopilot:
-    """``player`` one of ``PLAYERS``; ``seed`` seeds the person's draws (the same seed, the same play)."""
+class Autopilot(Driver):
+    """The recorder's driver when nobody is at the keys. ``player`` one of ``PLAYERS``; ``seed``
+    seeds the person's draws (the same seed, the same play)."""
+
+    source = "autopilot"
 
     def __init__(self, game: Game, inputs: InputLog, config: EnvConfig, player: str = "expert", seed: int = 0) -> None:
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
@@ -112,6 +110,13 @@ class Autopilot:
     def new_fight(self) -> None:
         self.expert.reset()
         self.clock.reset()
+
+    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
+                  recording: bool) -> None:
+        self.maybe_act(state)
+
+    def episode_over(self) -> None:
+        """It plays on, recorded or not, until the fight restarts (``release``), as a person does."""
 
     def maybe_act(self, state: GameState) -> str | None:
         """Act if a decision is due at this state's time, or the player (a person) has just

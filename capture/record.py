@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse_size, ruled, run_command
@@ -27,15 +26,14 @@ from env.fields import STEP_MS, check_fields, checked, number, whole
 from env.profile import Profile, load_profile
 from env.siphon import NoFrame, ReadRefused
 
-from capture.autopilot import PLAYERS, Autopilot, KeyDriver
+from capture.autopilot import PLAYERS, Autopilot
+from capture.drivers import MakeDriver, PersonDriver
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
-from capture.pilot import PolicyPilot, policy_file
 from capture.sampler import Sampler, Taken
-from capture.silence import InputSilence
 from capture.status import RecorderStatus
-from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
+from capture.takeover import DEFAULT_QUIET_S
 from capture.video import CODECS, DEFAULT_CODEC, codec
 
 log = logging.getLogger("capture.record")
@@ -186,8 +184,6 @@ def check_players(settings: RecordSettings) -> None:
         raise RecordError(f"--player {settings.player} is who the autopilot is: add --autopilot")
     if settings.scripted_human and settings.policy is None:
         raise RecordError("--scripted-human corrects a policy: add --policy PATH")
-    if settings.policy is not None:
-        policy_file(settings.policy)  # before the game is started
 
 
 def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:
@@ -211,18 +207,36 @@ class Requests:
     quit: threading.Event
 
 
+def driver_maker(settings: RecordSettings) -> MakeDriver:
+    """Who plays, as ``settings`` say, made once the game is up. Anything that can be checked
+    without the game (a policy that will not load) is checked now, before the game starts."""
+    if settings.autopilot:
+        return lambda game, inputs, hotkeys: Autopilot(game, inputs, settings.env, settings.player, settings.seed)
+    if settings.policy is not None:
+        # The one import of the learning layer: a trained policy at the keys (torch: only then).
+        from elden_il.pilot import policy_driver
+
+        return policy_driver(settings.policy, settings.takeover_quiet, settings.scripted_human)
+    return lambda game, inputs, hotkeys: PersonDriver(inputs, hotkeys)
+
+
 class Recorder:
-    def __init__(self, settings: RecordSettings) -> None:
+    """Samples the game, cuts the stream into episodes and writes them; one ``Driver`` plays:
+    the one ``settings`` name, or the one ``make_driver`` makes (another way of playing while
+    recording, with no change here)."""
+
+    def __init__(self, settings: RecordSettings, make_driver: MakeDriver | None = None) -> None:
         self.settings = settings
         check_players(settings)
         if not settings.autopilot:
             check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
         lock_step_human = settings.policy is not None and settings.scripted_human and settings.backend == "sim"
-        if settings.backend == "sim" and not (settings.autopilot or lock_step_human):
+        if settings.backend == "sim" and make_driver is None and not (settings.autopilot or lock_step_human):
             raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot (or "
                               "--policy with --scripted-human), or play the simulator in its window "
                               "(python -m env.sim --window) and record that")
         self.codec = codec(settings.video_codec)  # before the game starts: an FFmpeg build without it says so
+        make_driver = make_driver or driver_maker(settings)
         self.game = make_game(recorded_env(settings), settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
@@ -230,7 +244,6 @@ class Recorder:
         self.inputs = InputLog(self.key_names, clock=self.game.now)
         self.sampler = Sampler(self.game, self.inputs, settings.rate)
         self.tracker = FightTracker(self.profile.boss_npc_id)
-        self.silence = InputSilence(active=not settings.autopilot and not lock_step_human)
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0
@@ -239,49 +252,14 @@ class Recorder:
         self.started = 0  # episodes begun, discarded ones included: the next reproducible name
         self.fight_seed = settings.seed
         self.has_seed = settings.backend == "sim" or "SimSeed" in self.profile.siphon.attributes
-        self.autopilot = (Autopilot(self.game, self.inputs, settings.env, settings.player, settings.seed)
-                          if settings.autopilot else None)
-        self.takeover = Takeover(self.inputs, settings.takeover_quiet, self.game.now) if settings.policy else None
-        self.pilot = self._pilot(lock_step_human) if settings.policy else None
-        self.listener = None if settings.autopilot or lock_step_human else self._listen()
-
-    def _pilot(self, lock_step: bool) -> PolicyPilot:
-        """The policy at the keys, for the env it was trained for, and the scripted human if asked."""
-        from elden_il.policy import load_env_config  # torch: only when a policy plays
-
-        path = self.settings.policy
-        config = load_env_config(policy_file(path).parent)
-        if load_profile(config.profile).name != self.profile.name:
-            raise RecordError(f"--policy {path} was trained for profile {config.profile!r}, "
-                              f"not {self.profile.name!r}: pass --profile {config.profile}")
-        human = None
-        if self.settings.scripted_human and "SimSeed" not in self.profile.siphon.attributes:
-            raise RecordError(f"--scripted-human knows the simulator's moves only, not profile {self.profile.name!r}'s: "
-                              "record against the simulator (--profile sim_margit)")
-        if self.settings.scripted_human:
-            keyboard = KeyDriver(self.game, self.takeover, config.tap_ms) if lock_step else self._display_keyboard()
-            human = ScriptedHuman(keyboard, config.actions(self.profile), config.timestep_ms / 1000.0)
-        return PolicyPilot(self.game, self.takeover, path, config, human)
-
-    def _display_keyboard(self) -> PynputKeyboard:
-        self._need_display("press the scripted human's keys")
-        return PynputKeyboard()
-
-    def _need_display(self, what: str) -> None:
-        if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-            raise RecordError(f"capture.record needs an X display to {what} (set DISPLAY), or use --autopilot")
-
-    def _listen(self):
-        self._need_display("hear your keyboard")
-        from capture.listener import PynputListener
-
-        toggle, discard, quit_ = self.settings.hotkeys
-        listener = PynputListener(
-            self.takeover or self.inputs,
-            {toggle: self.requests.toggle.set, discard: self.requests.discard.set, quit_: self.requests.quit.set},
-        )
-        listener.start()
-        return listener
+        toggle, discard, quit_ = settings.hotkeys
+        hotkeys = {toggle: self.requests.toggle.set, discard: self.requests.discard.set, quit_: self.requests.quit.set}
+        try:
+            self.driver = make_driver(self.game, self.inputs, hotkeys)
+        except BaseException:
+            self.sampler.close()
+            self.game.close()
+            raise
 
     # ------------------------------------------------------------------------------ episodes
     def _start_episode(self, first: Sample, window_size: tuple[int, int]) -> None:
@@ -292,7 +270,7 @@ class Recorder:
             sample_rate_hz=self.settings.rate,
             codec=self.codec,
             window_size=window_size,
-            source="autopilot" if self.autopilot else "policy" if self.pilot else "human",
+            source=self.driver.source,
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
         )
@@ -301,10 +279,7 @@ class Recorder:
         self.started += 1
         self._episode_t0 = self.game.now()
         self.sampler.count_from(first)
-        if self.autopilot:
-            self.autopilot.new_fight()
-        if self.pilot:
-            self.pilot.new_fight()
+        self.driver.new_fight()
         log.info("episode started: %s", self.writer.path.name)
 
     def _episode_name(self) -> str | None:
@@ -332,8 +307,7 @@ class Recorder:
             outcome,
             {"achieved_rate_hz": stats.achieved_rate_hz, "late_samples": stats.late, "dropped_samples": stats.dropped},
         )
-        if self.pilot:
-            self.pilot.release()  # between fights nobody plays
+        self.driver.episode_over()
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
         empty_discarded(self.settings.out)  # a discard is undoable until the next episode is saved
@@ -341,14 +315,12 @@ class Recorder:
     def _drop(self, writer: EpisodeWriter) -> None:
         """Delete an unfinished episode and its video."""
         writer.discard()
-        if self.pilot:
-            self.pilot.release()
+        self.driver.episode_over()
 
     def _restart_fight(self) -> None:
         self.fight_seed += 1
         self.game.wait_until(self.game.now() + self.settings.restart_delay)
-        if self.autopilot:
-            self.autopilot.release()
+        self.driver.release()
         self.game.reset_fight(self.fight_seed)
         self.sampler.restart_clock()
 
@@ -364,9 +336,7 @@ class Recorder:
                 if taken is None:
                     break
                 sample, state, frame, events = taken
-                if self.takeover is not None:
-                    sample = replace(sample, intervention=self.takeover.in_control(sample.t))
-                self.silence.update(sample.t, state, events)
+                sample = self.driver.mark(sample)
                 window_size = (frame.rgb.shape[1], frame.rgb.shape[0])
                 if self._discard_if_asked():
                     continue  # the sample is of the fight given up, or from before a restart
@@ -377,11 +347,9 @@ class Recorder:
                         self._start_episode(sample, window_size)
                     elif event is not None:
                         outcome = event
-                if self.autopilot and outcome is None:
-                    # after the episode starts: its decisions fall on the env's step boundaries
-                    self.autopilot.maybe_act(state)
-                if self.pilot and self.writer is not None and outcome is None:
-                    self.pilot.on_sample(sample, state, frame.rgb)
+                if outcome is None:
+                    # after the episode starts: the first decision falls on its first sample
+                    self.driver.on_sample(sample, state, frame.rgb, events, recording=self.writer is not None)
                 if self.writer is not None:
                     self.writer.append(sample)
                     self.writer.append_events(events)
@@ -470,24 +438,19 @@ class Recorder:
         return True
 
     def close(self) -> None:
-        if self.autopilot:
-            self.autopilot.release()
-        if self.pilot:
-            self.pilot.close()
-        if self.listener:
-            self.listener.stop()
+        self.driver.close()
         self.sampler.close()
         self.game.close()
 
 
-def record(settings: RecordSettings, status: bool = False) -> list[Path]:
+def record(settings: RecordSettings, status: bool = False, make_driver: MakeDriver | None = None) -> list[Path]:
     """Record as ``settings`` say until done (``max_episodes``), quit (F8) or the game is lost;
     returns the episodes saved. Raises ``EldenILError`` for what the user can fix (no server, a
     broken profile), ``GameError`` when the game is lost mid-recording, after closing the episode
     in progress, and ``Interrupted`` after SIGINT or SIGTERM, once the episode in progress is
     closed as F8 closes it: what was recorded is kept, but the recording is not done."""
     settings.out.mkdir(parents=True, exist_ok=True)
-    recorder = Recorder(settings)
+    recorder = Recorder(settings, make_driver)
     received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:

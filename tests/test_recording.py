@@ -260,6 +260,54 @@ def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int 
     return decisions
 
 
+def test_the_recorder_tells_its_one_driver_what_happens_and_records_what_it_plays(tmp_path: Path):
+    """Whoever plays is one ``Driver``, told of every sample, each episode's start and end, each
+    restart and the close, in that order; a driver the recorder has never heard of (here the
+    autopilot behind a log of those calls) records as the built-in ones do."""
+    from capture.autopilot import Autopilot
+    from capture.drivers import Driver
+    from capture.record import RecordSettings, record
+
+    calls: list[str] = []
+
+    class Logged(Driver):
+        source = "policy"
+
+        def __init__(self, game, inputs, hotkeys) -> None:
+            self.autopilot = Autopilot(game, inputs, EnvConfig(profile="sim_margit"))
+
+        def mark(self, sample: Sample) -> Sample:
+            calls.append("mark")
+            return replace(sample, intervention=len(calls) % 2 == 0)
+
+        def on_sample(self, sample, state, frame, events, recording: bool) -> None:
+            calls.append("sample" if recording else "idle")
+            self.autopilot.on_sample(sample, state, frame, events, recording)
+
+        def new_fight(self) -> None:
+            calls.append("new_fight")
+            self.autopilot.new_fight()
+
+        def episode_over(self) -> None:
+            calls.append("episode_over")
+
+        def release(self) -> None:
+            calls.append("release")
+            self.autopilot.release()
+
+        def close(self) -> None:
+            calls.append("close")
+
+    settings = RecordSettings(backend="sim", restart=True, max_episodes=2, max_episode_seconds=3, out=tmp_path)
+    saved = record(settings, make_driver=Logged)
+    runs = [name for name, _ in itertools.groupby(c for c in calls if c != "mark")]
+    assert runs == ["new_fight", "sample", "episode_over", "release", "new_fight", "sample", "episode_over", "close"]
+    assert calls.count("mark") == calls.count("sample")  # restarted at once: every sample is in an episode
+    episodes = [read_episode(path, frames=False) for path in saved]
+    assert [e.attrs["source"] for e in episodes] == ["policy", "policy"]
+    assert all(e.keys_pressed.any() and e.intervention.any() and not e.intervention.all() for e in episodes)
+
+
 def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     raw = tmp_path / "raw"
     decisions = record_in_process(raw, episodes=2, max_seconds=300)  # whole fights: a win or a death

@@ -1,0 +1,125 @@
+"""Who plays while the recorder records: one ``Driver``.
+
+The recorder (``capture.record``) owns the clock, the files and where episodes begin and end; it
+holds exactly one driver and shows it every sample. Drivers:
+
+- ``PersonDriver``: a person at the keyboard and mouse, heard through pynput;
+- ``capture.autopilot.Autopilot``: the scripted expert (or the person-like player), sending keys
+  through the game's input and logging them as it sends them;
+- ``elden_il.pilot.PolicyDriver``: a trained policy, which the person (or the simulator's
+  scripted human) may take over at any moment.
+
+A new way of playing while recording (another correction strategy, say) is another driver; the
+recorder does not change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import ClassVar, Protocol
+
+import numpy as np
+
+from env.errors import SetupError
+from env.game import Game, GameState
+
+from capture.episode import Sample
+from capture.inputs import InputLog
+from capture.silence import InputSilence
+
+log = logging.getLogger(__name__)
+
+Hotkeys = Mapping[str, Callable[[], None]]
+"""The recorder's own keys (start/stop, discard, quit): a key name and what it asks for."""
+
+
+class KeySink(Protocol):
+    """Where input is logged as it happens: an ``InputLog``, or a ``Takeover`` in front of one."""
+
+    def key(self, name: str, down: bool, t: float | None = None) -> None: ...
+
+    def tap(self, names: tuple[str, ...], t: float | None = None) -> None: ...
+
+    def mouse_move(self, dx: float, dy: float, t: float | None = None) -> None: ...
+
+
+class Driver:
+    """The player the recorder records. The recorder calls, from its sampling loop only:
+    ``mark`` and ``on_sample`` for every sample, ``new_fight`` when an episode starts,
+    ``episode_over`` when one is saved or dropped, ``release`` before the fight restarts, and
+    ``close`` once at the end. Each does nothing unless a driver needs it."""
+
+    source: ClassVar[str]
+    """Who played, as each episode records it (``EpisodeMeta.source``)."""
+
+    def mark(self, sample: Sample) -> Sample:
+        """The sample as it is recorded (a driver sharing the keys with a person marks the
+        samples the person had control in)."""
+        return sample
+
+    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
+                  recording: bool) -> None:
+        """A sample that ends no episode, with its state, its frame as captured and the input
+        events since the previous one; ``recording``: an episode is being written."""
+
+    def new_fight(self) -> None:
+        """An episode starts."""
+
+    def episode_over(self) -> None:
+        """The episode ended: nobody plays between fights unless the driver says otherwise."""
+        self.release()
+
+    def release(self) -> None:
+        """Let go of every key the driver holds."""
+
+    def close(self) -> None:
+        self.release()
+
+
+MakeDriver = Callable[[Game, InputLog, Hotkeys], Driver]
+"""Makes a driver once the game is up: the game, the recorder's input log, its hotkeys."""
+
+
+def need_display(what: str) -> None:
+    """pynput needs an X display on Linux: say so before anything waits on it."""
+    if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
+        raise SetupError(f"capture.record needs an X display to {what} (set DISPLAY), or use --autopilot")
+
+
+class Listening:
+    """The person's keyboard and mouse, heard through pynput on threads of its own: game keys go
+    into ``sink``, the recorder's hotkeys to what they ask for. A recorder that hears nothing
+    while the game plainly moves says so once (``InputSilence``)."""
+
+    def __init__(self, sink: KeySink, hotkeys: Hotkeys) -> None:
+        need_display("hear your keyboard")
+        from capture.listener import PynputListener  # needs DISPLAY: imported only when listening
+
+        self.silence = InputSilence()
+        self._listener = PynputListener(sink, hotkeys)
+        self._listener.start()
+
+    def heard(self, sample: Sample, state: GameState, events: np.ndarray) -> None:
+        self.silence.update(sample.t, state, events)
+
+    def stop(self) -> None:
+        self._listener.stop()
+
+
+class PersonDriver(Driver):
+    """A person plays: the recorder only listens."""
+
+    source = "human"
+
+    def __init__(self, sink: KeySink, hotkeys: Hotkeys) -> None:
+        self.listening = Listening(sink, hotkeys)
+
+    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
+                  recording: bool) -> None:
+        self.listening.heard(sample, state, events)
+
+    def close(self) -> None:
+        self.listening.stop()

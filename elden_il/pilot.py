@@ -1,0 +1,154 @@
+"""A trained policy at the keys while the recorder records (``python -m capture.record --policy``).
+
+``PolicyDriver`` is the recorder's driver (``capture.drivers``) for corrections: the policy plays,
+the person watches with their hands on the keys and takes over with any bound key
+(``capture.takeover``); every sample they control is marked as an intervention. On the simulator
+the scripted human can stand in for the person: pressing real keys on the display that the
+recorder hears as a person's, or, lock-step in-process, sending them straight to the game.
+
+At each env step (``DecisionClock``) the driver builds the observation the env would give the
+policy, with the env's own ``ObservationBuilder`` (the policy's saved ``EnvConfig``: its frame
+preprocessing, stack and action history), from the sample's game state and full-size frame,
+asks the policy for an action, and sends it as keys (``KeyDriver``), logged like the autopilot's.
+The action pushed into the observation's history is the one the dataset builder will label
+for the step that just ended (``capture.labels`` over its samples), whoever played it, so the
+policy sees what it would see in the env and the dataset what the policy saw.
+
+While the person has control the driver still watches and decides (so a scripted human can
+compare) but sends nothing, and lets go of any key it held.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from env.game import Game, GameState
+from env.observations import ObservationBuilder
+from env.profile import load_profile
+
+from capture.autopilot import DecisionClock, KeyDriver
+from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, need_display
+from capture.episode import Sample
+from capture.inputs import InputLog
+from capture.labels import StepLabeler
+from capture.record import RecordError
+from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
+from elden_il.policy import LoadedPolicy, load_policy
+
+log = logging.getLogger(__name__)
+
+
+def policy_driver(path: Path, quiet_s: float, scripted_human: bool) -> MakeDriver:
+    """Load the policy at ``path`` now, before any game starts (a missing or broken policy is
+    one line, with nothing started), and return what makes its driver once the game is up."""
+    loaded = load_policy(path, device="cpu")  # the one loader: BC's zip and the fine-tuned PPO's alike
+
+    def make(game: Game, inputs: InputLog, hotkeys: Hotkeys) -> PolicyDriver:
+        return PolicyDriver(game, inputs, loaded, quiet_s, scripted_human, hotkeys)
+
+    return make
+
+
+class PolicyDriver(Driver):
+    source = "policy"
+
+    def __init__(self, game: Game, inputs: InputLog, loaded: LoadedPolicy, quiet_s: float,
+                 scripted_human: bool, hotkeys: Hotkeys) -> None:
+        config = loaded.config
+        profile = game.profile
+        if load_profile(config.profile).name != profile.name:
+            raise RecordError(f"--policy {loaded.path} was trained for profile {config.profile!r}, "
+                              f"not {profile.name!r}: pass --profile {config.profile}")
+        if scripted_human and "SimSeed" not in profile.siphon.attributes:
+            raise RecordError(f"--scripted-human knows the simulator's moves only, not profile {profile.name!r}'s: "
+                              "record against the simulator (--profile sim_margit)")
+        self.policy = loaded.policy
+        self.config = config
+        self.takeover = Takeover(inputs, quiet_s, game.now)
+        self.clock = DecisionClock(config.timestep_ms / 1000.0)
+        self.keys = KeyDriver(game, inputs, config.tap_ms)
+        self.actions = config.actions(profile)
+        self.builder = ObservationBuilder(config, self.actions)
+        self.labeler = StepLabeler(self.actions, inputs.key_names)
+        # Lock-step, the scripted human's keys go straight to the game; in real time they are
+        # real key events on the display, heard by the listener as a person's would be.
+        lock_step = scripted_human and not game.realtime
+        self.human = self._scripted_human(game, lock_step) if scripted_human else None
+        self.listening = None if lock_step else Listening(self.takeover, hotkeys)
+        # One observation at a time: intra-op threads only contend (one decision took 190 ms
+        # with 2 threads, 6 ms with 1, on a busy 2-core machine). Restored by ``close``.
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        self._step: list[Sample] = []  # the samples since the last decision
+        self._started = False
+        self.decisions = 0
+
+    def _scripted_human(self, game: Game, lock_step: bool) -> ScriptedHuman:
+        if lock_step:
+            keyboard = KeyDriver(game, self.takeover, self.config.tap_ms)
+        else:
+            need_display("press the scripted human's keys")
+            keyboard = PynputKeyboard()
+        return ScriptedHuman(keyboard, self.actions, self.config.timestep_ms / 1000.0)
+
+    def mark(self, sample: Sample) -> Sample:
+        return replace(sample, intervention=self.takeover.in_control(sample.t))
+
+    def new_fight(self) -> None:
+        self.clock.reset()
+        self._step = []
+        self._started = False
+        if self.human is not None:
+            self.human.new_fight()
+
+    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
+                  recording: bool) -> None:
+        if self.listening is not None:
+            self.listening.heard(sample, state, events)
+        if recording:
+            self.act(sample, state, frame)
+
+    def act(self, sample: Sample, state: GameState, frame: np.ndarray) -> object:
+        """Feed every sample of a fight with its state and full-size frame; returns the policy's
+        action when a decision fell due (sent unless the person has control), else None."""
+        self._step.append(sample)
+        if self.takeover.in_control(sample.t) and self.keys.holding:
+            self.keys.release(keep_logged=self.takeover.held())
+        if not self.clock.due(state.timestamp):
+            return None
+        obs = self._observe(state, frame)
+        action, _ = self.policy.predict({k: np.asarray(v)[None] for k, v in obs.items()}, deterministic=True)
+        action = action[0]
+        self.decisions += 1
+        if self.human is not None:
+            self.human.decide(state, action)
+        if not self.takeover.in_control(sample.t):
+            self.keys.play(self.actions.command(action))
+        return action
+
+    def _observe(self, state: GameState, frame: np.ndarray) -> dict:
+        if not self._started:
+            self._started = True
+            self._step = []
+            return self.builder.reset(state, frame)
+        # the step's samples: those after the previous decision, up to this one (as the dataset's)
+        step, self._step = self._step, []
+        held = np.stack([s.held for s in step]) if step else np.zeros((0, len(self.labeler.columns)), bool)
+        pressed = np.stack([s.pressed for s in step]) if step else held
+        return self.builder.step(state, frame, self.labeler.label(held, pressed))
+
+    def release(self) -> None:
+        if self.human is not None:
+            self.human.release()
+        self.keys.release(keep_logged=self.takeover.held())
+
+    def close(self) -> None:
+        self.release()
+        if self.listening is not None:
+            self.listening.stop()
+        torch.set_num_threads(self._threads)

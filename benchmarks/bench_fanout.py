@@ -30,13 +30,13 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     import yaml
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.policy import load_env_config
+    from env.config import EnvConfig
     from env.factory import make_env
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
-    config = load_env_config(models / "bc")
+    config = EnvConfig.load(models / "bc")
     actors = {"random": RandomActor(), "bc": PolicyActor(models / "bc" / "policy.zip", True),
               "finetuned": PolicyActor(models / "finetuned" / "policy.zip", True), "expert": expert_actor(config)}
     seeds = list(range(ev["first_seed"], ev["first_seed"] + fights))

@@ -37,14 +37,14 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     import elden_il.finetune as ft
-    from elden_il.policy import load_env_config
+    from env.config import EnvConfig
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]
     known = {f.name for f in dataclasses.fields(ft.FinetuneConfig)}
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known}
     rollout = settings["n_steps"] * settings["num_envs"]
     steps = settings.get("value_warmup_steps", 0) + args.rollouts * rollout
-    env_config = load_env_config(args.policy)
+    env_config = EnvConfig.load(args.policy)
     results = {"machine": describe(), "code": ft.__file__, "label": args.label, "total_steps": steps, "runs": {}}
     for subprocesses in (True, False):
         config = ft.FinetuneConfig(**{**settings, "total_steps": steps, "subprocesses": subprocesses})

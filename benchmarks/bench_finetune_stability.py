@@ -96,11 +96,11 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
     pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
     from elden_il.evaluate import PolicyActor
-    from elden_il.policy import load_env_config
+    from env.config import EnvConfig
     from env.factory import make_env
     from env.play import run_fights, summarize
 
-    config = load_env_config(policy_dir)
+    config = EnvConfig.load(policy_dir)
     seeds = list(range(first_seed, first_seed + fights))
     out = {}
     for mode, deterministic in (("deterministic", True), ("sampled", False)):
@@ -152,12 +152,12 @@ def main() -> None:
     args = parser.parse_args()
     from elden_il.finetune import finetune
     from elden_il.params import load_params
-    from elden_il.policy import load_env_config
+    from env.config import EnvConfig
 
     base = load_params(ROOT / "params.yaml").finetune
     base = replace(base, total_steps=args.steps or base.total_steps)
     variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
-    env_config = load_env_config(args.policy)
+    env_config = EnvConfig.load(args.policy)
 
     def report(name: str, rates: dict) -> None:
         print(f"{name}: held-out win rate " + ", ".join(

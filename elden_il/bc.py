@@ -25,7 +25,7 @@ from capture.staging import staged_folder
 
 from elden_il.data import Demonstrations
 from elden_il.params import BCConfig
-from elden_il.policy import make_policy, save_env_config
+from elden_il.policy import make_policy
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def _train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.nd
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
-    save_env_config(out, demos.config)
+    demos.config.save(out)
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
 

@@ -33,7 +33,7 @@ from env.factory import env_fns
 from env.fanout import cluster_address
 
 from elden_il.params import FinetuneConfig
-from elden_il.policy import POLICY_FILE, policy_kwargs, save_env_config
+from elden_il.policy import POLICY_FILE, policy_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -293,7 +293,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     model.learn(config.total_steps, callback=callbacks, progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()
-    save_env_config(out, env_config)
+    env_config.save(out)
     save_model(model, out / POLICY_FILE)
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     (out / "updates.json").write_text(json.dumps(curve.updates))

@@ -27,6 +27,7 @@ from typing import Any
 
 from elden_il.params import PipelineParams, load_params
 from env.cli import run_command
+from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
 
 log = logging.getLogger("elden_il.pipeline")
@@ -150,15 +151,14 @@ def stage_evaluate(params: PipelineParams) -> None:
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
     from elden_il.plots import comparison_chart, learning_curves
-    from elden_il.policy import load_env_config
     from env.factory import make_env
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
     ev = params.evaluate
     backend = ev.backend
-    config = load_env_config(MODELS / "bc")
-    check_config(load_env_config(MODELS / "finetuned"), config, "the fine-tuned policy",
+    config = EnvConfig.load(MODELS / "bc")
+    check_config(EnvConfig.load(MODELS / "finetuned"), config, "the fine-tuned policy",
                  "fine-tune it again from this BC policy (`dvc repro finetune`)")
     seeds = ev.seeds
     deterministic = ev.deterministic

@@ -8,7 +8,6 @@ the policy is built on that transposed space; offline batches go through the pol
 
 from __future__ import annotations
 
-import json
 import pickle
 import zipfile
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 from env.errors import EldenILError
 
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 POLICY_FILE = "policy.zip"
 """A saved policy's file in its folder: SB3's policy-only zip (behaviour cloning) or SB3's
 algorithm zip (``PPO.save``: the fine-tuned model, which ``PPO.load`` reads as it is)."""
-ENV_CONFIG_FILE = "env_config.json"
-"""Beside every saved policy: the ``EnvConfig`` of the env it was trained for."""
 
 
 def policy_space(space: spaces.Dict) -> spaces.Dict:
@@ -123,23 +121,6 @@ def policy_kwargs(net_arch: tuple[int, ...] = (256,)) -> dict[str, Any]:
     }
 
 
-def save_env_config(folder: Path, config: EnvConfig) -> None:
-    """Record, beside the policy saved in ``folder``, which env it acts in."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / ENV_CONFIG_FILE).write_text(json.dumps(config.to_dict(), indent=2))
-
-
-def load_env_config(folder: Path) -> EnvConfig:
-    """The env the policy saved in ``folder`` was trained for."""
-    path = folder / ENV_CONFIG_FILE
-    try:
-        return EnvConfig.from_dict(json.loads(path.read_text()), str(path))
-    except FileNotFoundError:
-        raise EldenILError(f"{path} is missing: {folder} holds no policy trained by this project (run `dvc repro`)") from None
-    except json.JSONDecodeError as e:
-        raise EldenILError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None
-
-
 @dataclass(frozen=True)
 class LoadedPolicy:
     """A saved policy and the env it was trained for: ``policy.predict(obs)`` is SB3's own."""
@@ -181,11 +162,11 @@ def policy_path(path: str | Path) -> Path:
         path = path / POLICY_FILE
     if path.is_file():
         return path
-    if path.name == POLICY_FILE and (path.parent / ENV_CONFIG_FILE).is_file():
-        raise EldenILError(f"the policy folder {path.parent} is incomplete ({ENV_CONFIG_FILE} without {path.name}: "
+    if path.name == POLICY_FILE and (path.parent / CONFIG_FILE).is_file():
+        raise EldenILError(f"the policy folder {path.parent} is incomplete ({CONFIG_FILE} without {path.name}: "
                            "its training was stopped): rerun the stage that trains it (`dvc repro`)")
     raise EldenILError(f"no policy at {path}: train one (`dvc repro`) or give a folder with {POLICY_FILE} "
-                       f"and {ENV_CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself")
+                       f"and {CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself")
 
 
 def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
@@ -196,7 +177,7 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
     cloning) and the algorithm zip (``PPO.save``, fine-tuning), told apart by the ``data``
     member only the latter holds."""
     path = policy_path(path)
-    config = load_env_config(path.parent)
+    config = EnvConfig.load(path.parent)
     policy = _read_policy(path, device)
     policy.set_training_mode(False)
     check_spaces(policy, config, path)
@@ -236,7 +217,7 @@ def check_spaces(policy: ActorCriticPolicy, config: EnvConfig, path: Path) -> No
     differences = _space_differences("observation", policy.observation_space, policy_space(observation))
     differences += _space_differences("action", policy.action_space, action)
     if differences:
-        raise EldenILError(f"{path} was saved for other spaces than its {ENV_CONFIG_FILE} describes "
+        raise EldenILError(f"{path} was saved for other spaces than its {CONFIG_FILE} describes "
                            f"({'; '.join(differences)}; the policy's vs the config's): the two belong to different "
                            "policies; retrain it (`dvc repro`) or put the env_config.json it was trained with beside it")
 

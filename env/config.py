@@ -14,21 +14,25 @@ is how a Minari dataset's env spec rebuilds the env (``dataset.recover_environme
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, fields, replace
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from env.actions import ActionTable
+from env.errors import DataError, ConfigError
 from env.fields import FieldError, is_int, is_number
-from env.errors import ConfigError
+from env.observations import FrameSpec, observation_space
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Dict as DictSpace, Space
 
-    from env.actions import ActionTable
-    from env.observations import FrameSpec
     from env.profile import Profile
 
 ACTION_MODES = ("discrete", "multi_binary")
+FILE = "env_config.json"
+"""An ``EnvConfig`` saved in a folder (beside every saved policy: the env it was trained for)."""
 
 
 MAX_TAP_MS = 10_000
@@ -99,6 +103,24 @@ class EnvConfig:
             del values["capture_size"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
+    def save(self, folder: Path) -> Path:
+        """Write this config into ``folder`` (as ``FILE``); returns the file."""
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / FILE
+        path.write_text(json.dumps(self.to_dict(), indent=2))
+        return path
+
+    @classmethod
+    def load(cls, folder: Path) -> EnvConfig:
+        """The config ``save`` wrote into ``folder``; a missing or damaged file is one line."""
+        path = folder / FILE
+        try:
+            return cls.from_dict(json.loads(path.read_text()), str(path))
+        except FileNotFoundError:
+            raise DataError(f"{path} is missing: {folder} holds nothing trained by this project (run `dvc repro`)") from None
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None
+
     def replace(self, **changes: Any) -> EnvConfig:
         return replace(self, **changes)
 
@@ -113,8 +135,6 @@ class EnvConfig:
     # ------------------------------------------------------------------- what it implies
     @cached_property
     def frame_spec(self) -> FrameSpec:
-        from env.observations import FrameSpec
-
         return FrameSpec(self.frame_size, self.frame_crop)
 
     @property
@@ -135,14 +155,10 @@ class EnvConfig:
         return plain if window == plain.picture_size else self.replace(capture_size=window)
 
     def actions(self, profile: Profile) -> ActionTable:
-        from env.actions import ActionTable
-
         return ActionTable(profile, self.action_mode)
 
     def spaces(self, profile: Profile) -> tuple[DictSpace, Space]:
         """(observation space, action space) of the env, without building one."""
-        from env.observations import observation_space
-
         action_space = self.actions(profile).space
         return observation_space(self.frame_spec, self.frame_stack, self.action_history, action_space), action_space
 

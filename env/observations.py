@@ -17,8 +17,8 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import ArrayLike
 
-from env.config import FieldError
 from env.errors import ConfigError
+from env.fields import FieldError
 
 if TYPE_CHECKING:
     from env.actions import ActionTable

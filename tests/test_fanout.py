@@ -80,11 +80,11 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, mon
     import torch
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.policy import make_policy, save_env_config
+    from elden_il.policy import make_policy
     from env.profile import load_profile
 
     torch.manual_seed(0)
-    save_env_config(tmp_path, CONFIG)
+    CONFIG.save(tmp_path)
     make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
     actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
     seeds = list(range(100, 106))

@@ -615,9 +615,9 @@ POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
     """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
-    from elden_il.policy import make_policy, save_env_config
+    from elden_il.policy import make_policy
 
-    save_env_config(folder, config)
+    config.save(folder)
     make_policy(*saved_for.spaces(load_profile("sim_margit"))).save(str(folder / "policy.zip"))
     return folder
 

@@ -18,7 +18,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
                                seeded_env_fns)
 from elden_il.params import FinetuneConfig, read_section
-from elden_il.policy import make_policy, policy_kwargs, policy_space, save_env_config
+from elden_il.policy import make_policy, policy_kwargs, policy_space
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -93,7 +93,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     the bench) go through one judgement: the same settings give the same curve, the same
     held-out results, and one chart with both."""
     bc = tmp_path / "bc"
-    save_env_config(bc, CONFIG)
+    CONFIG.save(bc)
     save_untrained_bc(bc / "policy.zip")
     tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
             "value_warmup_steps": 32}

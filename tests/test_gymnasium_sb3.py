@@ -153,14 +153,14 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
 
 
 def test_load_policy_reads_a_policy_only_zip_and_says_what_is_missing(tmp_path: Path):
-    from elden_il.policy import load_policy, make_policy, save_env_config
+    from elden_il.policy import load_policy, make_policy
     from env.errors import EldenILError
 
     config = EnvConfig(profile="sim_margit")
     make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
     with pytest.raises(EldenILError, match="env_config.json is missing"):
         load_policy(tmp_path / "policy.zip")
-    save_env_config(tmp_path, config)
+    config.save(tmp_path)
     assert load_policy(tmp_path / "policy.zip", env=make_env(config)).config == config
     with pytest.raises(EldenILError, match="no policy at"):
         load_policy(tmp_path / "nothing.zip")

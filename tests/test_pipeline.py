@@ -178,11 +178,10 @@ def test_bad_params_are_refused_with_what_to_fix(tmp_path: Path, changes: dict, 
     name = write_params(tmp_path, "params.yaml", **{k.replace("__", "."): v for k, v in changes.items()})
     stage = "bc" if "bc." in next(iter(changes)) else "evaluate" if "evaluate" in next(iter(changes)) else "dataset"
     if stage == "evaluate":  # the evaluation reads the env it is for from the trained policies
-        from elden_il.policy import save_env_config
         from env.config import EnvConfig
 
         for policy in ("bc", "finetuned"):
-            save_env_config(tmp_path / "datasets/models" / policy, EnvConfig())
+            EnvConfig().save(tmp_path / "datasets/models" / policy)
     result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage, "--params", name)
     assert result.returncode == 2 and message in result.stderr, result.stderr
 
@@ -218,7 +217,6 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
     picture to the recordings, as it does the profile) and saves it beside the policy, and the
     env the fine-tuning and evaluation stages build from that policy draws the same picture."""
     from capture.record import RecordSettings, record
-    from elden_il.policy import load_env_config
     from env.config import EnvConfig
     from env.factory import make_env
 
@@ -228,7 +226,7 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
     for stage in ("dataset", "bc"):
         result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage)
         assert result.returncode == 0, result.stderr
-    config = load_env_config(tmp_path / "datasets/models/bc")
+    config = EnvConfig.load(tmp_path / "datasets/models/bc")
     assert config.capture_size == (1280, 720)
     with make_env(config) as env:
         env.reset(seed=0)
@@ -239,7 +237,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
-    from elden_il.policy import load_env_config, make_policy
+    from elden_il.policy import make_policy
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
     from env.errors import ConfigError
@@ -252,7 +250,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
         metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
     assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0
-    assert load_env_config(tmp_path / "finetuned") == config
+    assert EnvConfig.load(tmp_path / "finetuned") == config
 
     with pytest.raises(ConfigError, match="backend 'siphon' needs hosts"):
         finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), config, tmp_path / "x")

@@ -20,7 +20,7 @@ from capture.episode import read_episode
 from capture.record import RecordSettings, record
 from capture.view import main, show_dataset, show_episode
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy, make_policy, save_env_config
+from elden_il.policy import load_policy, make_policy
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -98,7 +98,7 @@ def save_policy(folder: Path, config: EnvConfig) -> Path:
             policy.action_net.bias[names.index("attack")] += 3.0
     folder.mkdir(parents=True, exist_ok=True)
     policy.save(str(folder / "policy.zip"))
-    save_env_config(folder, config)
+    config.save(folder)
     return folder
 
 

@@ -107,7 +107,7 @@ class KeyboardPlayer(threading.Thread):
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
-        from env.siphon import SiphonClient, SiphonError
+        from env.siphon.client import SiphonClient, SiphonError
 
         table = ActionTable(load_profile("sim_margit"), "discrete")
         expert = make_player(self.player, self.step_s, self.tap_s)

@@ -33,10 +33,10 @@ from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.observations import ObservationBuilder
-from env.siphon_game import SiphonGame
+from env.siphon.game import SiphonGame
 from env.profile import load_profile
 from env.sim.launcher import SimServer
-from env.siphon import SiphonClient
+from env.siphon.client import SiphonClient
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

@@ -31,7 +31,7 @@ from benchmarks.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.errors import GameError
-from env.siphon_game import SiphonGame
+from env.siphon.game import SiphonGame
 from env.sim.launcher import SimServer
 
 SIZES = ((1280, 720), (1920, 1080))

@@ -29,8 +29,8 @@ from capture.inputs import InputLog
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
 from env.errors import GameError
-from env.siphon import NoFrame, ReadRefused
-from env.siphon_game import SiphonGame
+from env.siphon.client import NoFrame, ReadRefused
+from env.siphon.game import SiphonGame
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import describe
-from env.arena import BossKilled
+from env.siphon.arena import BossKilled
 from env.config import EnvConfig
 from env.factory import make_env
 from env.errors import GameError

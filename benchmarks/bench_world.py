@@ -67,7 +67,7 @@ def main() -> None:
     for name, fn in [("idle world", idle_ticks), ("busy world", busy_ticks), ("SimGame 200 ms steps", simgame_ticks)]:
         results[name] = statistics.median(fn() for _ in range(args.repeats))
     print(f"Machine: {describe()}\n")
-    print("| workload | ticks/s (median of %d) | vs. 20,000 target |" % args.repeats)
+    print(f"| workload | ticks/s (median of {args.repeats}) | vs. 20,000 target |")
     print("|---|---:|---:|")
     for name, rate in results.items():
         print(f"| {name} | {rate:,.0f} | {rate / 20_000:.1f}x |")

@@ -1,5 +1,5 @@
 """Recording human (or autopilot) play into crash-safe episodes, and building Minari datasets from them."""
 
-from elden_il.shadowing import check_env_package
+from capture.shadowing import check_env_package
 
 check_env_package()

@@ -24,7 +24,7 @@ from env.errors import ConfigError, GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import STEP_MS, check_fields, checked, number, whole
 from env.profile import Profile, load_profile
-from env.siphon import NoFrame, ReadRefused
+from env.siphon.client import NoFrame, ReadRefused
 
 from capture.autopilot import PLAYERS, Autopilot
 from capture.drivers import MakeDriver, PersonDriver

@@ -28,8 +28,8 @@ from env.errors import EldenILError
 from env.factory import DEFAULT_HOST
 from env.errors import GameError
 from env.profile import Profile, load_profile
-from env.siphon import ReadRefused
-from env.siphon_game import SiphonGame
+from env.siphon.client import ReadRefused
+from env.siphon.game import SiphonGame
 
 log = logging.getLogger("env.doctor")
 

@@ -48,7 +48,7 @@ def make_game(
         from env.sim.launcher import SimServerGame
 
         return SimServerGame(profile, seed=seed, **{"size": config.picture_size, **server_options})
-    from env.siphon_game import SiphonGame
+    from env.siphon.game import SiphonGame
 
     return SiphonGame(host, profile)
 

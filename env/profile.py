@@ -13,7 +13,7 @@ from pathlib import Path
 
 from env.fight import FightRules
 from env.keys import normalize_key
-from env.siphon_config import SiphonConfig, line_of, load_siphon_config, read_toml
+from env.siphon.config import SiphonConfig, line_of, load_siphon_config, read_toml
 from env.errors import ConfigError
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
@@ -43,7 +43,7 @@ class Profile:
     fog_wall: tuple[float, float, float] | None  # global X, Y, Z in front of the fog wall, to walk back in
     player_position: tuple[str, str]  # the attributes giving X, Y of the player ...
     boss_position: tuple[str, str]  # ... and of the boss, in one frame (for the distance)
-    packed_reads: bool = True  # read neighbouring attributes as one array (env/packed_reads.py)
+    packed_reads: bool = True  # read neighbouring attributes as one array (env/siphon/packed_reads.py)
     fight_rules: FightRules = FightRules()  # when a fighter is down: the [fight] HP floors
     boss_npc_id: int | None = None  # the boss's NpcId: NPC reads follow whatever was targeted last
     fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on

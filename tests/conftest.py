@@ -18,8 +18,8 @@ import grpc
 import pytest
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.siphon import SiphonClient
-from env.siphon_config import load_siphon_config
+from env.siphon.client import SiphonClient
+from env.siphon.config import load_siphon_config
 from env.sim import display
 from env.sim.launcher import SimServer
 

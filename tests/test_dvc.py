@@ -96,13 +96,13 @@ PACKAGES = {"capture", "env", "elden_il"}
 NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/__init__.py", "env/errors.py", "env/fields.py", "env/cli.py", "env/game.py",  # errors, checks, interfaces
     "env/elden_env.py", "env/floors.py", "env/play.py", "env/rewards.py",  # imported beside make_game and the expert, not run
-    "env/siphon.py", "env/packed_reads.py",  # the Siphon backend: the stage records in-process
+    "env/siphon/client.py", "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
     "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
     "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
     "capture/listener.py",  # the person's key names, which the scripted person's keyboard reads backwards
     "capture/status.py", "capture/footage.py",  # the live display, reading videos back
     "env/observations.py",  # frames are cropped and resized when a dataset is built, not when recorded
-    "elden_il/__init__.py", "elden_il/shadowing.py",
+    "elden_il/__init__.py", "capture/shadowing.py",
 }
 """Modules the demos stage imports that decide nothing in the files it records."""
 

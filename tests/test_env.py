@@ -67,7 +67,7 @@ def test_a_fight_terminates_with_prd_info_and_a_real_reward():
 def test_truncation_at_max_steps():
     e = make_env(max_steps=5)
     e.reset(seed=0)
-    for i in range(5):
+    for _ in range(5):
         *_, terminated, truncated, _ = e.step(0)
     assert truncated and not terminated
 

@@ -1105,7 +1105,7 @@ def has_ipv6_loopback() -> bool:
 def test_the_simulator_serves_on_an_ipv6_host_and_a_client_reaches_it_in_brackets(tmp_path: Path):
     """``--host ::1`` made gRPC read "::1:PORT" as a misformatted domain name, and the error
     blamed the port. An IPv6 literal is bracketed when the address is formed."""
-    from env.siphon import SiphonClient, SiphonError
+    from env.siphon.client import SiphonClient, SiphonError
     from env.sim.launcher import free_port
 
     port = free_port()

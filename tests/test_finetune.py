@@ -129,7 +129,9 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
                                  detach_critic=detach_critic, **policy_kwargs())
         values, _, _ = policy.evaluate_actions(policy.obs_to_tensor(obs)[0], torch.zeros(1))
         values.sum().backward()
-        grad = lambda module: sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
+        def grad(module: torch.nn.Module) -> float:
+            return sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
+
         return grad(policy.features_extractor), grad(policy.value_net)
 
     detached, shared = gradients(True), gradients(False)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from env.profile import load_profile
-from env.siphon_config import load_siphon_config
+from env.siphon.config import load_siphon_config
 from env.errors import ConfigError
 from env.sim import memory
 from env.sim.world import World

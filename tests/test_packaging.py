@@ -42,7 +42,7 @@ def test_a_users_env_module_in_the_working_directory_is_named_not_obscure(tmp_pa
                           env={**os.environ, "PYTHONPATH": paths})
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("elden_il.shadowing.ShadowedPackageError: ")
+    assert last.startswith("capture.shadowing.ShadowedPackageError: ")
     assert f"{tmp_path / 'env.py'} shadows elden-il's 'env' package ({ROOT / 'env'})" in last
     assert "rename your env module or run from another directory" in last
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from env.observations import observed_attributes
-from env.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
+from env.siphon.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
 from env.profile import load_profile
 from env.sim.launcher import SimServer
-from env.siphon import SiphonClient, SiphonError
-from env.siphon_config import AttributeSpec, SiphonConfig
+from env.siphon.client import SiphonClient, SiphonError
+from env.siphon.config import AttributeSpec, SiphonConfig
 
 P1 = "48 8B 05 ?? ?? ?? ?? 48 85 C0 74 0F 48 39 88"
 
@@ -157,7 +157,7 @@ def test_a_server_that_cannot_read_our_arrays_falls_back_to_one_by_one_reads(
     client = SiphonClient(running.address)
     try:
         client.configure(profile.siphon)
-        with caplog.at_level("WARNING", logger="env.siphon"):
+        with caplog.at_level("WARNING", logger="env.siphon.client"):
             values = client.read(["HeroHp", "HeroMaxHp"])
             again = client.read(["HeroHp", "HeroMaxHp", "HeroLocalPosX"])
         assert 0 < values["HeroHp"] <= values["HeroMaxHp"] and again["HeroMaxHp"] == values["HeroMaxHp"]
@@ -193,7 +193,7 @@ def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_aft
             client.wait_for_hook(profile.siphon, timeout=20)
             client.write("gameSpeedFlag", True)
             client.write("gameSpeedVal", 0.0)  # paused: one state for every read below
-            with caplog.at_level("WARNING", logger="env.siphon"):
+            with caplog.at_level("WARNING", logger="env.siphon.client"):
                 values = client.read(profile.attribute_names)
                 observed = client.read_and_capture(observed_attributes(profile))[0]
                 again = client.read(profile.attribute_names)

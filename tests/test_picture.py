@@ -25,7 +25,7 @@ from env.factory import make_env
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.errors import ConfigError
-from env.siphon_game import SiphonGame
+from env.siphon.game import SiphonGame
 
 WINDOW = (1280, 720)
 SEED = 7

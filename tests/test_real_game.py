@@ -232,7 +232,7 @@ def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_k
     through the fog wall and locks on; a floor ends an episode with nobody dead; a real death
     (a floor missed) is recovered by the next reset without a human; a real kill is reported with
     the manual step, and once the save is restored (the simulator's stand-in) reset works again."""
-    from env.arena import BossKilled
+    from env.siphon.arena import BossKilled
     from env.config import EnvConfig
     from env.factory import make_env
 
@@ -306,7 +306,7 @@ def test_a_timed_out_call_blames_lock_on_only_when_it_read_an_npc(tmp_path: Path
     """Siphon answers NPC attributes only once something is targeted, so a timed-out NPC read
     says to lock on; a timed-out read of anything else (here a slow scan) does not."""
     from env.sim.launcher import SimServer
-    from env.siphon import SiphonClient, SiphonError
+    from env.siphon.client import SiphonClient, SiphonError
 
     slow = (*GAME_SERVER_ARGS, "--scan-ms", "1500")  # at the grace: nothing targeted, the hook not in yet
     with SimServer(size=(84, 84), extra_args=slow, log_path=tmp_path / "server.log") as server:
@@ -329,8 +329,8 @@ def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path)
     game has moved on for ``stale_after_s`` with the frame unchanged. A scene that is simply still
     (standing at the grace) is no frozen window."""
     from env.sim.launcher import SimServer, someone_locks_on
-    from env.siphon import NoFrame
-    from env.siphon_game import SiphonGame
+    from env.siphon.client import NoFrame
+    from env.siphon.game import SiphonGame
 
     never = (*GAME_SERVER_ARGS, "--first-frame-ms", "600000")
     with SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server, someone_locks_on(server.host):
@@ -439,7 +439,7 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     loading screen and the boss's absence are pauses, not a lost server."""
     from capture.episode import list_episodes, read_episode
     from env.sim.launcher import SimServer
-    from env.siphon import SiphonClient
+    from env.siphon.client import SiphonClient
 
     out, log = tmp_path / "raw", tmp_path / "recorder.log"
     with SimServer(size=(320, 180), extra_args=(*GAME_SERVER_ARGS, "--window"), log_path=tmp_path / "server.log") as server:
@@ -555,7 +555,7 @@ def test_the_client_refuses_what_the_real_server_would_silently_ignore(sim_serve
     """Siphon turns an unknown key name, or a mouse button held through InputKeyToggle, into
     scancode 0 and reports success: nothing happens and nobody is told. Our client refuses both
     before they are sent."""
-    from env.siphon import SiphonClient, SiphonError
+    from env.siphon.client import SiphonClient, SiphonError
 
     client = SiphonClient(sim_server.host)
     try:
@@ -578,13 +578,13 @@ def test_connecting_after_a_death_waits_for_the_lock_on(game_server, caplog: pyt
     from concurrent.futures import ThreadPoolExecutor
 
     from env.sim.launcher import someone_locks_on
-    from env.siphon_game import SiphonGame
+    from env.siphon.game import SiphonGame
 
     first = SiphonGame(game_server.host, "eldenring_margit", hook_timeout=20)  # the hook goes in
     first.write("HeroHp", 0)  # a real death: YOU DIED, a loading screen, the grace, no target
     first.close()
     time.sleep(2.0)
-    with caplog.at_level(logging.WARNING, logger="env.siphon"), ThreadPoolExecutor(1) as pool:
+    with caplog.at_level(logging.WARNING, logger="env.siphon.client"), ThreadPoolExecutor(1) as pool:
         connecting = pool.submit(SiphonGame, game_server.host, "eldenring_margit", hook_timeout=20)
         time.sleep(4.0)  # refused reads meanwhile: nothing targeted
         assert not connecting.done() and "lock on to the boss now" in caplog.text
@@ -638,7 +638,7 @@ def test_the_doctor_tells_a_paused_game_from_a_wrong_binding(tmp_path: Path):
 def test_the_doctor_tells_an_empty_flask_from_a_wrong_binding(tmp_path: Path):
     """With 0 flask charges it said "no reaction to use_item (R)". At the Site of Grace (nobody
     attacks there) every other binding is judged."""
-    from env.siphon import SiphonClient
+    from env.siphon.client import SiphonClient
     from env.sim.launcher import SimServer
 
     with SimServer(size=(160, 90), extra_args=("--start", "grace"), log_path=tmp_path / "server.log") as server:

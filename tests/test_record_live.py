@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from capture.episode import list_episodes, read_episode
-from env.siphon import SiphonClient
+from env.siphon.client import SiphonClient
 from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim

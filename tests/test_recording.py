@@ -434,7 +434,7 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
     """Against a live game the next sample starts on its deadline even while a slow one is still
     in flight; samples come back in time order with their input windows in order."""
     from capture.sampler import Sampler
-    from env.siphon_game import SiphonGame
+    from env.siphon.game import SiphonGame
 
     game = SiphonGame(sim_server.host, "sim_margit")
     observe, rounds = game.observe, itertools.count()

@@ -17,10 +17,10 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.siphon import SiphonClient, SiphonError
-from env.siphon_config import load_siphon_config
+from env.siphon.client import SiphonClient, SiphonError
+from env.siphon.config import load_siphon_config
 from env.errors import ConfigError
-from env.siphon_game import SiphonGame
+from env.siphon.game import SiphonGame
 from env.sim.game import SimGame
 from env.sim.launcher import ARGS_VARIABLE, SimServer, free_port
 

@@ -31,8 +31,8 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import GameError
 from env.profile import Profile
-from env.siphon import grpc_address
-from env.siphon_game import SiphonGame
+from env.siphon.client import grpc_address
+from env.siphon.game import SiphonGame
 from env.sim.real_server import STATUS_MARK
 from env.sim.world import Phase
 

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from env.siphon_config import AttributeSpec
+from env.siphon.config import AttributeSpec
 
 log = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
-from env.packed_reads import Block, fields_in
+from env.siphon.packed_reads import Block, fields_in
 from env.profile import load_profile
-from env.siphon import grpc_address, is_loopback
-from env.siphon_config import AttributeSpec
+from env.siphon.client import grpc_address, is_loopback
+from env.siphon.config import AttributeSpec
 from env.sim import memory, scancodes
 from env.sim.capture import WINDOW_CONTROLS, GameWindow
 from env.sim.clock import RealtimeClock
@@ -453,7 +453,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         last = -1
         while context.is_active():
             with process.clock.ticked:
-                process.clock.ticked.wait_for(lambda: process.world.tick_count != last, timeout=0.5)
+                process.clock.ticked.wait_for(lambda last=last: process.world.tick_count != last, timeout=0.5)
                 tick = process.world.tick_count
             if tick == last:
                 continue  # paused: no new frame, nothing to send

@@ -11,7 +11,7 @@ with a long deadline (the real server blocks every other call until the player l
 user is told to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes
 until the window has presented one). A frame that stays the same while the game runs (a
 minimised window: Siphon returns its last frame forever) is an error, not an observation.
-Restarting a fight recovers from what memory writes cannot undo (``env.arena``).
+Restarting a fight recovers from what memory writes cannot undo (``env.siphon.arena``).
 """
 
 from __future__ import annotations
@@ -28,12 +28,12 @@ import grpc
 import numpy as np
 
 from env import fight
-from env.arena import back_into_the_fight
+from env.siphon.arena import back_into_the_fight
 from env.game import AttributeValue, Frame, GameState, scaled
 from env.errors import GameError
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
-from env.siphon import NoFrame, NotConfigured, SiphonClient
+from env.siphon.client import NoFrame, NotConfigured, SiphonClient
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +145,7 @@ class SiphonGame:
     def reset_fight(self, seed: int | None = None) -> GameState:
         """Restart the fight with the profile's reset writes, then read memory until the fight is
         back at full HP on both sides, or fail with what was read. On a profile that names a
-        fog wall (the real game), first get back into the fight from a real death (``env.arena``);
+        fog wall (the real game), first get back into the fight from a real death (``env.siphon.arena``);
         a server that restarted since (it forgot the config) is configured again."""
         try:
             return self._restart(seed)

@@ -8,7 +8,7 @@ converts a 1080p frame with a per-pixel Python loop (0.3 s). This client instead
 * reads many attributes concurrently (one unary RPC each, issued as gRPC futures, awaited
   together), so a snapshot costs about one round trip instead of one per attribute;
 * reads neighbours in game memory (HP and max HP, X/Z/Y) as one array attribute and unpacks
-  it (``env/packed_reads.py``), so a snapshot needs fewer calls in the first place;
+  it (``env/siphon/packed_reads.py``), so a snapshot needs fewer calls in the first place;
 * decodes frames with OpenCV (BGRA -> RGB), no Python loop over pixels;
 * never calls ``ExecuteCommand``: on the real server it runs any shell command as Administrator.
 """
@@ -30,8 +30,8 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from env.game import AttributeValue
 from env.errors import GameError
 from env.keys import is_mouse_button, normalize_key
-from env.packed_reads import Block, ReadPlan, plan_blocks
-from env.siphon_config import AttributeSpec, SiphonConfig
+from env.siphon.packed_reads import Block, ReadPlan, plan_blocks
+from env.siphon.config import AttributeSpec, SiphonConfig
 
 log = logging.getLogger(__name__)
 

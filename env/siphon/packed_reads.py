@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
-from env.siphon_config import AttributeSpec
+from env.siphon.config import AttributeSpec
 
 SIZES = {"int": 4, "float": 4, "bool": 1}
 FORMATS = {"int": "i", "float": "f", "bool": "?"}  # little-endian, as x86-64 game memory is

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING
 
 from env.fight import AT_DEATH
 from env.errors import GameError
-from env.siphon import ReadRefused
+from env.siphon.client import ReadRefused
 
 if TYPE_CHECKING:
-    from env.siphon_game import SiphonGame
+    from env.siphon.game import SiphonGame
 
 log = logging.getLogger(__name__)
 

@@ -182,8 +182,9 @@ def stage_evaluate(params: PipelineParams) -> None:
                         pause_between_steps=backend == "sim_server", render_mode="rgb_array")
 
     parallel = 1 if backend != "sim" else ev.parallel
-    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", recording_dir=REPORTS / "recordings",
-                       parallel=parallel)
+    recordings = REPORTS / "recordings"
+    shutil.rmtree(recordings, ignore_errors=True)  # not an output DVC clears: none left of another run's policies
+    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", recording_dir=recordings, parallel=parallel)
     write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results})
     write_policy_table(results, REPORTS / "eval_policies.csv")
     show_summary()

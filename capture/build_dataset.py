@@ -31,7 +31,6 @@ import argparse
 import json
 import logging
 import os
-import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -54,7 +53,7 @@ from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
 from capture.labels import StepLabeler, press_phase, step_inputs
 from capture.lock import is_being_written
-from capture.provenance import provenance
+from capture.provenance import REPOSITORY, provenance
 from capture.staging import staged
 
 log = logging.getLogger(__name__)
@@ -63,6 +62,11 @@ ENV_ID = "EldenIL/Margit-v0"
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
 source episodes, the raw folder, the frame compression and the code (commit) that built it."""
+AUTHOR = "elden-il"
+CONTACT = f"{REPOSITORY}/issues"
+"""A dataset's Minari ``author_email``, which Minari asks for as "an author email, or some other
+obvious contact information": its author is this project (the recordings name no person), whose
+contact is its issue tracker."""
 
 
 MAX_HELD_S = 1.0
@@ -364,17 +368,13 @@ def build_dataset(
     root.mkdir(parents=True, exist_ok=True)
     try:
         with staged(root, dataset_id) as staging:
-            with warnings.catch_warnings():
-                # recordings name no author to write to: a dataset names the code that built it
-                # (code_permalink) and its source episodes instead
-                warnings.filterwarnings("ignore", "`author_email` is set to None", UserWarning)
-                storage = minari.create_dataset_from_buffers(
-                    dataset_id, buffers, env=spec, eval_env=spec,
-                    observation_space=observation_space(config.frame_spec, action_space=actions.space),
-                    action_space=actions.space, algorithm_name="human or autopilot play (capture.record)",
-                    author="elden-il", code_permalink=code.permalink,
-                    description=describe(dataset_id, config, outcomes, compression), jpeg_encoding=False,
-                ).storage
+            storage = minari.create_dataset_from_buffers(
+                dataset_id, buffers, env=spec, eval_env=spec,
+                observation_space=observation_space(config.frame_spec, action_space=actions.space),
+                action_space=actions.space, algorithm_name="human or autopilot play (capture.record)",
+                author=AUTHOR, author_email=CONTACT, code_permalink=code.permalink,
+                description=describe(dataset_id, config, outcomes, compression), jpeg_encoding=False,
+            ).storage
             compress_frames(storage.data_path / "main_data.hdf5", compression)
             storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))

@@ -221,7 +221,7 @@ EPILOG = """examples:
       one dataset episode as the learner sees it (frame, stack, action history, label, reward)
   python -m capture.view datasets/raw/FIGHT.h5 --save fight.rrd
       no display here (a training box): write the recording, then open it on your own machine
-  python -m capture.view datasets/reports/gifs/bc.rrd
+  python -m capture.view datasets/reports/recordings/bc.rrd
       open a saved recording, such as the evaluation's first held-out fight of each policy
 
 The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are turned off

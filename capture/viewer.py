@@ -156,6 +156,9 @@ def recording(name: str, save: Path | None = None, blueprint: Any = None) -> Ite
     rr = rerun()
     analytics = turn_off_analytics()
     stream = rr.RecordingStream(APPLICATION_ID)
+    # every entity is on the fight's own timelines (capture.view_steps): Rerun's default third
+    # one, the wall clock at each log call, says only when the file was made
+    stream.set_log_time_enabled(False)
     try:
         if save is not None:
             save.parent.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,9 @@ over gRPC (the live path), or against a real Siphon host; spread over a Ray clus
 ``RAY_ADDRESS`` is set (``env.fanout``), with the same results. Reported per policy: win rate
 with a 95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many
 fights a minute the evaluation ran. Each policy's first fight is kept for people to watch: a GIF,
-and a Rerun recording of its steps (``python -m capture.view <name>.rrd``).
+and a Rerun recording of its steps (``python -m capture.view <name>.rrd``). The GIF is the same
+bytes on every run; the recording cannot be: Rerun stamps every row, chunk and file it writes
+with an id taken from the wall clock and chunks rows by the time they were logged.
 """
 
 from __future__ import annotations
@@ -44,17 +46,23 @@ class PolicyActor(Actor):
 
 def evaluate(
     actors: dict[str, Actor], make_env: Callable[[], EldenRingEnv], seeds: list[int],
-    gif_dir: Path | None = None, parallel: int = 8,
+    gif_dir: Path | None = None, recording_dir: Path | None = None, parallel: int = 8,
 ) -> dict:
+    """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
+    ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there."""
     results = {}
     for name, actor in actors.items():
         started = time.perf_counter()
-        records, tape = play_fights(make_env, actor, seeds, parallel, record_first=gif_dir is not None)
+        record_first = gif_dir is not None or recording_dir is not None
+        records, tape = play_fights(make_env, actor, seeds, parallel, record_first=record_first)
         results[name] = summarize(records, time.perf_counter() - started)
         log.info("%s: %s", name, results[name])
-        if gif_dir is not None and tape is not None and tape.frames:
+        if tape is None or not tape.frames:
+            continue
+        if gif_dir is not None:
             write_gif(tape.frames, gif_dir / f"{name}.gif")
-            write_recording(tape, name, actor, gif_dir / f"{name}.rrd")
+        if recording_dir is not None:
+            write_recording(tape, name, actor, recording_dir / f"{name}.rrd")
     return results
 
 

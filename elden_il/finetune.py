@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import re
 import time
 import zipfile
 from collections.abc import Callable
@@ -294,7 +295,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     seconds = time.perf_counter() - started
     vec.close()
     env_config.save(out)
-    save_model(model, out / POLICY_FILE)
+    save_model(model, out / POLICY_FILE, config.clip_range)
     (out / "learning_curve.json").write_text(json.dumps(curve.rows))
     (out / "updates.json").write_text(json.dumps(curve.updates))
     wins = [r["win"] for r in curve.rows]
@@ -310,14 +311,28 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
 WALL_CLOCK = ["start_time", "ep_info_buffer"]
 """What SB3 saves that the wall clock decides (a run's start, each episode's elapsed time):
 nothing a loaded model needs."""
+MADE_ON_LOAD = ["lr_schedule"]
+"""What ``PPO.load`` makes again from the saved floats (the schedule from ``learning_rate``), so
+need not be saved: SB3 cloudpickles it, on SB3 2.6 as a lambda's code, which carries the path of
+the SB3 install it came from (a virtualenv inside the checkout: another folder, other bytes)."""
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
+"""Where a Python object's default ``str()`` names its memory address in this process."""
 
 
-def save_model(model: PPO, path: Path) -> None:
-    """``model.save`` such that the same run saves the same bytes (DVC tracks the file: a rerun
-    must leave ``dvc.lock`` as it was): the wall clock's attributes left out, and every entry of
-    the zip dated alike, where SB3 dates them now."""
-    model.save(path, exclude=WALL_CLOCK)
+def save_model(model: PPO, path: Path, clip_range: float) -> None:
+    """``model.save`` such that the same run saves the same bytes from any checkout on any run
+    (DVC tracks the file: a fresh clone's rerun must leave ``dvc.lock`` as it was): the wall
+    clock's attributes left out, the schedules saved as the constants they are (``clip_range``,
+    which ``PPO.load`` turns into its schedule as PPO's constructor does; the learning rate's is
+    ``MADE_ON_LOAD``), no memory address in the ``data`` member (``readable_data``), and every
+    entry of the zip dated alike, where SB3 dates them now."""
+    schedule = model.clip_range
+    model.clip_range = clip_range
+    try:
+        model.save(path, exclude=[*WALL_CLOCK, *MADE_ON_LOAD])
+    finally:
+        model.clip_range = schedule
     with zipfile.ZipFile(path) as archive:
         entries = [(info, archive.read(info)) for info in archive.infolist()]
     staging = path.with_name(path.name + ".tmp")
@@ -325,5 +340,19 @@ def save_model(model: PPO, path: Path) -> None:
         for info, data in entries:
             dated = zipfile.ZipInfo(info.filename, ZIP_EPOCH)
             dated.compress_type, dated.external_attr = info.compress_type, info.external_attr
-            archive.writestr(dated, data)
+            archive.writestr(dated, readable_data(data) if info.filename == "data" else data)
     staging.replace(path)
+
+
+def readable_data(data: bytes) -> bytes:
+    """SB3's ``data`` member without memory addresses. Beside each object it cloudpickles, SB3
+    writes the object's attributes for people to read, as their ``str()`` where they are not
+    JSON: for our policy and buffer classes, their methods, ``<function ... at 0x7f...>``, an
+    address that differs on every run. ``PPO.load`` reads only the pickle (``:serialized:``)."""
+    items = json.loads(data)
+    for item in items.values():
+        if isinstance(item, dict) and ":serialized:" in item:
+            for key, value in item.items():
+                if key != ":serialized:" and isinstance(value, str):
+                    item[key] = ADDRESS.sub("", value)
+    return json.dumps(items, indent=4).encode()

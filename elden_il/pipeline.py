@@ -10,8 +10,10 @@
 Outputs, all under ``datasets/``: ``demos/``, ``minari/``, ``models/`` (DVC-cached, git-ignored);
 ``reports/``: metrics as JSON for ``dvc metrics show``, the data of ``dvc plots`` (DVCLive's
 training curves in ``reports/live/``, ``reports/eval_policies.csv``), these committed to git;
-plots as PNG and a GIF per policy (DVC-cached); and per stage a ``<stage>.run.json`` with how
-that run went on this machine (timings, device, the config it ran with), git-ignored.
+plots as PNG and a GIF per policy (DVC-cached); and, git-ignored and not DVC outputs, per stage
+a ``<stage>.run.json`` with how that run went on this machine (timings, device, the config it
+ran with), and ``reports/recordings/``, a Rerun recording per policy (never the same bytes twice,
+``elden_il.evaluate``: DVC would see a new output on every run).
 """
 
 from __future__ import annotations
@@ -180,7 +182,9 @@ def stage_evaluate(params: PipelineParams) -> None:
                         pause_between_steps=backend == "sim_server", render_mode="rgb_array")
 
     parallel = 1 if backend != "sim" else ev.parallel
-    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", parallel=parallel)
+    recordings = REPORTS / "recordings"
+    shutil.rmtree(recordings, ignore_errors=True)  # not an output DVC clears: none left of another run's policies
+    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", recording_dir=recordings, parallel=parallel)
     write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results})
     write_policy_table(results, REPORTS / "eval_policies.csv")
     show_summary()

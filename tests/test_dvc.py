@@ -96,7 +96,7 @@ PACKAGES = {"capture", "env", "elden_il"}
 NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/__init__.py", "env/errors.py", "env/fields.py", "env/cli.py", "env/game.py",  # errors, checks, interfaces
     "env/elden_env.py", "env/floors.py", "env/play.py", "env/rewards.py",  # imported beside make_game and the expert, not run
-    "env/siphon/client.py", "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
+    "env/siphon/__init__.py", "env/siphon/client.py", "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
     "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
     "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
     "capture/listener.py",  # the person's key names, which the scripted person's keyboard reads backwards

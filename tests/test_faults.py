@@ -63,7 +63,7 @@ import pytest
 import yaml
 from pysiphon.generated import siphon_service_pb2 as pb2
 
-from capture.build_dataset import BuildError, build_dataset
+from capture.build_dataset import CONTACT, BuildError, build_dataset
 from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from capture.video import codec
 from env.config import EnvConfig
@@ -380,7 +380,8 @@ def raw_episodes(tmp_path_factory) -> Path:
 
 def test_building_a_dataset_warns_of_nothing_a_user_cannot_act_on(raw_episodes: Path, tmp_path: Path):
     """Minari warned three times per build (no author email, no eval env, no env spec) on every
-    ``dvc repro``: the dataset names its env spec for collection and evaluation now."""
+    ``dvc repro``: the dataset names its env spec for collection and evaluation, and a contact,
+    now (none filtered out: the warnings are all on)."""
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
@@ -388,6 +389,7 @@ def test_building_a_dataset_warns_of_nothing_a_user_cannot_act_on(raw_episodes: 
         dataset = build_dataset(raw_episodes, "test/quiet-v0", EnvConfig(), root=tmp_path / "minari", force=True)
     assert [str(w.message) for w in caught] == []
     assert dataset.storage.metadata["eval_env_spec"] == dataset.storage.metadata["env_spec"]
+    assert dataset.storage.metadata["author_email"] == {CONTACT}
 
 
 def dataset_state(root: Path, dataset_id: str) -> tuple[int, str]:

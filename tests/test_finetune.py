@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import shutil
 import subprocess
 import sys
 import time
+import zipfile
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -18,8 +22,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
                                seeded_env_fns)
 from elden_il.params import FinetuneConfig, read_section
-from elden_il.policy import make_policy, policy_kwargs, policy_space
+from elden_il.policy import load_policy, make_policy, policy_kwargs, policy_space
 from env.config import EnvConfig
+from env.factory import make_env
 from env.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,16 +168,37 @@ def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start(
     assert verdict(curve, rows, start=None).startswith("training fights won: 6 of 31 (19%); lowest window 6% (1%-28%)")
 
 
-def test_the_same_fine_tuning_run_saves_the_same_bytes(tmp_path: Path):
-    """DVC tracks the fine-tuned policy: a rerun of the same run must leave ``dvc.lock`` as it was.
-    SB3 writes the wall clock into the zip (entry times, the run's start, episode times)."""
+def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_path: Path):
+    """DVC tracks the fine-tuned policy: a rerun of the same run, also in a fresh clone elsewhere,
+    must leave ``dvc.lock`` as it was. SB3 writes the wall clock into the zip (entry times, the
+    run's start, episode times), memory addresses (beside what it pickles) and code pickled by
+    value (a schedule's lambda on SB3 2.6, carrying its file's path). So the same run, in two
+    processes from two copies of the code in differently named folders, and a loadable result."""
     save_untrained_bc(tmp_path / "bc.zip")
     settings = FinetuneConfig(total_steps=40, num_envs=1, subprocesses=False, n_steps=20, batch_size=20, n_epochs=1,
-                              value_warmup_steps=0)
+                              value_warmup_steps=0, learning_rate=2e-4, clip_range=0.15)
+    script = ("import sys; from pathlib import Path; from elden_il.finetune import finetune; "
+              "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
+              f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(settings)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
+              "Path(sys.argv[2]))")
     saved = []
-    for run in ("first", "again"):
-        finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / run)
-        saved.append((tmp_path / run / "policy.zip").read_bytes())
+    for checkout in (tmp_path / "first", tmp_path / "elsewhere" / "clone"):
+        for package in ("env", "capture", "elden_il"):
+            shutil.copytree(ROOT / package, checkout / package, ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / "bc.zip"), "out"], cwd=checkout, check=True,
+                       capture_output=True, timeout=300)
+        saved.append(checkout / "out" / "policy.zip")
         time.sleep(2.1)  # a zip's entry times have a 2 s resolution
-    assert saved[0] == saved[1]
-    assert PPO.load(tmp_path / "first" / "policy.zip").num_timesteps == 40
+    assert saved[0].read_bytes() == saved[1].read_bytes()
+
+    with zipfile.ZipFile(saved[0]) as archive:
+        data = json.loads(archive.read("data"))
+    pickled = [base64.b64decode(item[":serialized:"]) for item in data.values() if isinstance(item, dict) and ":serialized:" in item]
+    assert pickled and not [p for p in pickled if b"cloudpickle" in p], "code pickled by value: it names the file it came from"
+    model = PPO.load(saved[0])
+    assert model.num_timesteps == 40
+    assert model.lr_schedule(1.0) == 2e-4 and model.clip_range(1.0) == 0.15  # made again from the saved constants
+    loaded = load_policy(saved[0].parent)
+    with make_env(loaded.config) as env:
+        observation, _ = env.reset(seed=3)
+        assert loaded.policy.predict(observation, deterministic=True)[0] == model.predict(observation, deterministic=True)[0]

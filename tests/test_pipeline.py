@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,10 +58,29 @@ def project(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.mark.slow
-def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(project: Path):
+REPRODUCED = "reproduced"
+"""The git tag of the tiny pipeline's first ``dvc repro``, committed (``reproduced``)."""
+
+
+@pytest.fixture(scope="module")
+def reproduced(project: Path) -> subprocess.CompletedProcess:
+    """The first ``dvc repro`` of ``project``, its results committed and tagged ``REPRODUCED``."""
     first = run(project, "dvc", "repro")
     assert first.returncode == 0, first.stdout + first.stderr
+    commit(project)
+    assert run(project, "git", "tag", REPRODUCED).returncode == 0
+    return first
+
+
+def warnings_in(result: subprocess.CompletedProcess) -> list[str]:
+    """The lines of a command's output that warn: Python's warnings (``file:line: UserWarning:
+    ...``), the pipeline's ``WARNING`` log records, DVC's ``WARNING:`` lines."""
+    return [line for line in (result.stdout + result.stderr).splitlines() if re.search(r"Warning:|\bWARNING\b", line)]
+
+
+@pytest.mark.slow
+def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(project: Path, reproduced):
+    assert warnings_in(reproduced) == []  # nothing a user cannot act on
     metrics = json.loads((project / "datasets/reports/eval.json").read_text())
     assert set(metrics["policies"]) == {"random", "bc", "finetuned", "expert"}
     for result in metrics["policies"].values():
@@ -77,7 +97,6 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     assert again.returncode == 0 and "Running stage" not in again.stdout
 
     # recording and building again from a fresh state changes nothing git or DVC track
-    commit(project)
     redone = run(project, "dvc", "repro", "--force", "dataset")
     assert redone.returncode == 0 and "Running stage 'demos'" in redone.stdout, redone.stdout + redone.stderr
     assert run(project, "git", "status", "--porcelain").stdout == ""
@@ -100,6 +119,21 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     built = json.loads(next((project / "datasets/minari").rglob("build.json")).read_text())
     # the picture is the recordings': demos.master_size, whose pipeline default TINY leaves in place
     assert built["env_config"]["frame_size"] == [64, 48] and built["env_config"]["capture_size"] == [128, 128]
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_elsewhere_reproduces_the_same_dvc_lock(project: Path, reproduced, tmp_path: Path):
+    """CI clones the project into another folder and runs ``dvc repro`` there: every stage runs
+    again (the clone has no DVC cache) and must write what DVC and git track byte for byte as
+    the first run did, or ``dvc.lock`` and the metrics come out modified."""
+    clone = tmp_path / "another" / "checkout"
+    assert run(tmp_path, "git", "clone", "-q", "--branch", REPRODUCED, str(project), str(clone)).returncode == 0
+    again = run(clone, "dvc", "repro")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Running stage 'evaluate'" in again.stdout and warnings_in(again) == []
+    assert run(clone, "git", "status", "--porcelain").stdout == ""
+    assert sorted(p.name for p in (clone / "datasets/reports/recordings").iterdir()) == [
+        f"{name}.rrd" for name in ("bc", "expert", "finetuned", "random")]
 
 
 def commit(project: Path) -> None:

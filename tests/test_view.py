@@ -203,6 +203,7 @@ def test_the_evaluation_saves_a_recording_of_each_policys_first_fight(policy: Pa
         lambda: make_env(config, render_mode="rgb_array"),
         [7],
         gif_dir=tmp_path,
+        recording_dir=tmp_path,
         parallel=1,
     )
     for name in ("random", "bc"):

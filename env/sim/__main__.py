@@ -9,7 +9,7 @@ import threading
 from dataclasses import replace
 
 from env.cli import parse_size, ruled, run_command
-from env.fields import Rule, is_number, whole
+from env.fields import Rule, is_number, number, whole
 from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import REAL_BY_DEFAULT, serve
@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     real.add_argument("--capture-init-ms", type=float, default=defaults.capture_init_ms, help="InitializeCapture's sleep (default: %(default)s)")
     real.add_argument("--first-frame-ms", type=float, default=defaults.first_frame_ms,
                       help="after InitializeCapture, when the first frame arrives (default: %(default)s)")
+    real.add_argument("--stream-fps", type=ruled(float, number(0, 240, above=True)), default=defaults.stream_fps,
+                      help="frames a second StreamFrames sends, whatever the client reads (default: %(default)s)")
     real.add_argument("--start", choices=("grace", "fight"), help="where the world starts (default: grace in real-server mode, fight otherwise)")
     life = parser.add_argument_group("the game's life cycle (seconds of game time)")
     lifecycle = Lifecycle()
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms)
+    timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms,
+                                args.stream_fps)
     life_timings = replace(lifecycle, death_screen=args.death_screen_s, loading=args.loading_s,
                            you_died=min(lifecycle.you_died, args.death_screen_s))
     return run_command(lambda: serve_until_stopped(args, timings, life_timings))

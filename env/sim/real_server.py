@@ -48,6 +48,9 @@ class RealServerTimings:
     * ``hook_poll_s`` 1: the ``Sleep(1000)`` of the "No target" loop that follows.
     * ``capture_init_ms`` 100: InitializeCapture starts the capture session and sleeps 100 ms
       (process_capture.cpp, ``Initialize``).
+    * ``stream_fps`` 15: StreamFrames' broadcaster grabs on one loop iteration in four and sleeps
+      1 ms on the others (frame_broadcaster.cpp, "~15fps at 60Hz polling"); the real rate
+      follows the Windows timer resolution.
     * ``first_frame_ms`` 250: the capture pool's first frame arrives when the window next
       presents; until then CaptureFrame answers success with zero bytes. A window that presents
       at once delivers within a frame or two; a game busy loading or a window on another desktop
@@ -60,6 +63,7 @@ class RealServerTimings:
     hook_poll_s: float = 1.0
     capture_init_ms: float = 100.0
     first_frame_ms: float = 250.0
+    stream_fps: float = 15.0
 
 
 class RealServer:

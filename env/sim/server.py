@@ -43,6 +43,7 @@ from env.profile import load_profile
 from env.siphon.client import grpc_address, is_loopback
 from env.siphon.config import AttributeSpec
 from env.sim import memory, scancodes
+from env.sim.broadcaster import FrameBroadcaster
 from env.sim.capture import WINDOW_CONTROLS, GameWindow
 from env.sim.clock import RealtimeClock
 from env.sim.inputs import InputLatch
@@ -61,6 +62,8 @@ PROMPT_WORKERS = 2
 the GIL: an env step's 7 concurrent calls cost the server about 30 % more CPU with 16 threads."""
 MAX_TAPS = 32
 """Taps in flight at once; one more is refused at once. An env step taps a handful at a time."""
+IDLE_RESEND_S = 0.5
+"""How often an ideal server's stream repeats the current frame while the game is paused."""
 MAX_STREAMS = 4
 """Frame streams open at once; one more is refused at once. A stream nobody reads holds its
 thread (gRPC's flow control blocks it, which also drops the frames it would have sent) and
@@ -91,27 +94,34 @@ class SimProcess:
         self.lock = threading.Lock()
         self.clock = RealtimeClock(world, latch, self.lock)
         self.window = GameWindow(renderer, lambda: self.bgra_frame()[1], first_frame_s)
-        self._frame_cache: tuple[tuple[int, Renderer | None], bytes] = ((-1, None), b"")
+        self._frame_cache: tuple[tuple[int, Renderer | None], np.ndarray, bytes] = ((-1, None), np.empty(0), b"")
 
     @property
     def renderer(self) -> Renderer:
         return self.window.renderer
 
     def bgra_frame(self) -> tuple[int, bytes]:
-        """The current frame as tight BGRA bytes and its tick, rendered once per change of the
-        world (a tick or a write: see ``World.revision``) however often asked."""
+        """The current frame as tight BGRA bytes and its tick (``bgr_frame``'s, converted once)."""
+        tick, bgr = self.bgr_frame()
+        with self.lock:
+            key, cached, bgra = self._frame_cache
+        if cached is bgr and bgra:
+            return tick, bgra
+        bgra = cv2.cvtColor(bgr, cv2.COLOR_BGR2BGRA).tobytes()
+        with self.lock:
+            if self._frame_cache[1] is bgr:  # the world has not moved on meanwhile
+                self._frame_cache = (key, bgr, bgra)
+        return tick, bgra
+
+    def bgr_frame(self) -> tuple[int, np.ndarray]:
+        """The current frame (BGR, not to be written to) and its tick, rendered once per change
+        of the world (a tick or a write: see ``World.revision``) however often asked."""
         with self.lock:
             self.clock.settle()
             key = (self.world.revision, self.renderer)
             if self._frame_cache[0] != key:
-                bgra = cv2.cvtColor(self.renderer.render_bgr(self.world), cv2.COLOR_BGR2BGRA)
-                self._frame_cache = (key, bgra.tobytes())
+                self._frame_cache = (key, self.renderer.render_bgr(self.world), b"")
             return self.world.tick_count, self._frame_cache[1]
-
-    def bgr_frame(self) -> tuple[int, np.ndarray]:
-        with self.lock:
-            self.clock.settle()
-            return self.world.tick_count, self.renderer.render_bgr(self.world)
 
 
 def guarded(response_type: type) -> Callable:
@@ -173,6 +183,9 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         self.input_ready = self.capture_ready = False
         self.taps = Admission(MAX_TAPS, "taps")
         self.streams = Admission(MAX_STREAMS, "frame streams")
+        self.broadcaster = (
+            None if real is None else FrameBroadcaster(lambda: process.bgr_frame()[1], real.timings.stream_fps)
+        )
 
     # ------------------------------------------------------------------------------- config
     @guarded(pb2.SetProcessConfigResponse)
@@ -444,28 +457,37 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         with self.streams.slot() as refused:
             if refused:
                 context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, refused)
-            yield from self._stream(fmt, quality, context)
+            frames = self._broadcast(context) if self.broadcaster is not None else self._ticks(context)
+            for number, stamp, bgr in frames:
+                # Encoded here, on this call's thread, for this subscriber alone: as Siphon does.
+                data = (cv2.cvtColor(bgr, cv2.COLOR_BGR2BGRA).tobytes() if fmt == "raw" else
+                        cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])[1].tobytes())
+                yield pb2.FrameData(data=data, timestamp_us=stamp, width=bgr.shape[1], height=bgr.shape[0],
+                                    frame_number=number & 0x7FFFFFFF, format=fmt)
 
-    def _stream(self, fmt: str, quality: int, context) -> Iterator[pb2.FrameData]:
-        """Each new frame once, for as long as the client keeps the stream; a frame the client
-        is too slow for is never rendered (the generator waits in gRPC's flow control)."""
+    def _ticks(self, context) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Ideal: each new frame once, numbered by its tick, and the current one again every
+        half second while the game is paused, so a client tells a paused game from a dead link.
+        A frame the client is too slow for is never rendered (the generator waits in gRPC's
+        flow control)."""
         process = self.process
         last = -1
         while context.is_active():
             with process.clock.ticked:
-                process.clock.ticked.wait_for(lambda last=last: process.world.tick_count != last, timeout=0.5)
-                tick = process.world.tick_count
-            if tick == last:
-                continue  # paused: no new frame, nothing to send
+                process.clock.ticked.wait_for(lambda last=last: process.world.tick_count != last, timeout=IDLE_RESEND_S)
             stamp = time.time_ns() // 1000
-            if fmt == "raw":
-                tick, data = process.bgra_frame()
-            else:
-                tick, bgr = process.bgr_frame()
-                data = cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])[1].tobytes()
-            last = tick
-            r = process.renderer
-            yield pb2.FrameData(data=data, timestamp_us=stamp, width=r.width, height=r.height, frame_number=tick & 0x7FFFFFFF, format=fmt)
+            last, bgr = process.bgr_frame()
+            yield last, stamp, bgr
+
+    def _broadcast(self, context) -> Iterator[tuple[int, int, np.ndarray]]:
+        """Real: the broadcaster's latest grab whenever there is a newer one (``env/sim/broadcaster.py``)."""
+        sent = 0
+        with self.broadcaster.subscription():
+            while context.is_active():
+                grab = self.broadcaster.newer_than(sent, timeout=IDLE_RESEND_S)
+                if grab is not None:
+                    sent = grab.number
+                    yield grab.number, grab.timestamp_us, grab.bgr
 
     # ------------------------------------------------------------------------------ refused
     @guarded(pb2.ExecuteCommandResponse)

@@ -17,6 +17,9 @@ from env.siphon.config import SiphonConfig, line_of, load_siphon_config, read_to
 from env.errors import ConfigError
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
+FRAME_SOURCES = ("capture", "stream")
+"""``capture``: one unary CaptureFrame per frame (raw BGRA, exact pixels, a round trip each);
+``stream``: Siphon's StreamFrames, JPEG pushed by the server at its own rate, newest kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,8 @@ class Profile:
     player_position: tuple[str, str]  # the attributes giving X, Y of the player ...
     boss_position: tuple[str, str]  # ... and of the boss, in one frame (for the distance)
     packed_reads: bool = True  # read neighbouring attributes as one array (env/siphon/packed_reads.py)
+    frame_source: str = "capture"  # how frames come from Siphon (FRAME_SOURCES; env/siphon/stream.py)
+    stream_quality: int = 85  # the JPEG quality asked of StreamFrames (frame_source = "stream")
     fight_rules: FightRules = FightRules()  # when a fighter is down: the [fight] HP floors
     boss_npc_id: int | None = None  # the boss's NpcId: NPC reads follow whatever was targeted last
     fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on
@@ -134,6 +139,12 @@ def load_profile(name_or_path: str | Path) -> Profile:
     packed = data.get("packed_reads", True)
     if not isinstance(packed, bool):
         raise ConfigError(f"{path}: packed_reads must be true or false, not {packed!r}")
+    frame_source = data.get("frame_source", "capture")
+    if frame_source not in FRAME_SOURCES:
+        raise ConfigError(f"{path}: frame_source = {frame_source!r}: use one of {', '.join(map(repr, FRAME_SOURCES))}")
+    quality = data.get("stream_quality", 85)
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise ConfigError(f"{path}: stream_quality = {quality!r} must be a JPEG quality, a whole number from 1 to 100")
 
     fight = data.get("fight", {})
     floors = {}
@@ -162,6 +173,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
         player_position=player_xy,
         boss_position=boss_xy,
         packed_reads=packed,
+        frame_source=frame_source,
+        stream_quality=quality,
         fight_rules=FightRules(floors["player_hp_floor"], floors["boss_hp_floor"]),
         boss_npc_id=boss_npc_id,
         fog_entry_s=float(fog_entry_s),

@@ -354,6 +354,12 @@ class SiphonClient:
         """One frame as RGB uint8 (H, W, 3), decoded from Siphon's tight top-down BGRA rows."""
         return frame_to_rgb(self._call("CaptureFrame", pb2.CaptureFrameRequest()), self.host)
 
+    def stream_frames(self, quality: int) -> Any:
+        """Open ``StreamFrames`` for JPEG at ``quality``: the call, an iterator of ``FrameData``
+        that can be cancelled. No deadline: it lasts as long as the client wants it
+        (``env.siphon.stream.FrameStream`` reads it and judges its silence)."""
+        return self._stub.StreamFrames(pb2.StreamFramesRequest(format="jpeg", quality=quality))
+
 
 def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:
     return pb2.ProcessAttributeProto(

@@ -12,6 +12,10 @@ user is told to, every few seconds); and the first frame is waited for (Siphon a
 until the window has presented one). A frame that stays the same while the game runs (a
 minimised window: Siphon returns its last frame forever) is an error, not an observation.
 Restarting a fight recovers from what memory writes cannot undo (``env.siphon.arena``).
+
+Frames come one ``CaptureFrame`` per frame, or, with the profile's ``frame_source = "stream"``,
+from Siphon's ``StreamFrames`` (``env.siphon.stream``): the newest frame pushed, so an observation
+costs one attribute round and its frame is as old as the stream makes it (``Frame.timestamp``).
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ from env.errors import GameError
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.siphon.client import NoFrame, NotConfigured, SiphonClient
+from env.siphon.stream import FrameStream, StreamedFrame
 
 log = logging.getLogger(__name__)
+
+FIRST_FRAME_TIMEOUT_S = 5.0
 
 
 class SiphonGame:
@@ -56,6 +63,7 @@ class SiphonGame:
         self.recovery_timeout = recovery_timeout
         self.hook_timeout = hook_timeout
         self.client = SiphonClient(host, timeout=timeout)
+        self._stream: FrameStream | None = None
         self._configure()
         self._frames = FrameWatch(stale_after_s)
         self.boss_seen_dead = False  # a read showed NpcHp 0: the boss may be gone from the save
@@ -72,7 +80,13 @@ class SiphonGame:
         """Config, memory, input and capture; then the NPC hook and the first frame."""
         self.client.configure(self.profile.siphon, packed_reads=self.profile.packed_reads)
         self.client.wait_for_hook(self.profile.siphon, self.hook_timeout)
-        self.client.wait_for_first_frame()
+        if self.profile.frame_source == "stream":
+            if self._stream is not None:
+                self._stream.close()
+            self._stream = FrameStream(self.client, self.profile.stream_quality, silence_s=self.client.timeout)
+            self._stream.wait_for_first(FIRST_FRAME_TIMEOUT_S)
+        else:
+            self.client.wait_for_first_frame(FIRST_FRAME_TIMEOUT_S)
 
     # ---------------------------------------------------------------------------- the protocol
     def now(self) -> float:
@@ -84,6 +98,8 @@ class SiphonGame:
         return self._state(values, (start + time.monotonic()) / 2)
 
     def capture_frame(self) -> Frame:
+        if self._stream is not None:
+            return self._streamed(self._stream.latest())
         start = time.monotonic()
         rgb = self.client.capture_rgb()
         return self._frame(rgb, (start + time.monotonic()) / 2)
@@ -93,6 +109,9 @@ class SiphonGame:
 
     def observe(self, names: Sequence[str] | None = None) -> tuple[GameState, Frame]:
         start = time.monotonic()
+        if self._stream is not None:
+            values = self.client.read(names or self._names)
+            return self._state(values, (start + time.monotonic()) / 2), self._streamed(self._stream.latest(), values)
         values, rgb = self.client.read_and_capture(names or self._names)
         taken = (start + time.monotonic()) / 2
         return self._state(values, taken), self._frame(rgb, taken, values)
@@ -105,6 +124,11 @@ class SiphonGame:
     def _frame(self, rgb: np.ndarray, taken: float, values: dict[str, AttributeValue] | None = None) -> Frame:
         self._frames.check(rgb, taken, running=self._speed > 0, state=values)
         return Frame(rgb, taken, next(self._frame_numbers))
+
+    def _streamed(self, frame: StreamedFrame, values: dict[str, AttributeValue] | None = None) -> Frame:
+        """A streamed frame keeps its own capture time and the server's number: its age shows."""
+        self._frames.check(frame.rgb, frame.taken, running=self._speed > 0, state=values)
+        return Frame(frame.rgb, frame.taken, frame.number)
 
     def write(self, name: str, value: AttributeValue) -> None:
         self.client.write(name, value)
@@ -208,6 +232,8 @@ class SiphonGame:
         except GameError as e:
             log.warning("could not release keys on close: %s", e)
         finally:
+            if self._stream is not None:
+                self._stream.close()
             self.client.close()
 
     def _finish_taps(self) -> None:

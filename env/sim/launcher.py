@@ -53,18 +53,23 @@ def free_port() -> int:
 
 
 class SimServer:
+    """``bind``: the address the server listens on (anything but loopback makes it warn);
+    ``prefix``: what runs the command, e.g. ``ip netns exec NS`` for a server in a network
+    namespace (then give ``port``: a free port here says nothing about the namespace's)."""
+
     def __init__(
         self, seed: int = 0, size: tuple[int, int] = (84, 84), port: int | None = None,
         extra_args: tuple[str, ...] = (), log_path: Path | None = None, start_timeout: float = 30.0,
+        bind: str = "127.0.0.1", prefix: tuple[str, ...] = (),
     ) -> None:
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.real = False  # in real-server mode (as the server says once it answers)
         self.at_grace = False  # its world started outside the fog wall, nothing targeted
         for attempt in range(1 if port else PORT_ATTEMPTS):
             self.port = port or free_port()
-            self.host = grpc_address("127.0.0.1", self.port)
+            self.host = grpc_address(bind, self.port)
             command = [
-                sys.executable, "-m", "env.sim", "--port", str(self.port), "--seed", str(seed),
+                *prefix, sys.executable, "-m", "env.sim", "--host", bind, "--port", str(self.port), "--seed", str(seed),
                 "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,
             ]
             self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)

@@ -1,0 +1,184 @@
+"""The live env against a simulator server across an emulated network link.
+
+The benchmark builds the link itself: a network namespace holding the server, a veth pair
+between it and this namespace (10.200.0.1/30 here, 10.200.0.2/30 there), and ``tc netem`` on
+both ends for the link's rate and one-way delay. Everything is removed in a ``finally``, also on
+Ctrl-C. It needs root (``ip netns add``, ``tc``).
+
+Rows: each link, each capture size (the server's window), each frame source of the Siphon
+backend (``capture``: a unary CaptureFrame of raw BGRA per observation; ``stream``: StreamFrames,
+JPEG pushed at the real server's ~15 fps, the newest kept). The server runs in real-server mode
+(1 ms scans, the world in the fight), so its stream is as unkind as Siphon's. Columns: bytes per
+step on the wire (the veth's rx + tx counters over the run, so a stream's frames count whether
+or not a step used them), steps/s at timestep 0 (as fast as the link and the machine allow),
+the observation's frame age at the step's end (``info["frame_age_ms"]``: median and p95), and
+the physical bound, the link's rate over the bytes per step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import statistics
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.machine import describe
+from env.config import EnvConfig
+from env.elden_env import EldenRingEnv
+from env.profile import load_profile
+from env.sim.launcher import SimServer
+from env.siphon.game import SiphonGame
+
+NAMESPACE = "elden-link"
+HERE_IF, THERE_IF = "elden-link0", "elden-link1"
+HERE_IP, THERE_IP = "10.200.0.1", "10.200.0.2"
+PORT = 50051
+LINKS = (("1 Gbit/s, 0.5 ms", "1gbit", 1e9, "0.5ms"), ("100 Mbit/s, 2 ms", "100mbit", 1e8, "2ms"))
+SIZES = ((1280, 720), (1920, 1080))
+SOURCES = ("capture", "stream")
+SERVER_ARGS = ("--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--start", "fight")
+ROW_SECONDS = 30.0  # the most one row may take, whatever --steps asks
+
+log = logging.getLogger("bench_link")
+
+
+@dataclass
+class Row:
+    link: str
+    size: str
+    source: str
+    steps: int
+    bytes_per_step: float
+    steps_per_s: float
+    age_median_ms: float
+    age_p95_ms: float
+    bound_steps_per_s: float
+
+
+def ip(*args: str) -> None:
+    subprocess.run(("ip", *args), check=True, capture_output=True)
+
+
+@contextmanager
+def emulated_link() -> Iterator[None]:
+    """The namespace and the veth pair, removed on the way out (deleting the namespace takes its
+    end of the pair, and the pair goes with it)."""
+    try:
+        ip("netns", "add", NAMESPACE)
+        ip("link", "add", HERE_IF, "type", "veth", "peer", "name", THERE_IF)
+        ip("link", "set", THERE_IF, "netns", NAMESPACE)
+        ip("addr", "add", f"{HERE_IP}/30", "dev", HERE_IF)
+        ip("link", "set", HERE_IF, "up")
+        for args in (("addr", "add", f"{THERE_IP}/30", "dev", THERE_IF), ("link", "set", THERE_IF, "up"),
+                     ("link", "set", "lo", "up")):
+            ip("netns", "exec", NAMESPACE, "ip", *args)
+        yield
+    finally:
+        subprocess.run(("ip", "netns", "del", NAMESPACE), capture_output=True)
+        subprocess.run(("ip", "link", "del", HERE_IF), capture_output=True)
+
+
+def shape(rate: str, bits_per_s: float, delay: str) -> bool:
+    """``rate`` and one-way ``delay`` on both directions of the link, with netem; where the
+    kernel has no netem (``sch_netem`` absent, as in some containers), the rate alone with a
+    token bucket (tbf), and False: the delay is then not emulated, and the table says so."""
+    burst = f"{max(32_000, int(bits_per_s / 8 * 0.002))}b"  # 2 ms of the rate
+    netem = ("netem", "delay", delay, "rate", rate, "limit", "10000")
+    tbf = ("tbf", "rate", rate, "burst", burst, "latency", "50ms")
+    for qdisc in (netem, tbf):
+        done = [subprocess.run((*where, "tc", "qdisc", "replace", "dev", dev, "root", *qdisc), capture_output=True)
+                for where, dev in (((), HERE_IF), (("ip", "netns", "exec", NAMESPACE), THERE_IF))]
+        if all(d.returncode == 0 for d in done):
+            return qdisc is netem
+        log.warning("tc refused %s: %s", qdisc[0], b" ".join(d.stderr.strip() for d in done).decode())
+    raise RuntimeError("tc could shape the link with neither netem nor tbf")
+
+
+def wire_bytes() -> int:
+    stats = Path(f"/sys/class/net/{HERE_IF}/statistics")
+    return int((stats / "rx_bytes").read_text()) + int((stats / "tx_bytes").read_text())
+
+
+def measure(host: str, source: str, steps: int) -> tuple[int, float, int, list[float]]:
+    """(steps taken, seconds, bytes on the wire, frame ages in ms) of the env stepping at
+    timestep 0 with random actions, over ``source``."""
+    game = SiphonGame(host, replace(load_profile("sim_margit"), frame_source=source), timeout=5.0)
+    try:
+        env = EldenRingEnv(game, EnvConfig(timestep_ms=0, max_steps=10**9))
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        for _ in range(3):
+            env.step(env.action_space.sample())
+        ages, before, started = [], wire_bytes(), time.monotonic()
+        while len(ages) < steps and time.monotonic() - started < ROW_SECONDS:
+            ages.append(env.step(env.action_space.sample())[-1]["frame_age_ms"])
+        return len(ages), time.monotonic() - started, wire_bytes() - before, ages
+    finally:
+        game.close()
+
+
+def run(steps: int) -> list[Row]:
+    rows = []
+    with emulated_link():
+        for size in SIZES:
+            server = SimServer(size=size, port=PORT, extra_args=SERVER_ARGS, bind=THERE_IP,
+                               prefix=("ip", "netns", "exec", NAMESPACE))
+            try:
+                for name, rate, bits_per_s, delay in LINKS:
+                    delayed = shape(rate, bits_per_s, delay)
+                    for source in SOURCES:
+                        taken, seconds, wire, ages = measure(server.host, source, steps)
+                        per_step = wire / taken
+                        link = name if delayed else f"{name.split(',')[0]} (no delay: no netem)"
+                        rows.append(Row(link, f"{size[0]}x{size[1]}", source, taken, per_step, taken / seconds,
+                                        statistics.median(ages), float(np.percentile(ages, 95)),
+                                        bits_per_s / 8 / per_step))
+                        log.info("%s", rows[-1])
+            finally:
+                server.stop()
+    return rows
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| link | capture | frame source | bytes/step | steps/s | frame age median (ms) | p95 (ms) | link bound (steps/s) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.link} | {r.size} | {r.source} | {r.bytes_per_step / 1e3:,.0f} kB | {r.steps_per_s:.1f} | "
+            f"{r.age_median_ms:.0f} | {r.age_p95_ms:.0f} | {r.bound_steps_per_s:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def interrupted(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl-C, so the link is taken down on the way out either way."""
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, interrupted)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=100, help="env steps per row (each row stops after 30 s)")
+    parser.add_argument("--json", type=Path, help="also write the rows here")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    rows = run(args.steps)
+    print(f"machine: {describe()}\n")
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps({"machine": describe(), "rows": [asdict(r) for r in rows]}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -11,7 +11,7 @@ The groups, and the modules that raise their subclasses:
 - ``ConfigError``: fix a setting (a profile or Siphon TOML, params.yaml, a flag, an env config).
   ``env.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.record.RecordError``.
 - ``GameError``: the game or its server (start it, wait for it, reconnect, get back to the
-  fight). ``env.siphon.client.SiphonError`` and its kinds (the transport), ``env.siphon.arena.BossKilled``,
+  fight). ``env.siphon.client.SiphonError`` and its kinds (the transport; ``env.siphon.stream.StreamLost``), ``env.siphon.arena.BossKilled``,
   ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited`` (the simulator).
 - ``DataError``: a recording or a dataset that cannot be used as it is (recover it, record again,
   rebuild). ``capture.episode.EpisodeError`` and ``DiskError``, ``capture.video.VideoError``,

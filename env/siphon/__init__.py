@@ -4,6 +4,7 @@
 - ``config``: Siphon's attribute config (the TOML the server is configured with);
 - ``packed_reads``: neighbouring attributes fetched as one array read;
 - ``client``: a strict, fast client over the gRPC stubs that ship in ``pysiphon``;
+- ``stream``: frames from Siphon's StreamFrames, the newest kept (``frame_source = "stream"``);
 - ``game``: ``SiphonGame``, the ``Game`` protocol over that client;
 - ``arena``: getting back into the boss fight after what the game does not undo (a death).
 

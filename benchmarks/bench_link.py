@@ -31,12 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
+
+from benchmarks.machine import describe
 
 NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"

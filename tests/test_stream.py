@@ -24,6 +24,7 @@ from env.profile import PROFILES_DIR, Profile, load_profile
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
 from env.siphon.stream import StreamLost
+
 from tests.conftest import REAL_SERVER_TEST_ARGS
 
 SIZE = (160, 90)

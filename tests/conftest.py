@@ -11,6 +11,13 @@ only. ``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode to
 
 from __future__ import annotations
 
+import os
+
+# One thread per torch (here and in every process a test starts): on a machine of two cores
+# running simulator servers beside the tests, torch's busy-waiting thread pool made a 64-step
+# PPO run four to five times slower than one thread does. Set before anything imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -28,6 +28,8 @@ from env.play import RandomActor
 from env.sim.duel import duel
 from env.sim.expert import ScriptedExpert, expert_actor
 
+from conftest import untrained_policy
+
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
 
@@ -80,12 +82,11 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, mon
     import torch
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.policy import make_policy, save_env_config
-    from env.profile import load_profile
+    from elden_il.policy import save_env_config
 
     torch.manual_seed(0)
     save_env_config(tmp_path, CONFIG)
-    make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
+    untrained_policy(CONFIG).save(str(tmp_path / "policy.zip"))
     actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
     seeds = list(range(100, 106))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)

@@ -68,8 +68,9 @@ from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Samp
 from capture.video import codec
 from env.config import EnvConfig
 from env.observations import FrameSpec
-from env.profile import load_profile
 from env.sim.launcher import SimServer
+
+from conftest import TINY_NETWORK, untrained_policy
 
 ROOT = Path(__file__).parents[1]
 
@@ -615,10 +616,10 @@ POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
     """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
-    from elden_il.policy import make_policy, save_env_config
+    from elden_il.policy import save_env_config
 
     save_env_config(folder, config)
-    make_policy(*saved_for.spaces(load_profile("sim_margit"))).save(str(folder / "policy.zip"))
+    untrained_policy(saved_for).save(str(folder / "policy.zip"))
     return folder
 
 
@@ -709,12 +710,12 @@ def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(r
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c)
+        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c, size=TINY_NETWORK)
     assert not out.exists() and list((tmp_path / "models").iterdir()) == []
-    train_bc(demos, BCConfig(epochs=1, batch_size=64), out)
+    train_bc(demos, BCConfig(epochs=1, batch_size=64), out, size=TINY_NETWORK)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(KeyboardInterrupt):
-        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c)
+        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c, size=TINY_NETWORK)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["bc"]
 

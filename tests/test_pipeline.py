@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REAL_SERVER_TEST_ARGS
-from env.profile import load_profile
+from conftest import REAL_SERVER_TEST_ARGS, untrained_policy
 from env.sim.launcher import ARGS_VARIABLE
 
 ROOT = Path(__file__).parents[1]
@@ -239,13 +238,13 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
-    from elden_il.policy import load_env_config, make_policy
+    from elden_il.policy import load_env_config
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
     from env.errors import ConfigError
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    untrained_policy(config).save(str(tmp_path / "bc.zip"))
     with SimServer(size=(84, 84)) as server, server.player():
         settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
                                   n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)

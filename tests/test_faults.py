@@ -122,10 +122,11 @@ class SmallDisk:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SmallDisk]:
+    """12 MiB, or as many as the test's indirect parameter says."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
-    disk = SmallDisk(tmp_path / "disk", size_mib=12)
+    disk = SmallDisk(tmp_path / "disk", size_mib=getattr(request, "param", 12))
     yield disk
     disk.unmount()
 
@@ -191,6 +192,7 @@ def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_d
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("small_disk", [3], indirect=True, ids=["3MiB"])  # some 7 episodes of 4 s at 320x180
 def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
     out = small_disk.path / "raw"
     with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():

@@ -672,14 +672,19 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
-def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, bad: str):
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, monkeypatch, capsys,
+                                                         bad: str):
+    """The stage's ``main`` in this process, as for a bad param (the recorder's command above, and
+    tests/test_cli.py, hold a command's process to its one line)."""
+    from elden_il import pipeline
+
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
     for name in ("bc", "finetuned"):
         shutil.copytree(folder, tmp_path / "datasets/models" / name)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
-    result = cli("elden_il.pipeline", "evaluate", cwd=tmp_path)
-    assert result.returncode == 2
-    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+    monkeypatch.chdir(tmp_path)
+    assert pipeline.main(["evaluate"]) == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(capsys.readouterr().err)
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):

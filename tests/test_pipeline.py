@@ -20,7 +20,7 @@ ROOT = Path(__file__).parents[1]
 TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
     "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
-    "env": {"frame_stack": None, "action_history": 4, "max_steps": 300},
+    "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
     "bc": {"epochs": 1, "batch_size": 64, "learning_rate": 0.0003, "weight_decay": 0.0, "validation_fraction": 0.5, "patience": 1, "seed": 0},
     "finetune": {"total_steps": 256, "num_envs": 1, "subprocesses": False, "kl_coef": 0.05, "learning_rate": 0.0001,
                  "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0,
@@ -142,8 +142,8 @@ def check_metrics_and_plots(project: Path) -> None:
 def test_evaluation_over_the_simulator_server_through_a_param(project: Path, mode: str, fights: int):
     """Both server modes here, on the policies the pipeline test trained (a run of the real-server
     mode on its own would have to train them again). A fight lasts as long as the trained policy's
-    env allows (its max_steps, 300 steps of 200 ms: a minute for the expert, in real time), so the
-    real-server mode plays one fight per policy to keep CI short; the ideal one plays two."""
+    env allows (TINY's max_steps, 25 steps of 200 ms: 5 s in real time), so the real-server mode
+    plays one fight per policy to keep CI short; the ideal one plays two."""
     if not (project / "datasets/models/finetuned/policy.zip").exists():
         assert run(project, "dvc", "repro").returncode == 0
     params = yaml.safe_load((project / "params.yaml").read_text())

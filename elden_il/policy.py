@@ -70,7 +70,8 @@ class FightFeatures(BaseFeaturesExtractor):
     """Nature-CNN over the frame or frame stack, plus an MLP over HP, distance, animations and
     the recent actions. Works on both the env's spaces after SB3's preprocessing."""
 
-    def __init__(self, observation_space: spaces.Dict, cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
+    def __init__(self, observation_space: spaces.Dict,
+                 cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
                  cnn_dim: int = NetworkSize.cnn_dim, state_dim: int = NetworkSize.state_dim) -> None:
         stacked = "frame_stack" in observation_space.spaces
         if stacked:
@@ -123,7 +124,8 @@ class FightFeatures(BaseFeaturesExtractor):
         return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(state)], dim=1)
 
 
-def make_policy(observation_space: spaces.Dict, action_space: gym.Space, size: NetworkSize = NetworkSize()) -> ActorCriticPolicy:
+def make_policy(observation_space: spaces.Dict, action_space: gym.Space,
+                size: NetworkSize = NetworkSize()) -> ActorCriticPolicy:
     """A fresh actor-critic over ``observation_space`` (the env's; transposed here)."""
     return ActorCriticPolicy(
         policy_space(observation_space),

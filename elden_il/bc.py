@@ -25,7 +25,7 @@ from capture.staging import staged_folder
 
 from elden_il.data import Demonstrations
 from elden_il.params import BCConfig
-from elden_il.policy import make_policy
+from elden_il.policy import NetworkSize, make_policy
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +50,24 @@ def split_episodes(
 
 
 def train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None = None,
-             on_epoch: Callable[[dict], None] | None = None) -> dict:
+             on_epoch: Callable[[dict], None] | None = None, size: NetworkSize = NetworkSize()) -> dict:
     """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
     for beside it), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
     weigh each step's loss; rows of weight 0 are left out of training and validation altogether
     (still there as frame-stack and action-history context), so steps weighted 0 train exactly
     as if they were not in the dataset. ``on_epoch`` gets each epoch's record as it ends (the
-    pipeline logs it with DVCLive). ``out`` is written whole once training ends
-    (``capture.staging.staged_folder``): training stopped half-way leaves the old policy, or none."""
+    pipeline logs it with DVCLive). ``size`` is the network's (the pipeline's by default).
+    ``out`` is written whole once training ends (``capture.staging.staged_folder``): training
+    stopped half-way leaves the old policy, or none."""
     with staged_folder(out) as folder:
-        return _train_bc(demos, config, folder, weights, on_epoch)
+        return _train_bc(demos, config, folder, weights, on_epoch, size)
 
 
 def _train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None,
-              on_epoch: Callable[[dict], None] | None) -> dict:
+              on_epoch: Callable[[dict], None] | None, size: NetworkSize) -> dict:
     torch.manual_seed(config.seed)
     dev = device()
-    policy = make_policy(demos.observation_space, demos.action_space).to(dev)
+    policy = make_policy(demos.observation_space, demos.action_space, size).to(dev)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)

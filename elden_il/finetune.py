@@ -34,7 +34,7 @@ from env.factory import env_fns
 from env.fanout import cluster_address
 
 from elden_il.params import FinetuneConfig
-from elden_il.policy import POLICY_FILE, policy_kwargs
+from elden_il.policy import POLICY_FILE, network_size, policy_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -282,7 +282,7 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
         learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
         n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
         clip_range=config.clip_range, vf_coef=config.vf_coef, ent_coef=config.kl_coef, seed=config.seed,
-        policy_kwargs={**policy_kwargs(), "share_features_extractor": config.critic_features != "separate",
+        policy_kwargs={**policy_kwargs(network_size(bc)), "share_features_extractor": config.critic_features != "separate",
                        "detach_critic": config.critic_features == "detached"},
         device=bc.device, verbose=0,
     )

@@ -46,11 +46,31 @@ def policy_space(space: spaces.Dict) -> spaces.Dict:
     return spaces.Dict(keys)
 
 
+@dataclass(frozen=True)
+class NetworkSize:
+    """How wide the policy network is. The defaults are the pipeline's network (the Nature CNN's
+    channels); a narrow one runs every code path of training, saving and loading at a fraction
+    of the cost, for checks of that plumbing rather than of how well a policy learns. A saved
+    policy keeps its size (SB3 saves the extractor's arguments), and fine-tuning continues the
+    network it is given (``network_size``)."""
+
+    cnn_channels: tuple[int, int, int] = (32, 64, 64)
+    """The three convolutions' output channels."""
+    cnn_dim: int = 512
+    """The frame's features, after the convolutions."""
+    state_dim: int = 128
+    """The game state's features."""
+    hidden: tuple[int, ...] = (256,)
+    """The actor's and the critic's own layers, each."""
+
+
 class FightFeatures(BaseFeaturesExtractor):
     """Nature-CNN over the frame or frame stack, plus an MLP over HP, distance, animations and
     the recent actions. Works on both the env's spaces after SB3's preprocessing."""
 
-    def __init__(self, observation_space: spaces.Dict, cnn_dim: int = 512, state_dim: int = 128) -> None:
+    def __init__(self, observation_space: spaces.Dict,
+                 cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
+                 cnn_dim: int = NetworkSize.cnn_dim, state_dim: int = NetworkSize.state_dim) -> None:
         stacked = "frame_stack" in observation_space.spaces
         if stacked:
             k, h, w, c = observation_space["frame_stack"].shape
@@ -60,10 +80,11 @@ class FightFeatures(BaseFeaturesExtractor):
             channels = c
         super().__init__(observation_space, cnn_dim + state_dim)
         self.stacked = stacked
+        c1, c2, c3 = cnn_channels
         self.cnn = nn.Sequential(
-            nn.Conv2d(channels, 32, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(channels, c1, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(c1, c2, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(c2, c3, 3, stride=1), nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -101,24 +122,36 @@ class FightFeatures(BaseFeaturesExtractor):
         return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(state)], dim=1)
 
 
-def make_policy(observation_space: spaces.Dict, action_space: gym.Space, **kwargs: Any) -> ActorCriticPolicy:
+def make_policy(observation_space: spaces.Dict, action_space: gym.Space,
+                size: NetworkSize = NetworkSize()) -> ActorCriticPolicy:
     """A fresh actor-critic over ``observation_space`` (the env's; transposed here)."""
     return ActorCriticPolicy(
         policy_space(observation_space),
         action_space,
         lr_schedule=lambda _: 3e-4,
-        **policy_kwargs(**kwargs),
+        **policy_kwargs(size),
     )
 
 
-def policy_kwargs(net_arch: tuple[int, ...] = (256,)) -> dict[str, Any]:
-    """The same architecture for BC and for PPO (``PPO(..., policy_kwargs=policy_kwargs())``)."""
+def policy_kwargs(size: NetworkSize = NetworkSize()) -> dict[str, Any]:
+    """The same architecture for BC and for PPO (``PPO(..., policy_kwargs=policy_kwargs())``).
+    SB3 saves these with the policy: the extractor is given only the sizes that differ from the
+    pipeline's, so a pipeline policy saves exactly what it did without them (DVC tracks its bytes)."""
+    extractor = {name: getattr(size, name) for name in ("cnn_channels", "cnn_dim", "state_dim")
+                 if getattr(size, name) != getattr(NetworkSize, name)}
     return {
         "features_extractor_class": FightFeatures,
-        "net_arch": {"pi": list(net_arch), "vf": list(net_arch)},
+        **({"features_extractor_kwargs": extractor} if extractor else {}),
+        "net_arch": {"pi": list(size.hidden), "vf": list(size.hidden)},
         "activation_fn": nn.ReLU,
         "ortho_init": True,
     }
+
+
+def network_size(policy: ActorCriticPolicy) -> NetworkSize:
+    """The size ``policy`` was made with (``policy_kwargs``), read from the policy itself: so
+    fine-tuning continues the network behaviour cloning trained, whatever its size."""
+    return NetworkSize(**policy.features_extractor_kwargs, hidden=tuple(policy.net_arch["pi"]))
 
 
 @dataclass(frozen=True)

@@ -11,19 +11,40 @@ only. ``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode to
 
 from __future__ import annotations
 
+import os
+
+# One thread per torch (here and in every process a test starts): on a machine of two cores
+# running simulator servers beside the tests, torch's busy-waiting thread pool made a 64-step
+# PPO run four to five times slower than one thread does. Set before anything imports torch.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
+from stable_baselines3.common.policies import ActorCriticPolicy
 
+from elden_il.policy import NetworkSize, make_policy
+from env.config import EnvConfig
+from env.profile import load_profile
 from env.siphon.client import SiphonClient
 from env.siphon.config import load_siphon_config
 from env.sim import display
 from env.sim.launcher import SimServer
 
 ROOT = Path(__file__).parents[1]
+
+TINY_NETWORK = NetworkSize(cnn_channels=(4, 8, 8), cnn_dim=32, state_dim=32, hidden=(32,))
+"""A narrow policy network, for tests of what is done with a policy (saving, loading, fine-tuning's
+and evaluation's plumbing, recording with one) rather than of how well it learns: the same code
+paths as the pipeline's network, at a fraction of its cost to build and train."""
+
+
+def untrained_policy(config: EnvConfig) -> ActorCriticPolicy:
+    """A fresh ``TINY_NETWORK`` policy for ``config``'s spaces."""
+    return make_policy(*config.spaces(load_profile(config.profile)), TINY_NETWORK)
 
 
 REAL_SERVER_TEST_ARGS = (

@@ -227,12 +227,15 @@ def test_vector_env_over_four_in_process_sims():
 
 
 @pytest.mark.slow
-def test_sb3_ppo_trains_2000_steps():
+def test_sb3_ppo_trains_across_fights():
+    """SB3's own PPO and policy on the env as it is: two rollouts and updates, through fights
+    that end and reset in between."""
     from stable_baselines3 import PPO
 
-    model = PPO("MultiInputPolicy", make_env(), n_steps=500, batch_size=100, n_epochs=1, seed=0)
-    model.learn(2000)
-    assert model.num_timesteps >= 2000
+    model = PPO("MultiInputPolicy", make_env(), n_steps=256, batch_size=64, n_epochs=1, seed=0)
+    model.learn(512)
+    assert model.num_timesteps >= 512 and model._n_updates == 2
+    assert len(model.ep_info_buffer) >= 2  # fights ended (SB3's Monitor counts them) and the env reset
 
 
 def floored_profile(tmp_path, player: float, boss: float) -> str:

@@ -68,8 +68,9 @@ from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Samp
 from capture.video import codec
 from env.config import EnvConfig
 from env.observations import FrameSpec
-from env.profile import load_profile
 from env.sim.launcher import SimServer
+
+from conftest import TINY_NETWORK, untrained_policy
 
 ROOT = Path(__file__).parents[1]
 
@@ -121,10 +122,11 @@ class SmallDisk:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SmallDisk]:
+    """12 MiB, or as many as the test's indirect parameter says."""
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
-    disk = SmallDisk(tmp_path / "disk", size_mib=12)
+    disk = SmallDisk(tmp_path / "disk", size_mib=getattr(request, "param", 12))
     yield disk
     disk.unmount()
 
@@ -190,6 +192,7 @@ def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_d
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("small_disk", [3], indirect=True, ids=["3MiB"])  # some 7 episodes of 4 s at 320x180
 def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
     out = small_disk.path / "raw"
     with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():
@@ -617,10 +620,8 @@ POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
     """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
-    from elden_il.policy import make_policy
-
     config.save(folder)
-    make_policy(*saved_for.spaces(load_profile("sim_margit"))).save(str(folder / "policy.zip"))
+    untrained_policy(saved_for).save(str(folder / "policy.zip"))
     return folder
 
 
@@ -671,14 +672,19 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
-def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, bad: str):
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, monkeypatch, capsys,
+                                                         bad: str):
+    """The stage's ``main`` in this process, as for a bad param (the recorder's command above, and
+    tests/test_cli.py, hold a command's process to its one line)."""
+    from elden_il import pipeline
+
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
     for name in ("bc", "finetuned"):
         shutil.copytree(folder, tmp_path / "datasets/models" / name)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
-    result = cli("elden_il.pipeline", "evaluate", cwd=tmp_path)
-    assert result.returncode == 2
-    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+    monkeypatch.chdir(tmp_path)
+    assert pipeline.main(["evaluate"]) == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(capsys.readouterr().err)
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):
@@ -711,12 +717,12 @@ def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(r
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c)
+        train_bc(demos, BCConfig(epochs=1, batch_size=64), out, on_epoch=ctrl_c, size=TINY_NETWORK)
     assert not out.exists() and list((tmp_path / "models").iterdir()) == []
-    train_bc(demos, BCConfig(epochs=1, batch_size=64), out)
+    train_bc(demos, BCConfig(epochs=1, batch_size=64), out, size=TINY_NETWORK)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(KeyboardInterrupt):
-        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c)
+        train_bc(demos, BCConfig(epochs=2, batch_size=64, seed=1), out, on_epoch=ctrl_c, size=TINY_NETWORK)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["bc"]
 

@@ -22,10 +22,11 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
                                seeded_env_fns)
 from elden_il.params import FinetuneConfig, read_section
-from elden_il.policy import load_policy, make_policy, policy_kwargs, policy_space
+from elden_il.policy import load_policy, policy_kwargs, policy_space
 from env.config import EnvConfig
 from env.factory import make_env
-from env.profile import load_profile
+
+from conftest import TINY_NETWORK, untrained_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
@@ -34,7 +35,7 @@ CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 def save_untrained_bc(path: Path) -> None:
     """A fresh policy for ``CONFIG`` saved where a BC policy would be: fine-tuning's starting point."""
-    make_policy(*CONFIG.spaces(load_profile("sim_margit"))).save(str(path))
+    untrained_policy(CONFIG).save(str(path))
 
 
 def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to_nothing(tmp_path: Path):
@@ -66,7 +67,7 @@ def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
     vec = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=2), CONFIG))  # two: the buffer's order matters
     model = PPO(KLToPriorPolicy, vec, n_steps=20, batch_size=16, rollout_buffer_class=PriorLogitsBuffer,
-                policy_kwargs=policy_kwargs(), seed=0)
+                policy_kwargs=policy_kwargs(TINY_NETWORK), seed=0)
     model.policy.load_state_dict(bc.state_dict())
     with torch.no_grad():  # the policy has moved away from BC
         model.policy.action_net.bias.add_(torch.linspace(-1, 1, model.policy.action_net.bias.numel()))
@@ -131,7 +132,7 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
         """How much the value alone pulls on the shared features and on the critic's own head."""
         torch.manual_seed(0)
         policy = KLToPriorPolicy(policy_space(env.observation_space), env.action_space, lambda _: 3e-4,
-                                 detach_critic=detach_critic, **policy_kwargs())
+                                 detach_critic=detach_critic, **policy_kwargs(TINY_NETWORK))
         values, _, _ = policy.evaluate_actions(policy.obs_to_tensor(obs)[0], torch.zeros(1))
         values.sum().backward()
         def grad(module: torch.nn.Module) -> float:

@@ -14,7 +14,8 @@ import pytest
 import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
 from env.factory import make_env
-from env.profile import load_profile
+
+from conftest import untrained_policy
 
 ENV_ID = "EldenIL/Margit-v0"
 
@@ -113,11 +114,9 @@ def finetuned(tmp_path_factory) -> Path:
     """A tiny real fine-tuning run from an untrained policy: its output folder."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
-    from elden_il.policy import make_policy
-
     tmp = tmp_path_factory.mktemp("models")
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp / "bc.zip"))
+    untrained_policy(config).save(str(tmp / "bc.zip"))
     settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
                               value_warmup_steps=0)
     finetune(tmp / "bc.zip", settings, config, tmp / "finetuned")
@@ -153,11 +152,11 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
 
 
 def test_load_policy_reads_a_policy_only_zip_and_says_what_is_missing(tmp_path: Path):
-    from elden_il.policy import load_policy, make_policy
+    from elden_il.policy import load_policy
     from env.errors import EldenILError
 
     config = EnvConfig(profile="sim_margit")
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
+    untrained_policy(config).save(str(tmp_path / "policy.zip"))
     with pytest.raises(EldenILError, match="env_config.json is missing"):
         load_policy(tmp_path / "policy.zip")
     config.save(tmp_path)

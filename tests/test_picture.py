@@ -18,7 +18,7 @@ import pytest
 from capture.build_dataset import BuildError, build_dataset
 from capture.record import RecordSettings, record
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy, make_policy
+from elden_il.policy import load_policy
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
@@ -26,6 +26,8 @@ from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.errors import ConfigError
 from env.siphon.game import SiphonGame
+
+from conftest import untrained_policy
 
 WINDOW = (1280, 720)
 SEED = 7
@@ -102,7 +104,7 @@ def test_the_live_env_the_in_process_env_and_a_recording_of_a_1280x720_window_sh
 @pytest.mark.slow
 def test_a_policy_for_a_1280x720_window_refuses_a_live_window_of_another_size(tmp_path: Path):
     config = EnvConfig(profile="sim_margit", capture_size=WINDOW)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "policy.zip"))
+    untrained_policy(config).save(str(tmp_path / "policy.zip"))
     config.save(tmp_path)
     policy = load_policy(tmp_path)
     with SimServer(seed=0, size=(320, 180), log_path=tmp_path / "server.log") as server:

@@ -14,15 +14,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REAL_SERVER_TEST_ARGS
-from env.profile import load_profile
+from conftest import REAL_SERVER_TEST_ARGS, untrained_policy
 from env.sim.launcher import ARGS_VARIABLE
 
 ROOT = Path(__file__).parents[1]
 TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
     "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
-    "env": {"frame_stack": None, "action_history": 4, "max_steps": 300},
+    "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
     "bc": {"epochs": 1, "batch_size": 64, "learning_rate": 0.0003, "weight_decay": 0.0, "validation_fraction": 0.5, "patience": 1, "seed": 0},
     "finetune": {"total_steps": 256, "num_envs": 1, "subprocesses": False, "kl_coef": 0.05, "learning_rate": 0.0001,
                  "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0,
@@ -177,8 +176,8 @@ def check_metrics_and_plots(project: Path) -> None:
 def test_evaluation_over_the_simulator_server_through_a_param(project: Path, mode: str, fights: int):
     """Both server modes here, on the policies the pipeline test trained (a run of the real-server
     mode on its own would have to train them again). A fight lasts as long as the trained policy's
-    env allows (its max_steps, 300 steps of 200 ms: a minute for the expert, in real time), so the
-    real-server mode plays one fight per policy to keep CI short; the ideal one plays two."""
+    env allows (TINY's max_steps, 25 steps of 200 ms: 5 s in real time), so the real-server mode
+    plays one fight per policy to keep CI short; the ideal one plays two."""
     if not (project / "datasets/models/finetuned/policy.zip").exists():
         assert run(project, "dvc", "repro").returncode == 0
     params = yaml.safe_load((project / "params.yaml").read_text())
@@ -271,13 +270,12 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
-    from elden_il.policy import make_policy
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
     from env.errors import ConfigError
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
-    make_policy(*config.spaces(load_profile("sim_margit"))).save(str(tmp_path / "bc.zip"))
+    untrained_policy(config).save(str(tmp_path / "bc.zip"))
     with SimServer(size=(84, 84)) as server, server.player():
         settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
                                   n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from capture.build_dataset import build_dataset
 from capture.record import RecordSettings, record
 from elden_il.data import DatasetError, demonstrations, open_dataset
 from env.config import EnvConfig
 
+ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=2)
 
 
@@ -37,10 +39,13 @@ def test_the_first_episodes_are_exactly_those_episodes(tmp_path: Path):
 
 @pytest.mark.slow
 def test_the_scaling_study_runs_end_to_end(tmp_path: Path):
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    params["bc"]["epochs"] = 1  # the study's rows, plot and table; not how well BC learns
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     result = subprocess.run(
         [sys.executable, "-m", "elden_il.scaling", "--fights", "1", "2", "--seeds", "0", "1", "--eval-fights", "3",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=900, cwd=Path(__file__).parents[1],
+         "--params", str(tmp_path / "params.yaml"), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=900, cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads((tmp_path / "results.json").read_text())

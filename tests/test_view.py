@@ -20,9 +20,11 @@ from capture.episode import read_episode
 from capture.record import RecordSettings, record
 from capture.view import main, show_dataset, show_episode
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy, make_policy
+from elden_il.policy import load_policy
 from env.config import EnvConfig
 from env.profile import load_profile
+
+from conftest import untrained_policy
 
 MASTER = (160, 90)
 DATASET = "test/view-v0"
@@ -89,8 +91,7 @@ def save_policy(folder: Path, config: EnvConfig) -> Path:
     """An untrained policy for ``config`` saved as behaviour cloning saves one, leaning towards
     idling and attacking (the autopilot's commonest actions) so that it agrees at some steps and
     not at others: fixed choices, which is all a count of disagreements needs."""
-    observation, action = config.spaces(load_profile(config.profile))
-    policy = make_policy(observation, action)
+    policy = untrained_policy(config)
     if config.action_mode == "discrete":
         names = config.actions(load_profile(config.profile)).names
         with torch.no_grad():

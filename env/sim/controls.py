@@ -7,10 +7,14 @@ The world itself only ever sees buttons, as bit masks, so a tick costs no string
 
 from __future__ import annotations
 
-from enum import IntFlag
+from enum import IntEnum
 
 
-class Button(IntFlag):
+class Button(IntEnum):
+    """One bit each; masks of several are plain ints (``Button.ATTACK | Button.DODGE``). Not an
+    ``IntFlag``: its ``&`` on an int builds a flag object in Python, a fifth of a world tick's
+    time; an ``IntEnum`` leaves ``mask & Button.DODGE`` to int's own operator."""
+
     MOVE_FORWARD = 1 << 0
     MOVE_BACK = 1 << 1
     MOVE_LEFT = 1 << 2

@@ -29,6 +29,8 @@ from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
+from conftest import TINY_NETWORK
+
 CONFIG = EnvConfig(profile="sim_margit", action_history=4)
 STEP = CONFIG.timestep_ms / 1000.0
 
@@ -64,7 +66,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12,
                           out=root / "demos"))
     dataset = build_dataset(root / "demos", "test/demos-v0", CONFIG, root=root / "minari")
-    train_bc(demonstrations(dataset), BCConfig(epochs=1), root / "bc")
+    train_bc(demonstrations(dataset), BCConfig(epochs=1), root / "bc", size=TINY_NETWORK)
     record(RecordSettings(env=CONFIG, backend="sim", policy=root / "bc", scripted_human=True, max_episodes=2,
                           max_episode_seconds=12, seed=100, takeover_quiet=0.4, out=root / "corrected"))
     (root / "all").mkdir()
@@ -119,7 +121,7 @@ def test_the_dataset_keeps_the_mark_per_step(work: Path):
 
 
 def _trained(demos, weights, out: Path) -> dict[str, torch.Tensor]:
-    train_bc(demos, BCConfig(epochs=1, batch_size=64), out, weights)
+    train_bc(demos, BCConfig(epochs=1, batch_size=64), out, weights, size=TINY_NETWORK)
     from stable_baselines3.common.policies import ActorCriticPolicy
 
     return ActorCriticPolicy.load(str(out / "policy.zip"), device="cpu").state_dict()

@@ -29,20 +29,26 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     results and seconds."""
     import yaml
 
-    from elden_il.evaluate import PolicyActor, evaluate
     from env.config import EnvConfig
     from env.factory import make_env
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
+    from elden_il.evaluate import PolicyActor, evaluate
+
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     config = EnvConfig.load(models / "bc")
-    actors = {"random": RandomActor(), "bc": PolicyActor(models / "bc" / "policy.zip", True),
-              "finetuned": PolicyActor(models / "finetuned" / "policy.zip", True), "expert": expert_actor(config)}
+    actors = {
+        "random": RandomActor(),
+        "bc": PolicyActor(models / "bc" / "policy.zip", True),
+        "finetuned": PolicyActor(models / "finetuned" / "policy.zip", True),
+        "expert": expert_actor(config),
+    }
     seeds = list(range(ev["first_seed"], ev["first_seed"] + fights))
     started = time.perf_counter()
-    results = evaluate(actors, lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), seeds,
-                       parallel=ev["parallel"])
+    results = evaluate(
+        actors, lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), seeds, parallel=ev["parallel"]
+    )
     return results, time.perf_counter() - started
 
 
@@ -73,15 +79,26 @@ def outcomes(results: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
-    parser.add_argument("--models", type=Path, default=ROOT / "datasets/models",
-                        help="where the pipeline saved bc/ and finetuned/ (default: %(default)s)")
-    parser.add_argument("--torch-threads", type=int, default=None,
-                        help="torch threads of the one process (default: torch's own, one per core; Ray's "
-                             "workers run one each). On a machine shared with other work, one thread is "
-                             "far faster than two")
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=ROOT / "datasets/models",
+        help="where the pipeline saved bc/ and finetuned/ (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--torch-threads",
+        type=int,
+        default=None,
+        help="torch threads of the one process (default: torch's own, one per core; Ray's "
+        "workers run one each). On a machine shared with other work, one thread is "
+        "far faster than two",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
@@ -98,7 +115,11 @@ def main() -> None:
     runs: dict = {}
     for name, nodes in (("Ray, one node of 2 CPUs", [2]), ("Ray, two nodes of 1 CPU", [1, 1])):
         results, seconds, start = on_cluster(nodes, args.models, args.fights)
-        runs[name] = {"seconds": seconds, "cluster_start_seconds": start, "same_results": outcomes(results) == outcomes(here)}
+        runs[name] = {
+            "seconds": seconds,
+            "cluster_start_seconds": start,
+            "same_results": outcomes(results) == outcomes(here),
+        }
     again, after = evaluate_all(args.models, args.fights)
     one_process = (before + after) / 2  # before and after the clusters: a machine shared with other work drifts
     print(f"one process again: {after:.1f} s; the ratios are to their mean, {one_process:.1f} s")
@@ -106,12 +127,23 @@ def main() -> None:
     for name, run in runs.items():
         if name != "one process":
             run["speedup"] = one_process / run["seconds"]
-            print(f"{name}: {run['seconds']:.1f} s, {run['speedup']:.2f}x one process (cluster start "
-                  f"{run['cluster_start_seconds']:.1f} s); same results fight for fight: {run['same_results']}")
+            print(
+                f"{name}: {run['seconds']:.1f} s, {run['speedup']:.2f}x one process (cluster start "
+                f"{run['cluster_start_seconds']:.1f} s); same results fight for fight: {run['same_results']}"
+            )
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": describe(), "fights_per_policy": args.fights,
-                                               "torch_threads": args.torch_threads, "runs": runs,
-                                               "results": outcomes(here)}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "machine": describe(),
+                    "fights_per_policy": args.fights,
+                    "torch_threads": args.torch_threads,
+                    "runs": runs,
+                    "results": outcomes(here),
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

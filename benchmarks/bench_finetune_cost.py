@@ -28,16 +28,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--policy", type=Path, default=ROOT / "datasets" / "models" / "bc",
-                        help="folder of the BC policy to fine-tune (default: the pipeline's, after dvc repro)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=ROOT / "datasets" / "models" / "bc",
+        help="folder of the BC policy to fine-tune (default: the pipeline's, after dvc repro)",
+    )
     parser.add_argument("--rollouts", type=int, default=2, help="rollouts after the warm-up (default: %(default)s)")
     parser.add_argument("--label", default="this code", help="the name of this code in the table")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
-    import elden_il.finetune as ft
     from env.config import EnvConfig
+
+    import elden_il.finetune as ft
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]
     known = {f.name for f in dataclasses.fields(ft.FinetuneConfig)}
@@ -54,8 +62,10 @@ def main() -> None:
             seconds = time.perf_counter() - started
         where = "subprocesses" if subprocesses else "main process"
         results["runs"][where] = {"seconds": seconds, "env_steps_per_s": metrics["env_steps_per_second"]}
-    print(f"Machine: {results['machine']}\n{steps:,} steps ({settings.get('value_warmup_steps', 0):,} warm-up, "
-          f"then {args.rollouts} rollouts of {rollout:,}), code: {results['code']}\n")
+    print(
+        f"Machine: {results['machine']}\n{steps:,} steps ({settings.get('value_warmup_steps', 0):,} warm-up, "
+        f"then {args.rollouts} rollouts of {rollout:,}), code: {results['code']}\n"
+    )
     print("| code | envs in | seconds | env steps/s |\n|---|---|---:|---:|")
     for where, run in results["runs"].items():
         print(f"| {args.label} | {where} | {run['seconds']:.1f} | {run['env_steps_per_s']:.1f} |")

@@ -44,8 +44,15 @@ def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     for start in range(0, steps, width):
         wins = [r["win"] for r in rows if start < r["timesteps"] <= start + width]
         low, high = wilson_interval(sum(wins), len(wins)) if wins else (0.0, 1.0)
-        out.append({"until": start + width, "fights": len(wins), "win_rate": float(np.mean(wins)) if wins else None,
-                    "low": low, "high": high})
+        out.append(
+            {
+                "until": start + width,
+                "fights": len(wins),
+                "win_rate": float(np.mean(wins)) if wins else None,
+                "low": low,
+                "high": high,
+            }
+        )
     return out
 
 
@@ -95,10 +102,11 @@ def curves_chart(variants: dict[str, dict], start: dict | None, path: Path) -> N
 def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
     pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
-    from elden_il.evaluate import PolicyActor
     from env.config import EnvConfig
     from env.factory import make_env
     from env.play import run_fights, summarize
+
+    from elden_il.evaluate import PolicyActor
 
     config = EnvConfig.load(policy_dir)
     seeds = list(range(first_seed, first_seed + fights))
@@ -131,28 +139,58 @@ def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog=__doc__.split("\n\n", 2)[2])
-    parser.add_argument("--policy", type=Path, default=ROOT / "datasets/models/bc", help="the BC policy folder (default: the pipeline's)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per variant (default: params.yaml's finetune.total_steps)")
-    parser.add_argument("--variant", nargs="+", action="append", metavar="NAME_AND_SETTINGS", dest="variants",
-                        help="a variant: its name, then the finetune settings it changes (repeat for more; "
-                             "default: one, 'pipeline', with params.yaml's settings)")
-    parser.add_argument("--run", nargs=2, action="append", default=[], metavar=("NAME", "FOLDER"), dest="runs",
-                        help="a fine-tuning already run, not trained again: the folder it saved "
-                             "(learning_curve.json, updates.json, policy.zip; repeat for more)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=ROOT / "datasets/models/bc",
+        help="the BC policy folder (default: the pipeline's)",
+    )
+    parser.add_argument(
+        "--steps", type=int, default=None, help="steps per variant (default: params.yaml's finetune.total_steps)"
+    )
+    parser.add_argument(
+        "--variant",
+        nargs="+",
+        action="append",
+        metavar="NAME_AND_SETTINGS",
+        dest="variants",
+        help="a variant: its name, then the finetune settings it changes (repeat for more; "
+        "default: one, 'pipeline', with params.yaml's settings)",
+    )
+    parser.add_argument(
+        "--run",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "FOLDER"),
+        dest="runs",
+        help="a fine-tuning already run, not trained again: the folder it saved "
+        "(learning_curve.json, updates.json, policy.zip; repeat for more)",
+    )
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
-    parser.add_argument("--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)")
-    parser.add_argument("--start", type=float, default=None,
-                        help="the win rate the curve starts from, to judge falls against (default: the BC "
-                             "policy's sampled held-out win rate; needed with --fights 0)")
+    parser.add_argument(
+        "--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)"
+    )
+    parser.add_argument(
+        "--start",
+        type=float,
+        default=None,
+        help="the win rate the curve starts from, to judge falls against (default: the BC "
+        "policy's sampled held-out win rate; needed with --fights 0)",
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
+    from env.config import EnvConfig
+
     from elden_il.finetune import finetune
     from elden_il.params import load_params
-    from env.config import EnvConfig
 
     base = load_params(ROOT / "params.yaml").finetune
     base = replace(base, total_steps=args.steps or base.total_steps)
@@ -160,12 +198,20 @@ def main() -> None:
     env_config = EnvConfig.load(args.policy)
 
     def report(name: str, rates: dict) -> None:
-        print(f"{name}: held-out win rate " + ", ".join(
-            f"{mode} {r['win_rate']:.1%} ({r['win_rate_ci95'][0]:.1%}-{r['win_rate_ci95'][1]:.1%})" for mode, r in rates.items()))
+        print(
+            f"{name}: held-out win rate "
+            + ", ".join(
+                f"{mode} {r['win_rate']:.1%} ({r['win_rate_ci95'][0]:.1%}-{r['win_rate_ci95'][1]:.1%})"
+                for mode, r in rates.items()
+            )
+        )
 
-    results: dict = {"machine": describe(), "held_out": {"fights": args.fights, "first_seed": args.first_seed},
-                     "bc": held_out_win_rates(args.policy, args.fights, args.first_seed) if args.fights else None,
-                     "variants": {}}
+    results: dict = {
+        "machine": describe(),
+        "held_out": {"fights": args.fights, "first_seed": args.first_seed},
+        "bc": held_out_win_rates(args.policy, args.fights, args.first_seed) if args.fights else None,
+        "variants": {},
+    }
     if results["bc"]:
         report("BC", results["bc"])
     start = args.start if args.start is not None else results["bc"] and results["bc"]["sampled"]["win_rate"]
@@ -181,12 +227,22 @@ def main() -> None:
         held_out = held_out_win_rates(folder, args.fights, args.first_seed) if args.fights else None
         curve = windows(rows, steps, args.window)
         explained = [u["explained_variance"] for u in updates]
-        results["variants"][name] = {"config": config, "seconds": seconds,
-                                     "curve": curve, "updates": updates, "fights": rows, "held_out": held_out}
+        results["variants"][name] = {
+            "config": config,
+            "seconds": seconds,
+            "curve": curve,
+            "updates": updates,
+            "fights": rows,
+            "held_out": held_out,
+        }
         took = f" ({seconds:.0f} s)" if seconds is not None else ""
-        print(f"{name}{took}: training win rate by {args.window}-step window: "
-              + "  ".join("-" if w["win_rate"] is None else f"{w['win_rate']:.0%}" for w in curve))
-        print(f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}")
+        print(
+            f"{name}{took}: training win rate by {args.window}-step window: "
+            + "  ".join("-" if w["win_rate"] is None else f"{w['win_rate']:.0%}" for w in curve)
+        )
+        print(
+            f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}"
+        )
         print("   " + verdict(curve, rows, start))
         if held_out:
             report(f"   {name}", held_out)
@@ -197,8 +253,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             started = time.perf_counter()
             finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
-            judge(name, Path(tmp), config.total_steps, time.perf_counter() - started,
-                  {k: v for k, v in vars(config).items() if k != "hosts"})
+            judge(
+                name,
+                Path(tmp),
+                config.total_steps,
+                time.perf_counter() - started,
+                {k: v for k, v in vars(config).items() if k != "hosts"},
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if args.plot:

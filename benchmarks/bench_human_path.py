@@ -41,10 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import describe
-from capture.autopilot import PLAYERS
-from elden_il.params import PipelineParams, load_params
 from env.cli import parse_size
+
+from capture.autopilot import PLAYERS
+
+from elden_il.params import PipelineParams, load_params
+
+from benchmarks.machine import describe
 
 log = logging.getLogger("bench_human_path")
 
@@ -100,14 +103,15 @@ class KeyboardPlayer(threading.Thread):
             self.error = e
 
     def _play(self) -> None:
-        from capture.autopilot import DecisionClock, make_player
-        from capture.takeover import PynputKeyboard
         from env import fight
         from env.actions import ActionTable, KeyCommand
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
         from env.siphon.client import SiphonClient, SiphonError
+
+        from capture.autopilot import DecisionClock, make_player
+        from capture.takeover import PynputKeyboard
 
         table = ActionTable(load_profile("sim_margit"), "discrete")
         expert = make_player(self.player, self.step_s, self.tap_s)
@@ -254,11 +258,12 @@ GRIDS = {"aligned_to_presses": True, "from_first_sample": False}
 def labelled_steps(raw: Path, params: PipelineParams, align_to_presses: bool) -> Iterator[tuple]:
     """Each episode in ``raw`` on the builder's step grid (``align_to_presses``): (episode,
     boundaries, labels as action indexes, the action table)."""
+    from env.actions import ActionTable
+    from env.profile import load_profile
+
     from capture.build_dataset import step_grid, step_labels
     from capture.episode import list_episodes, read_episode
     from capture.labels import StepLabeler
-    from env.actions import ActionTable
-    from env.profile import load_profile
 
     table = ActionTable(load_profile("sim_margit"), "discrete")
     dt = params.env_config().timestep_ms / 1000
@@ -290,9 +295,10 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     pairs it with: ``player`` replayed, lock-step, over each episode's step states in order (its
     own tap length). This is the mapping behaviour cloning fits, measured before any training:
     a picture from the wrong moment or a label from the wrong step lowers it. On both grids."""
+    from env.game import GameState
+
     from capture.autopilot import make_player
     from capture.build_dataset import samples_at
-    from env.game import GameState
 
     config = params.env_config()
     results = {}
@@ -314,17 +320,23 @@ def train_and_evaluate(
 ) -> dict:
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
+    from env.factory import make_env
+    from env.play import run_fights, wilson_interval
+
     from capture.build_dataset import build_dataset
+
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
-    from env.factory import make_env
-    from env.play import run_fights, wilson_interval
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"
     build_dataset(
-        raw, dataset_id, params.env_config(), root=work / "minari", force=True,
+        raw,
+        dataset_id,
+        params.env_config(),
+        root=work / "minari",
+        force=True,
         align_to_presses=name != "person-fixed-grid",
     )
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
@@ -333,9 +345,7 @@ def train_and_evaluate(
     for seed in seeds:
         policy = work / f"bc-{name}-{seed}"
         train_bc(demos, replace(bc_config, seed=seed), policy)
-        records, _ = run_fights(
-            lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out
-        )
+        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out)
         wins_by_seed.append(sum(r.win for r in records))
         log.info(
             "%s, training seed %d: %d of %d held-out fights won",
@@ -358,8 +368,7 @@ def train_and_evaluate(
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| recordings of the same expert | episodes | steps | BC win rate (95 % interval) "
-        "| by training seed |",
+        "| recordings of the same expert | episodes | steps | BC win rate (95 % interval) | by training seed |",
         "|---|---:|---:|---|---|",
     ]
     for r in rows:
@@ -404,8 +413,7 @@ def run(
         decisions_file.write_text(json.dumps(vars(decisions)))
     decisions = Decisions(**json.loads(decisions_file.read_text()))
     rows = [
-        train_and_evaluate(work / FOLDER.get(name, name), name, params, seeds, eval_fights, work)
-        for name in recordings
+        train_and_evaluate(work / FOLDER.get(name, name), name, params, seeds, eval_fights, work) for name in recordings
     ]
     return {
         "machine": describe(),
@@ -434,12 +442,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)"
-    )
+    parser.add_argument("--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)")
     parser.add_argument(
         "--eval-fights",
         type=int,
@@ -460,9 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         help="how long the expert's finger stays on a tapped key through the window "
         "(the person-like player draws its own)",
     )
-    parser.add_argument(
-        "--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings"
-    )
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
     parser.add_argument(
         "--work",
         type=Path,

@@ -22,18 +22,19 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--dataset-only", action="store_true", help="only the recording and the dataset builds")
     args = parser.parse_args()
-    from capture.build_dataset import build_dataset
-    from capture.episode import list_episodes, read_episode
-    from capture.record import RecordSettings, record
-    from elden_il.bc import train_bc
-    from elden_il.params import BCConfig
-    from elden_il.data import load_demonstrations
-    from elden_il.evaluate import PolicyActor
-    from elden_il.finetune import finetune
-    from elden_il.params import FinetuneConfig
     from env.config import EnvConfig
     from env.factory import make_env
     from env.play import run_fights
+
+    from capture.build_dataset import build_dataset
+    from capture.episode import list_episodes, read_episode
+    from capture.record import RecordSettings, record
+
+    from elden_il.bc import train_bc
+    from elden_il.data import load_demonstrations
+    from elden_il.evaluate import PolicyActor
+    from elden_il.finetune import finetune
+    from elden_il.params import BCConfig, FinetuneConfig
 
     config = EnvConfig(profile="sim_margit", action_history=4)
 
@@ -48,7 +49,10 @@ def main() -> None:
         t = time.perf_counter()
         dataset = build_dataset(tmp / "raw", "bench/margit-v0", config, root=tmp / "minari")
         seconds = time.perf_counter() - t
-        results["dataset_build"] = {"raw_samples_per_s": samples / seconds, "steps_per_s": dataset.total_steps / seconds}
+        results["dataset_build"] = {
+            "raw_samples_per_s": samples / seconds,
+            "steps_per_s": dataset.total_steps / seconds,
+        }
         results["frame_compression"] = compare_compression(tmp / "raw", tmp / "compression", config)
         if args.dataset_only:
             report(results, args.json)
@@ -57,9 +61,22 @@ def main() -> None:
         demos = load_demonstrations("bench/margit-v0", tmp / "minari")
         bc = train_bc(demos, BCConfig(epochs=2, patience=5), tmp / "bc")
         results["bc_train_samples_per_s"] = bc["train_samples_per_second"]
-        ft = finetune(tmp / "bc" / "policy.zip", FinetuneConfig(
-            total_steps=2048, num_envs=2, n_steps=256, n_epochs=4, learning_rate=1e-4, subprocesses=True,
-            kl_decay_steps=0, value_warmup_steps=0, value_warmup_epochs=0), config, tmp / "ft")
+        ft = finetune(
+            tmp / "bc" / "policy.zip",
+            FinetuneConfig(
+                total_steps=2048,
+                num_envs=2,
+                n_steps=256,
+                n_epochs=4,
+                learning_rate=1e-4,
+                subprocesses=True,
+                kl_decay_steps=0,
+                value_warmup_steps=0,
+                value_warmup_epochs=0,
+            ),
+            config,
+            tmp / "ft",
+        )
         results["finetune_env_steps_per_s"] = ft["env_steps_per_second"]
         make = lambda: make_env(config)  # noqa: E731
         for parallel in (1, 8):
@@ -69,8 +86,14 @@ def main() -> None:
     report(results, args.json)
 
 
-COMPRESSIONS = {"none (Minari as is)": (None, None), "lzf": ("lzf", None), "gzip 1": ("gzip", 1),
-                "gzip 4": ("gzip", 4), "gzip 6 (default)": ("gzip", 6), "gzip 9": ("gzip", 9)}
+COMPRESSIONS = {
+    "none (Minari as is)": (None, None),
+    "lzf": ("lzf", None),
+    "gzip 1": ("gzip", 1),
+    "gzip 4": ("gzip", 4),
+    "gzip 6 (default)": ("gzip", 6),
+    "gzip 9": ("gzip", 9),
+}
 
 
 def compare_compression(raw: Path, root: Path, config, repeats: int = 3) -> dict:
@@ -78,6 +101,7 @@ def compare_compression(raw: Path, root: Path, config, repeats: int = 3) -> dict
     build seconds and load seconds (``load_demonstrations``, best of ``repeats``)."""
     from capture.build_dataset import build_dataset
     from capture.compression import FrameCompression
+
     from elden_il.data import load_demonstrations
 
     out = {}
@@ -92,8 +116,12 @@ def compare_compression(raw: Path, root: Path, config, repeats: int = 3) -> dict
             load_demonstrations(dataset_id, root)
             loads.append(time.perf_counter() - t)
         size = (root / dataset_id / "data" / "main_data.hdf5").stat().st_size
-        out[name] = {"steps": dataset.total_steps, "bytes_per_step": size / dataset.total_steps,
-                     "build_s": build_s, "load_s": min(loads)}
+        out[name] = {
+            "steps": dataset.total_steps,
+            "bytes_per_step": size / dataset.total_steps,
+            "build_s": build_s,
+            "load_s": min(loads),
+        }
     return out
 
 
@@ -103,15 +131,19 @@ def report(results: dict, json_path: str | None) -> None:
     base = next(iter(r["frame_compression"].values()))
     print("| frames stored as | KB/step | size vs none | build s | load s |\n|---|---:|---:|---:|---:|")
     for name, c in r["frame_compression"].items():
-        print(f"| {name} | {c['bytes_per_step'] / 1e3:.2f} | {base['bytes_per_step'] / c['bytes_per_step']:.1f}x smaller "
-              f"| {c['build_s']:.2f} | {c['load_s']:.3f} |")
+        print(
+            f"| {name} | {c['bytes_per_step'] / 1e3:.2f} | {base['bytes_per_step'] / c['bytes_per_step']:.1f}x smaller "
+            f"| {c['build_s']:.2f} | {c['load_s']:.3f} |"
+        )
     print(f"\n({base['steps']} steps; load = load_demonstrations, best of 3)\n")
     if "bc_train_samples_per_s" not in r:
         if json_path:
             Path(json_path).write_text(json.dumps(results, indent=2))
         return
     print("| measurement | value |\n|---|---:|")
-    print(f"| recording in-process (autopilot, 30 Hz, 84x84), samples/s | {r['record_in_process_samples_per_s']:,.0f} |")
+    print(
+        f"| recording in-process (autopilot, 30 Hz, 84x84), samples/s | {r['record_in_process_samples_per_s']:,.0f} |"
+    )
     print(f"| dataset build, raw samples/s in | {r['dataset_build']['raw_samples_per_s']:,.0f} |")
     print(f"| dataset build, Minari steps/s out | {r['dataset_build']['steps_per_s']:,.0f} |")
     print(f"| behaviour cloning, training samples/s | {r['bc_train_samples_per_s']:,.0f} |")

@@ -79,8 +79,11 @@ def emulated_link() -> Iterator[None]:
         ip("link", "set", THERE_IF, "netns", NAMESPACE)
         ip("addr", "add", f"{HERE_IP}/30", "dev", HERE_IF)
         ip("link", "set", HERE_IF, "up")
-        for args in (("addr", "add", f"{THERE_IP}/30", "dev", THERE_IF), ("link", "set", THERE_IF, "up"),
-                     ("link", "set", "lo", "up")):
+        for args in (
+            ("addr", "add", f"{THERE_IP}/30", "dev", THERE_IF),
+            ("link", "set", THERE_IF, "up"),
+            ("link", "set", "lo", "up"),
+        ):
             ip("netns", "exec", NAMESPACE, "ip", *args)
         yield
     finally:
@@ -96,8 +99,10 @@ def shape(rate: str, bits_per_s: float, delay: str) -> bool:
     netem = ("netem", "delay", delay, "rate", rate, "limit", "10000")
     tbf = ("tbf", "rate", rate, "burst", burst, "latency", "50ms")
     for qdisc in (netem, tbf):
-        done = [subprocess.run((*where, "tc", "qdisc", "replace", "dev", dev, "root", *qdisc), capture_output=True)
-                for where, dev in (((), HERE_IF), (("ip", "netns", "exec", NAMESPACE), THERE_IF))]
+        done = [
+            subprocess.run((*where, "tc", "qdisc", "replace", "dev", dev, "root", *qdisc), capture_output=True)
+            for where, dev in (((), HERE_IF), (("ip", "netns", "exec", NAMESPACE), THERE_IF))
+        ]
         if all(d.returncode == 0 for d in done):
             return qdisc is netem
         log.warning("tc refused %s: %s", qdisc[0], b" ".join(d.stderr.strip() for d in done).decode())
@@ -136,8 +141,9 @@ def run(steps: int) -> list[Row]:
     rows = []
     with emulated_link():
         for size in SIZES:
-            server = SimServer(size=size, port=PORT, extra_args=SERVER_ARGS, bind=THERE_IP,
-                               prefix=("ip", "netns", "exec", NAMESPACE))
+            server = SimServer(
+                size=size, port=PORT, extra_args=SERVER_ARGS, bind=THERE_IP, prefix=("ip", "netns", "exec", NAMESPACE)
+            )
             try:
                 for name, rate, bits_per_s, delay in LINKS:
                     delayed = shape(rate, bits_per_s, delay)
@@ -145,9 +151,19 @@ def run(steps: int) -> list[Row]:
                         taken, seconds, wire, ages = measure(server.host, source, steps)
                         per_step = wire / taken
                         link = name if delayed else f"{name.split(',')[0]} (no delay: no netem)"
-                        rows.append(Row(link, f"{size[0]}x{size[1]}", source, taken, per_step, taken / seconds,
-                                        statistics.median(ages), float(np.percentile(ages, 95)),
-                                        bits_per_s / 8 / per_step))
+                        rows.append(
+                            Row(
+                                link,
+                                f"{size[0]}x{size[1]}",
+                                source,
+                                taken,
+                                per_step,
+                                taken / seconds,
+                                statistics.median(ages),
+                                float(np.percentile(ages, 95)),
+                                bits_per_s / 8 / per_step,
+                            )
+                        )
                         log.info("%s", rows[-1])
             finally:
                 server.stop()

@@ -27,16 +27,17 @@ import numpy as np
 from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
-from benchmarks.machine import describe
 from env.actions import ActionTable
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.observations import ObservationBuilder
-from env.siphon.game import SiphonGame
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
+from env.siphon.game import SiphonGame
+
+from benchmarks.machine import describe
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -82,8 +83,13 @@ def rpc_numbers(host: str, profile) -> dict:
     concurrent = percentiles(timed(lambda: client.read(names), 300))
     sequential = percentiles(timed(lambda: [client.read([n]) for n in names], 100))
     client.close()
-    return {"get_attribute_ms": one, "snapshot_concurrent_ms": concurrent, "snapshot_sequential_ms": sequential,
-            "attributes": len(names), "snapshot_speedup": sequential["median"] / concurrent["median"]}
+    return {
+        "get_attribute_ms": one,
+        "snapshot_concurrent_ms": concurrent,
+        "snapshot_sequential_ms": sequential,
+        "attributes": len(names),
+        "snapshot_speedup": sequential["median"] / concurrent["median"],
+    }
 
 
 def capture_numbers(profile, sizes: list[tuple[int, int]]) -> dict:
@@ -99,7 +105,9 @@ def capture_numbers(profile, sizes: list[tuple[int, int]]) -> dict:
     return out
 
 
-def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rounds: int = 5, variants: bool = True) -> dict:
+def env_overhead(
+    size: tuple[int, int], profile_name: str, steps: int = 600, rounds: int = 5, variants: bool = True
+) -> dict:
     """Steps/s at timestep 0 (pure overhead) with all PRD keys: our env as shipped, our env with
     packed reads off, and the naive pysiphon path. Each has its own server (a config is per
     server); they run interleaved in ``rounds`` so drift in this VM's speed hits all alike, and
@@ -142,9 +150,12 @@ def env_overhead(size: tuple[int, int], profile_name: str, steps: int = 600, rou
             per_round["naive"].append(statistics.median(timed(naive_step, max(2, naive_steps // rounds), warmup=2)))
     ms = {name: statistics.median(v) for name, v in per_round.items()}
     out = {f"{name}_steps_per_s": 1000 / m for name, m in ms.items()}
-    out |= {"rounds": rounds, "steps_per_s_by_round": {n: [1000 / m for m in v] for n, v in per_round.items()},
-            "speedup": ms["naive"] / ms["ours"],
-            "client_cpu_ms_per_step": {n: 1000 * c / (rounds * (WARMUP + steps // rounds)) for n, c in client_cpu.items()}}
+    out |= {
+        "rounds": rounds,
+        "steps_per_s_by_round": {n: [1000 / m for m in v] for n, v in per_round.items()},
+        "speedup": ms["naive"] / ms["ours"],
+        "client_cpu_ms_per_step": {n: 1000 * c / (rounds * (WARMUP + steps // rounds)) for n, c in client_cpu.items()},
+    }
     if variants:
         out["packing_gain"] = ms["unpacked"] / ms["ours"]
     return out
@@ -182,7 +193,12 @@ def step_period_accuracy(host: str, profile_name: str, steps: int = 200) -> dict
         e = np.abs(np.diff(stamps)[1:][within] - 0.2) * 1000
         return {"median": float(np.median(e)), "p99": float(np.percentile(e, 99)), "max": float(e.max())}
 
-    return {"steps": steps, "resets": len(resets), "period_error_ms": errors(woke), "return_period_error_ms": errors(returns)}
+    return {
+        "steps": steps,
+        "resets": len(resets),
+        "period_error_ms": errors(woke),
+        "return_period_error_ms": errors(returns),
+    }
 
 
 def in_process_steps(steps: int = 3000) -> float:
@@ -213,9 +229,19 @@ def main() -> None:
     r = results
     print(f"Machine: {r['machine']}\n")
     print("| measurement | median | p90 | p99 |\n|---|---:|---:|---:|")
-    print("| GetAttribute round trip (ms) | {median:.3f} | {p90:.3f} | {p99:.3f} |".format(**r["rpc"]["get_attribute_ms"]))
-    print(f"| snapshot of {r['rpc']['attributes']} attributes, concurrent (ms) | " + " | ".join(f"{v:.2f}" for v in r["rpc"]["snapshot_concurrent_ms"].values()) + " |")
-    print(f"| snapshot of {r['rpc']['attributes']} attributes, one after another (ms) | " + " | ".join(f"{v:.2f}" for v in r["rpc"]["snapshot_sequential_ms"].values()) + " |")
+    print(
+        "| GetAttribute round trip (ms) | {median:.3f} | {p90:.3f} | {p99:.3f} |".format(**r["rpc"]["get_attribute_ms"])
+    )
+    print(
+        f"| snapshot of {r['rpc']['attributes']} attributes, concurrent (ms) | "
+        + " | ".join(f"{v:.2f}" for v in r["rpc"]["snapshot_concurrent_ms"].values())
+        + " |"
+    )
+    print(
+        f"| snapshot of {r['rpc']['attributes']} attributes, one after another (ms) | "
+        + " | ".join(f"{v:.2f}" for v in r["rpc"]["snapshot_sequential_ms"].values())
+        + " |"
+    )
     for size, p in r["capture"].items():
         print(f"| CaptureFrame + decode {size} (ms) | {p['median']:.2f} | {p['p90']:.2f} | {p['p99']:.2f} |")
     print(f"\nconcurrent snapshot is {r['rpc']['snapshot_speedup']:.1f}x faster than one RPC after another\n")
@@ -223,16 +249,26 @@ def main() -> None:
     print(f"env step overhead at timestep 0, 84x84 window (median of {o['rounds']} interleaved rounds):\n")
     print("| read path | steps/s | ours is faster by |\n|---|---:|---:|")
     print(f"| ours (packed reads: 6 attribute calls + 1 frame) | {o['ours_steps_per_s']:.0f} | |")
-    print(f"| without packed reads (10 attribute calls, not 6) | {o['unpacked_steps_per_s']:.0f} | {o['packing_gain']:.2f}x |")
+    print(
+        f"| without packed reads (10 attribute calls, not 6) | {o['unpacked_steps_per_s']:.0f} | {o['packing_gain']:.2f}x |"
+    )
     print(f"| naive pysiphon | {o['naive_steps_per_s']:.1f} | {o['speedup']:.1f}x |")
     cpu = o["client_cpu_ms_per_step"]["ours"]
-    print(f"\nthe env's own CPU per step (client process, ours): {cpu:.2f} ms, so {1000 / cpu:.0f} steps/s where the server does not share its cores")
+    print(
+        f"\nthe env's own CPU per step (client process, ours): {cpu:.2f} ms, so {1000 / cpu:.0f} steps/s where the server does not share its cores"
+    )
     o = r["env_overhead_720p"]
-    print(f"\n1280x720 window: ours {o['ours_steps_per_s']:.0f} steps/s, naive pysiphon {o['naive_steps_per_s']:.1f}: {o['speedup']:.1f}x")
+    print(
+        f"\n1280x720 window: ours {o['ours_steps_per_s']:.0f} steps/s, naive pysiphon {o['naive_steps_per_s']:.1f}: {o['speedup']:.1f}x"
+    )
     e = r["step_period"]["period_error_ms"]
-    print(f"\nstep period at 200 ms over {r['step_period']['steps']} steps: error median {e['median']:.2f} ms, p99 {e['p99']:.2f} ms, max {e['max']:.2f} ms")
+    print(
+        f"\nstep period at 200 ms over {r['step_period']['steps']} steps: error median {e['median']:.2f} ms, p99 {e['p99']:.2f} ms, max {e['max']:.2f} ms"
+    )
     e = r["step_period"]["return_period_error_ms"]
-    print(f"the same, timed when step() returns (observation jitter included): median {e['median']:.2f} ms, p99 {e['p99']:.2f} ms, max {e['max']:.2f} ms")
+    print(
+        f"the same, timed when step() returns (observation jitter included): median {e['median']:.2f} ms, p99 {e['p99']:.2f} ms, max {e['max']:.2f} ms"
+    )
     print(f"in-process env steps/s (84x84 frames, no server): {r['in_process_steps_per_s']:.0f}")
     if args.json:
         with open(args.json, "w") as f:

@@ -36,8 +36,11 @@ def steps_per_second(vec, steps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--envs", type=int, default=2, help="sub-envs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=600, help="vector steps timed per env kind (default: %(default)s)")
     parser.add_argument("--json", help="also write the results here")
@@ -51,13 +54,16 @@ def main() -> None:
     from ray.cluster_utils import Cluster
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from elden_il.ray_vec_env import RayVecEnv
     from env.config import EnvConfig
     from env.factory import env_fns
 
+    from elden_il.ray_vec_env import RayVecEnv
+
     config = EnvConfig(profile="sim_margit", action_history=4)  # the pipeline's picture: 84x84
-    rates = {"DummyVecEnv": steps_per_second(DummyVecEnv(env_fns(config, "sim", args.envs)), args.steps),
-             "SubprocVecEnv": steps_per_second(SubprocVecEnv(env_fns(config, "sim", args.envs)), args.steps)}
+    rates = {
+        "DummyVecEnv": steps_per_second(DummyVecEnv(env_fns(config, "sim", args.envs)), args.steps),
+        "SubprocVecEnv": steps_per_second(SubprocVecEnv(env_fns(config, "sim", args.envs)), args.steps),
+    }
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": args.envs, "node_ip_address": "127.0.0.1"})
     os.environ["RAY_ADDRESS"] = cluster.address
     try:
@@ -66,13 +72,25 @@ def main() -> None:
         ray.shutdown()
         cluster.shutdown()
     for name, rate in rates.items():
-        print(f"{name}: {rate:.0f} vector steps/s ({rate * args.envs:.0f} env steps/s), "
-              f"{rates['DummyVecEnv'] / rate:.2f}x DummyVecEnv's time per step")
+        print(
+            f"{name}: {rate:.0f} vector steps/s ({rate * args.envs:.0f} env steps/s), "
+            f"{rates['DummyVecEnv'] / rate:.2f}x DummyVecEnv's time per step"
+        )
     overhead_us = (1 / rates["RayVecEnv"] - 1 / rates["SubprocVecEnv"]) * 1e6
     print(f"Ray's overhead per vector step against SubprocVecEnv: {overhead_us:.0f} us")
     if args.json:
-        Path(args.json).write_text(json.dumps({"machine": describe(), "envs": args.envs, "steps": args.steps,
-                                               "vector_steps_per_second": rates, "ray_overhead_us": overhead_us}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "machine": describe(),
+                    "envs": args.envs,
+                    "steps": args.steps,
+                    "vector_steps_per_second": rates,
+                    "ray_overhead_us": overhead_us,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

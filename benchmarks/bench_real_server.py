@@ -25,14 +25,15 @@ import time
 from functools import partial
 from pathlib import Path
 
-from benchmarks.bench_live import timed
-from benchmarks.bench_recorder import highest_sustainable, rate_search
-from benchmarks.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.errors import GameError
-from env.siphon.game import SiphonGame
 from env.sim.launcher import SimServer
+from env.siphon.game import SiphonGame
+
+from benchmarks.bench_live import timed
+from benchmarks.bench_recorder import highest_sustainable, rate_search
+from benchmarks.machine import describe
 
 SIZES = ((1280, 720), (1920, 1080))
 SCANS_MS = (2.0, 10.0, 30.0)
@@ -105,8 +106,12 @@ def main() -> None:
             row[f"highest_recording_hz_{label}"] = highest_sustainable(runs)
             failed = [f"{r['target_hz']:g} Hz: {r['error']}" for r in runs if "error" in r]
             row[f"recording_failure_{label}"] = failed[0] if failed else None
-            print(f"{name} {label}: {row[f'env_steps_per_s_{label}']:.1f} steps/s, "
-                  f"records {row[f'highest_recording_hz_{label}']} Hz", *failed, flush=True)
+            print(
+                f"{name} {label}: {row[f'env_steps_per_s_{label}']:.1f} steps/s, "
+                f"records {row[f'highest_recording_hz_{label}']} Hz",
+                *failed,
+                flush=True,
+            )
 
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -23,16 +23,18 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import describe
+from env.errors import GameError
+from env.sim.launcher import SimServer
+from env.sim.moves import PlayerAnim
+from env.siphon.client import NoFrame, ReadRefused
+from env.siphon.game import SiphonGame
+
 from capture.episode import EpisodeMeta, EpisodeWriter
 from capture.inputs import InputLog
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
-from env.errors import GameError
-from env.siphon.client import NoFrame, ReadRefused
-from env.siphon.game import SiphonGame
-from env.sim.launcher import SimServer
-from env.sim.moves import PlayerAnim
+
+from benchmarks.machine import describe
 
 
 def rss_mb() -> float:
@@ -63,8 +65,17 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
         keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
         inputs = InputLog(keys)
         sampler = Sampler(game, inputs, rate)
-        meta = EpisodeMeta("sim_margit", game.profile.attribute_names, keys, rate, CODECS[DEFAULT_CODEC], size, "human",
-                           None, server.host)
+        meta = EpisodeMeta(
+            "sim_margit",
+            game.profile.attribute_names,
+            keys,
+            rate,
+            CODECS[DEFAULT_CODEC],
+            size,
+            "human",
+            None,
+            server.host,
+        )
         writer = EpisodeWriter(Path(tmp), meta)
         sampler.restart_clock()
         rss, cpu_0, server_0 = [rss_mb()], resource.getrusage(resource.RUSAGE_SELF), cpu_s(server.process.pid)
@@ -97,16 +108,28 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
     recorder_s = cpu_1.ru_utime + cpu_1.ru_stime - cpu_0.ru_utime - cpu_0.ru_stime
     n = stats.samples
     return {
-        "window": f"{size[0]}x{size[1]}", "target_hz": rate, "seconds": seconds,
-        "achieved_hz": n / (seconds - paused_s), "samples": n, "unreadable_s": paused_s, "late": stats.late, "dropped": stats.dropped,
-        "repeated_frames": repeated, "mb_per_minute": size_bytes / seconds * 60 / 1e6,
-        "cpu_ms_per_sample": {"recorder": 1000 * recorder_s / n, "of_it_encoder": 1000 * encode_s / n,
-                              "server": 1000 * (server_1 - server_0) / n},
+        "window": f"{size[0]}x{size[1]}",
+        "target_hz": rate,
+        "seconds": seconds,
+        "achieved_hz": n / (seconds - paused_s),
+        "samples": n,
+        "unreadable_s": paused_s,
+        "late": stats.late,
+        "dropped": stats.dropped,
+        "repeated_frames": repeated,
+        "mb_per_minute": size_bytes / seconds * 60 / 1e6,
+        "cpu_ms_per_sample": {
+            "recorder": 1000 * recorder_s / n,
+            "of_it_encoder": 1000 * encode_s / n,
+            "server": 1000 * (server_1 - server_0) / n,
+        },
         "rss_mb": {"first": rss[0], "last": rss[-1], "max": max(rss)},
     }
 
 
-def rate_search(size: tuple[int, int], rates: tuple[float, ...], seconds: float, server_args: tuple[str, ...] = ()) -> list[dict]:
+def rate_search(
+    size: tuple[int, int], rates: tuple[float, ...], seconds: float, server_args: tuple[str, ...] = ()
+) -> list[dict]:
     """``sustained`` at each rate, up until the first rate that drops samples or fails (then
     the run holds the error instead of figures)."""
     runs = []
@@ -154,7 +177,8 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
         sampler.close()
         game.close()
     return {
-        "sample_rate_hz": rate, "trials": trials,
+        "sample_rate_hz": rate,
+        "trials": trials,
         "state_delay_ms": {"median": statistics.median(state_delays) * 1000, "max": max(state_delays) * 1000},
         "frame_delay_ms": {"median": statistics.median(frame_delays) * 1000, "max": max(frame_delays) * 1000},
     }
@@ -171,23 +195,29 @@ def main() -> None:
     if not args.no_alignment:
         results["alignment"] = alignment()
     print(f"Machine: {results['machine']}\n")
-    print("| window | target Hz | seconds | achieved Hz | late | dropped | repeated frames | MB/minute | CPU ms/sample: "
-          "recorder (encoder) / server | recorder RSS MB first / last / max |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    print(
+        "| window | target Hz | seconds | achieved Hz | late | dropped | repeated frames | MB/minute | CPU ms/sample: "
+        "recorder (encoder) / server | recorder RSS MB first / last / max |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
+    )
     for r in [results["sustained_720p_30hz"], *results["1080p"]]:
         if "error" in r:
             print(f"| {r['window']} | {r['target_hz']:g} | failed: {r['error']} |")
             continue
         cpu, rss = r["cpu_ms_per_sample"], r["rss_mb"]
-        print(f"| {r['window']} | {r['target_hz']:g} | {r['seconds']:g} | {r['achieved_hz']:.2f} | {r['late']} | "
-              f"{r['dropped']} | {r['repeated_frames']} | {r['mb_per_minute']:.1f} | {cpu['recorder']:.1f} "
-              f"({cpu['of_it_encoder']:.1f}) / {cpu['server']:.1f} | {rss['first']:.0f} / {rss['last']:.0f} / {rss['max']:.0f} |")
+        print(
+            f"| {r['window']} | {r['target_hz']:g} | {r['seconds']:g} | {r['achieved_hz']:.2f} | {r['late']} | "
+            f"{r['dropped']} | {r['repeated_frames']} | {r['mb_per_minute']:.1f} | {cpu['recorder']:.1f} "
+            f"({cpu['of_it_encoder']:.1f}) / {cpu['server']:.1f} | {rss['first']:.0f} / {rss['last']:.0f} / {rss['max']:.0f} |"
+        )
     print(f"\nhighest sustainable rate at 1920x1080: {highest_sustainable(results['1080p']) or 'below 10'} Hz")
     a = results.get("alignment")
     if a:
-            print(f"alignment over {a['trials']} key presses at {a['sample_rate_hz']:g} Hz: state shows it after "
-              f"{a['state_delay_ms']['median']:.1f} ms (max {a['state_delay_ms']['max']:.1f}), the frame after "
-              f"{a['frame_delay_ms']['median']:.1f} ms (max {a['frame_delay_ms']['max']:.1f})")
+        print(
+            f"alignment over {a['trials']} key presses at {a['sample_rate_hz']:g} Hz: state shows it after "
+            f"{a['state_delay_ms']['median']:.1f} ms (max {a['state_delay_ms']['max']:.1f}), the frame after "
+            f"{a['frame_delay_ms']['median']:.1f} ms (max {a['frame_delay_ms']['max']:.1f})"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -33,15 +33,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from benchmarks.machine import describe
-from env.siphon.arena import BossKilled
 from env.config import EnvConfig
-from env.factory import make_env
 from env.errors import GameError
+from env.factory import make_env
 from env.profile import load_profile
 from env.sim.expert import ScriptedExpert, expert_actor
 from env.sim.launcher import SimServer, someone_locks_on
 from env.sim.world import Phase
+from env.siphon.arena import BossKilled
+
+from benchmarks.machine import describe
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}
@@ -51,11 +52,23 @@ AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "af
 def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[str, Any]:
     """Play ``fights`` fights against a fresh real-server-mode simulator; the counts and times."""
     config = EnvConfig(profile="eldenring_margit", max_steps=max_steps)
-    r: dict[str, Any] = {"fights": 0, "wins": 0, "resets": {b: [] for b in BUCKETS}, "kill_reported_s": [],
-                         "forced_deaths": 0, "forced_kills": 0, "real_deaths": 0, "real_kills": 0,
-                         "kills_reported": 0, "human_needed": 0, "human_errors": []}
+    r: dict[str, Any] = {
+        "fights": 0,
+        "wins": 0,
+        "resets": {b: [] for b in BUCKETS},
+        "kill_reported_s": [],
+        "forced_deaths": 0,
+        "forced_kills": 0,
+        "real_deaths": 0,
+        "real_kills": 0,
+        "kills_reported": 0,
+        "human_needed": 0,
+        "human_errors": [],
+    }
     with ExitStack() as stack:
-        server = stack.enter_context(SimServer(size=(320, 180), extra_args=("--profile", "eldenring_margit", *server_args)))
+        server = stack.enter_context(
+            SimServer(size=(320, 180), extra_args=("--profile", "eldenring_margit", *server_args))
+        )
         stack.enter_context(someone_locks_on(server.host))
         attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
         env = make_env(config, backend="siphon", host=server.host, state_attributes=attributes)
@@ -82,8 +95,11 @@ def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[
                 r[f"forced_{forced}s"] += 1
             died, killed = died or forced == "death", killed or forced == "kill"
             bucket = "after_death" if died else "after_kill" if killed else "in_place"
-            print(f"fight {fight}: {'win' if info['win'] else 'loss'} in {info['episode_length']} steps"
-                  + (f", then a forced real {forced}" if forced else ""), flush=True)
+            print(
+                f"fight {fight}: {'win' if info['win'] else 'loss'} in {info['episode_length']} steps"
+                + (f", then a forced real {forced}" if forced else ""),
+                flush=True,
+            )
     return r
 
 
@@ -114,24 +130,31 @@ def report(r: dict[str, Any], fights: int) -> str:
         return f"{statistics.mean(values):.2f} s over {len(values)}" if values else "none"
 
     kills = r["forced_kills"] + r["real_kills"]
-    return "\n".join([
-        "| measurement | value |", "|---|---:|",
-        f"| fights completed | {r['fights']} of {fights} ({r['wins']} won) |",
-        f"| real deaths / real kills nobody forced (floors missed) | {r['real_deaths']} / {r['real_kills']} |",
-        f"| first reset (from the Site of Grace: teleport, fog wall, lock-on), mean | {mean(r['resets']['first'])} |",
-        f"| resets after a real death (YOU DIED, loading, fog wall, lock-on), mean | {mean(r['resets']['after_death'])} |",
-        f"| resets after a real kill, from restoring the save, mean | {mean(r['resets']['after_kill'])} |",
-        f"| a real kill reported (BossKilled, with the manual step), mean | {mean(r['kill_reported_s'])}; {r['kills_reported']} of {kills} kills |",
-        f"| in-place resets (memory writes and teleport), mean | {mean(r['resets']['in_place'])} |",
-        f"| resets that needed a human (other than restoring a killed boss's save) | {r['human_needed']} |",
-    ])
+    return "\n".join(
+        [
+            "| measurement | value |",
+            "|---|---:|",
+            f"| fights completed | {r['fights']} of {fights} ({r['wins']} won) |",
+            f"| real deaths / real kills nobody forced (floors missed) | {r['real_deaths']} / {r['real_kills']} |",
+            f"| first reset (from the Site of Grace: teleport, fog wall, lock-on), mean | {mean(r['resets']['first'])} |",
+            f"| resets after a real death (YOU DIED, loading, fog wall, lock-on), mean | {mean(r['resets']['after_death'])} |",
+            f"| resets after a real kill, from restoring the save, mean | {mean(r['resets']['after_kill'])} |",
+            f"| a real kill reported (BossKilled, with the manual step), mean | {mean(r['kill_reported_s'])}; {r['kills_reported']} of {kills} kills |",
+            f"| in-place resets (memory writes and teleport), mean | {mean(r['resets']['in_place'])} |",
+            f"| resets that needed a human (other than restoring a killed boss's save) | {r['human_needed']} |",
+        ]
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fights", type=int, default=20)
-    parser.add_argument("--max-steps", type=int, default=900, help="steps per fight, 200 ms each (default: %(default)s, the env's)")
-    parser.add_argument("--server-args", default="", help='extra `python -m env.sim` flags, e.g. "--death-screen-s 0.5 --loading-s 1"')
+    parser.add_argument(
+        "--max-steps", type=int, default=900, help="steps per fight, 200 ms each (default: %(default)s, the env's)"
+    )
+    parser.add_argument(
+        "--server-args", default="", help='extra `python -m env.sim` flags, e.g. "--death-screen-s 0.5 --loading-s 1"'
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     results = run(args.fights, args.max_steps, tuple(shlex.split(args.server_args)))

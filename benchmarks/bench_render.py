@@ -28,11 +28,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from benchmarks.machine import describe  # noqa: E402
 from env.config import EnvConfig  # noqa: E402
 from env.factory import make_env  # noqa: E402
 from env.sim.renderer import Renderer  # noqa: E402
 from env.sim.world import World  # noqa: E402
+
+from benchmarks.machine import describe  # noqa: E402
 
 SIZES = ((84, 84), (1280, 720), (1920, 1080))
 TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}
@@ -107,9 +108,7 @@ def time_env_steps(seconds: float, seed: int = 0) -> dict[str, dict[str, float]]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per size")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()

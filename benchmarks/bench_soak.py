@@ -25,10 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import describe
+from env.sim.launcher import SimServer
+
 from capture.episode import list_episodes, read_episode
 from capture.video import CODECS, DEFAULT_CODEC
-from env.sim.launcher import SimServer
+
+from benchmarks.machine import describe
 
 WARMUP_S = 60.0
 """Memory before this is start-up (imports, first frames, buffers filling), not a trend."""
@@ -56,9 +58,23 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], cod
         out = Path(tmp) / "raw"
         log = open(Path(tmp) / "recorder.log", "wb")
         recorder = subprocess.Popen(
-            [sys.executable, "-m", "capture.record", "--host", server.host, "--autopilot", "--no-status",
-             "--rate", str(rate), "--video-codec", codec, "--out", str(out)],
-            stdout=log, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "capture.record",
+                "--host",
+                server.host,
+                "--autopilot",
+                "--no-status",
+                "--rate",
+                str(rate),
+                "--video-codec",
+                codec,
+                "--out",
+                str(out),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         started = time.monotonic()
         series: list[dict] = []
@@ -67,12 +83,19 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], cod
             time.sleep(min(every, max(0.0, deadline - time.monotonic())))  # the first sample after start-up
             if recorder.poll() is not None:
                 break
-            series.append({"t_s": round(time.monotonic() - started, 1), "recorder_rss_mib": rss_mib(recorder.pid),
-                           "server_rss_mib": rss_mib(server.process.pid),
-                           "episodes": len(list_episodes(out)) if out.exists() else 0})
+            series.append(
+                {
+                    "t_s": round(time.monotonic() - started, 1),
+                    "recorder_rss_mib": rss_mib(recorder.pid),
+                    "server_rss_mib": rss_mib(server.process.pid),
+                    "episodes": len(list_episodes(out)) if out.exists() else 0,
+                }
+            )
         if recorder.poll() is not None:
             log.close()
-            raise RuntimeError(f"the recorder exited early ({recorder.returncode}):\n{(Path(tmp) / 'recorder.log').read_text()}")
+            raise RuntimeError(
+                f"the recorder exited early ({recorder.returncode}):\n{(Path(tmp) / 'recorder.log').read_text()}"
+            )
         recorder.send_signal(signal.SIGINT)  # quit: the episode in progress is saved as 'stopped'
         code = recorder.wait(timeout=60)
         log.close()
@@ -81,9 +104,15 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], cod
     stats = [json.loads(e.attrs["stats"]) for e in episodes]
     times = [row["t_s"] for row in series]
     return {
-        "minutes": minutes, "window": f"{window[0]}x{window[1]}", "video_codec": codec, "target_hz": rate,
-        "recorder_exit_code": code, "episodes": len(episodes),
-        "outcomes": {o: sum(e.attrs["outcome"] == o for e in episodes) for o in sorted({e.attrs["outcome"] for e in episodes})},
+        "minutes": minutes,
+        "window": f"{window[0]}x{window[1]}",
+        "video_codec": codec,
+        "target_hz": rate,
+        "recorder_exit_code": code,
+        "episodes": len(episodes),
+        "outcomes": {
+            o: sum(e.attrs["outcome"] == o for e in episodes) for o in sorted({e.attrs["outcome"] for e in episodes})
+        },
         "samples": sum(len(e) for e in episodes),
         "late_samples": sum(s.get("late_samples", 0) for s in stats),
         "dropped_samples": sum(s.get("dropped_samples", 0) for s in stats),
@@ -98,19 +127,27 @@ def soak(minutes: float, every: float, rate: float, window: tuple[int, int], cod
 
 def print_report(result: dict) -> None:
     print(f"Machine: {describe()}\n")
-    print(f"{result['minutes']:g} min at {result['target_hz']:g} Hz from a {result['window']} server window, "
-          f"video {result['video_codec']}; recorder exit code {result['recorder_exit_code']}\n")
+    print(
+        f"{result['minutes']:g} min at {result['target_hz']:g} Hz from a {result['window']} server window, "
+        f"video {result['video_codec']}; recorder exit code {result['recorder_exit_code']}\n"
+    )
     print("| time | recorder RSS (MiB) | server RSS (MiB) | episodes saved |\n|---:|---:|---:|---:|")
     series = result["series"]
     step = max(1, len(series) // 15)
     for row in series[::step] + ([series[-1]] if (len(series) - 1) % step else []):
-        print(f"| {row['t_s'] / 60:.1f} min | {row['recorder_rss_mib']:.1f} | {row['server_rss_mib']:.1f} | {row['episodes']} |")
-    print(f"\nRSS growth after the first minute: recorder {result['recorder_rss_slope_mib_per_min']:+.2f} MiB/min, "
-          f"server {result['server_rss_slope_mib_per_min']:+.2f} MiB/min")
-    print(f"{result['episodes']} episodes ({', '.join(f'{k} {v}' for k, v in result['outcomes'].items())}), "
-          f"{result['samples']} samples, {result['late_samples']} late, {result['dropped_samples']} dropped, "
-          f"{result['repeated_frames']} frames repeated, "
-          f"lowest episode rate {result['achieved_hz_min']:.2f} Hz, {result['disk_mb']:.1f} MB on disk")
+        print(
+            f"| {row['t_s'] / 60:.1f} min | {row['recorder_rss_mib']:.1f} | {row['server_rss_mib']:.1f} | {row['episodes']} |"
+        )
+    print(
+        f"\nRSS growth after the first minute: recorder {result['recorder_rss_slope_mib_per_min']:+.2f} MiB/min, "
+        f"server {result['server_rss_slope_mib_per_min']:+.2f} MiB/min"
+    )
+    print(
+        f"{result['episodes']} episodes ({', '.join(f'{k} {v}' for k, v in result['outcomes'].items())}), "
+        f"{result['samples']} samples, {result['late_samples']} late, {result['dropped_samples']} dropped, "
+        f"{result['repeated_frames']} frames repeated, "
+        f"lowest episode rate {result['achieved_hz_min']:.2f} Hz, {result['disk_mb']:.1f} MB on disk"
+    )
 
 
 def main() -> None:
@@ -118,8 +155,12 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30.0, help="how long to record (default: 30)")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between memory samples (default: 5)")
     parser.add_argument("--rate", type=float, default=30.0, help="samples per second (default: 30)")
-    parser.add_argument("--video-codec", choices=tuple(CODECS), default=DEFAULT_CODEC,
-                        help="the episodes' video codec setting (default: %(default)s)")
+    parser.add_argument(
+        "--video-codec",
+        choices=tuple(CODECS),
+        default=DEFAULT_CODEC,
+        help="the episodes' video codec setting (default: %(default)s)",
+    )
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()
     result = soak(args.minutes, args.every, args.rate, (1280, 720), args.video_codec)

@@ -64,10 +64,16 @@ def main() -> None:
     actor = PolicyActor(args.policy, deterministic=True)
     config = actor.loaded.config
     seeds = list(range(args.first_seed, args.first_seed + args.fights))
-    results: dict[str, Any] = {"machine": describe(), "policy": str(args.policy), "picture": config.picture_size,
-                               "frame": config.frame_size, "rows": {}}
+    results: dict[str, Any] = {
+        "machine": describe(),
+        "policy": str(args.policy),
+        "picture": config.picture_size,
+        "frame": config.frame_size,
+        "rows": {},
+    }
     for quality in [None, *args.quality]:
-        def make_env() -> EldenRingEnv:
+
+        def make_env(quality: int | None = quality) -> EldenRingEnv:
             game = make_game(config)
             return EldenRingEnv(game if quality is None else JpegFrames(game, quality), config)
 
@@ -76,14 +82,18 @@ def main() -> None:
         name = "as captured" if quality is None else f"JPEG quality {quality}"
         results["rows"][name] = summarize(records, time.perf_counter() - started)
     print(f"Machine: {results['machine']}\n")
-    print(f"Policy {args.policy}, {args.fights} held-out fights from seed {args.first_seed}, picture "
-          f"{config.picture_size[0]}x{config.picture_size[1]} -> frame {config.frame_size[0]}x{config.frame_size[1]}\n")
+    print(
+        f"Policy {args.policy}, {args.fights} held-out fights from seed {args.first_seed}, picture "
+        f"{config.picture_size[0]}x{config.picture_size[1]} -> frame {config.frame_size[0]}x{config.frame_size[1]}\n"
+    )
     print("| frames | win rate | 95 % interval | boss damage dealt | damage taken | episode length |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, row in results["rows"].items():
         low, high = row["win_rate_ci95"]
-        print(f"| {name} | {row['win_rate']:.0%} | {low:.0%}-{high:.0%} | {row['boss_damage_dealt']:.0%} | "
-              f"{row['player_damage_taken']:.0%} | {row['episode_length']:.0f} |")
+        print(
+            f"| {name} | {row['win_rate']:.0%} | {low:.0%}-{high:.0%} | {row['boss_damage_dealt']:.0%} | "
+            f"{row['player_damage_taken']:.0%} | {row['episode_length']:.0f} |"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

@@ -28,13 +28,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from benchmarks.machine import describe
+from env.config import EnvConfig
+from env.observations import FrameSpec
+
 from capture.episode import list_episodes, read_episode
 from capture.footage import decoded, frames_at
 from capture.record import MASTER_SIZE, RecordSettings, record
 from capture.video import CODECS, EpisodeVideo, VideoCodec
-from env.config import EnvConfig
-from env.observations import FrameSpec
+
+from benchmarks.machine import describe
 
 RATE = 30.0
 TRAINING = FrameSpec((84, 84))
@@ -43,19 +45,40 @@ TRIED = [
     CODECS["h264"],
     CODECS["lossless"],
     VideoCodec("ffv1", "ffv1", "bgr0", (("threads", "1"),), True, "FFV1 (lossless)"),
-    VideoCodec("h264 4:2:0 crf20 veryfast", "libx264", "yuv420p",
-               (("preset", "veryfast"), ("bf", "0"), ("threads", "1"), ("crf", "20")), False,
-               "H.264 4:2:0 CRF 20 (Siphon's recorder's CRF)"),
-    VideoCodec("av1 crf30 preset10", "libsvtav1", "yuv420p", (("preset", "10"), ("crf", "30")), False,
-               "SVT-AV1 4:2:0 CRF 30 (LeRobot's default CRF)"),
+    VideoCodec(
+        "h264 4:2:0 crf20 veryfast",
+        "libx264",
+        "yuv420p",
+        (("preset", "veryfast"), ("bf", "0"), ("threads", "1"), ("crf", "20")),
+        False,
+        "H.264 4:2:0 CRF 20 (Siphon's recorder's CRF)",
+    ),
+    VideoCodec(
+        "av1 crf30 preset10",
+        "libsvtav1",
+        "yuv420p",
+        (("preset", "10"), ("crf", "30")),
+        False,
+        "SVT-AV1 4:2:0 CRF 30 (LeRobot's default CRF)",
+    ),
 ]
 
 
 def captured(folder: Path, size: tuple[int, int], seconds: float) -> Path:
     """A lossless video of one fight at ``size``: the picture as captured, bit for bit."""
-    record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="sim", autopilot=True, max_episodes=1,
-                          max_episode_seconds=seconds, out=folder, master_size=size, video_codec="lossless",
-                          reproducible=True))
+    record(
+        RecordSettings(
+            env=EnvConfig(profile="sim_margit"),
+            backend="sim",
+            autopilot=True,
+            max_episodes=1,
+            max_episode_seconds=seconds,
+            out=folder,
+            master_size=size,
+            video_codec="lossless",
+            reproducible=True,
+        )
+    )
     (path,) = list_episodes(folder)
     return read_episode(path).video
 
@@ -86,14 +109,19 @@ def try_setting(reference: Path, setting: VideoCodec, size: tuple[int, int], fol
     errors = {"picture": 0.0, "training": 0.0}
     values = {"picture": 0, "training": 0}
     for original, got in zip(decoded(reference), decoded(out), strict=True):
-        for name, (a, b) in (("picture", (original, got)), ("training", (TRAINING.process(original), TRAINING.process(got)))):
+        for name, (a, b) in (
+            ("picture", (original, got)),
+            ("training", (TRAINING.process(original), TRAINING.process(got))),
+        ):
             errors[name] += float(np.sum((a.astype(np.int32) - b) ** 2))
             values[name] += a.size
     started = time.perf_counter()
     frames_at(out, n, np.arange(n), TRAINING)
     build_s = time.perf_counter() - started
     return {
-        "setting": setting.name, "size": f"{size[0]}x{size[1]}", "frames": n,
+        "setting": setting.name,
+        "size": f"{size[0]}x{size[1]}",
+        "frames": n,
         "encode_cpu_ms": 1000 * encoding / n,
         "mib_per_minute": out.stat().st_size / (n / RATE) * 60 / 2**20,
         "psnr_picture_db": psnr(errors["picture"], values["picture"]),
@@ -108,8 +136,11 @@ def format_1_frames(reference: Path, folder: Path) -> dict:
     path = folder / "format1.h5"
     with h5py.File(path, "w") as f:
         f.create_dataset("frames", data=frames, chunks=(1, *TRAINING.shape), compression="gzip", compression_opts=1)
-    return {"setting": "format 1: 84x84 frames, HDF5 gzip-1", "frames": len(frames),
-            "mib_per_minute": path.stat().st_size / (len(frames) / RATE) * 60 / 2**20}
+    return {
+        "setting": "format 1: 84x84 frames, HDF5 gzip-1",
+        "frames": len(frames),
+        "mib_per_minute": path.stat().st_size / (len(frames) / RATE) * 60 / 2**20,
+    }
 
 
 def main() -> None:
@@ -130,8 +161,10 @@ def main() -> None:
     print("| setting | picture | encode CPU ms/frame | MiB/minute | PSNR picture dB | PSNR 84x84 dB | build frames/s |")
     print("|---|---|---:|---:|---:|---:|---:|")
     for r in results["runs"]:
-        print(f"| {r['setting']} | {r['size']} | {r['encode_cpu_ms']:.2f} | {r['mib_per_minute']:.2f} | "
-              f"{r['psnr_picture_db']:.1f} | {r['psnr_84x84_db']:.1f} | {r['build_frames_per_s']:.0f} |")
+        print(
+            f"| {r['setting']} | {r['size']} | {r['encode_cpu_ms']:.2f} | {r['mib_per_minute']:.2f} | "
+            f"{r['psnr_picture_db']:.1f} | {r['psnr_84x84_db']:.1f} | {r['build_frames_per_s']:.0f} |"
+        )
     f1 = results["format_1"]
     print(f"| {f1['setting']} | 84x84 | - | {f1['mib_per_minute']:.2f} | - | - | - |")
     if args.json:

@@ -37,9 +37,10 @@ MASTER = (1280, 720)
 def record_fight(out: Path, seconds: float, tries: int = 4) -> Path:
     """The longest fight of the scripted expert over a few seeds, up to ``seconds``: its fights
     in the simulator end in one to two and a half minutes (a person's sooner, in a death more often)."""
+    from env.config import EnvConfig
+
     from capture.episode import read_episode
     from capture.record import RecordSettings, record
-    from env.config import EnvConfig
 
     kept = sorted(out.glob("*.h5"))
     if kept:

@@ -13,9 +13,10 @@ import random
 import statistics
 import time
 
-from benchmarks.machine import describe
 from env.sim.game import SimGame
 from env.sim.world import World
+
+from benchmarks.machine import describe
 
 TICKS = 60_000
 

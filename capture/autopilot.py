@@ -19,8 +19,8 @@ import numpy as np
 
 from env.actions import ActionTable, KeyCommand, send
 from env.config import EnvConfig
-from env.game import Game, GameState
 from env.errors import GameError
+from env.game import Game, GameState
 from env.sim.expert import ScriptedExpert
 from env.sim.person import PersonLikeExpert
 
@@ -111,8 +111,9 @@ class Autopilot(Driver):
         self.expert.reset()
         self.clock.reset()
 
-    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
-                  recording: bool) -> None:
+    def on_sample(
+        self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray, recording: bool
+    ) -> None:
         self.maybe_act(state)
 
     def episode_over(self) -> None:

@@ -72,8 +72,17 @@ contact is its issue tracker."""
 MAX_HELD_S = 1.0
 """The longest run of non-finite state samples the builder repairs (by holding the last finite
 value): a memory read that failed for a moment. A longer run is reads that stopped working."""
-PER_SAMPLE_FIELDS = ("frames", "t", "frame_t", "state", "keys_held", "keys_pressed", "mouse", "intervention",
-                     "frame_repeated")
+PER_SAMPLE_FIELDS = (
+    "frames",
+    "t",
+    "frame_t",
+    "state",
+    "keys_held",
+    "keys_pressed",
+    "mouse",
+    "intervention",
+    "frame_repeated",
+)
 """The ``Episode`` fields with one row per sample."""
 
 
@@ -99,8 +108,9 @@ def step_infos(episode: Episode, at: np.ndarray) -> dict[str, np.ndarray]:
     marked = episode.intervention
     intervention = np.array([bool(marked[a + 1 : b + 1].all()) and b > a for a, b in zip(at[:-1], at[1:])], bool)
     policy = ~intervention if episode.attrs.get("source") == "policy" else np.zeros_like(intervention)
-    return {name: np.concatenate([[False], column]) for name, column in
-            (("intervention", intervention), ("policy", policy))}
+    return {
+        name: np.concatenate([[False], column]) for name, column in (("intervention", intervention), ("policy", policy))
+    }
 
 
 BOUNDARY_TOLERANCE_S = 1e-6
@@ -140,8 +150,10 @@ def step_labels(episode: Episode, boundaries: np.ndarray, labeler: StepLabeler) 
     into as many slices as it holds samples."""
     slices = slices_per_step(episode, float(np.median(np.diff(boundaries)))) if len(boundaries) > 1 else 1
     held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries, slices)
-    return [labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
-            for k in range(len(boundaries) - 1)]
+    return [
+        labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
+        for k in range(len(boundaries) - 1)
+    ]
 
 
 def episode_steps(
@@ -209,8 +221,13 @@ def common_prefix(episode: Episode) -> Episode:
     if n == len(episode.t) == max(lengths.values()):
         return episode
     shown = ", ".join(f"{name} {length}" for name, length in lengths.items())
-    log.warning("%s: its per-sample datasets differ in length (%s rows): only the first %d samples, which all of them "
-                "hold, are used", episode.path.name, shown, n)
+    log.warning(
+        "%s: its per-sample datasets differ in length (%s rows): only the first %d samples, which all of them "
+        "hold, are used",
+        episode.path.name,
+        shown,
+        n,
+    )
     return replace(episode, **{name: getattr(episode, name)[:n] for name in lengths})
 
 
@@ -229,8 +246,10 @@ def finite_state(episode: Episode) -> Episode:
     longest = max(float(episode.t[run[-1]] - episode.t[run[0]]) for run in runs)
     if rows[0] == 0 or longest > MAX_HELD_S:
         why = "from the first sample, with no value before to hold" if rows[0] == 0 else f"for {longest:.1f} s"
-        raise BuildError(f"{where} ({why}): the game's memory could not be read there. Record the fight again, "
-                         "or move the file out of the folder to build without it")
+        raise BuildError(
+            f"{where} ({why}): the game's memory could not be read there. Record the fight again, "
+            "or move the file out of the folder to build without it"
+        )
     state = episode.state.copy()
     for i in rows:  # in order: row i - 1 is finite by now
         state[i] = np.where(bad[i], state[i - 1], state[i])
@@ -257,15 +276,22 @@ def recorded_with(paths: list[Path]) -> tuple[str, FrameSpec | None, tuple[int, 
         window = episode.attrs.get("window_size")
         window = None if window is None else (int(window[0]), int(window[1]))
         found.setdefault((episode.attrs.get("profile"), episode.stored_frames, window), path.name)
-    for i, (what, show) in enumerate((("profiles", repr), ("stored frames", _stored_text),
-                                      ("window sizes (the picture captured before crop and resize)", _size_text))):
+    for i, (what, show) in enumerate(
+        (
+            ("profiles", repr),
+            ("stored frames", _stored_text),
+            ("window sizes (the picture captured before crop and resize)", _size_text),
+        )
+    ):
         first: dict[str, str] = {}
         for key, name in found.items():
             first.setdefault(show(key[i]), name)
         if len(first) > 1:
             examples = ", ".join(f"{value} ({name})" for value, name in first.items())
-            raise BuildError(f"the episodes were recorded with different {what}: {examples}; "
-                             "build one dataset from each (keep their episodes in separate folders)")
+            raise BuildError(
+                f"the episodes were recorded with different {what}: {examples}; "
+                "build one dataset from each (keep their episodes in separate folders)"
+            )
     return next(iter(found))
 
 
@@ -340,47 +366,73 @@ def build_dataset(
         except EpisodeError as e:
             raise BuildError(str(e)) from None
         if episode.attrs.get("profile") != profile.name:
-            raise BuildError(f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}")
+            raise BuildError(
+                f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}"
+            )
         episode = finite_state(common_prefix(episode))
         try:
             steps = episode_steps(episode, config, builder, actions, align_to_presses)
         except EpisodeError as e:  # its video, or a format 1 episode asked for another frame
             raise BuildError(str(e)) from None
         if episode.frame_repeated.any():
-            log.warning("%s: %d frames repeat the one before (the recorder's video encoder fell behind there)",
-                        path.name, int(episode.frame_repeated.sum()))
+            log.warning(
+                "%s: %d frames repeat the one before (the recorder's video encoder fell behind there)",
+                path.name,
+                int(episode.frame_repeated.sum()),
+            )
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue
-        buffers.append(EpisodeBuffer(
-            id=len(buffers), seed=int(episode.attrs.get("sim_seed", -1)), observations=steps.observations,
-            actions=steps.actions, rewards=list(steps.rewards), terminations=list(steps.terminations),
-            truncations=list(steps.truncations), infos=steps.infos,
-        ))
+        buffers.append(
+            EpisodeBuffer(
+                id=len(buffers),
+                seed=int(episode.attrs.get("sim_seed", -1)),
+                observations=steps.observations,
+                actions=steps.actions,
+                rewards=list(steps.rewards),
+                terminations=list(steps.terminations),
+                truncations=list(steps.truncations),
+                infos=steps.infos,
+            )
+        )
         sources.append(path.name)
     if not buffers:
         raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
     code = provenance()
-    about = {"env_config": config.to_dict(), "source_episodes": sources, "raw_dir": str(raw_dir),
-             "frame_compression": str(compression), "code": code.to_dict()}
+    about = {
+        "env_config": config.to_dict(),
+        "source_episodes": sources,
+        "raw_dir": str(raw_dir),
+        "frame_compression": str(compression),
+        "code": code.to_dict(),
+    }
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]
     root.mkdir(parents=True, exist_ok=True)
     try:
         with staged(root, dataset_id) as staging:
             storage = minari.create_dataset_from_buffers(
-                dataset_id, buffers, env=spec, eval_env=spec,
+                dataset_id,
+                buffers,
+                env=spec,
+                eval_env=spec,
                 observation_space=observation_space(config.frame_spec, action_space=actions.space),
-                action_space=actions.space, algorithm_name="human or autopilot play (capture.record)",
-                author=AUTHOR, author_email=CONTACT, code_permalink=code.permalink,
-                description=describe(dataset_id, config, outcomes, compression), jpeg_encoding=False,
+                action_space=actions.space,
+                algorithm_name="human or autopilot play (capture.record)",
+                author=AUTHOR,
+                author_email=CONTACT,
+                code_permalink=code.permalink,
+                description=describe(dataset_id, config, outcomes, compression),
+                jpeg_encoding=False,
             ).storage
             compress_frames(storage.data_path / "main_data.hdf5", compression)
             storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
     except OSError as e:
-        raise BuildError(f"writing dataset {dataset_id!r} in {root} failed ({e}); "
-                         "the previous dataset with this id, if any, is unchanged") from None
+        raise BuildError(
+            f"writing dataset {dataset_id!r} in {root} failed ({e}); "
+            "the previous dataset with this id, if any, is unchanged"
+        ) from None
     dataset = minari.load_dataset(dataset_id)
     log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
     return dataset
@@ -391,8 +443,12 @@ def _warn_unfinished(partial: Path) -> None:
     if is_being_written(partial):
         log.warning("not included: %s is being recorded right now", partial.name)
     else:
-        log.warning("not included: %s is unfinished (a recorder stopped while writing it): run "
-                    "`python -m capture.recover %s`, then build again", partial.name, partial.parent)
+        log.warning(
+            "not included: %s is unfinished (a recorder stopped while writing it): run "
+            "`python -m capture.recover %s`, then build again",
+            partial.name,
+            partial.parent,
+        )
 
 
 def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compression: FrameCompression) -> str:
@@ -402,7 +458,7 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
     fights = len(decided)
     ended = sum(decided)
     stack = f"a stack of the last {config.frame_stack} frames" if config.frame_stack else "no frame stack"
-    history = (f"the last {config.action_history} actions" if config.action_history else "no action history")
+    history = f"the last {config.action_history} actions" if config.action_history else "no action history"
     captured = "" if config.capture_size is None else f" (made from a {_size_text(config.capture_size)} window)"
     return (
         f"{fights} recorded boss fight{'s' * (fights != 1)} against the {config.profile} profile's boss, "
@@ -430,22 +486,56 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--raw", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
     parser.add_argument("--id", default="eldenil/margit-v0", help="dataset id (default: %(default)s)")
-    parser.add_argument("--root", type=output_folder, default=None, help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)")
-    parser.add_argument("--profile", default=None,
-                        help="profile to build with (default: the one the episodes were recorded with)")
-    parser.add_argument("--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)")
-    parser.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=defaults.timestep_ms, help="game time per env step (default: %(default)s)")
-    parser.add_argument("--frame-size", type=parse_size, default=None,
-                        help=f"observation frame WxH, made from each episode's video (default: {defaults.frame_spec}; "
-                             "format 1 episodes: the size they were recorded at, the only one they give)")
-    parser.add_argument("--frame-crop", type=parse_crop, default=None,
-                        help="LEFT,TOP,RIGHT,BOTTOM fractions of the recorded picture kept before resizing (default: "
-                             "all of it; format 1 episodes: the crop they were recorded with)")
-    parser.add_argument("--frame-stack", type=int, default=defaults.frame_stack,
-                        help="the env's frame stack (rebuilt from the episodes when training; default: none)")
-    parser.add_argument("--action-history", type=int, default=defaults.action_history,
-                        help="the env's action history (rebuilt from the episodes when training; default: none)")
-    parser.add_argument("--max-steps", type=int, default=defaults.max_steps, help="steps before an episode is cut (default: %(default)s)")
+    parser.add_argument(
+        "--root",
+        type=output_folder,
+        default=None,
+        help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)",
+    )
+    parser.add_argument(
+        "--profile", default=None, help="profile to build with (default: the one the episodes were recorded with)"
+    )
+    parser.add_argument(
+        "--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)"
+    )
+    parser.add_argument(
+        "--timestep-ms",
+        type=ruled(float, STEP_MS),
+        default=defaults.timestep_ms,
+        help="game time per env step (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--frame-size",
+        type=parse_size,
+        default=None,
+        help=f"observation frame WxH, made from each episode's video (default: {defaults.frame_spec}; "
+        "format 1 episodes: the size they were recorded at, the only one they give)",
+    )
+    parser.add_argument(
+        "--frame-crop",
+        type=parse_crop,
+        default=None,
+        help="LEFT,TOP,RIGHT,BOTTOM fractions of the recorded picture kept before resizing (default: "
+        "all of it; format 1 episodes: the crop they were recorded with)",
+    )
+    parser.add_argument(
+        "--frame-stack",
+        type=int,
+        default=defaults.frame_stack,
+        help="the env's frame stack (rebuilt from the episodes when training; default: none)",
+    )
+    parser.add_argument(
+        "--action-history",
+        type=int,
+        default=defaults.action_history,
+        help="the env's action history (rebuilt from the episodes when training; default: none)",
+    )
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=defaults.max_steps,
+        help="steps before an episode is cut (default: %(default)s)",
+    )
     parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
@@ -453,9 +543,16 @@ def main(argv: list[str] | None = None) -> int:
     def work() -> None:
         paths = list_episodes(args.raw)
         recorded = (recorded_with(paths)[1] if paths else None) or defaults.frame_spec  # none: build_dataset says so
-        config = EnvConfig(profile=args.profile, action_mode=args.action_mode, timestep_ms=args.timestep_ms,
-                           frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop,
-                           frame_stack=args.frame_stack, action_history=args.action_history, max_steps=args.max_steps)
+        config = EnvConfig(
+            profile=args.profile,
+            action_mode=args.action_mode,
+            timestep_ms=args.timestep_ms,
+            frame_size=args.frame_size or recorded.size,
+            frame_crop=args.frame_crop or recorded.crop,
+            frame_stack=args.frame_stack,
+            action_history=args.action_history,
+            max_steps=args.max_steps,
+        )
         build_dataset(args.raw, args.id, config, args.root, args.force)
 
     return run_command(work)

@@ -71,8 +71,9 @@ def _copy_group(source: h5py.Group, target: h5py.Group, compression: FrameCompre
             # Minari writes with track_order=True; keep episode and key order as written
             _copy_group(item, target.create_group(name, track_order=True), compression)
         elif item.ndim == 4 and item.dtype == np.uint8:
-            frames = target.create_dataset(name, data=item[()], maxshape=item.maxshape,
-                                           **compression.dataset_options(item.shape))
+            frames = target.create_dataset(
+                name, data=item[()], maxshape=item.maxshape, **compression.dataset_options(item.shape)
+            )
             frames.attrs.update(item.attrs)
         else:
             source.copy(item, target, name)

@@ -60,8 +60,9 @@ class Driver:
         samples the person had control in)."""
         return sample
 
-    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
-                  recording: bool) -> None:
+    def on_sample(
+        self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray, recording: bool
+    ) -> None:
         """A sample that ends no episode, with its state, its frame as captured and the input
         events since the previous one; ``recording``: an episode is being written."""
 
@@ -117,8 +118,9 @@ class PersonDriver(Driver):
     def __init__(self, sink: KeySink, hotkeys: Hotkeys) -> None:
         self.listening = Listening(sink, hotkeys)
 
-    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
-                  recording: bool) -> None:
+    def on_sample(
+        self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray, recording: bool
+    ) -> None:
         self.listening.heard(sample, state, events)
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -210,11 +210,18 @@ class EpisodeWriter:
     rather than repeating a frame (``capture.video``).
     """
 
-    def __init__(self, directory: Path, meta: EpisodeMeta, flush_every_s: float = 1.0, name: str | None = None,
-                 clock: Callable[[], float] = time.monotonic, lock_step: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        meta: EpisodeMeta,
+        flush_every_s: float = 1.0,
+        name: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        lock_step: bool = False,
+    ) -> None:
         started_at_unix = time.time() if name is None else None
         if name is None:
-            name = datetime.fromtimestamp(started_at_unix, timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+            name = datetime.fromtimestamp(started_at_unix, UTC).strftime("%Y%m%d-%H%M%S-%f")
         self.meta = meta
         self.final_path = directory / f"{name}_{meta.source}.h5"
         self.path = directory / f"{name}_{meta.source}{PARTIAL}"
@@ -230,7 +237,9 @@ class EpisodeWriter:
             self._check_space(0)
             if not self._lock.acquire(create=True):
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
-            self._video = EpisodeVideo(self.video_path, meta.window_size, meta.sample_rate_hz, meta.codec, wait=lock_step)
+            self._video = EpisodeVideo(
+                self.video_path, meta.window_size, meta.sample_rate_hz, meta.codec, wait=lock_step
+            )
             self._file = h5py.File(self.path, "w", libver="latest", locking=False)
             _create_datasets(self._file, meta, started_at_unix, self.final_video.name)
             self._file.swmr_mode = True
@@ -318,8 +327,12 @@ class EpisodeWriter:
             stats = {**stats, "n_samples": self.samples, "repeated_frames": self._video.repeated}
             finalize(self.path, self.final_path, outcome, stats, recovered=False)
         if self._video.repeated:
-            log.warning("%s: %d of %d frames repeat the one before (the video encoder fell behind; marked in "
-                        "frame_repeated)", self.final_path.name, self._video.repeated, self.samples)
+            log.warning(
+                "%s: %d of %d frames repeat the one before (the video encoder fell behind; marked in frame_repeated)",
+                self.final_path.name,
+                self._video.repeated,
+                self.samples,
+            )
         self._lock.release()
         return self.final_path
 
@@ -337,8 +350,10 @@ class EpisodeWriter:
             return "no episode file was started"
         if not self._flushed:
             return f"{self.path.name} had no sample on disk yet and is removed: {fix}, then record again"
-        return (f"{self.path.name} and its video keep every sample up to their last flush: {fix}, then run "
-                f"`python -m capture.recover {self.path.parent}`")
+        return (
+            f"{self.path.name} and its video keep every sample up to their last flush: {fix}, then run "
+            f"`python -m capture.recover {self.path.parent}`"
+        )
 
     @contextmanager
     def _writing(self, step: str) -> Iterator[None]:
@@ -354,8 +369,9 @@ class EpisodeWriter:
         except (OSError, RuntimeError, VideoError) as e:  # h5py raises either for a write the disk refused
             closed = self._abandon()
             kept = self._kept("fix what refused the write")
-            raise DiskError(f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {kept}",
-                            unclosed=not closed) from None
+            raise DiskError(
+                f"writing {self.path} failed ({step}: {getattr(e, 'strerror', None) or e}): {kept}", unclosed=not closed
+            ) from None
         finally:
             sys.unraisablehook, sys.excepthook = hooks
 
@@ -398,14 +414,17 @@ def _fsync(path: Path) -> None:
 
 
 def _quiet_hdf5_release(
-    unraisable_hook: Callable[[Any], None], except_hook: Callable[..., None],
+    unraisable_hook: Callable[[Any], None],
+    except_hook: Callable[..., None],
 ) -> tuple[Callable[[Any], None], Callable[..., None]]:
     """Hooks for while a write may fail. After a failed write, HDF5 fails again for every
     object h5py releases, and h5py prints each with a traceback (through both hooks); the one
     ``DiskError`` already says it, so those go to the debug log. Anything else goes on as usual."""
+
     def from_release(error: BaseException | None, tb: TracebackType | None) -> bool:
         return isinstance(error, RuntimeError) and any(
-            frame.filename.endswith("_objects.pyx") for frame in traceback.extract_tb(tb))
+            frame.filename.endswith("_objects.pyx") for frame in traceback.extract_tb(tb)
+        )
 
     def unraisable(info: Any) -> None:
         if from_release(info.exc_value, info.exc_traceback):
@@ -438,8 +457,10 @@ def require_space(directory: Path, needed: int, consequence: str) -> None:
     ``RESERVE_BYTES`` to spare; ``consequence`` says what that means for the user's data."""
     free = shutil.disk_usage(directory).free
     if free < needed + RESERVE_BYTES:
-        raise DiskError(f"the disk holding {directory} is full ({_mib(free)} free, "
-                        f"{_mib(needed + RESERVE_BYTES)} needed to go on): {consequence}")
+        raise DiskError(
+            f"the disk holding {directory} is full ({_mib(free)} free, "
+            f"{_mib(needed + RESERVE_BYTES)} needed to go on): {consequence}"
+        )
 
 
 def _mib(n: int) -> str:
@@ -539,7 +560,8 @@ class Episode:
                 f"{self.path.name} is a format 1 episode: its frames were stored at {self.stored_frames} when "
                 f"recorded, and that is all it can give, not {spec}. Build at {self.stored_frames} "
                 f"({self.stored_frames.flags}; in params.yaml, dataset.frame_size: {list(self.stored_frames.size)}), "
-                "or record again: episodes recorded now keep the whole picture as video, for any size")
+                "or record again: episodes recorded now keep the whole picture as video, for any size"
+            )
         frames = self.frames if self.frames is not None else read_episode(self.path).frames
         return frames[indices]
 
@@ -554,7 +576,8 @@ def check_master(path: Path, master: tuple[int, int], spec: FrameSpec) -> None:
             f"{path.name} keeps its picture at {master[0]}x{master[1]}"
             f"{'' if kept == master else f' ({kept[0]}x{kept[1]} after the crop)'}, smaller than the {spec} "
             f"frames asked for: build at most {kept[0]}x{kept[1]}, or record with a larger master size "
-            "(capture.record --master-size, or the game's window)")
+            "(capture.record --master-size, or the game's window)"
+        )
 
 
 def read_episode(path: str | Path, frames: bool = True) -> Episode:
@@ -563,7 +586,9 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
     ``frames=False`` (most of the file, not needed by summaries of times, state and keys)."""
     path = Path(path)
     if path.name.endswith(PARTIAL):
-        raise EpisodeError(f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`")
+        raise EpisodeError(
+            f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`"
+        )
     try:
         with h5py.File(path, "r") as f:
             if not f.attrs.get("finished", False):
@@ -574,7 +599,9 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
             data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
     except (OSError, KeyError) as e:
-        raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None
+        raise EpisodeError(
+            f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode"
+        ) from None
     data.setdefault("frames", None)
     return Episode(
         path=path,

@@ -53,15 +53,24 @@ def floors_table(hardest: dict[str, tuple[int, int]]) -> str:
         if taken == 0:
             lines.append(f"# {key}: no blow against {who} was recorded; record fights in which {who} is hit")
             continue
-        lines.append(f"{key} = {floor_for(taken / of):.2f}  # the hardest blow against {who}: {taken} HP of {of} "
-                     f"({taken / of:.0%})")
+        lines.append(
+            f"{key} = {floor_for(taken / of):.2f}  # the hardest blow against {who}: {taken} HP of {of} "
+            f"({taken / of:.0%})"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m capture.floors", description=__doc__.split("\n\n")[0].split(": ", 1)[1])
-    parser.add_argument("raw_dir", nargs="?", type=Path, default=Path("datasets/raw"),
-                        help="folder of recorded episodes (default: %(default)s)")
+    parser = argparse.ArgumentParser(
+        prog="python -m capture.floors", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
+    )
+    parser.add_argument(
+        "raw_dir",
+        nargs="?",
+        type=Path,
+        default=Path("datasets/raw"),
+        help="folder of recorded episodes (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     return run_command(lambda: print(floors_table(hardest_blows(args.raw_dir))))
 

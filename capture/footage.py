@@ -36,11 +36,15 @@ def _frames(path: Path) -> Iterator[av.VideoFrame]:
     try:
         container = av.open(str(path), format=FORMAT, options={"err_detect": "crccheck"})
     except FileNotFoundError:
-        raise VideoError(f"{path} is missing: an episode's video lies next to its .h5 with the same name; "
-                         "put it back, or move the .h5 out of the folder to go on without that episode") from None
+        raise VideoError(
+            f"{path} is missing: an episode's video lies next to its .h5 with the same name; "
+            "put it back, or move the .h5 out of the folder to go on without that episode"
+        ) from None
     except _READ_ERRORS as e:
-        raise VideoError(f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
-                         f"`python -m capture.recover` on an unfinished one, or move the episode out of the folder") from None
+        raise VideoError(
+            f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
+            f"`python -m capture.recover` on an unfinished one, or move the episode out of the folder"
+        ) from None
     with container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"  # both cores where the machine has them
@@ -49,8 +53,10 @@ def _frames(path: Path) -> Iterator[av.VideoFrame]:
         try:
             yield from container.decode(stream)
         except _READ_ERRORS as e:
-            raise VideoError(f"{path} breaks off into unreadable data ({_why(e)}): it is corrupt; move its episode "
-                             "(the .h5 and the .mkv) out of the folder to go on without it") from None
+            raise VideoError(
+                f"{path} breaks off into unreadable data ({_why(e)}): it is corrupt; move its episode "
+                "(the .h5 and the .mkv) out of the folder to go on without it"
+            ) from None
 
 
 def count_frames(path: Path) -> int:
@@ -81,9 +87,11 @@ def frames_at(path: Path, rows: int, indices: np.ndarray, spec: FrameSpec) -> np
                 out[k] = frame
                 k += 1
     if n != rows:
-        raise VideoError(f"{path} holds {n} frames but its episode has {rows} samples: frame i is sample i, so this "
-                         "video is not the episode's (or was cut); put the episode's own video back, or move the "
-                         "pair out of the folder to go on without it")
+        raise VideoError(
+            f"{path} holds {n} frames but its episode has {rows} samples: frame i is sample i, so this "
+            "video is not the episode's (or was cut); put the episode's own video back, or move the "
+            "pair out of the folder to go on without it"
+        )
     return out
 
 
@@ -91,8 +99,10 @@ def keep_first(source: Path, target: Path, n: int) -> None:
     """Write the first ``n`` frames of ``source`` (a video cut short) to ``target`` as a whole
     file, copying their packets as they are: no frame is encoded again."""
     try:
-        with av.open(str(source), format=FORMAT) as inp, av.open(str(target), "w", format=FORMAT,
-                                                                   options={"fflags": "+bitexact"}) as out:
+        with (
+            av.open(str(source), format=FORMAT) as inp,
+            av.open(str(target), "w", format=FORMAT, options={"fflags": "+bitexact"}) as out,
+        ):
             stream = inp.streams.video[0]
             copy = out.add_stream_from_template(stream)
             kept = 0
@@ -128,11 +138,14 @@ def as_mp4(path: Path) -> bytes:
                 packet.stream = copy
                 mp4.mux(packet)
     except FileNotFoundError:
-        raise VideoError(f"{path} is missing: an episode's video lies next to its .h5 with the same name; "
-                         "put it back") from None
+        raise VideoError(
+            f"{path} is missing: an episode's video lies next to its .h5 with the same name; put it back"
+        ) from None
     except _READ_ERRORS as e:
-        raise VideoError(f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
-                         "`python -m capture.recover` on an unfinished one") from None
+        raise VideoError(
+            f"{path} is not a readable video ({_why(e)}): it may be corrupt; run "
+            "`python -m capture.recover` on an unfinished one"
+        ) from None
     return out.getvalue()
 
 

@@ -33,7 +33,10 @@ sample times, which are float sums like the boundaries."""
 
 
 def step_inputs(
-    events: np.ndarray, held_at_start: np.ndarray, boundaries: np.ndarray, slices: int,
+    events: np.ndarray,
+    held_at_start: np.ndarray,
+    boundaries: np.ndarray,
+    slices: int,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each step between consecutive ``boundaries`` cut into ``slices`` equal slices: (held,
     pressed), each (steps * slices, K) bool. ``held`` is the keys down just before a slice ends

@@ -26,19 +26,51 @@ from capture.inputs import InputLog
 log = logging.getLogger(__name__)
 
 SPECIAL_KEYS = {
-    "esc": "ESC", "enter": "ENTER", "space": "SPACE", "tab": "TAB", "backspace": "BACKSPACE",
-    "caps_lock": "CAPSLOCK", "num_lock": "NUMLOCK", "scroll_lock": "SCROLLLOCK",
-    "shift": "LEFT_SHIFT", "shift_l": "LEFT_SHIFT", "shift_r": "RIGHT_SHIFT",
-    "ctrl": "LEFT_CTRL", "ctrl_l": "LEFT_CTRL", "alt": "LEFT_ALT", "alt_l": "LEFT_ALT",
-    "up": "UP_ARROW", "down": "DOWN_ARROW", "left": "LEFT_ARROW", "right": "RIGHT_ARROW",
+    "esc": "ESC",
+    "enter": "ENTER",
+    "space": "SPACE",
+    "tab": "TAB",
+    "backspace": "BACKSPACE",
+    "caps_lock": "CAPSLOCK",
+    "num_lock": "NUMLOCK",
+    "scroll_lock": "SCROLLLOCK",
+    "shift": "LEFT_SHIFT",
+    "shift_l": "LEFT_SHIFT",
+    "shift_r": "RIGHT_SHIFT",
+    "ctrl": "LEFT_CTRL",
+    "ctrl_l": "LEFT_CTRL",
+    "alt": "LEFT_ALT",
+    "alt_l": "LEFT_ALT",
+    "up": "UP_ARROW",
+    "down": "DOWN_ARROW",
+    "left": "LEFT_ARROW",
+    "right": "RIGHT_ARROW",
     **{f"f{i}": f"F{i}" for i in range(1, 13)},
 }
 CHARACTERS = {
-    "-": "MINUS", "=": "EQUALS", "[": "LEFT_BRACKET", "]": "RIGHT_BRACKET", ";": "SEMICOLON",
-    "'": "APOSTROPHE", "`": "GRAVE", "\\": "BACKSLASH", ",": "COMMA", ".": "PERIOD", "/": "SLASH",
+    "-": "MINUS",
+    "=": "EQUALS",
+    "[": "LEFT_BRACKET",
+    "]": "RIGHT_BRACKET",
+    ";": "SEMICOLON",
+    "'": "APOSTROPHE",
+    "`": "GRAVE",
+    "\\": "BACKSLASH",
+    ",": "COMMA",
+    ".": "PERIOD",
+    "/": "SLASH",
     # the same keys with shift held
-    "_": "MINUS", "+": "EQUALS", "{": "LEFT_BRACKET", "}": "RIGHT_BRACKET", ":": "SEMICOLON",
-    '"': "APOSTROPHE", "~": "GRAVE", "|": "BACKSLASH", "<": "COMMA", ">": "PERIOD", "?": "SLASH",
+    "_": "MINUS",
+    "+": "EQUALS",
+    "{": "LEFT_BRACKET",
+    "}": "RIGHT_BRACKET",
+    ":": "SEMICOLON",
+    '"': "APOSTROPHE",
+    "~": "GRAVE",
+    "|": "BACKSLASH",
+    "<": "COMMA",
+    ">": "PERIOD",
+    "?": "SLASH",
     **dict(zip(")!@#$%^&*(", "0123456789")),
 }
 LLKHF_EXTENDED = 0x01
@@ -78,8 +110,9 @@ class PynputListener:
         self._last_xy: tuple[int, int] | None = None
         self._hotkeys_down: set[str] = set()  # pressed and not yet released: a press again is a repeat
         self._position: str | None = None  # the physical key of the event being handled (Windows)
-        self._keyboard = keyboard.Listener(on_press=self._on_press, on_release=self._on_release,
-                                           win32_event_filter=self._at_position)
+        self._keyboard = keyboard.Listener(
+            on_press=self._on_press, on_release=self._on_release, win32_event_filter=self._at_position
+        )
         self._mouse = mouse.Listener(on_move=self._on_move, on_click=self._on_click)
 
     def start(self) -> None:

@@ -25,9 +25,21 @@ log = logging.getLogger(__name__)
 REPOSITORY = "https://github.com/elden-il/elden-il"
 CHECKOUT = Path(__file__).resolve().parent.parent
 CODE = (
-    "elden_il/pipeline.py", "elden_il/params.py", "capture/build_dataset.py", "capture/labels.py", "capture/compression.py",
-    "capture/provenance.py", "capture/episode.py", "capture/video.py", "capture/footage.py", "env/observations.py",
-    "env/config.py", "env/fight.py", "env/actions.py", "env/rewards.py", "env/profiles",
+    "elden_il/pipeline.py",
+    "elden_il/params.py",
+    "capture/build_dataset.py",
+    "capture/labels.py",
+    "capture/compression.py",
+    "capture/provenance.py",
+    "capture/episode.py",
+    "capture/video.py",
+    "capture/footage.py",
+    "env/observations.py",
+    "env/config.py",
+    "env/fight.py",
+    "env/actions.py",
+    "env/rewards.py",
+    "env/profiles",
 )
 """What builds a dataset, relative to the checkout."""
 
@@ -61,5 +73,6 @@ def provenance(checkout: Path = CHECKOUT) -> Provenance:
 
 
 def _git(checkout: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(checkout), *args], check=True, capture_output=True, text=True,
-                          timeout=30).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(checkout), *args], check=True, capture_output=True, text=True, timeout=30
+    ).stdout.strip()

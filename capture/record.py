@@ -87,43 +87,78 @@ class RecordSettings:
     """
 
     env: EnvConfig = field(default_factory=lambda: EnvConfig(profile="sim_margit"))
-    backend: str = field(default="siphon", metadata=flag(
-        "siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; sim: the simulator "
-        "in-process, lock-step (--autopilot, or --policy with --scripted-human)", choices=("siphon", "sim")))
+    backend: str = field(
+        default="siphon",
+        metadata=flag(
+            "siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; sim: the simulator "
+            "in-process, lock-step (--autopilot, or --policy with --scripted-human)",
+            choices=("siphon", "sim"),
+        ),
+    )
     host: str = field(default=DEFAULT_HOST, metadata=flag("Siphon server host:port"))
     rate: float = checked(30.0, number(0, 1000, above=True), "samples per second")
-    master_size: tuple[int, int] | None = field(default=None, metadata=flag(
-        f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
-        "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
-        type=parse_size))
-    video_codec: str = field(default=DEFAULT_CODEC, metadata=flag(
-        "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
-        choices=tuple(CODECS)))
+    master_size: tuple[int, int] | None = field(
+        default=None,
+        metadata=flag(
+            f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
+            "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
+            type=parse_size,
+        ),
+    )
+    video_codec: str = field(
+        default=DEFAULT_CODEC,
+        metadata=flag(
+            "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
+            choices=tuple(CODECS),
+        ),
+    )
     out: Path = field(default=Path("datasets/raw"), metadata=flag("episode folder", type=output_folder))
     max_episodes: int = checked(0, whole(0), "stop after this many episodes (0: until quit)")
     max_episode_seconds: float = checked(300.0, number(0, above=True), "end an episode after this long")
     autopilot: bool = field(default=False, metadata=flag("let the scripted expert play; its keys are recorded"))
-    player: str = field(default="expert", metadata=flag(
-        "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
-        "times, missed telegraphs and key taps (env/sim/person.py)", choices=PLAYERS))
-    policy: Path | None = field(default=None, metadata=flag(
-        "let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); press any bound key "
-        "to take over: those samples are marked as interventions", type=Path))
-    takeover_quiet: float = checked(DEFAULT_QUIET_S, number(0, 60),
-                                    "with --policy: seconds with no bound key held before the policy plays again")
-    scripted_human: bool = field(default=False, metadata=flag(
-        "with --policy, simulator only: a scripted person takes over when the policy's choice differs from the "
-        "scripted expert's while a boss attack winds up (real key events on the display, or in-process with "
-        "--backend sim)"))
+    player: str = field(
+        default="expert",
+        metadata=flag(
+            "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
+            "times, missed telegraphs and key taps (env/sim/person.py)",
+            choices=PLAYERS,
+        ),
+    )
+    policy: Path | None = field(
+        default=None,
+        metadata=flag(
+            "let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); press any bound key "
+            "to take over: those samples are marked as interventions",
+            type=Path,
+        ),
+    )
+    takeover_quiet: float = checked(
+        DEFAULT_QUIET_S, number(0, 60), "with --policy: seconds with no bound key held before the policy plays again"
+    )
+    scripted_human: bool = field(
+        default=False,
+        metadata=flag(
+            "with --policy, simulator only: a scripted person takes over when the policy's choice differs from the "
+            "scripted expert's while a boss attack winds up (real key events on the display, or in-process with "
+            "--backend sim)"
+        ),
+    )
     manual: bool = field(default=False, metadata=flag("episodes start and stop only by hotkey, not from game memory"))
-    restart: bool | None = field(default=None, metadata=flag(
-        "restart the fight in place when recording starts and after each episode (the profile's reset writes and "
-        "teleport; default: the profile's reset.when_recording, on for the simulator, off for the real game, where "
-        "you walk back in yourself)", action=argparse.BooleanOptionalAction))
+    restart: bool | None = field(
+        default=None,
+        metadata=flag(
+            "restart the fight in place when recording starts and after each episode (the profile's reset writes and "
+            "teleport; default: the profile's reset.when_recording, on for the simulator, off for the real game, where "
+            "you walk back in yourself)",
+            action=argparse.BooleanOptionalAction,
+        ),
+    )
     restart_delay: float = checked(1.0, number(0, 600), "seconds of game time to wait before restarting a fight")
     seed: int = checked(0, whole(0), "simulator seed of the first fight (the next ones count up)")
-    hotkeys: tuple[str, str, str] = field(default=("F5", "F6", "F8"), metadata=flag(
-        "start/stop, discard-last, quit keys (default: F5,F6,F8)", type=key_names(3)))
+    hotkeys: tuple[str, str, str] = field(
+        default=("F5", "F6", "F8"),
+        metadata=flag("start/stop, discard-last, quit keys (default: F5,F6,F8)", type=key_names(3)),
+    )
     reproducible: bool = False
     """Name episodes by their order and fight seed (``00000-seed0_autopilot.h5``) and store no
     wall-clock time in them, instead of naming them by the time they start: in-process, the same
@@ -146,11 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_flags(p, RecordSettings)
     recorded_for = p.add_argument_group("the env the recordings are for")
-    recorded_for.add_argument("--profile", default="sim_margit",
-                              help="game/boss profile (sim_margit, eldenring_margit, or a folder)")
-    recorded_for.add_argument("--timestep-ms", type=ruled(float, STEP_MS), default=EnvConfig().timestep_ms,
-                              help="the autopilot decides once per this much game time: the env's timestep "
-                                   "(default: %(default)s)")
+    recorded_for.add_argument(
+        "--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)"
+    )
+    recorded_for.add_argument(
+        "--timestep-ms",
+        type=ruled(float, STEP_MS),
+        default=EnvConfig().timestep_ms,
+        help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)",
+    )
     p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -165,13 +204,16 @@ def recorded_env(settings: RecordSettings) -> EnvConfig:
     master = settings.master_size
     if settings.backend != "sim":
         if master is not None:
-            raise RecordError(f"--master-size {master[0]}x{master[1]}: a live game's picture is kept at its window's "
-                              "size; resize the game's window instead, or leave --master-size out")
+            raise RecordError(
+                f"--master-size {master[0]}x{master[1]}: a live game's picture is kept at its window's "
+                "size; resize the game's window instead, or leave --master-size out"
+            )
         return settings.env
     master = master or settings.env.capture_size or MASTER_SIZE
     if not all(MIN_SIM_SIDE <= side <= MAX_CAPTURE_SIDE for side in master):
-        raise RecordError(f"--master-size {master[0]}x{master[1]}: each side must be from {MIN_SIM_SIDE} to "
-                          f"{MAX_CAPTURE_SIDE} pixels")
+        raise RecordError(
+            f"--master-size {master[0]}x{master[1]}: each side must be from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE} pixels"
+        )
     return settings.env.replace(capture_size=tuple(master))
 
 
@@ -232,9 +274,11 @@ class Recorder:
             check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
         lock_step_human = settings.policy is not None and settings.scripted_human and settings.backend == "sim"
         if settings.backend == "sim" and make_driver is None and not (settings.autopilot or lock_step_human):
-            raise RecordError("--backend sim runs lock-step with no human at the keys: add --autopilot (or "
-                              "--policy with --scripted-human), or play the simulator in its window "
-                              "(python -m env.sim --window) and record that")
+            raise RecordError(
+                "--backend sim runs lock-step with no human at the keys: add --autopilot (or "
+                "--policy with --scripted-human), or play the simulator in its window "
+                "(python -m env.sim --window) and record that"
+            )
         self.codec = codec(settings.video_codec)  # before the game starts: an FFmpeg build without it says so
         make_driver = make_driver or driver_maker(settings)
         self.game = make_game(recorded_env(settings), settings.backend, settings.host, seed=settings.seed)
@@ -274,8 +318,9 @@ class Recorder:
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
         )
-        self.writer = EpisodeWriter(self.settings.out, meta, name=self._episode_name(), clock=self.game.now,
-                                    lock_step=not self.game.realtime)
+        self.writer = EpisodeWriter(
+            self.settings.out, meta, name=self._episode_name(), clock=self.game.now, lock_step=not self.game.realtime
+        )
         self.started += 1
         self._episode_t0 = self.game.now()
         self.sampler.count_from(first)
@@ -299,8 +344,12 @@ class Recorder:
         step_s = self.settings.env.timestep_ms / 1000.0
         if writer.duration_s + 1e-9 < step_s:  # the dataset builder's own test for a step
             self._drop(writer)
-            log.info("dropped a %.2f s fragment (%s): shorter than one %g ms env step, not a demonstration",
-                     writer.duration_s, outcome, self.settings.env.timestep_ms)
+            log.info(
+                "dropped a %.2f s fragment (%s): shorter than one %g ms env step, not a demonstration",
+                writer.duration_s,
+                outcome,
+                self.settings.env.timestep_ms,
+            )
             return
         stats = self.sampler.stats
         path = writer.finish(
@@ -363,8 +412,13 @@ class Recorder:
                     if self.restart:
                         self._restart_fight()
                 status.update(
-                    state, len(self.saved), self.writer is not None, self.sampler.stats.samples,
-                    self.sampler.stats.achieved_rate_hz, self.sampler.stats.late, self.sampler.stats.dropped,
+                    state,
+                    len(self.saved),
+                    self.writer is not None,
+                    self.sampler.stats.samples,
+                    self.sampler.stats.achieved_rate_hz,
+                    self.sampler.stats.late,
+                    self.sampler.stats.dropped,
                 )
         except GameError as e:
             self._finish_episode("server_lost")
@@ -374,8 +428,9 @@ class Recorder:
             ) from None
         except DiskError as e:
             self.writer = None  # its .partial keeps every sample up to its last flush, for capture.recover
-            raise DiskError(f"recording stopped: {e} ({len(self.saved)} earlier episode(s) in {args.out} are intact)",
-                            e.unclosed) from None
+            raise DiskError(
+                f"recording stopped: {e} ({len(self.saved)} earlier episode(s) in {args.out} are intact)", e.unclosed
+            ) from None
         finally:
             if self.writer is not None:
                 self._finish_episode("stopped")
@@ -433,8 +488,11 @@ class Recorder:
                 self._restart_fight()
         elif self.saved:
             aside = set_aside(self.saved.pop())
-            log.info("discarded the last saved episode: set aside as %s until the next episode is saved "
-                     "(move it back to keep it)", aside)
+            log.info(
+                "discarded the last saved episode: set aside as %s until the next episode is saved "
+                "(move it back to keep it)",
+                aside,
+            )
         return True
 
     def close(self) -> None:
@@ -467,8 +525,11 @@ def record(settings: RecordSettings, status: bool = False, make_driver: MakeDriv
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if received:
-        raise Interrupted(f"interrupted by {signal.Signals(received[0]).name}: {len(recorder.saved)} episode(s) "
-                          f"saved in {settings.out}", received[0])
+        raise Interrupted(
+            f"interrupted by {signal.Signals(received[0]).name}: {len(recorder.saved)} episode(s) "
+            f"saved in {settings.out}",
+            received[0],
+        )
     return recorder.saved
 
 

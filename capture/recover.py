@@ -27,8 +27,16 @@ import h5py
 from env.cli import ERROR_EXIT, run_command
 
 from capture import files
-from capture.episode import (MARKS, PARTIAL, PER_SAMPLE, EpisodeError, finalize, partial_video_path, require_space,
-                             video_path)
+from capture.episode import (
+    MARKS,
+    PARTIAL,
+    PER_SAMPLE,
+    EpisodeError,
+    finalize,
+    partial_video_path,
+    require_space,
+    video_path,
+)
 from capture.footage import count_frames, keep_first
 from capture.lock import FileLock
 from capture.torn import intact_rows, recorded_length, torn_copy
@@ -84,38 +92,55 @@ def _recover(partial: Path) -> Path:
     recorded = recorded_length(partial)
     video = _video_of(partial, target)
     needed = partial.stat().st_size + (recorded or 0) + (video.stat().st_size if video else 0)
-    require_space(partial.parent, needed, f"{partial.name} is left untouched; free some space "
-                  "and run `python -m capture.recover` again")
+    require_space(
+        partial.parent,
+        needed,
+        f"{partial.name} is left untouched; free some space and run `python -m capture.recover` again",
+    )
     torn = partial.with_name(partial.name + ".torn")
     try:
         source, rows_before_tear = _open(partial, torn, recorded)
         with source:
-            per_sample = (*(("frames",) if "frames" in source else ()), *PER_SAMPLE,
-                          *(mark for mark in MARKS if mark in source))  # format 1 holds its frames
+            per_sample = (
+                *(("frames",) if "frames" in source else ()),
+                *PER_SAMPLE,
+                *(mark for mark in MARKS if mark in source),
+            )  # format 1 holds its frames
             lengths = [rows_before_tear(source[name]) for name in per_sample]
             if min(lengths) == 0:
-                raise OSError("nothing before the tear can be read: the file was cut short before its first samples "
-                              "were indexed")
+                raise OSError(
+                    "nothing before the tear can be read: the file was cut short before its first samples were indexed"
+                )
             if "video" in source.attrs:  # format 2: its frames are the video's
                 lengths.append(count_frames(video) if video else 0)
                 if lengths[-1] == 0:
-                    raise OSError(f"its video {partial_video_path(partial).name} holds no whole frame (the recorder "
-                                  "stopped within its first second)")
+                    raise OSError(
+                        f"its video {partial_video_path(partial).name} holds no whole frame (the recorder "
+                        "stopped within its first second)"
+                    )
             n, unfinished = min(lengths), max(lengths) - min(lengths)
             with h5py.File(staging, "w", libver="latest") as out:
                 for name in (*per_sample, "events"):
                     data = source[name]
                     rows = rows_before_tear(data) if name == "events" else n
                     out.create_dataset(
-                        name, data=data[:rows], maxshape=(None, *data.shape[1:]), chunks=data.chunks,
-                        compression=data.compression, compression_opts=data.compression_opts,
+                        name,
+                        data=data[:rows],
+                        maxshape=(None, *data.shape[1:]),
+                        chunks=data.chunks,
+                        compression=data.compression,
+                        compression_opts=data.compression_opts,
                     )
                 out.attrs.update(dict(source.attrs))
                 t = source["t"][:n]
             if video is not None and "video" in source.attrs:
                 keep_first(video, _staging(video), n)
         duration = float(t[-1] - t[0]) if n > 1 else 0.0
-        stats = {"n_samples": int(n), "duration_s": duration, "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0}
+        stats = {
+            "n_samples": int(n),
+            "duration_s": duration,
+            "achieved_rate_hz": (n - 1) / duration if duration > 0 else 0.0,
+        }
         if video is not None and _staging(video).exists():
             files.replace(_staging(video), video_path(target))
         finalize(staging, target, "recovered", stats, recovered=True)
@@ -150,8 +175,11 @@ def _open(partial: Path, torn: Path, recorded: int | None) -> tuple[h5py.File, C
     written before its end; any other partial as it is, every row."""
     if recorded is not None:
         tear = torn_copy(partial, torn, recorded)
-        log.warning("%s ends at byte %d, short of its recorded length: recovering the samples written before that",
-                    partial.name, tear)
+        log.warning(
+            "%s ends at byte %d, short of its recorded length: recovering the samples written before that",
+            partial.name,
+            tear,
+        )
         return h5py.File(torn, "r"), lambda dataset: intact_rows(dataset, tear)
     try:
         return h5py.File(partial, "r", libver="latest", swmr=True, locking=False), _all_rows  # we hold its lock
@@ -166,8 +194,10 @@ def _all_rows(dataset: h5py.Dataset) -> int:
 def _about_bak(bak: Path, unfinished: int) -> str:
     """What the partial kept aside holds beyond the recovered file: whether deleting it loses anything."""
     if unfinished:
-        return (f"{bak.name} also holds parts of {unfinished} later sample(s) that were not completely "
-                "flushed (left out of the recovered episode): keep it if you need those")
+        return (
+            f"{bak.name} also holds parts of {unfinished} later sample(s) that were not completely "
+            "flushed (left out of the recovered episode): keep it if you need those"
+        )
     return f"{bak.name} holds no sample that {bak.name.removesuffix('.partial.bak')} lacks: you may delete it"
 
 
@@ -186,7 +216,13 @@ def main(argv: list[str] | None = None) -> int:
         "the partial is kept as .h5.partial.bak (each line says whether it holds anything the .h5 lacks).",
         epilog="example: python -m capture.recover datasets/raw",
     )
-    parser.add_argument("paths", nargs="*", type=Path, default=[Path("datasets/raw")], help="partial files or folders (default: datasets/raw)")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        default=[Path("datasets/raw")],
+        help="partial files or folders (default: datasets/raw)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     return run_command(lambda: recover_all(args.paths))

@@ -37,8 +37,11 @@ class InputSilence:
         if len(events):
             self._first_change = None
             return
-        now = (float(state.get("HeroLocalPosX", 0.0)), float(state.get("HeroLocalPosY", 0.0)),
-               float(state.get("HeroAnimId", 0)))
+        now = (
+            float(state.get("HeroLocalPosX", 0.0)),
+            float(state.get("HeroLocalPosY", 0.0)),
+            float(state.get("HeroAnimId", 0)),
+        )
         before, self._last_state = self._last_state, now
         if before is None:
             return

@@ -28,8 +28,15 @@ class RecorderStatus:
             self._live.__exit__(*exc)
 
     def update(
-        self, state: Mapping[str, float], episodes: int, recording: bool, samples: int,
-        achieved_hz: float, late: int, dropped: int, note: str = "",
+        self,
+        state: Mapping[str, float],
+        episodes: int,
+        recording: bool,
+        samples: int,
+        achieved_hz: float,
+        late: int,
+        dropped: int,
+        note: str = "",
     ) -> None:
         if not self._live:
             return
@@ -38,12 +45,17 @@ class RecorderStatus:
             Text("REC" if recording else "idle", style="bold red" if recording else "dim"),
             f"episodes saved: {episodes}",
             f"samples: {samples}",
-            Text(f"{achieved_hz:5.1f}/{self.target_hz:g} Hz", style="green" if achieved_hz >= 0.97 * self.target_hz else "yellow"),
+            Text(
+                f"{achieved_hz:5.1f}/{self.target_hz:g} Hz",
+                style="green" if achieved_hz >= 0.97 * self.target_hz else "yellow",
+            ),
             Text(f"late {late}  dropped {dropped}", style="red" if dropped else ""),
         )
         hero = state["HeroHp"] / max(1, state["HeroMaxHp"])
         boss = state["NpcHp"] / max(1, state["NpcMaxHp"])
         bars = Table.grid(padding=(0, 1))
         bars.add_row("player", ProgressBar(total=1.0, completed=hero, width=30, complete_style="red"), f"{hero:4.0%}")
-        bars.add_row("boss  ", ProgressBar(total=1.0, completed=boss, width=30, complete_style="dark_red"), f"{boss:4.0%}")
+        bars.add_row(
+            "boss  ", ProgressBar(total=1.0, completed=boss, width=30, complete_style="dark_red"), f"{boss:4.0%}"
+        )
         self._live.update(Group(table, bars, Text(note, style="dim")))

@@ -52,8 +52,10 @@ def intact_rows(dataset: h5py.Dataset, tear: int) -> int:
     """How many leading rows of a chunked ``dataset`` lie in chunks wholly before byte ``tear``
     (none, where the chunk index itself lies past it)."""
     try:
-        chunks = sorted((dataset.id.get_chunk_info(i) for i in range(dataset.id.get_num_chunks())),
-                        key=lambda info: info.chunk_offset[0])
+        chunks = sorted(
+            (dataset.id.get_chunk_info(i) for i in range(dataset.id.get_num_chunks())),
+            key=lambda info: info.chunk_offset[0],
+        )
     except (RuntimeError, OSError):  # HDF5: "incorrect metadata checksum": the index is zeros
         return 0
     rows = 0

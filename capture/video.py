@@ -69,10 +69,22 @@ class VideoCodec:
 # the same frames give the same bytes on every machine (the pipeline's demos, tracked by DVC).
 _X264 = (("preset", "ultrafast"), ("bf", "0"), ("threads", "1"))
 CODECS = {
-    "h264": VideoCodec("h264", "libx264", "yuv444p", (*_X264, ("crf", "18")), False,
-                       "H.264 4:4:4, CRF 18 (lossy; full colour resolution, so thin HUD bars keep their colour)"),
-    "lossless": VideoCodec("lossless", "libx264rgb", "rgb24", (*_X264, ("qp", "0")), True,
-                           "H.264 RGB at QP 0 (lossless: decodes to the captured pixels, bit for bit)"),
+    "h264": VideoCodec(
+        "h264",
+        "libx264",
+        "yuv444p",
+        (*_X264, ("crf", "18")),
+        False,
+        "H.264 4:4:4, CRF 18 (lossy; full colour resolution, so thin HUD bars keep their colour)",
+    ),
+    "lossless": VideoCodec(
+        "lossless",
+        "libx264rgb",
+        "rgb24",
+        (*_X264, ("qp", "0")),
+        True,
+        "H.264 RGB at QP 0 (lossless: decodes to the captured pixels, bit for bit)",
+    ),
 }
 DEFAULT_CODEC = "h264"
 
@@ -85,9 +97,11 @@ def codec(name: str) -> VideoCodec:
     try:
         av.codec.Codec(setting.encoder, "w")
     except (av.codec.codec.UnknownCodecError, ValueError):
-        raise VideoError(f"video codec {name!r} needs FFmpeg's {setting.encoder} encoder, which the installed PyAV "
-                         f"{av.__version__} lacks: reinstall PyAV from its wheels (`pip install --force-reinstall av`) "
-                         f"or record with another --video-codec ({', '.join(n for n in CODECS if n != name)})") from None
+        raise VideoError(
+            f"video codec {name!r} needs FFmpeg's {setting.encoder} encoder, which the installed PyAV "
+            f"{av.__version__} lacks: reinstall PyAV from its wheels (`pip install --force-reinstall av`) "
+            f"or record with another --video-codec ({', '.join(n for n in CODECS if n != name)})"
+        ) from None
     return setting
 
 
@@ -97,8 +111,15 @@ class EpisodeVideo:
     ``wait``: a full queue waits (lock-step) rather than repeating the previous frame (live).
     Errors of the encoder thread (a full disk) are kept and raised by ``check`` and ``close``."""
 
-    def __init__(self, path: Path, size: tuple[int, int], rate_hz: float, setting: VideoCodec,
-                 wait: bool = False, max_queue: int = QUEUE_FRAMES) -> None:
+    def __init__(
+        self,
+        path: Path,
+        size: tuple[int, int],
+        rate_hz: float,
+        setting: VideoCodec,
+        wait: bool = False,
+        max_queue: int = QUEUE_FRAMES,
+    ) -> None:
         self.path = path
         self.size = (int(size[0]), int(size[1]))
         self.setting = setting
@@ -111,8 +132,9 @@ class EpisodeVideo:
         self._error: BaseException | None = None
         self._closed = False
         try:
-            self._container = av.open(str(path), "w", format=FORMAT,
-                                      options={"flush_packets": "1", "fflags": "+bitexact"})
+            self._container = av.open(
+                str(path), "w", format=FORMAT, options={"flush_packets": "1", "fflags": "+bitexact"}
+            )
         except OSError as e:
             raise VideoError(f"{path} cannot be created ({e.strerror or e}): check the folder is writable") from None
         stream = self._container.add_stream(setting.encoder, options=setting.encoder_options())

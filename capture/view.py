@@ -19,16 +19,17 @@ from typing import Any
 
 import numpy as np
 
-from capture.build_dataset import recorded_picture
-from capture.episode import PARTIAL, Episode, read_episode
-from capture.view_episode import log_samples, step_view, usable
-from capture.view_steps import Disagreements, StepView, log_policy, log_steps
-from capture.viewer import open_file, recording, rerun, view_command
 from env.cli import parse_crop, parse_size, ruled, run_command
 from env.config import EnvConfig
 from env.errors import ConfigError, DataError
 from env.fields import STEP_MS
 from env.profile import load_profile
+
+from capture.build_dataset import recorded_picture
+from capture.episode import PARTIAL, Episode, read_episode
+from capture.view_episode import log_samples, step_view, usable
+from capture.view_steps import Disagreements, StepView, log_policy, log_steps
+from capture.viewer import open_file, recording, rerun, view_command
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,7 @@ def layout(rr: Any, raw: bool, policy: bool) -> Any:
     pictures.append(rrb.Spatial2DView(origin="observation/frame", name="observation frame"))
     plots = (
         [
-            rrb.TimeSeriesView(
-                origin="fighters", name="fighters (fractions of max, distance in m)"
-            ),
+            rrb.TimeSeriesView(origin="fighters", name="fighters (fractions of max, distance in m)"),
             rrb.TimeSeriesView(origin="keys", name="keys held (rows) and pressed (points)"),
         ]
         if raw
@@ -134,31 +133,23 @@ def show_episode(
         config = policy.config
         check_config(
             config,
-            recorded_picture(config.replace(capture_size=None), episode.master_size).replace(
-                profile=recorded
-            ),
+            recorded_picture(config.replace(capture_size=None), episode.master_size).replace(profile=recorded),
             f"the policy {policy.path}",
             "show it on episodes recorded with its profile and picture, or on the dataset it was trained on (--dataset)",
         )
     else:
-        config = recorded_picture(
-            (config or EnvConfig()).replace(profile=recorded), episode.master_size
-        )
+        config = recorded_picture((config or EnvConfig()).replace(profile=recorded), episode.master_size)
     rr = rerun()
     with recording(path.stem, save, layout(rr, raw=True, policy=policy is not None)) as stream:
         log_samples(rr, stream, episode, config)
         view = step_view(episode, config)
         if view is None:
-            log.warning(
-                "%s is shorter than one %g ms step: no steps to show", path.name, config.timestep_ms
-            )
+            log.warning("%s is shorter than one %g ms step: no steps to show", path.name, config.timestep_ms)
             return None
         return _overlay(rr, stream, view, policy)
 
 
-def dataset_view(
-    dataset_id: str, index: int, root: Path | None = None
-) -> tuple[StepView, EnvConfig]:
+def dataset_view(dataset_id: str, index: int, root: Path | None = None) -> tuple[StepView, EnvConfig]:
     """Episode ``index`` of a Minari dataset as steps, with the env it was built for: its stack
     and history rebuilt by the env's rule (``elden_il.data``), loading that episode alone."""
     from minari import MinariDataset
@@ -169,8 +160,7 @@ def dataset_view(
     total = dataset.total_episodes
     if not 0 <= index < total:
         raise ConfigError(
-            f"dataset {dataset_id!r} has {total} episode{'s' * (total != 1)}: pick --episode from 0 to "
-            f"{total - 1}"
+            f"dataset {dataset_id!r} has {total} episode{'s' * (total != 1)}: pick --episode from 0 to {total - 1}"
         )
     demos = demonstrations(MinariDataset(dataset.storage, episode_indices=np.array([index])))
     rows = np.arange(len(demos))
@@ -206,9 +196,7 @@ def show_dataset(
             f"show a policy trained on dataset {dataset_id!r} (its env_config.json), or this policy on its own dataset",
         )
     rr = rerun()
-    with recording(
-        f"{dataset_id} episode {index}", save, layout(rr, raw=False, policy=policy is not None)
-    ) as stream:
+    with recording(f"{dataset_id} episode {index}", save, layout(rr, raw=False, policy=policy is not None)) as stream:
         return _overlay(rr, stream, view, policy)
 
 
@@ -242,12 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="?",
         help="a raw episode (.h5) to show, or a saved recording (.rrd) to open",
     )
-    parser.add_argument(
-        "--dataset", help="a Minari dataset id, to show one of its episodes instead"
-    )
-    parser.add_argument(
-        "--episode", type=int, default=0, help="which episode of --dataset (default: %(default)s)"
-    )
+    parser.add_argument("--dataset", help="a Minari dataset id, to show one of its episodes instead")
+    parser.add_argument("--episode", type=int, default=0, help="which episode of --dataset (default: %(default)s)")
     parser.add_argument(
         "--root",
         type=Path,

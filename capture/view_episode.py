@@ -18,11 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from capture.build_dataset import common_prefix, episode_steps, finite_state, samples_at
-from capture.episode import Episode, EpisodeError
-from capture.footage import as_mp4
-from capture.video import VideoError
-from capture.view_steps import TIME, StepView
 from env.config import EnvConfig
 from env.observations import (
     BOSS_ANIMATIONS,
@@ -33,6 +28,12 @@ from env.observations import (
     stack_window,
 )
 from env.profile import Profile, load_profile
+
+from capture.build_dataset import common_prefix, episode_steps, finite_state, samples_at
+from capture.episode import Episode, EpisodeError
+from capture.footage import as_mp4
+from capture.video import VideoError
+from capture.view_steps import TIME, StepView
 
 SAMPLE = "sample"
 """The sequence timeline of a raw episode's samples: one point per sample."""
@@ -69,9 +70,7 @@ def step_view(episode: Episode, config: EnvConfig) -> StepView | None:
     if config.frame_stack:
         obs["frame_stack"] = stack_window(obs["frame"], rows, 0, config.frame_stack)
     if config.action_history:
-        obs["action_history"] = history_window(
-            steps.actions, rows, 0, config.action_history, actions.idle
-        )
+        obs["action_history"] = history_window(steps.actions, rows, 0, config.action_history, actions.idle)
     return StepView(
         time_s=time_s,
         observations=obs,
@@ -113,12 +112,8 @@ def log_samples(rr: Any, stream: Any, episode: Episode, config: EnvConfig) -> No
     )
     _log_animations(rr, stream, episode, profile, indexes)
     _log_keys(rr, stream, episode, indexes)
-    stream.send_columns(
-        "input/mouse/dx", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 0])
-    )
-    stream.send_columns(
-        "input/mouse/dy", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 1])
-    )
+    stream.send_columns("input/mouse/dx", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 0]))
+    stream.send_columns("input/mouse/dy", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 1]))
     stream.send_columns(
         "input/intervention",
         indexes=indexes(),
@@ -163,14 +158,11 @@ def _log_animations(rr: Any, stream: Any, episode: Episode, profile: Profile, in
         if column not in episode.attribute_names:
             continue
         anim = episode.column(column).astype(np.int64)
-        stream.send_columns(
-            f"animation/{who}", indexes=indexes(), columns=rr.Scalars.columns(scalars=anim)
-        )
+        stream.send_columns(f"animation/{who}", indexes=indexes(), columns=rr.Scalars.columns(scalars=anim))
         changes = np.flatnonzero(np.concatenate([[True], anim[1:] != anim[:-1]]))
         observed = AnimationVocabulary(ids, size)(anim[changes])
         text = [
-            f"{who} animation {a}: "
-            + (f"observed as {o}" if o else "not in the profile's vocabulary (observed as 0)")
+            f"{who} animation {a}: " + (f"observed as {o}" if o else "not in the profile's vocabulary (observed as 0)")
             for a, o in zip(anim[changes], observed, strict=True)
         ]
         stream.send_columns(
@@ -212,19 +204,13 @@ def _log_recorder(rr: Any, stream: Any, episode: Episode, indexes: Any) -> None:
     spikes), frames the encoder repeated, the outcome, and the episode's attributes."""
     period = 1.0 / float(episode.attrs.get("sample_rate_hz") or 30.0)
     gaps = np.diff(episode.t, prepend=episode.t[0])
-    stream.send_columns(
-        "recorder/gap_ms", indexes=indexes(), columns=rr.Scalars.columns(scalars=gaps * 1000.0)
-    )
+    stream.send_columns("recorder/gap_ms", indexes=indexes(), columns=rr.Scalars.columns(scalars=gaps * 1000.0))
     notes = {
-        int(
-            i
-        ): f"{round(gaps[i] / period) - 1} sample(s) dropped before this one ({gaps[i] * 1000:.0f} ms gap)"
+        int(i): f"{round(gaps[i] / period) - 1} sample(s) dropped before this one ({gaps[i] * 1000:.0f} ms gap)"
         for i in np.flatnonzero(gaps > 1.5 * period)
     }
     for i in np.flatnonzero(episode.frame_repeated):
-        notes[int(i)] = (
-            notes.get(int(i), "") + " frame repeated (the video encoder fell behind)"
-        ).strip()
+        notes[int(i)] = (notes.get(int(i), "") + " frame repeated (the video encoder fell behind)").strip()
     if notes:
         rows = np.array(sorted(notes))
         stream.send_columns(

@@ -30,18 +30,12 @@ class StepView:
     """T steps of one episode: what a viewer shows of the learner's side of it."""
 
     time_s: np.ndarray  # (T,) seconds since the episode began, at each step's observation
-    observations: dict[
-        str, np.ndarray
-    ]  # the env's keys, T rows: the observation each action was chosen from
+    observations: dict[str, np.ndarray]  # the env's keys, T rows: the observation each action was chosen from
     actions: np.ndarray  # (T,) discrete indices or (T, bits) multi_binary
     rewards: np.ndarray  # (T,)
-    action_names: tuple[
-        str, ...
-    ]  # the discrete table's names, or the multi_binary bits' (keybinds)
+    action_names: tuple[str, ...]  # the discrete table's names, or the multi_binary bits' (keybinds)
     discrete: bool
-    extra_times: dict[str, np.ndarray] | None = (
-        None  # more sequence timelines per step (a raw episode's ``sample``)
-    )
+    extra_times: dict[str, np.ndarray] | None = None  # more sequence timelines per step (a raw episode's ``sample``)
 
     def __len__(self) -> int:
         return len(self.time_s)
@@ -59,9 +53,7 @@ class Disagreements:
     """Where a policy's most likely action is not the one taken."""
 
     steps: np.ndarray  # (T,) bool: the policy would have done otherwise at this step
-    per_action: dict[
-        str, tuple[int, int]
-    ]  # action (discrete) or bit (multi_binary) -> (disagreements, steps)
+    per_action: dict[str, tuple[int, int]]  # action (discrete) or bit (multi_binary) -> (disagreements, steps)
 
     @property
     def count(self) -> int:
@@ -142,9 +134,7 @@ def log_steps(rr: Any, stream: Any, view: StepView) -> None:
     stream.reset_time()
 
 
-def log_policy(
-    rr: Any, stream: Any, view: StepView, probabilities: np.ndarray, name: str
-) -> Disagreements:
+def log_policy(rr: Any, stream: Any, view: StepView, probabilities: np.ndarray, name: str) -> Disagreements:
     """A policy's view of each step under ``policy/``: its action probabilities (a bar per action
     or bit), its most likely action next to the one taken, each step where they differ marked
     (``policy/disagreement``), and the disagreements counted per action (``policy/per_action``,
@@ -172,8 +162,7 @@ def log_policy(
             indexes=_indexes(rr, view, marked),
             columns=rr.TextLog.columns(
                 text=[
-                    f"{name}: {view.action_text(chosen[k])}, taken: {view.action_text(view.actions[k])}"
-                    for k in marked
+                    f"{name}: {view.action_text(chosen[k])}, taken: {view.action_text(view.actions[k])}" for k in marked
                 ],
                 level=["WARN"] * len(marked),
             ),

@@ -62,16 +62,12 @@ def cli() -> list[str]:
 def turn_off_analytics() -> subprocess.Popen:
     """Start ``rerun analytics disable`` (it takes a second or so: wait for it before a viewer
     starts). Rerun has no switch per process; this is its documented way, and it lasts."""
-    return subprocess.Popen(
-        [*cli(), "analytics", "disable"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    return subprocess.Popen([*cli(), "analytics", "disable"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def has_display() -> bool:
     """Whether a window can open here: always on Windows and macOS, on Linux with X or Wayland."""
-    return not sys.platform.startswith("linux") or bool(
-        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-    )
+    return not sys.platform.startswith("linux") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def view_command(path: Path) -> str:
@@ -133,17 +129,13 @@ def start_viewer(*paths: Path) -> str:
             return f"rerun+http://{LOOPBACK}:{port}/proxy"
         except OSError:
             time.sleep(0.1)
-    raise ViewError(
-        f"the Rerun viewer did not start within {VIEWER_START_S:g} s (its log: {viewer_log})"
-    )
+    raise ViewError(f"the Rerun viewer did not start within {VIEWER_START_S:g} s (its log: {viewer_log})")
 
 
 def open_file(path: Path) -> None:
     """Open a saved ``.rrd`` in a viewer on this machine."""
     if not path.is_file():
-        raise DataError(
-            f"no recording at {path}: make one with `python -m capture.view ... --save {path}`"
-        )
+        raise DataError(f"no recording at {path}: make one with `python -m capture.view ... --save {path}`")
     rerun()
     turn_off_analytics().wait()
     start_viewer(path)

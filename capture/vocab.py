@@ -53,8 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[1].replace("\n", " "),
         epilog="example: python -m capture.vocab datasets/raw >> my_profile_notes.toml",
     )
-    parser.add_argument("raw", type=Path, nargs="?", default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
-    parser.add_argument("--top", type=int, default=10, help="also list this many ids per fighter with their share of samples")
+    parser.add_argument(
+        "raw", type=Path, nargs="?", default=Path("datasets/raw"), help="episode folder (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--top", type=int, default=10, help="also list this many ids per fighter with their share of samples"
+    )
     args = parser.parse_args(argv)
     return run_command(lambda: show_animations(args.raw, args.top))
 

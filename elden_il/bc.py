@@ -36,7 +36,10 @@ def device() -> torch.device:
 
 
 def split_episodes(
-    demos: Demonstrations, fraction: float, seed: int, weights: np.ndarray | None = None,
+    demos: Demonstrations,
+    fraction: float,
+    seed: int,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(training rows, validation rows), whole episodes apart; with ``weights``, only rows of
     positive weight, split among the episodes that have some."""
@@ -49,8 +52,14 @@ def split_episodes(
     return np.flatnonzero(~is_val & kept), np.flatnonzero(is_val & kept)
 
 
-def train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None = None,
-             on_epoch: Callable[[dict], None] | None = None, size: NetworkSize = NetworkSize()) -> dict:
+def train_bc(
+    demos: Demonstrations,
+    config: BCConfig,
+    out: Path,
+    weights: np.ndarray | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
+    size: NetworkSize = NetworkSize(),
+) -> dict:
     """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
     for beside it), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
     weigh each step's loss; rows of weight 0 are left out of training and validation altogether
@@ -63,8 +72,14 @@ def train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.nda
         return _train_bc(demos, config, folder, weights, on_epoch, size)
 
 
-def _train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.ndarray | None,
-              on_epoch: Callable[[dict], None] | None, size: NetworkSize) -> dict:
+def _train_bc(
+    demos: Demonstrations,
+    config: BCConfig,
+    out: Path,
+    weights: np.ndarray | None,
+    on_epoch: Callable[[dict], None] | None,
+    size: NetworkSize,
+) -> dict:
     torch.manual_seed(config.seed)
     dev = device()
     policy = make_policy(demos.observation_space, demos.action_space, size).to(dev)
@@ -126,7 +141,9 @@ def _train_bc(demos: Demonstrations, config: BCConfig, out: Path, weights: np.nd
     return metrics
 
 
-def log_likelihood(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device) -> torch.Tensor:
+def log_likelihood(
+    policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device
+) -> torch.Tensor:
     obs, _ = policy.obs_to_tensor(demos.batch(index))
     actions = torch.as_tensor(demos.actions[index], device=dev)
     _, log_prob, _ = policy.evaluate_actions(obs, actions)
@@ -134,7 +151,9 @@ def log_likelihood(policy: ActorCriticPolicy, demos: Demonstrations, index: np.n
 
 
 @torch.no_grad()
-def evaluate_bc(policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device) -> tuple[float, float]:
+def evaluate_bc(
+    policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device
+) -> tuple[float, float]:
     """Validation loss, and how often the most likely action is the demonstrated one."""
     if len(index) == 0:
         return float("nan"), float("nan")

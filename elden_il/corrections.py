@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from env.cli import add_flags, from_flags, output_folder, run_command
-from env.errors import ConfigError
 from env.config import EnvConfig
+from env.errors import ConfigError
 from env.fields import check_fields, checked, number, whole
 
 from elden_il.params import BCConfig
@@ -48,8 +48,9 @@ class CorrectionsConfig:
 
     demo_fights: int = checked(10, whole(1, 10_000), "first demonstrations")
     correction_fights: int = checked(5, whole(1, 10_000), "fights BC plays with the scripted human correcting")
-    intervention_weight: float = checked(1.0, number(0, 1000),
-                                         "weight of a correction step in BC's loss (a demonstration step: 1)")
+    intervention_weight: float = checked(
+        1.0, number(0, 1000), "weight of a correction step in BC's loss (a demonstration step: 1)"
+    )
     takeover_quiet: float = checked(0.6, number(0, 60), "seconds with no key held before the policy plays again")
     eval_fights: int = checked(50, whole(1, 100_000), "held-out fights per policy")
     first_eval_seed: int = checked(1_000_000, whole(0))  # held out: recordings use small seeds
@@ -73,10 +74,18 @@ def _record(out: Path, config: CorrectionsConfig, seed: int, fights: int, policy
     from capture.record import RecordSettings, record
 
     step = config.env.timestep_ms / 1000.0
-    settings = RecordSettings(env=config.env, backend="sim", out=out, seed=seed, max_episodes=fights,
-                              max_episode_seconds=(config.env.max_steps + 1) * step,  # what a dataset keeps
-                              autopilot=policy is None, policy=policy, scripted_human=policy is not None,
-                              takeover_quiet=config.takeover_quiet)
+    settings = RecordSettings(
+        env=config.env,
+        backend="sim",
+        out=out,
+        seed=seed,
+        max_episodes=fights,
+        max_episode_seconds=(config.env.max_steps + 1) * step,  # what a dataset keeps
+        autopilot=policy is None,
+        policy=policy,
+        scripted_human=policy is not None,
+        takeover_quiet=config.takeover_quiet,
+    )
     return record(settings)
 
 
@@ -85,6 +94,7 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     the config's intervention weight; the policy's folder and its dataset's step counts."""
     from capture.build_dataset import build_dataset
     from capture.episode import video_path
+
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, sample_weights
 
@@ -97,8 +107,11 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     demos = demonstrations(dataset)
     weights = sample_weights(demos, config.intervention_weight)
     train_bc(demos, config.bc, work / "models" / name, weights)
-    counts = {"demonstration_steps": int((~demos.intervention & ~demos.policy_played).sum()),
-              "intervention_steps": int(demos.intervention.sum()), "policy_steps": int(demos.policy_played.sum())}
+    counts = {
+        "demonstration_steps": int((~demos.intervention & ~demos.policy_played).sum()),
+        "intervention_steps": int(demos.intervention.sum()),
+        "policy_steps": int(demos.policy_played.sum()),
+    }
     return work / "models" / name, counts
 
 
@@ -112,9 +125,11 @@ def _steps(path: Path, config: CorrectionsConfig) -> int:
 
 def compare(config: CorrectionsConfig, work: Path) -> dict:
     """Run the whole comparison in ``work`` (created, must not exist); the report."""
-    from capture.episode import read_episode
-    from elden_il.evaluate import PolicyActor, evaluate
     from env.factory import make_env
+
+    from capture.episode import read_episode
+
+    from elden_il.evaluate import PolicyActor, evaluate
 
     work.mkdir(parents=True)
     started = time.perf_counter()
@@ -124,8 +139,13 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
 
     corrections = Arm()
     t = time.perf_counter()
-    corrections.raw = _record(work / "recorded" / "corrections", config, config.seed + config.demo_fights,
-                              config.correction_fights, policy=bc_path)
+    corrections.raw = _record(
+        work / "recorded" / "corrections",
+        config,
+        config.seed + config.demo_fights,
+        config.correction_fights,
+        policy=bc_path,
+    )
     corrected_path, corrected = _train("bc_corrections", demos_raw + corrections.raw, work, config)
     corrections.seconds = time.perf_counter() - t
     budget = corrected["intervention_steps"]
@@ -141,8 +161,10 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
     more.seconds = time.perf_counter() - t
 
     seeds = list(range(config.first_eval_seed, config.first_eval_seed + config.eval_fights))
-    actors = {name: PolicyActor(path / "policy.zip", deterministic=True)
-              for name, path in (("bc", bc_path), ("bc+corrections", corrected_path), ("bc+more demos", more_path))}
+    actors = {
+        name: PolicyActor(path / "policy.zip", deterministic=True)
+        for name, path in (("bc", bc_path), ("bc+corrections", corrected_path), ("bc+more demos", more_path))
+    }
     results = evaluate(actors, lambda: make_env(config.env), seeds)
 
     def samples(paths: list[Path]) -> int:
@@ -154,21 +176,38 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
         return int(sum((np.diff(m, prepend=0) == 1).sum() for m in marks))
 
     arms = {
-        "bc": {"added_fights": 0, "added_labelled_steps": 0, "added_recorded_steps": 0, "added_samples": 0,
-               "dataset": base, "seconds": base_seconds},
-        "bc+corrections": {"added_fights": len(corrections.raw), "added_labelled_steps": budget,
-                           "added_recorded_steps": corrected["intervention_steps"] + corrected["policy_steps"],
-                           "added_samples": samples(corrections.raw), "takeovers": takeovers(corrections.raw),
-                           "dataset": corrected,
-                           "seconds": corrections.seconds},
-        "bc+more demos": {"added_fights": len(more.raw),
-                          "added_labelled_steps": more_counts["demonstration_steps"] - base["demonstration_steps"],
-                          "added_recorded_steps": more_counts["demonstration_steps"] - base["demonstration_steps"],
-                          "added_samples": samples(more.raw), "dataset": more_counts, "seconds": more.seconds},
+        "bc": {
+            "added_fights": 0,
+            "added_labelled_steps": 0,
+            "added_recorded_steps": 0,
+            "added_samples": 0,
+            "dataset": base,
+            "seconds": base_seconds,
+        },
+        "bc+corrections": {
+            "added_fights": len(corrections.raw),
+            "added_labelled_steps": budget,
+            "added_recorded_steps": corrected["intervention_steps"] + corrected["policy_steps"],
+            "added_samples": samples(corrections.raw),
+            "takeovers": takeovers(corrections.raw),
+            "dataset": corrected,
+            "seconds": corrections.seconds,
+        },
+        "bc+more demos": {
+            "added_fights": len(more.raw),
+            "added_labelled_steps": more_counts["demonstration_steps"] - base["demonstration_steps"],
+            "added_recorded_steps": more_counts["demonstration_steps"] - base["demonstration_steps"],
+            "added_samples": samples(more.raw),
+            "dataset": more_counts,
+            "seconds": more.seconds,
+        },
     }
-    return {"config": asdict(config) | {"env": config.env.to_dict()}, "eval_seeds": [seeds[0], seeds[-1]],
-            "policies": {name: {**arms[name], **results[name]} for name in arms},
-            "total_seconds": time.perf_counter() - started}
+    return {
+        "config": asdict(config) | {"env": config.env.to_dict()},
+        "eval_seeds": [seeds[0], seeds[-1]],
+        "policies": {name: {**arms[name], **results[name]} for name in arms},
+        "total_seconds": time.perf_counter() - started,
+    }
 
 
 def show(report: dict) -> None:
@@ -177,24 +216,45 @@ def show(report: dict) -> None:
 
     fights = report["config"]["eval_fights"]
     table = Table(title=f"BC + corrections vs BC + more demonstrations ({fights} held-out fights each)")
-    for column in ("policy", "labelled steps added", "steps recorded", "win rate", "95 % CI", "boss damage dealt",
-                   "damage taken", "wall time"):
+    for column in (
+        "policy",
+        "labelled steps added",
+        "steps recorded",
+        "win rate",
+        "95 % CI",
+        "boss damage dealt",
+        "damage taken",
+        "wall time",
+    ):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for name, r in report["policies"].items():
         low, high = r["win_rate_ci95"]
-        table.add_row(name, str(r["added_labelled_steps"]), str(r["added_recorded_steps"]), f"{r['win_rate']:.0%}",
-                      f"{low:.0%}-{high:.0%}", f"{r['boss_damage_dealt']:.0%}", f"{r['player_damage_taken']:.0%}",
-                      f"{r['seconds']:.0f} s")
+        table.add_row(
+            name,
+            str(r["added_labelled_steps"]),
+            str(r["added_recorded_steps"]),
+            f"{r['win_rate']:.0%}",
+            f"{low:.0%}-{high:.0%}",
+            f"{r['boss_damage_dealt']:.0%}",
+            f"{r['player_damage_taken']:.0%}",
+            f"{r['seconds']:.0f} s",
+        )
     Console().print(table)
 
 
 def main(argv: list[str] | None = None) -> int:
     defaults = CorrectionsConfig()
-    p = argparse.ArgumentParser(prog="python -m elden_il.corrections",
-                                description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-                                epilog="example: python -m elden_il.corrections --out /tmp/corrections")
-    p.add_argument("--out", type=output_folder, default=Path("datasets/corrections"),
-                   help="work folder, created; must not exist (default: %(default)s)")
+    p = argparse.ArgumentParser(
+        prog="python -m elden_il.corrections",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        epilog="example: python -m elden_il.corrections --out /tmp/corrections",
+    )
+    p.add_argument(
+        "--out",
+        type=output_folder,
+        default=Path("datasets/corrections"),
+        help="work folder, created; must not exist (default: %(default)s)",
+    )
     add_flags(p, CorrectionsConfig)
     p.add_argument("--epochs", type=int, default=defaults.bc.epochs, help="BC epochs (default: %(default)s)")
     args = p.parse_args(argv)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-from d3rlpy.models.encoders import (EncoderFactory, PixelEncoderFactory, VectorEncoderFactory,
-                                    register_encoder_factory)
+from d3rlpy.models.encoders import EncoderFactory, PixelEncoderFactory, VectorEncoderFactory, register_encoder_factory
 from d3rlpy.models.torch.encoders import Encoder, compute_output_size
 from torch import nn
 

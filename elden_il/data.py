@@ -59,8 +59,11 @@ class Demonstrations:
         if not 1 <= count <= self.source_episodes:
             raise DatasetError(f"asked for the first {count} episodes of {self.source_episodes}: record more fights")
         rows = int(np.searchsorted(self.episode, count))
-        per_row = {f.name: getattr(self, f.name)[:rows] for f in fields(self)
-                   if isinstance(getattr(self, f.name), np.ndarray) and len(getattr(self, f.name)) == len(self.episode)}
+        per_row = {
+            f.name: getattr(self, f.name)[:rows]
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), np.ndarray) and len(getattr(self, f.name)) == len(self.episode)
+        }
         return replace(self, obs={k: v[:rows] for k, v in self.obs.items()}, source_episodes=count, **per_row)
 
     def batch(self, index: np.ndarray) -> dict[str, np.ndarray]:
@@ -94,12 +97,15 @@ def dataset_config(dataset: Any) -> EnvConfig:
 
     about = dataset.storage.metadata.get(METADATA_KEY)
     if about is None:
-        raise DatasetError(f"dataset {dataset.id!r} does not say which env it was built for "
-                           f"(no {METADATA_KEY!r} metadata): {REBUILD}")
+        raise DatasetError(
+            f"dataset {dataset.id!r} does not say which env it was built for (no {METADATA_KEY!r} metadata): {REBUILD}"
+        )
     try:
         values = json.loads(about)["env_config"]
     except (ValueError, KeyError, TypeError) as e:  # not JSON, no env_config, not a mapping
-        raise DatasetError(f"dataset {dataset.id!r}: its {METADATA_KEY!r} metadata is damaged ({e!r}): {REBUILD}") from e
+        raise DatasetError(
+            f"dataset {dataset.id!r}: its {METADATA_KEY!r} metadata is damaged ({e!r}): {REBUILD}"
+        ) from e
     return EnvConfig.from_dict(values, f"dataset {dataset.id!r}")
 
 
@@ -133,7 +139,9 @@ def check_metadata(dataset_id: str, path: Path) -> None:
         metadata = json.loads(path.read_text())
     except (OSError, ValueError):
         return
-    missing = [key for key in MINARI_METADATA if key not in metadata] if isinstance(metadata, dict) else list(MINARI_METADATA)
+    missing = (
+        [key for key in MINARI_METADATA if key not in metadata] if isinstance(metadata, dict) else list(MINARI_METADATA)
+    )
     if missing:
         raise DatasetError(f"dataset {dataset_id!r}: {path} lacks {', '.join(missing)}: {REBUILD}")
 
@@ -177,7 +185,9 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     config = dataset_config(dataset)
     space = dataset.observation_space
     if not isinstance(space, gym.spaces.Dict) or not set(BASE_KEYS) <= set(space.spaces):
-        raise DatasetError(f"dataset {dataset.id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})")
+        raise DatasetError(
+            f"dataset {dataset.id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})"
+        )
     table = config.actions(load_profile(config.profile))
     obs: dict[str, list[np.ndarray]] = {k: [] for k in BASE_KEYS}
     actions, rewards, terminated, truncated, episode, first, final = [], [], [], [], [], [], []
@@ -190,8 +200,11 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
         for key in BASE_KEYS:
             obs[key].append(np.asarray(ep.observations[key][:rows]))
         extra = rows - steps
-        actions.append(np.concatenate([np.asarray(ep.actions), np.repeat(np.asarray([table.idle]), extra, axis=0)])
-                       if extra else np.asarray(ep.actions))
+        actions.append(
+            np.concatenate([np.asarray(ep.actions), np.repeat(np.asarray([table.idle]), extra, axis=0)])
+            if extra
+            else np.asarray(ep.actions)
+        )
         rewards.append(np.pad(np.asarray(ep.rewards, np.float64), (0, extra)))
         terminated.append(np.pad(np.asarray(ep.terminations, bool), (0, extra)))
         truncated.append(np.pad(np.asarray(ep.truncations, bool), (0, extra)))
@@ -203,7 +216,9 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
         first.append(np.full(rows, start))
         start += rows
     if start == 0:
-        raise DatasetError(f"dataset {dataset.id!r} has no steps: record demonstrations first (`python -m capture.record`)")
+        raise DatasetError(
+            f"dataset {dataset.id!r} has no steps: record demonstrations first (`python -m capture.record`)"
+        )
     observation_space, action_space = config.spaces(table.profile)
     return Demonstrations(
         obs={k: np.concatenate(v) for k, v in obs.items()},

@@ -45,8 +45,12 @@ class PolicyActor(Actor):
 
 
 def evaluate(
-    actors: dict[str, Actor], make_env: Callable[[], EldenRingEnv], seeds: list[int],
-    gif_dir: Path | None = None, recording_dir: Path | None = None, parallel: int = 8,
+    actors: dict[str, Actor],
+    make_env: Callable[[], EldenRingEnv],
+    seeds: list[int],
+    gif_dir: Path | None = None,
+    recording_dir: Path | None = None,
+    parallel: int = 8,
 ) -> dict:
     """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
     ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there."""
@@ -73,17 +77,22 @@ def write_recording(tape: FightTape, name: str, actor: Actor, path: Path) -> Non
     if importlib.util.find_spec("rerun") is None:
         log.warning("no %s: rerun-sdk is not installed (`pip install -e '.[view]'`)", path.name)
         return
+    from env.profile import load_profile
+
     from capture.view_steps import STEP, TIME, StepView, log_policy, log_steps
     from capture.viewer import recording, rerun
-    from env.profile import load_profile
 
     config = tape.config
     rows = np.arange(len(tape.actions))
     observations = {key: np.stack([o[key] for o in tape.observations]) for key in tape.observations[0]}
-    view = StepView(time_s=rows * config.timestep_ms / 1000.0, observations=observations,
-                    actions=np.asarray(tape.actions), rewards=np.asarray(tape.rewards),
-                    action_names=config.actions(load_profile(config.profile)).names,
-                    discrete=config.action_mode == "discrete")
+    view = StepView(
+        time_s=rows * config.timestep_ms / 1000.0,
+        observations=observations,
+        actions=np.asarray(tape.actions),
+        rewards=np.asarray(tape.rewards),
+        action_names=config.actions(load_profile(config.profile)).names,
+        discrete=config.action_mode == "discrete",
+    )
     rr = rerun()
     with recording(f"{name}: seed {tape.seed}", save=path) as stream:
         for k, frame in enumerate(tape.frames):  # render() after each step: the picture a person watches

@@ -114,7 +114,7 @@ class PriorLogitsBuffer(DictRolloutBuffer):
         chunks = []
         with torch.no_grad():
             for start in range(0, n, PRIOR_CHUNK):
-                batch = {key: self.to_torch(obs[start:start + PRIOR_CHUNK]) for key, obs in flat.items()}
+                batch = {key: self.to_torch(obs[start : start + PRIOR_CHUNK]) for key, obs in flat.items()}
                 chunks.append(self.prior.get_distribution(batch).distribution.logits.cpu().numpy())
         return np.concatenate(chunks).reshape(self.buffer_size, self.n_envs, -1)
 
@@ -125,9 +125,15 @@ class PriorLogitsBuffer(DictRolloutBuffer):
         return samples
 
 
-UPDATE_DIAGNOSTICS = ("train/explained_variance", "train/value_loss", "train/approx_kl",
-                      "train/clip_fraction", "train/entropy_loss")
+UPDATE_DIAGNOSTICS = (
+    "train/explained_variance",
+    "train/value_loss",
+    "train/approx_kl",
+    "train/clip_fraction",
+    "train/entropy_loss",
+)
 """What SB3 logs after an update that says how it went (``entropy_loss`` is minus the KL to BC)."""
+
 
 def actor_parameters(policy: ActorCriticPolicy) -> list[torch.nn.Parameter]:
     """What decides the actions: the shared features, the actor's layers and its head. The
@@ -223,18 +229,24 @@ class LearningCurve(BaseCallback):
     def _on_rollout_start(self) -> None:
         logged = self.model.logger.name_to_value
         if "train/explained_variance" in logged:
-            self.updates.append({"timesteps": self.num_timesteps, **{
-                key.removeprefix("train/"): float(logged[key]) for key in UPDATE_DIAGNOSTICS if key in logged}})
+            self.updates.append(
+                {
+                    "timesteps": self.num_timesteps,
+                    **{key.removeprefix("train/"): float(logged[key]) for key in UPDATE_DIAGNOSTICS if key in logged},
+                }
+            )
 
     def _on_step(self) -> bool:
         for info in self.locals["infos"]:
             if "episode" in info:
-                self.rows.append({
-                    "timesteps": self.num_timesteps,
-                    "return": float(info["episode"]["r"]),
-                    "length": int(info["episode"]["l"]),
-                    "win": bool(info.get("win", False)),
-                })
+                self.rows.append(
+                    {
+                        "timesteps": self.num_timesteps,
+                        "return": float(info["episode"]["r"]),
+                        "length": int(info["episode"]["l"]),
+                        "win": bool(info.get("win", False)),
+                    }
+                )
                 if self.on_episode is not None:
                     self.on_episode(self.rows[-1])
         return True
@@ -242,6 +254,7 @@ class LearningCurve(BaseCallback):
 
 def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
     """The factory's env constructors for this run, each env reset once with its own seed."""
+
     def seeded(make, i: int):
         def thunk():
             env = make()
@@ -264,8 +277,13 @@ def local_or_ray_vec_env(fns: list, subprocesses: bool) -> VecEnv:
     return SubprocVecEnv(fns) if subprocesses and len(fns) > 1 else DummyVecEnv(fns)
 
 
-def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig, out: Path,
-             on_episode: Callable[[dict], None] | None = None) -> dict:
+def finetune(
+    bc_policy_path: Path,
+    config: FinetuneConfig,
+    env_config: EnvConfig,
+    out: Path,
+    on_episode: Callable[[dict], None] | None = None,
+) -> dict:
     """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
     (the one the BC policy was trained for); saves the PPO model as ``out/policy.zip`` (SB3's
     algorithm zip: ``PPO.load`` reads it; ``elden_il.policy.load_policy`` too) and its env config.
@@ -278,19 +296,36 @@ def finetune(bc_policy_path: Path, config: FinetuneConfig, env_config: EnvConfig
     vec = VecMonitor(vec, info_keywords=("win",))
     bc = ActorCriticPolicy.load(str(bc_policy_path))
     model = PPO(
-        KLToPriorPolicy, vec, rollout_buffer_class=PriorLogitsBuffer,
-        learning_rate=config.learning_rate, n_steps=config.n_steps, batch_size=config.batch_size,
-        n_epochs=config.n_epochs, gamma=config.gamma, gae_lambda=config.gae_lambda,
-        clip_range=config.clip_range, vf_coef=config.vf_coef, ent_coef=config.kl_coef, seed=config.seed,
-        policy_kwargs={**policy_kwargs(network_size(bc)), "share_features_extractor": config.critic_features != "separate",
-                       "detach_critic": config.critic_features == "detached"},
-        device=bc.device, verbose=0,
+        KLToPriorPolicy,
+        vec,
+        rollout_buffer_class=PriorLogitsBuffer,
+        learning_rate=config.learning_rate,
+        n_steps=config.n_steps,
+        batch_size=config.batch_size,
+        n_epochs=config.n_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        vf_coef=config.vf_coef,
+        ent_coef=config.kl_coef,
+        seed=config.seed,
+        policy_kwargs={
+            **policy_kwargs(network_size(bc)),
+            "share_features_extractor": config.critic_features != "separate",
+            "detach_critic": config.critic_features == "detached",
+        },
+        device=bc.device,
+        verbose=0,
     )
     model.policy.load_state_dict(bc.state_dict())
     model.rollout_buffer.set_prior(bc)
     curve = LearningCurve(on_episode)
     started = time.perf_counter()
-    callbacks = [ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs), KLDecay(config.kl_decay_steps), curve]
+    callbacks = [
+        ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs),
+        KLDecay(config.kl_decay_steps),
+        curve,
+    ]
     model.learn(config.total_steps, callback=callbacks, progress_bar=True)
     seconds = time.perf_counter() - started
     vec.close()

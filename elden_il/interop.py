@@ -27,8 +27,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from elden_il.data import DatasetError, Demonstrations, demonstrations, open_dataset
 from env.play import Actor
+
+from elden_il.data import DatasetError, Demonstrations, demonstrations, open_dataset
 
 FRAME_KEYS = ("frame", "frame_stack")
 
@@ -55,8 +56,12 @@ def present(obs: dict[str, np.ndarray], space: gym.spaces.Dict) -> tuple[np.ndar
 def presented_space(space: gym.spaces.Dict) -> gym.spaces.Tuple:
     """The ``gymnasium`` space of what ``present`` makes of observations from ``space``."""
     frames, state = present({k: np.zeros((1, *s.shape), s.dtype) for k, s in space.spaces.items()}, space)
-    return gym.spaces.Tuple((gym.spaces.Box(0, 255, frames.shape[1:], np.uint8),
-                             gym.spaces.Box(-np.inf, np.inf, state.shape[1:], np.float32)))
+    return gym.spaces.Tuple(
+        (
+            gym.spaces.Box(0, 255, frames.shape[1:], np.uint8),
+            gym.spaces.Box(-np.inf, np.inf, state.shape[1:], np.float32),
+        )
+    )
 
 
 class D3rlpyObservation(gym.ObservationWrapper):
@@ -67,7 +72,9 @@ class D3rlpyObservation(gym.ObservationWrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         if not isinstance(env.observation_space, gym.spaces.Dict) or "frame" not in env.observation_space.spaces:
-            raise DatasetError(f"D3rlpyObservation wraps an EldenRingEnv (Dict observations), not {env.observation_space}")
+            raise DatasetError(
+                f"D3rlpyObservation wraps an EldenRingEnv (Dict observations), not {env.observation_space}"
+            )
         self._dict_space = env.observation_space
         self.observation_space = presented_space(env.observation_space)
 
@@ -103,14 +110,20 @@ def to_d3rlpy(dataset: Any, root: str | Path | None = None) -> Any:
 
     demos = _steps(dataset, root)
     if not isinstance(demos.action_space, gym.spaces.Discrete):
-        raise DatasetError(f"to_d3rlpy takes discrete-action datasets (d3rlpy has no multi-binary actions); "
-                           f"this one's actions are {demos.action_space}: rebuild it with --action-mode discrete")
+        raise DatasetError(
+            f"to_d3rlpy takes discrete-action datasets (d3rlpy has no multi-binary actions); "
+            f"this one's actions are {demos.action_space}: rebuild it with --action-mode discrete"
+        )
     steps = np.flatnonzero(~demos.final)  # d3rlpy drops each episode's final observation
     frames, state = present(demos.batch(steps), demos.observation_space)
     return d3rlpy.dataset.MDPDataset(
-        observations=[frames, state], actions=demos.actions[steps].reshape(-1, 1), rewards=demos.rewards[steps].reshape(-1, 1),
-        terminals=demos.terminated[steps], timeouts=demos.truncated[steps],
-        action_space=d3rlpy.constants.ActionSpace.DISCRETE, action_size=int(demos.action_space.n),
+        observations=[frames, state],
+        actions=demos.actions[steps].reshape(-1, 1),
+        rewards=demos.rewards[steps].reshape(-1, 1),
+        terminals=demos.terminated[steps],
+        timeouts=demos.truncated[steps],
+        action_space=d3rlpy.constants.ActionSpace.DISCRETE,
+        action_size=int(demos.action_space.n),
     )
 
 
@@ -131,16 +144,21 @@ def to_torchrl(dataset: Any, root: str | Path | None = None, batch_size: int | N
     def observations(rows: np.ndarray) -> dict:
         return {k: torch.as_tensor(v) for k, v in demos.batch(rows).items()}
 
-    data = TensorDict({
-        "observation": observations(steps),
-        "action": torch.as_tensor(demos.actions[steps]),
-        "episode": torch.as_tensor(demos.episode[steps]),
-        "next": {
-            "observation": observations(steps + 1),  # the episode's next row: a step, or its final observation
-            "reward": torch.as_tensor(demos.rewards[steps], dtype=torch.float32).unsqueeze(-1),
-            "done": terminated | truncated, "terminated": terminated, "truncated": truncated,
+    data = TensorDict(
+        {
+            "observation": observations(steps),
+            "action": torch.as_tensor(demos.actions[steps]),
+            "episode": torch.as_tensor(demos.episode[steps]),
+            "next": {
+                "observation": observations(steps + 1),  # the episode's next row: a step, or its final observation
+                "reward": torch.as_tensor(demos.rewards[steps], dtype=torch.float32).unsqueeze(-1),
+                "done": terminated | truncated,
+                "terminated": terminated,
+                "truncated": truncated,
+            },
         },
-    }, batch_size=[len(steps)])
+        batch_size=[len(steps)],
+    )
     buffer = TensorDictReplayBuffer(storage=LazyTensorStorage(len(steps)), batch_size=batch_size)
     buffer.extend(data)
     return buffer

@@ -19,13 +19,27 @@ from typing import Any
 
 import yaml
 
-from capture.autopilot import PLAYERS
-from capture.dataset_id import DATASET_ID
-from capture.video import CODECS, DEFAULT_CODEC
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError
 from env.factory import BACKENDS
-from env.fields import FLAG, STEP_MS, TEXT, FieldError, Rule, check_fields, checked, is_int, number, one_of, optional, whole
+from env.fields import (
+    FLAG,
+    STEP_MS,
+    TEXT,
+    FieldError,
+    Rule,
+    check_fields,
+    checked,
+    is_int,
+    number,
+    one_of,
+    optional,
+    whole,
+)
+
+from capture.autopilot import PLAYERS
+from capture.dataset_id import DATASET_ID
+from capture.video import CODECS, DEFAULT_CODEC
 
 
 class ParamsError(ConfigError):
@@ -33,8 +47,11 @@ class ParamsError(ConfigError):
 
 
 MASTER_SIZE = Rule(
-    lambda v: isinstance(v, tuple) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v),
-    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}")
+    lambda v: (
+        isinstance(v, tuple) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v)
+    ),
+    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
+)
 
 
 @dataclass(frozen=True)
@@ -94,8 +111,10 @@ class EnvParams:
     """A fight is cut (truncated) after this many steps."""
 
 
-HOSTS = Rule(lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
-             'must be a list of "host:port" strings')
+HOSTS = Rule(
+    lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
+    'must be a list of "host:port" strings',
+)
 
 
 @dataclass(frozen=True)
@@ -219,8 +238,14 @@ class PipelineParams:
         return params
 
 
-SECTIONS: dict[str, type] = {"demos": DemosParams, "dataset": DatasetParams, "env": EnvParams, "bc": BCConfig,
-                             "finetune": FinetuneConfig, "evaluate": EvaluateParams}
+SECTIONS: dict[str, type] = {
+    "demos": DemosParams,
+    "dataset": DatasetParams,
+    "env": EnvParams,
+    "bc": BCConfig,
+    "finetune": FinetuneConfig,
+    "evaluate": EvaluateParams,
+}
 """params.yaml's sections, in its order, and the dataclass each is read into."""
 
 
@@ -233,8 +258,10 @@ def read_section(values: Any, name: str, kind: type, source: str = "params.yaml"
     if unknown:
         raise ParamsError(f"{source} {name}: unknown keys {unknown}; known: {sorted(known)}")
     defaults = kind()
-    values = {key: tuple(value) if isinstance(getattr(defaults, key), tuple) and isinstance(value, list) else value
-              for key, value in values.items()}  # YAML has lists, not tuples
+    values = {
+        key: tuple(value) if isinstance(getattr(defaults, key), tuple) and isinstance(value, list) else value
+        for key, value in values.items()
+    }  # YAML has lists, not tuples
     try:
         return kind(**values)
     except FieldError as e:

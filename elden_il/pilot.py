@@ -38,6 +38,7 @@ from capture.inputs import InputLog
 from capture.labels import StepLabeler
 from capture.record import RecordError
 from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
+
 from elden_il.policy import LoadedPolicy, load_policy
 
 log = logging.getLogger(__name__)
@@ -57,16 +58,21 @@ def policy_driver(path: Path, quiet_s: float, scripted_human: bool) -> MakeDrive
 class PolicyDriver(Driver):
     source = "policy"
 
-    def __init__(self, game: Game, inputs: InputLog, loaded: LoadedPolicy, quiet_s: float,
-                 scripted_human: bool, hotkeys: Hotkeys) -> None:
+    def __init__(
+        self, game: Game, inputs: InputLog, loaded: LoadedPolicy, quiet_s: float, scripted_human: bool, hotkeys: Hotkeys
+    ) -> None:
         config = loaded.config
         profile = game.profile
         if load_profile(config.profile).name != profile.name:
-            raise RecordError(f"--policy {loaded.path} was trained for profile {config.profile!r}, "
-                              f"not {profile.name!r}: pass --profile {config.profile}")
+            raise RecordError(
+                f"--policy {loaded.path} was trained for profile {config.profile!r}, "
+                f"not {profile.name!r}: pass --profile {config.profile}"
+            )
         if scripted_human and "SimSeed" not in profile.siphon.attributes:
-            raise RecordError(f"--scripted-human knows the simulator's moves only, not profile {profile.name!r}'s: "
-                              "record against the simulator (--profile sim_margit)")
+            raise RecordError(
+                f"--scripted-human knows the simulator's moves only, not profile {profile.name!r}'s: "
+                "record against the simulator (--profile sim_margit)"
+            )
         self.policy = loaded.policy
         self.config = config
         self.takeover = Takeover(inputs, quiet_s, game.now)
@@ -106,8 +112,9 @@ class PolicyDriver(Driver):
         if self.human is not None:
             self.human.new_fight()
 
-    def on_sample(self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray,
-                  recording: bool) -> None:
+    def on_sample(
+        self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray, recording: bool
+    ) -> None:
         if self.listening is not None:
             self.listening.heard(sample, state, events)
         if recording:

@@ -27,10 +27,11 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from elden_il.params import PipelineParams, load_params
 from env.cli import run_command
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
+
+from elden_il.params import PipelineParams, load_params
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -40,8 +41,9 @@ MINARI_ROOT = Path("datasets/minari")
 MODELS = Path("datasets/models")
 REPORTS = Path("datasets/reports")
 LIVE = REPORTS / "live"
-RUN_ONLY = frozenset({"config", "env_config", "id", "device", "train_samples_per_second", "env_steps_per_second",
-                      "fights_per_minute"})
+RUN_ONLY = frozenset(
+    {"config", "env_config", "id", "device", "train_samples_per_second", "env_steps_per_second", "fights_per_minute"}
+)
 """Report keys, at any depth, that are not results: copies of params and timings of this run on
 this machine. They go to ``<stage>.run.json``, not the metrics DVC tracks: a metric that changes
 on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` modified and widen
@@ -90,19 +92,30 @@ def stage_demos(params: PipelineParams) -> None:
 
     wanted = demos.episodes
     try:
-        record(RecordSettings(
-            env=params.env_config().replace(profile="sim_margit"), backend="sim", autopilot=True, player=demos.player,
-            max_episodes=wanted, seed=demos.seed, rate=demos.rate_hz,
-            out=DEMOS_DIR, reproducible=True,  # the same params record the same bytes: DVC sees no change
-            master_size=demos.master_size, video_codec=demos.video_codec,
-        ))
+        record(
+            RecordSettings(
+                env=params.env_config().replace(profile="sim_margit"),
+                backend="sim",
+                autopilot=True,
+                player=demos.player,
+                max_episodes=wanted,
+                seed=demos.seed,
+                rate=demos.rate_hz,
+                out=DEMOS_DIR,
+                reproducible=True,  # the same params record the same bytes: DVC sees no change
+                master_size=demos.master_size,
+                video_codec=demos.video_codec,
+            )
+        )
     except Interrupted as e:
         # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
         # done; a rerun starts over (removing these), and records the same bytes again
         got = len(list(DEMOS_DIR.glob("*.h5")))
-        raise Interrupted(f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
-                          "episodes demos.episodes asks for: it failed; run it again (`dvc repro`) to record them all",
-                          e.signum) from None
+        raise Interrupted(
+            f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
+            "episodes demos.episodes asks for: it failed; run it again (`dvc repro`) to record them all",
+            e.signum,
+        ) from None
 
 
 def stage_dataset(params: PipelineParams) -> None:
@@ -127,14 +140,16 @@ def stage_bc(params: PipelineParams) -> None:
     # why dvc.yaml's bc stage declares the dataset and env params too. The profile and the
     # picture (the window size captured) are the recordings', which params.yaml leaves to them
     wanted = params.env_config().replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
-    check_config(demos.config, wanted, f"dataset {name!r}",
-                 "rebuild it with the params it should follow (`dvc repro dataset`)")
+    check_config(
+        demos.config, wanted, f"dataset {name!r}", "rebuild it with the params it should follow (`dvc repro dataset`)"
+    )
     # recordings with a policy at the keys (capture.record --policy): the person's corrections
     # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
     corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(LIVE / "bc") as live:
-        metrics = train_bc(demos, params.bc, MODELS / "bc", sample_weights(demos) if corrected else None,
-                           on_epoch=live.bc_epoch)
+        metrics = train_bc(
+            demos, params.bc, MODELS / "bc", sample_weights(demos) if corrected else None, on_epoch=live.bc_epoch
+        )
     write_report("bc", metrics)
 
 
@@ -150,18 +165,23 @@ def stage_finetune(params: PipelineParams) -> None:
 
 
 def stage_evaluate(params: PipelineParams) -> None:
-    from elden_il.data import check_config
-    from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.plots import comparison_chart, learning_curves
     from env.factory import make_env
     from env.play import RandomActor
     from env.sim.expert import ScriptedExpert, expert_actor
 
+    from elden_il.data import check_config
+    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.plots import comparison_chart, learning_curves
+
     ev = params.evaluate
     backend = ev.backend
     config = EnvConfig.load(MODELS / "bc")
-    check_config(EnvConfig.load(MODELS / "finetuned"), config, "the fine-tuned policy",
-                 "fine-tune it again from this BC policy (`dvc repro finetune`)")
+    check_config(
+        EnvConfig.load(MODELS / "finetuned"),
+        config,
+        "the fine-tuned policy",
+        "fine-tune it again from this BC policy (`dvc repro finetune`)",
+    )
     seeds = ev.seeds
     deterministic = ev.deterministic
     actors = {
@@ -178,8 +198,13 @@ def stage_evaluate(params: PipelineParams) -> None:
         if backend == "siphon":
             return make_env(config, backend=backend, host=ev.host, render_mode="rgb_array")
         # a simulator server runs in real time: paused while the policies think, so the live path is exact
-        return make_env(config, backend=backend, state_attributes=ScriptedExpert.ATTRIBUTES,
-                        pause_between_steps=backend == "sim_server", render_mode="rgb_array")
+        return make_env(
+            config,
+            backend=backend,
+            state_attributes=ScriptedExpert.ATTRIBUTES,
+            pause_between_steps=backend == "sim_server",
+            render_mode="rgb_array",
+        )
 
     parallel = 1 if backend != "sim" else ev.parallel
     recordings = REPORTS / "recordings"
@@ -189,11 +214,23 @@ def stage_evaluate(params: PipelineParams) -> None:
     write_policy_table(results, REPORTS / "eval_policies.csv")
     show_summary()
     comparison_chart(results, REPORTS / "plots" / "comparison.png")
-    learning_curves(MODELS / "bc" / "history.json", MODELS / "finetuned" / "learning_curve.json", REPORTS / "plots" / "learning_curves.png")
+    learning_curves(
+        MODELS / "bc" / "history.json",
+        MODELS / "finetuned" / "learning_curve.json",
+        REPORTS / "plots" / "learning_curves.png",
+    )
 
 
-POLICY_COLUMNS = ("policy", "win_rate", "win_rate_ci95_low", "win_rate_ci95_high", "boss_damage_dealt",
-                  "player_damage_taken", "episode_length", "episode_reward")
+POLICY_COLUMNS = (
+    "policy",
+    "win_rate",
+    "win_rate_ci95_low",
+    "win_rate_ci95_high",
+    "boss_damage_dealt",
+    "player_damage_taken",
+    "episode_length",
+    "episode_reward",
+)
 
 
 def write_policy_table(results: dict[str, dict], path: Path) -> None:
@@ -226,8 +263,16 @@ def summary_rows(path: Path = REPORTS / "eval.json") -> tuple[str, list[tuple[st
     rows = []
     for name, r in report["policies"].items():
         low, high = r["win_rate_ci95"]
-        rows.append((POLICY_NAMES.get(name, name), f"{r['win_rate']:.0%}", f"{low:.0%}-{high:.0%}",
-                     f"{r['boss_damage_dealt']:.0%}", f"{r['player_damage_taken']:.0%}", f"{r['episode_length']:.0f}"))
+        rows.append(
+            (
+                POLICY_NAMES.get(name, name),
+                f"{r['win_rate']:.0%}",
+                f"{low:.0%}-{high:.0%}",
+                f"{r['boss_damage_dealt']:.0%}",
+                f"{r['player_damage_taken']:.0%}",
+                f"{r['episode_length']:.0f}",
+            )
+        )
     return f"{report['fights']} fights per policy, same seeds ({report['backend']})", rows
 
 
@@ -256,14 +301,26 @@ def show_summary(markdown: bool = False) -> None:
     Console().print(table)
 
 
-STAGES = {"demos": stage_demos, "dataset": stage_dataset, "bc": stage_bc, "finetune": stage_finetune, "evaluate": stage_evaluate}
+STAGES = {
+    "demos": stage_demos,
+    "dataset": stage_dataset,
+    "bc": stage_bc,
+    "finetune": stage_finetune,
+    "evaluate": stage_evaluate,
+}
 """Each stage reads the whole tree: ``load_params`` checks every section before any stage starts."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elden_il.pipeline", description=__doc__.split("\n\n")[0],
-                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("stage", choices=[*STAGES, "summary"], help="a stage, or summary: the last evaluation as a table")
+    parser = argparse.ArgumentParser(
+        prog="python -m elden_il.pipeline",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "stage", choices=[*STAGES, "summary"], help="a stage, or summary: the last evaluation as a table"
+    )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--markdown", action="store_true", help="summary: as the Markdown table the README shows")
     args = parser.parse_args(argv)

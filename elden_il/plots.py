@@ -57,9 +57,9 @@ def learning_curves(bc_history: Path, rl_curve: Path, path: Path, window: int = 
         returns = np.array([r["return"] for r in rows])
         k = min(window, len(rows))  # trailing mean over the last k episodes, none before the k-th
         kernel = np.ones(k) / k
-        right.plot(steps[k - 1:], np.convolve(returns, kernel, "valid"), label=f"return (last {k} episodes)")
+        right.plot(steps[k - 1 :], np.convolve(returns, kernel, "valid"), label=f"return (last {k} episodes)")
         twin = right.twinx()
-        twin.plot(steps[k - 1:], np.convolve(wins, kernel, "valid"), color="#b03030", label=f"win rate (last {k})")
+        twin.plot(steps[k - 1 :], np.convolve(wins, kernel, "valid"), color="#b03030", label=f"win rate (last {k})")
         twin.set_ylim(0, 1)
         twin.set_ylabel("win rate (sampled actions)")
         lines = right.get_lines() + twin.get_lines()

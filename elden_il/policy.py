@@ -68,9 +68,13 @@ class FightFeatures(BaseFeaturesExtractor):
     """Nature-CNN over the frame or frame stack, plus an MLP over HP, distance, animations and
     the recent actions. Works on both the env's spaces after SB3's preprocessing."""
 
-    def __init__(self, observation_space: spaces.Dict,
-                 cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
-                 cnn_dim: int = NetworkSize.cnn_dim, state_dim: int = NetworkSize.state_dim) -> None:
+    def __init__(
+        self,
+        observation_space: spaces.Dict,
+        cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
+        cnn_dim: int = NetworkSize.cnn_dim,
+        state_dim: int = NetworkSize.state_dim,
+    ) -> None:
         stacked = "frame_stack" in observation_space.spaces
         if stacked:
             k, h, w, c = observation_space["frame_stack"].shape
@@ -82,9 +86,12 @@ class FightFeatures(BaseFeaturesExtractor):
         self.stacked = stacked
         c1, c2, c3 = cnn_channels
         self.cnn = nn.Sequential(
-            nn.Conv2d(channels, c1, 8, stride=4), nn.ReLU(),
-            nn.Conv2d(c1, c2, 4, stride=2), nn.ReLU(),
-            nn.Conv2d(c2, c3, 3, stride=1), nn.ReLU(),
+            nn.Conv2d(channels, c1, 8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(c1, c2, 4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(c2, c3, 3, stride=1),
+            nn.ReLU(),
             nn.Flatten(),
         )
         with torch.no_grad():
@@ -99,7 +106,9 @@ class FightFeatures(BaseFeaturesExtractor):
                 state_in += hist.shape[0] * self.history_classes
             else:
                 state_in += int(np.prod(hist.shape))
-        self.state = nn.Sequential(nn.Linear(state_in, state_dim), nn.ReLU(), nn.Linear(state_dim, state_dim), nn.ReLU())
+        self.state = nn.Sequential(
+            nn.Linear(state_in, state_dim), nn.ReLU(), nn.Linear(state_dim, state_dim), nn.ReLU()
+        )
 
     def forward(self, obs: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.stacked:
@@ -109,8 +118,11 @@ class FightFeatures(BaseFeaturesExtractor):
         else:
             pixels = obs["frame"]  # (N, C, H, W), already scaled to [0, 1] by SB3
         parts = [
-            obs["player_hp"], obs["boss_hp"], obs["distance"] / 20.0,
-            obs["player_animation"], obs["boss_animation"],
+            obs["player_hp"],
+            obs["boss_hp"],
+            obs["distance"] / 20.0,
+            obs["player_animation"],
+            obs["boss_animation"],
         ]
         if "action_history" in obs:
             history = obs["action_history"]
@@ -122,8 +134,9 @@ class FightFeatures(BaseFeaturesExtractor):
         return torch.cat([self.cnn_head(self.cnn(pixels)), self.state(state)], dim=1)
 
 
-def make_policy(observation_space: spaces.Dict, action_space: gym.Space,
-                size: NetworkSize = NetworkSize()) -> ActorCriticPolicy:
+def make_policy(
+    observation_space: spaces.Dict, action_space: gym.Space, size: NetworkSize = NetworkSize()
+) -> ActorCriticPolicy:
     """A fresh actor-critic over ``observation_space`` (the env's; transposed here)."""
     return ActorCriticPolicy(
         policy_space(observation_space),
@@ -137,8 +150,11 @@ def policy_kwargs(size: NetworkSize = NetworkSize()) -> dict[str, Any]:
     """The same architecture for BC and for PPO (``PPO(..., policy_kwargs=policy_kwargs())``).
     SB3 saves these with the policy: the extractor is given only the sizes that differ from the
     pipeline's, so a pipeline policy saves exactly what it did without them (DVC tracks its bytes)."""
-    extractor = {name: getattr(size, name) for name in ("cnn_channels", "cnn_dim", "state_dim")
-                 if getattr(size, name) != getattr(NetworkSize, name)}
+    extractor = {
+        name: getattr(size, name)
+        for name in ("cnn_channels", "cnn_dim", "state_dim")
+        if getattr(size, name) != getattr(NetworkSize, name)
+    }
     return {
         "features_extractor_class": FightFeatures,
         **({"features_extractor_kwargs": extractor} if extractor else {}),
@@ -182,9 +198,12 @@ class LoadedPolicy:
         that differs (an observation key missing would otherwise be a bare shape error)."""
         from elden_il.data import check_config
 
-        check_config(self.config, env.unwrapped.config, f"the policy {self.path}",
-                     "make its env with load_policy(path).make_env(), or gymnasium.make with "
-                     "the config in its env_config.json")
+        check_config(
+            self.config,
+            env.unwrapped.config,
+            f"the policy {self.path}",
+            "make its env with load_policy(path).make_env(), or gymnasium.make with the config in its env_config.json",
+        )
 
 
 def policy_path(path: str | Path) -> Path:
@@ -196,10 +215,14 @@ def policy_path(path: str | Path) -> Path:
     if path.is_file():
         return path
     if path.name == POLICY_FILE and (path.parent / CONFIG_FILE).is_file():
-        raise EldenILError(f"the policy folder {path.parent} is incomplete ({CONFIG_FILE} without {path.name}: "
-                           "its training was stopped): rerun the stage that trains it (`dvc repro`)")
-    raise EldenILError(f"no policy at {path}: train one (`dvc repro`) or give a folder with {POLICY_FILE} "
-                       f"and {CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself")
+        raise EldenILError(
+            f"the policy folder {path.parent} is incomplete ({CONFIG_FILE} without {path.name}: "
+            "its training was stopped): rerun the stage that trains it (`dvc repro`)"
+        )
+    raise EldenILError(
+        f"no policy at {path}: train one (`dvc repro`) or give a folder with {POLICY_FILE} "
+        f"and {CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself"
+    )
 
 
 def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
@@ -236,8 +259,10 @@ def _read_policy(path: Path, device: str) -> ActorCriticPolicy:
         return ActorCriticPolicy.load(str(path), device=device)
     except UNREADABLE as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise EldenILError(f"{path} is not a saved policy ({reason}): give the policy.zip that training wrote, "
-                           "or retrain it (`dvc repro`)") from None
+        raise EldenILError(
+            f"{path} is not a saved policy ({reason}): give the policy.zip that training wrote, "
+            "or retrain it (`dvc repro`)"
+        ) from None
 
 
 def check_spaces(policy: ActorCriticPolicy, config: EnvConfig, path: Path) -> None:
@@ -250,17 +275,22 @@ def check_spaces(policy: ActorCriticPolicy, config: EnvConfig, path: Path) -> No
     differences = _space_differences("observation", policy.observation_space, policy_space(observation))
     differences += _space_differences("action", policy.action_space, action)
     if differences:
-        raise EldenILError(f"{path} was saved for other spaces than its {CONFIG_FILE} describes "
-                           f"({'; '.join(differences)}; the policy's vs the config's): the two belong to different "
-                           "policies; retrain it (`dvc repro`) or put the env_config.json it was trained with beside it")
+        raise EldenILError(
+            f"{path} was saved for other spaces than its {CONFIG_FILE} describes "
+            f"({'; '.join(differences)}; the policy's vs the config's): the two belong to different "
+            "policies; retrain it (`dvc repro`) or put the env_config.json it was trained with beside it"
+        )
 
 
 def _space_differences(name: str, saved: gym.Space, wanted: gym.Space) -> list[str]:
     """Each key of two Dict spaces that differs, or the two spaces whole."""
     if isinstance(saved, spaces.Dict) and isinstance(wanted, spaces.Dict):
         keys = dict.fromkeys([*saved.spaces, *wanted.spaces])
-        return [f"{name} {key}: {saved.spaces.get(key, 'none')} vs {wanted.spaces.get(key, 'none')}"
-                for key in keys if saved.spaces.get(key) != wanted.spaces.get(key)]
+        return [
+            f"{name} {key}: {saved.spaces.get(key, 'none')} vs {wanted.spaces.get(key, 'none')}"
+            for key in keys
+            if saved.spaces.get(key) != wanted.spaces.get(key)
+        ]
     return [] if saved == wanted else [f"{name} space: {saved} vs {wanted}"]
 
 

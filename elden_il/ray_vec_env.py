@@ -29,7 +29,9 @@ class _EnvHost:
     def __init__(self, env_fn: Callable[[], gym.Env]) -> None:
         self.pipe, worker_end = mp.Pipe()
         spare, _ = mp.Pipe()  # _worker closes its "parent end": in a sub-process, its copy of ours
-        self.worker = threading.Thread(target=_worker, args=(worker_end, spare, CloudpickleWrapper(env_fn)), daemon=True)
+        self.worker = threading.Thread(
+            target=_worker, args=(worker_end, spare, CloudpickleWrapper(env_fn)), daemon=True
+        )
         self.worker.start()
 
     def call(self, message: tuple[str, Any]) -> Any:

@@ -28,15 +28,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from capture.autopilot import PLAYERS
-from elden_il.params import PipelineParams
 from env.cli import ruled, run_command
 from env.fanout import fan_out
 from env.fields import whole
 
+from capture.autopilot import PLAYERS
+
+from elden_il.params import PipelineParams
+
 if TYPE_CHECKING:
-    from elden_il.params import BCConfig
     from elden_il.data import Demonstrations
+    from elden_il.params import BCConfig
 
 log = logging.getLogger(__name__)
 
@@ -44,61 +46,96 @@ OUT = Path("datasets/studies/scaling")
 HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
 
 
-def study(fights: list[int], seeds: list[int], eval_fights: int, params: PipelineParams, out: Path,
-          player: str = "expert") -> dict:
+def study(
+    fights: list[int], seeds: list[int], eval_fights: int, params: PipelineParams, out: Path, player: str = "expert"
+) -> dict:
     """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
+    from env.play import wilson_interval
+
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
+
     from elden_il.data import demonstrations, open_dataset
-    from env.play import wilson_interval
 
     config = params.env_config()
     bc_config = params.bc
     held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
-    results: dict = {"player": player, "fights": fights, "training_seeds": seeds, "eval_fights": eval_fights,
-                     "bc": vars(bc_config), "rows": []}
+    results: dict = {
+        "player": player,
+        "fights": fights,
+        "training_seeds": seeds,
+        "eval_fights": eval_fights,
+        "bc": vars(bc_config),
+        "rows": [],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         started = time.perf_counter()
-        record(RecordSettings(env=config.replace(profile="sim_margit"), backend="sim", autopilot=True, player=player,
-                              max_episodes=max(fights), seed=0, rate=params.demos.rate_hz, out=tmp / "raw"))
+        record(
+            RecordSettings(
+                env=config.replace(profile="sim_margit"),
+                backend="sim",
+                autopilot=True,
+                player=player,
+                max_episodes=max(fights),
+                seed=0,
+                rate=params.demos.rate_hz,
+                out=tmp / "raw",
+            )
+        )
         build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
         everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
         results["record_and_build_seconds"] = time.perf_counter() - started
         units = [(n, seed) for n in fights for seed in seeds]
-        trained = fan_out(partial(_train_and_evaluate, bc_config=bc_config, held_out=held_out), units,
-                          lambda unit: f"BC on {unit[0]} fights, training seed {unit[1]}", shared=everything)
+        trained = fan_out(
+            partial(_train_and_evaluate, bc_config=bc_config, held_out=held_out),
+            units,
+            lambda unit: f"BC on {unit[0]} fights, training seed {unit[1]}",
+            shared=everything,
+        )
         for n in fights:
             demos = everything.first_episodes(n)
             runs = [run for (count, _), run in zip(units, trained) if count == n]
             wins = sum(r.win for run in runs for r in run["records"])
             total = sum(len(run["records"]) for run in runs)
-            results["rows"].append({
-                "fights": n, "samples": len(demos), "policies": len(runs), "eval_fights": total,
-                "win_rate": wins / total, "win_rate_ci95": list(wilson_interval(wins, total)),
-                "win_rate_by_seed": [run["win_rate"] for run in runs],
-                "boss_damage_dealt": float(np.mean([r.boss_damage_dealt for run in runs for r in run["records"]])),
-                "boss_damage_dealt_sd": float(np.std([r.boss_damage_dealt for run in runs for r in run["records"]])),
-                "player_damage_taken": float(np.mean([r.player_damage_taken for run in runs for r in run["records"]])),
-                "train_seconds": float(np.mean([run["train_seconds"] for run in runs])),
-            })
+            results["rows"].append(
+                {
+                    "fights": n,
+                    "samples": len(demos),
+                    "policies": len(runs),
+                    "eval_fights": total,
+                    "win_rate": wins / total,
+                    "win_rate_ci95": list(wilson_interval(wins, total)),
+                    "win_rate_by_seed": [run["win_rate"] for run in runs],
+                    "boss_damage_dealt": float(np.mean([r.boss_damage_dealt for run in runs for r in run["records"]])),
+                    "boss_damage_dealt_sd": float(
+                        np.std([r.boss_damage_dealt for run in runs for r in run["records"]])
+                    ),
+                    "player_damage_taken": float(
+                        np.mean([r.player_damage_taken for run in runs for r in run["records"]])
+                    ),
+                    "train_seconds": float(np.mean([run["train_seconds"] for run in runs])),
+                }
+            )
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "scaling.png")
     return results
 
 
-def _train_and_evaluate(everything: Demonstrations, unit: tuple[int, int], bc_config: BCConfig,
-                        held_out: list[int]) -> dict:
+def _train_and_evaluate(
+    everything: Demonstrations, unit: tuple[int, int], bc_config: BCConfig, held_out: list[int]
+) -> dict:
     """One policy of the study: BC on the first ``n`` fights with training seed ``seed``
     (``unit``), then its held-out fights. A job of its own, so the study fans out over a Ray
     cluster (``env.fanout``) unit by unit."""
-    from elden_il.bc import train_bc
-    from elden_il.evaluate import PolicyActor
     from env.factory import make_env
     from env.play import run_fights
+
+    from elden_il.bc import train_bc
+    from elden_il.evaluate import PolicyActor
 
     n, seed = unit
     demos = everything.first_episodes(n)
@@ -106,8 +143,9 @@ def _train_and_evaluate(everything: Demonstrations, unit: tuple[int, int], bc_co
         started = time.perf_counter()
         train_bc(demos, replace(bc_config, seed=seed), Path(tmp))
         trained = time.perf_counter() - started
-        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(Path(tmp) / "policy.zip", True),
-                                held_out, parallel=8)
+        records, _ = run_fights(
+            lambda: make_env(demos.config), PolicyActor(Path(tmp) / "policy.zip", True), held_out, parallel=8
+        )
     win_rate = sum(r.win for r in records) / len(records)
     log.info("%d fights, seed %d: win rate %.0f %%", n, seed, 100 * win_rate)
     return {"train_seconds": trained, "records": records, "win_rate": win_rate}
@@ -128,14 +166,30 @@ def plot(results: dict, path: Path) -> None:
     win.fill_between(n, low, high, alpha=0.25, label="95 % interval")
     win.plot(n, rate, "o-", label="all training seeds")
     for r in rows:
-        win.scatter([r["fights"]] * len(r["win_rate_by_seed"]), np.array(r["win_rate_by_seed"]) * 100, s=10, color="grey")
-    win.set(xscale="log", xticks=n, xticklabels=n, xlabel="demonstration fights", ylabel="win rate (%)", ylim=(0, 100),
-            title=f"BC win rate on {results['eval_fights']} held-out fights per policy")
+        win.scatter(
+            [r["fights"]] * len(r["win_rate_by_seed"]), np.array(r["win_rate_by_seed"]) * 100, s=10, color="grey"
+        )
+    win.set(
+        xscale="log",
+        xticks=n,
+        xticklabels=n,
+        xlabel="demonstration fights",
+        ylabel="win rate (%)",
+        ylim=(0, 100),
+        title=f"BC win rate on {results['eval_fights']} held-out fights per policy",
+    )
     win.legend()
     dealt = np.array([r["boss_damage_dealt"] for r in rows])
     damage.errorbar(n, dealt, yerr=[r["boss_damage_dealt_sd"] for r in rows], fmt="o-", capsize=3, label="dealt (± sd)")
     damage.plot(n, [r["player_damage_taken"] for r in rows], "s--", label="taken")
-    damage.set(xscale="log", xticks=n, xticklabels=n, xlabel="demonstration fights", ylabel="fraction of max HP per fight", title="damage")
+    damage.set(
+        xscale="log",
+        xticks=n,
+        xticklabels=n,
+        xlabel="demonstration fights",
+        ylabel="fraction of max HP per fight",
+        title="damage",
+    )
     damage.legend()
     for axes in (win, damage):
         axes.minorticks_off()  # the log axis's minor labels (6x10^0) would crowd the fight counts
@@ -146,31 +200,53 @@ def plot(results: dict, path: Path) -> None:
 
 def table(results: dict) -> str:
     """The results as the Markdown table BENCHMARKS.md shows (damage as a fraction of max HP)."""
-    lines = ["| fights recorded | samples | BC win rate (95 % interval) | by training seed | damage dealt | damage taken |",
-             "|---:|---:|---|---|---:|---:|"]
+    lines = [
+        "| fights recorded | samples | BC win rate (95 % interval) | by training seed | damage dealt | damage taken |",
+        "|---:|---:|---|---|---:|---:|",
+    ]
     for r in results["rows"]:
         low, high = r["win_rate_ci95"]
         seeds = ", ".join(f"{w:.0%}" for w in r["win_rate_by_seed"])
-        lines.append(f"| {r['fights']} | {r['samples']:,} | {r['win_rate']:.0%} ({low:.0%}-{high:.0%}) | {seeds} | "
-                     f"{r['boss_damage_dealt']:.0%} | {r['player_damage_taken']:.0%} |")
+        lines.append(
+            f"| {r['fights']} | {r['samples']:,} | {r['win_rate']:.0%} ({low:.0%}-{high:.0%}) | {seeds} | "
+            f"{r['boss_damage_dealt']:.0%} | {r['player_damage_taken']:.0%} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elden_il.scaling", description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python -m elden_il.scaling",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     count = ruled(int, whole(1, 10_000))
-    parser.add_argument("--fights", type=count, nargs="+", default=[5, 10, 20, 40, 80], help="numbers of demonstration fights")
-    parser.add_argument("--seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+", default=[0, 1, 2], help="BC training seeds")
-    parser.add_argument("--eval-fights", type=count, default=100, help="held-out fights per policy (default: %(default)s)")
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="the env and bc settings (default: %(default)s)")
-    parser.add_argument("--player", choices=PLAYERS, default="expert",
-                        help="who records the demonstrations: the scripted expert, or a person-like one "
-                             "(env/sim/person.py) (default: %(default)s)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)")
+    parser.add_argument(
+        "--fights", type=count, nargs="+", default=[5, 10, 20, 40, 80], help="numbers of demonstration fights"
+    )
+    parser.add_argument(
+        "--seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+", default=[0, 1, 2], help="BC training seeds"
+    )
+    parser.add_argument(
+        "--eval-fights", type=count, default=100, help="held-out fights per policy (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--params", type=Path, default=Path("params.yaml"), help="the env and bc settings (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--player",
+        choices=PLAYERS,
+        default="expert",
+        help="who records the demonstrations: the scripted expert, or a person-like one "
+        "(env/sim/person.py) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from elden_il.params import load_params
@@ -178,7 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or (OUT if args.player == "expert" else Path(f"{OUT}-{args.player}"))
 
     def work() -> None:
-        results = study(sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), out, args.player)
+        results = study(
+            sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), out, args.player
+        )
         print(table(results))
         print(f"\nresults and plot in {out}", file=sys.stderr)
 

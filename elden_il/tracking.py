@@ -38,8 +38,15 @@ class TrainingLog:
         """Fine-tuning after an episode, at the env steps taken so far: its return, length and
         outcome, and the win rate over the last ``WIN_RATE_WINDOW`` episodes (sampled actions)."""
         self._wins.append(float(row["win"]))
-        self._log(row["timesteps"], {"episode_return": row["return"], "episode_length": row["length"],
-                                     "win": float(row["win"]), "win_rate": sum(self._wins) / len(self._wins)})
+        self._log(
+            row["timesteps"],
+            {
+                "episode_return": row["return"],
+                "episode_length": row["length"],
+                "win": float(row["win"]),
+                "win_rate": sum(self._wins) / len(self._wins),
+            },
+        )
 
     def _log(self, step: int, values: dict[str, float]) -> None:
         self.live.step = step

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from env.profile import Profile
 from env.errors import ConfigError
+from env.profile import Profile
 
 if TYPE_CHECKING:
     from env.game import Game
@@ -46,14 +46,16 @@ class ActionTable:
                 raise ConfigError(f"profile {profile.name!r} has no [[discrete_actions]] table")
             self.names: tuple[str, ...] = tuple(a.name for a in profile.discrete_actions)
             self.commands: tuple[KeyCommand, ...] = tuple(
-                KeyCommand(frozenset(profile.key_for(a) for a in action.hold), tuple(profile.key_for(a) for a in action.tap))
+                KeyCommand(
+                    frozenset(profile.key_for(a) for a in action.hold), tuple(profile.key_for(a) for a in action.tap)
+                )
                 for action in profile.discrete_actions
             )
             idle = [i for i, c in enumerate(self.commands) if not c.hold and not c.tap]
             if not idle:
                 raise ConfigError(
                     f"profile {profile.name!r}: the discrete action table needs an entry that presses "
-                    "nothing (e.g. [[discrete_actions]] name = \"idle\"): episodes start from it"
+                    'nothing (e.g. [[discrete_actions]] name = "idle"): episodes start from it'
                 )
             self.space: spaces.Space = spaces.Discrete(len(self.commands))
             self.idle: Any = idle[0]

@@ -80,7 +80,9 @@ def parse_size(text: str) -> tuple[int, int]:
     try:
         width, height = (int(v) for v in text.lower().split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"size must look like 84x84 or 1280x720 (WIDTHxHEIGHT), got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"size must look like 84x84 or 1280x720 (WIDTHxHEIGHT), got {text!r}"
+        ) from None
     try:
         check_frame_size((width, height))
     except ConfigError as e:
@@ -95,7 +97,9 @@ def parse_crop(text: str) -> tuple[float, float, float, float]:
     except ValueError:
         crop = ()
     if len(crop) != 4:
-        raise argparse.ArgumentTypeError(f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}"
+        )
     try:
         check_frame_crop(crop)
     except ConfigError as e:
@@ -105,6 +109,7 @@ def parse_crop(text: str) -> tuple[float, float, float, float]:
 
 def ruled(convert: Callable[[str], Any], rule: Rule) -> Callable[[str], Any]:
     """An argparse ``type`` that converts the text and holds it to ``rule`` (``env.fields``)."""
+
     def parse(text: str) -> Any:
         try:
             value = convert(text)
@@ -127,13 +132,16 @@ def output_folder(text: str) -> Path:
 
 def key_names(count: int) -> Callable[[str], tuple[str, ...]]:
     """``"F5,F6,F8"`` -> ``("F5", "F6", "F8")``: exactly ``count`` different Siphon key names."""
+
     def parse(text: str) -> tuple[str, ...]:
         try:
             keys = tuple(normalize_key(k.strip()) for k in text.split(","))
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
         if len(keys) != count or len(set(keys)) != count:
-            raise argparse.ArgumentTypeError(f"{text!r} must be {count} different keys, comma-separated (e.g. F5,F6,F8)")
+            raise argparse.ArgumentTypeError(
+                f"{text!r} must be {count} different keys, comma-separated (e.g. F5,F6,F8)"
+            )
         return keys
 
     return parse

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from env.actions import ActionTable
-from env.errors import DataError, ConfigError
+from env.errors import ConfigError, DataError
 from env.fields import FieldError, is_int, is_number
 from env.observations import FrameSpec, observation_space
 
 if TYPE_CHECKING:
-    from gymnasium.spaces import Dict as DictSpace, Space
+    from gymnasium.spaces import Dict as DictSpace
+    from gymnasium.spaces import Space
 
     from env.profile import Profile
 
@@ -117,7 +118,9 @@ class EnvConfig:
         try:
             return cls.from_dict(json.loads(path.read_text()), str(path))
         except FileNotFoundError:
-            raise DataError(f"{path} is missing: {folder} holds nothing trained by this project (run `dvc repro`)") from None
+            raise DataError(
+                f"{path} is missing: {folder} holds nothing trained by this project (run `dvc repro`)"
+            ) from None
         except json.JSONDecodeError as e:
             raise DataError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None
 
@@ -168,6 +171,7 @@ FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))
 
 def _check(config: EnvConfig) -> None:
     """Every field's type and range, with one message naming the field and what is allowed."""
+
     def fail(name: str, allowed: str) -> None:
         raise FieldError(name, getattr(config, name), allowed)
 
@@ -184,10 +188,16 @@ def _check(config: EnvConfig) -> None:
         fail("frame_crop", "must be [left, top, right, bottom] fractions of the frame")
     config.frame_spec  # noqa: B018 - FrameSpec checks the size's range and the crop's order
     capture = config.capture_size
-    if capture is not None and not (isinstance(capture, tuple) and len(capture) == 2 and all(
-            is_int(v) and MIN_SIM_SIDE <= v <= MAX_CAPTURE_SIDE for v in capture)):
-        fail("capture_size", f"must be null (the simulator renders at frame_size) or [width, height] of the "
-                             f"game's window in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}")
+    if capture is not None and not (
+        isinstance(capture, tuple)
+        and len(capture) == 2
+        and all(is_int(v) and MIN_SIM_SIDE <= v <= MAX_CAPTURE_SIDE for v in capture)
+    ):
+        fail(
+            "capture_size",
+            f"must be null (the simulator renders at frame_size) or [width, height] of the "
+            f"game's window in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
+        )
     for name in ("frame_stack", "action_history"):
         value = getattr(config, name)
         if value is not None and not (is_int(value) and 1 <= value <= 64):
@@ -198,4 +208,3 @@ def _check(config: EnvConfig) -> None:
         fail("action_persistence", "must be true or false")
     if not (is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
         fail("tap_ms", f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}")
-

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from env.cli import run_command
-from env.errors import EldenILError
+from env.errors import EldenILError, GameError
 from env.factory import DEFAULT_HOST
-from env.errors import GameError
 from env.profile import Profile, load_profile
 from env.siphon.client import ReadRefused
 from env.siphon.game import SiphonGame
@@ -57,13 +56,19 @@ HEADROOM = 0.8
 absorbs slow rounds (the recorder drops a sample only when a whole period is missed)."""
 
 
-DIED = ("the player died during the key check (HP 0: something hit them while the keys were tried), so no "
-        "binding can be judged and none is to blame: restart the fight, or stand somewhere safe (outside the fog "
-        "wall, at the grace) and run the doctor again")
-PAUSED = ("the game is paused (game speed 0: gameSpeedFlag on, gameSpeedVal 0), so nothing reacts to any key and no "
-          "binding is to blame: unpause it (pysiphon set gameSpeedVal float 1) and run the doctor again")
-LOADING = ("the game is on a loading screen or a menu: memory finds no player ({error}), so no binding can be judged "
-           "and none is to blame: stand in the arena and run the doctor again")
+DIED = (
+    "the player died during the key check (HP 0: something hit them while the keys were tried), so no "
+    "binding can be judged and none is to blame: restart the fight, or stand somewhere safe (outside the fog "
+    "wall, at the grace) and run the doctor again"
+)
+PAUSED = (
+    "the game is paused (game speed 0: gameSpeedFlag on, gameSpeedVal 0), so nothing reacts to any key and no "
+    "binding is to blame: unpause it (pysiphon set gameSpeedVal float 1) and run the doctor again"
+)
+LOADING = (
+    "the game is on a loading screen or a menu: memory finds no player ({error}), so no binding can be judged "
+    "and none is to blame: stand in the arena and run the doctor again"
+)
 NO_FLASKS = "no flask charges left: rest at a grace to refill them, or the heal check is skipped"
 
 
@@ -111,29 +116,48 @@ class Doctor:
     # ---------------------------------------------------------------------------------- checks
     def connect(self) -> None:
         started = time.monotonic()
-        print(f"connecting to {self.host} with profile {self.profile.name!r}; if Siphon puts its NPC hook in "
-              "place now, lock on to the boss when asked", flush=True)
+        print(
+            f"connecting to {self.host} with profile {self.profile.name!r}; if Siphon puts its NPC hook in "
+            "place now, lock on to the boss when asked",
+            flush=True,
+        )
         self.game = SiphonGame(self.host, self.profile, hook_timeout=self.hook_timeout)
         status = self.game.client.status()
-        self.say("server", True, f"reachable, config accepted, memory/input/capture initialised, NPC hook in place "
-                 f"({time.monotonic() - started:.1f} s; process {status.process_name!r})")
+        self.say(
+            "server",
+            True,
+            f"reachable, config accepted, memory/input/capture initialised, NPC hook in place "
+            f"({time.monotonic() - started:.1f} s; process {status.process_name!r})",
+        )
 
     def memory(self) -> None:
         state = self.game.read_state()
         npc_id = state.get("NpcId")
         wanted = self.profile.boss_npc_id
-        self.say("memory", True, f"all {len(state)} attributes read: HeroHp {state['HeroHp']}/{state['HeroMaxHp']}, "
-                 f"NpcHp {state['NpcHp']}/{state['NpcMaxHp']}, NpcId {npc_id}")
+        self.say(
+            "memory",
+            True,
+            f"all {len(state)} attributes read: HeroHp {state['HeroHp']}/{state['HeroMaxHp']}, "
+            f"NpcHp {state['NpcHp']}/{state['NpcMaxHp']}, NpcId {npc_id}",
+        )
         if wanted is not None and npc_id != wanted:
-            self.say("boss", False, f"the targeted NPC is {npc_id}, not the profile's boss_npc_id {wanted}: lock on to "
-                     "the boss (or, if this is the boss, set fight.boss_npc_id to it)")
+            self.say(
+                "boss",
+                False,
+                f"the targeted NPC is {npc_id}, not the profile's boss_npc_id {wanted}: lock on to "
+                "the boss (or, if this is the boss, set fight.boss_npc_id to it)",
+            )
 
     def capture(self) -> None:
         rgb = self.game.capture_frame().rgb
         height, width = rgb.shape[:2]
         dark = rgb.mean() < 8
-        self.say("capture", not dark, f"{width}x{height}" + (
-            ": almost black (a loading screen, or the capture of another window?)" if dark else ", not black"))
+        self.say(
+            "capture",
+            not dark,
+            f"{width}x{height}"
+            + (": almost black (a loading screen, or the capture of another window?)" if dark else ", not black"),
+        )
 
     def keys(self) -> None:
         """Press every binding and look for the game's reaction in memory; while the character
@@ -147,7 +171,9 @@ class Doctor:
             if action == "lock_on":
                 toggles = self.lock_on_toggles(key)
                 if toggles is None:
-                    silent.append(f"lock_on ({key}: the character moved freely both times; nothing in sight to lock on to?)")
+                    silent.append(
+                        f"lock_on ({key}: the character moved freely both times; nothing in sight to lock on to?)"
+                    )
                 elif not toggles:
                     dead.append(f"{action} ({key})")
             elif action == "use_item" and self.flasks() == 0:
@@ -164,13 +190,21 @@ class Doctor:
             self.game.wait_until(self.game.now() + SETTLE_S)  # let the move finish before the next key
         if silent:
             self.say("keys not judged", None, ", ".join(silent))
-        self.say("keybinds", not dead,
-                 f"all {len(self.profile.keybinds) - len(silent)} bindings make the game react" if not dead else
-                 "no reaction to " + ", ".join(dead) + ": bind these keys in the game's key configuration as the "
-                 "profile says (docs/guide.md, section 3.2), then run the doctor again")
+        self.say(
+            "keybinds",
+            not dead,
+            f"all {len(self.profile.keybinds) - len(silent)} bindings make the game react"
+            if not dead
+            else "no reaction to " + ", ".join(dead) + ": bind these keys in the game's key configuration as the "
+            "profile says (docs/guide.md, section 3.2), then run the doctor again",
+        )
         if frozen:
-            self.say("frames", False, "the character moved but the captured frame did not change: is the game window "
-                     "minimised or covered? Siphon keeps returning the last frame it captured")
+            self.say(
+                "frames",
+                False,
+                "the character moved but the captured frame did not change: is the game window "
+                "minimised or covered? Siphon keeps returning the last frame it captured",
+            )
 
     def read(self, names: list[str] | tuple[str, ...]) -> dict:
         """``names`` read during the key check, or ``GameNotReady`` where the game cannot react:
@@ -260,27 +294,39 @@ class Doctor:
         snapshot = timed(game.read_state)
         frame = timed(game.capture_frame)
         observe = timed(lambda: game.observe(self.profile.attribute_names))
-        self.say("latency", True, f"one attribute {one * 1000:.1f} ms, a snapshot of {len(self.profile.attribute_names)} "
-                 f"{snapshot * 1000:.1f} ms, a frame {frame * 1000:.1f} ms, both together {observe * 1000:.1f} ms "
-                 f"(medians): an env step observes in {observe * 1000:.0f} ms, so at most {1 / observe:.0f} steps/s")
+        self.say(
+            "latency",
+            True,
+            f"one attribute {one * 1000:.1f} ms, a snapshot of {len(self.profile.attribute_names)} "
+            f"{snapshot * 1000:.1f} ms, a frame {frame * 1000:.1f} ms, both together {observe * 1000:.1f} ms "
+            f"(medians): an env step observes in {observe * 1000:.0f} ms, so at most {1 / observe:.0f} steps/s",
+        )
         capacity = observe_capacity(game, self.profile.attribute_names)
         rate = next((r for r in RATES_HZ if r <= HEADROOM * capacity), None)
-        self.say("recording", rate is not None,
-                 f"{capacity:.0f} observations/s with {IN_FLIGHT} in flight (as the recorder samples): records at "
-                 f"{rate} Hz with room to spare" if rate else
-                 f"only {capacity:.1f} observations/s: record at a lower rate, a smaller window, or nearer the server")
+        self.say(
+            "recording",
+            rate is not None,
+            f"{capacity:.0f} observations/s with {IN_FLIGHT} in flight (as the recorder samples): records at "
+            f"{rate} Hz with room to spare"
+            if rate
+            else f"only {capacity:.1f} observations/s: record at a lower rate, a smaller window, or nearer the server",
+        )
 
 
 def moved(before, after) -> float:
     """How far the character went (metres, horizontally)."""
-    return float(np.hypot(after["HeroLocalPosX"] - before["HeroLocalPosX"], after["HeroLocalPosY"] - before["HeroLocalPosY"]))
+    return float(
+        np.hypot(after["HeroLocalPosX"] - before["HeroLocalPosX"], after["HeroLocalPosY"] - before["HeroLocalPosY"])
+    )
 
 
 def reacted(before, after) -> bool:
     """The game visibly did something: an animation, a step, stamina or FP spent."""
     return bool(
-        after["HeroAnimId"] != before["HeroAnimId"] or moved(before, after) > 0.05
-        or after["HeroSp"] < before["HeroSp"] or after["HeroFp"] < before["HeroFp"]
+        after["HeroAnimId"] != before["HeroAnimId"]
+        or moved(before, after) > 0.05
+        or after["HeroSp"] < before["HeroSp"]
+        or after["HeroFp"] < before["HeroFp"]
     )
 
 
@@ -315,14 +361,20 @@ def timed(call: Callable[[], object], rounds: int = 15) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m env.doctor", description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+        prog="python -m env.doctor",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         epilog="Run it with the game in the boss arena. Example: python -m env.doctor --host 192.168.1.20:50051 "
-               "--profile eldenring_margit", formatter_class=argparse.RawDescriptionHelpFormatter,
+        "--profile eldenring_margit",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
     parser.add_argument("--profile", default="eldenring_margit", help="profile name or folder (default: %(default)s)")
-    parser.add_argument("--hook-timeout", type=float, default=60.0,
-                        help="seconds to wait for you to lock on while Siphon's NPC hook goes in (default: %(default)s)")
+    parser.add_argument(
+        "--hook-timeout",
+        type=float,
+        default=60.0,
+        help="seconds to wait for you to lock on while Siphon's NPC hook goes in (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     return run_command(lambda: examine(args.host, args.profile, args.hook_timeout))
@@ -334,8 +386,10 @@ def examine(host: str, profile_name: str, hook_timeout: float) -> int:
     started = time.monotonic()
     checks = Doctor(host, load_profile(profile_name), hook_timeout).run()
     failed = [c.name for c in checks if c.ok is False]
-    print(f"\n{len(checks) - len(failed)} checks passed, {len(failed)} failed ({time.monotonic() - started:.0f} s)"
-          + (f": fix {', '.join(failed)} first" if failed else ": ready to record and train"))
+    print(
+        f"\n{len(checks) - len(failed)} checks passed, {len(failed)} failed ({time.monotonic() - started:.0f} s)"
+        + (f": fix {', '.join(failed)} first" if failed else ": ready to record and train")
+    )
     return 1 if failed else 0
 
 

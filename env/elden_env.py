@@ -24,6 +24,7 @@ import numpy as np
 from env import fight
 from env.actions import KeyCommand, send
 from env.config import EnvConfig
+from env.errors import ConfigError
 from env.fields import is_int
 from env.floors import FloorWatch
 from env.game import Frame, Game, GameState
@@ -31,7 +32,6 @@ from env.keys import pygame_key
 from env.observations import ObservationBuilder
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
-from env.errors import ConfigError
 
 DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
@@ -79,8 +79,10 @@ class EldenRingEnv(gym.Env):
         self.game = game
         self.profile = game.profile
         if config.profile is not None and load_profile(config.profile).name != self.profile.name:
-            raise ConfigError(f"the config is for profile {config.profile!r}, the game plays {self.profile.name!r}: "
-                              "build both from one config (env.factory.make_env)")
+            raise ConfigError(
+                f"the config is for profile {config.profile!r}, the game plays {self.profile.name!r}: "
+                "build both from one config (env.factory.make_env)"
+            )
         self.config = config.replace(profile=self.profile.ref)
         if boss_name.lower() not in self.profile.boss_name.lower():
             raise ConfigError(
@@ -91,7 +93,9 @@ class EldenRingEnv(gym.Env):
         self.render_mode = render_mode
         size = tuple(render_size)  # a list from JSON or YAML is fine
         if not (len(size) == 2 and all(is_int(v) and 16 <= v <= m for v, m in zip(size, MAX_RENDER_SIZE))):
-            raise ConfigError(f"render_size must be [width, height] in pixels, from 16x16 to 7680x4320, got {render_size!r}")
+            raise ConfigError(
+                f"render_size must be [width, height] in pixels, from 16x16 to 7680x4320, got {render_size!r}"
+            )
         self.render_size: tuple[int, int] = (int(size[0]), int(size[1]))
         if config.timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
             self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / config.timestep_ms))}
@@ -283,9 +287,11 @@ class EldenRingEnv(gym.Env):
         """pygame key combinations -> actions, from the profile's keybinds, so that
         ``gymnasium.utils.play.play(env)`` plays this env from the keyboard: each action of the
         action table is the keys it holds and taps (``W`` + ``LEFT_SHIFT`` is roll_forward)."""
-        commands = self.actions.commands if self.action_mode == "discrete" else [
-            KeyCommand(frozenset((key,))) for key in self.actions.keys
-        ]
+        commands = (
+            self.actions.commands
+            if self.action_mode == "discrete"
+            else [KeyCommand(frozenset((key,))) for key in self.actions.keys]
+        )
         mapping: dict[tuple[int, ...], Any] = {}
         for index, command in enumerate(commands):
             keys = sorted({*command.hold, *command.tap})

@@ -25,14 +25,20 @@ import gymnasium as gym
 
 from env.config import FIELD_NAMES, EnvConfig
 from env.elden_env import EldenRingEnv
-from env.game import Game
 from env.errors import ConfigError
+from env.game import Game
 
 BACKENDS = ("sim", "sim_server", "siphon")
 DEFAULT_PROFILES = {"sim": "sim_margit", "sim_server": "sim_margit", "siphon": "eldenring_margit"}
 DEFAULT_HOST = "127.0.0.1:50051"
+
+
 def make_game(
-    config: EnvConfig, backend: str = "sim", host: str = DEFAULT_HOST, seed: int = 0, **server_options: Any,
+    config: EnvConfig,
+    backend: str = "sim",
+    host: str = DEFAULT_HOST,
+    seed: int = 0,
+    **server_options: Any,
 ) -> Game:
     """The game behind an env. ``seed`` is the simulator's first seed (``sim``, ``sim_server``);
     ``server_options`` go to the simulator server (``sim_server``), e.g. ``size``. A simulator

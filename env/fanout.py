@@ -84,13 +84,17 @@ def _check_reachable(address: str) -> None:
     minutes for an unreachable GCS before it fails."""
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host or not port.isdigit():
-        raise FanoutError(f"{ADDRESS_VARIABLE}={address} is not auto, HOST:PORT or ray://HOST:PORT: "
-                          f"set it to a head's address, or unset it to run in this process")
+        raise FanoutError(
+            f"{ADDRESS_VARIABLE}={address} is not auto, HOST:PORT or ray://HOST:PORT: "
+            f"set it to a head's address, or unset it to run in this process"
+        )
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
-        raise FanoutError(f"{ADDRESS_VARIABLE}={address}: no Ray head answers there ({e.strerror or e}); start one with "
-                          f"`ray start --head`, or unset {ADDRESS_VARIABLE} to run in this process") from None
+        raise FanoutError(
+            f"{ADDRESS_VARIABLE}={address}: no Ray head answers there ({e.strerror or e}); start one with "
+            f"`ray start --head`, or unset {ADDRESS_VARIABLE} to run in this process"
+        ) from None
 
 
 def connect() -> Any:
@@ -106,16 +110,20 @@ def connect() -> Any:
     try:
         import ray
     except ImportError:
-        raise FanoutError(f"{ADDRESS_VARIABLE} is set but Ray is not installed: `pip install -e '.[ray]'` "
-                          f"(scripts/setup.sh does), or unset {ADDRESS_VARIABLE} to run in this process") from None
+        raise FanoutError(
+            f"{ADDRESS_VARIABLE} is set but Ray is not installed: `pip install -e '.[ray]'` "
+            f"(scripts/setup.sh does), or unset {ADDRESS_VARIABLE} to run in this process"
+        ) from None
     if not ray.is_initialized():
         if head is not None:
             _check_reachable(head)
         try:
             ray.init(address=address, logging_level=logging.WARNING)
         except ConnectionError as e:
-            raise FanoutError(f"{ADDRESS_VARIABLE}={address}: {e} Start a head with `ray start --head`, or unset "
-                              f"{ADDRESS_VARIABLE}; a head with token authentication needs {TOKEN_HINT}") from None
+            raise FanoutError(
+                f"{ADDRESS_VARIABLE}={address}: {e} Start a head with `ray start --head`, or unset "
+                f"{ADDRESS_VARIABLE}; a head with token authentication needs {TOKEN_HINT}"
+            ) from None
         log.info("fanning out to the Ray cluster at %s (%s CPUs)", address, ray.cluster_resources().get("CPU", 0))
     return ray
 
@@ -127,8 +135,13 @@ def cluster_cpus() -> int:
     return max(1, int(connect().cluster_resources().get("CPU", 1)))
 
 
-def fan_out(job: Callable[..., R], items: Sequence[T], describe: Callable[[T], str] = str,
-            retries: int = RETRIES, shared: Any = None) -> list[R]:
+def fan_out(
+    job: Callable[..., R],
+    items: Sequence[T],
+    describe: Callable[[T], str] = str,
+    retries: int = RETRIES,
+    shared: Any = None,
+) -> list[R]:
     """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here,
     or as Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset)
     travels to each node once, not once per job. Results come back in the items' order. An
@@ -152,8 +165,10 @@ def fan_out(job: Callable[..., R], items: Sequence[T], describe: Callable[[T], s
             lost.append(describe(item))
             log.warning("lost %s: %s", describe(item), type(e).__name__)
     if lost:
-        raise FanoutError(f"{len(lost)} of {len(items)} jobs lost with their Ray workers after {retries} reruns "
-                          f"({'; '.join(lost)}); nothing was written: rerun when the cluster is healthy")
+        raise FanoutError(
+            f"{len(lost)} of {len(items)} jobs lost with their Ray workers after {retries} reruns "
+            f"({'; '.join(lost)}); nothing was written: rerun when the cluster is healthy"
+        )
     return results
 
 
@@ -178,11 +193,21 @@ def _play(job: _FightJob) -> tuple[list, Any]:
 
 
 def _describe(job: _FightJob) -> str:
-    return f"fights of seeds {job.seeds[0]}..{job.seeds[-1]}" if len(job.seeds) > 1 else f"the fight of seed {job.seeds[0]}"
+    return (
+        f"fights of seeds {job.seeds[0]}..{job.seeds[-1]}"
+        if len(job.seeds) > 1
+        else f"the fight of seed {job.seeds[0]}"
+    )
 
 
-def play_fights(make_env: Callable[[], Any], actor: Any, seeds: list[int], parallel: int = 8,
-                record_first: bool = False, retries: int = RETRIES) -> tuple[list, Any]:
+def play_fights(
+    make_env: Callable[[], Any],
+    actor: Any,
+    seeds: list[int],
+    parallel: int = 8,
+    record_first: bool = False,
+    retries: int = RETRIES,
+) -> tuple[list, Any]:
     """``env.play.run_fights``, fanned out over the cluster when ``RAY_ADDRESS`` is set: the
     seeds in a few contiguous chunks per cluster CPU (a lost worker reruns little; the cluster
     stays busy to the end), each chunk one task playing ``parallel`` fights at a time. The
@@ -192,7 +217,9 @@ def play_fights(make_env: Callable[[], Any], actor: Any, seeds: list[int], paral
     if cluster_address() is None:
         return run_fights(make_env, actor, seeds, parallel, record_first)
     chunks = np.array_split(np.asarray(seeds), min(len(seeds), 2 * cluster_cpus()))
-    jobs = [_FightJob(make_env, actor, [int(s) for s in chunk], parallel, record_first and i == 0)
-            for i, chunk in enumerate(chunks)]
+    jobs = [
+        _FightJob(make_env, actor, [int(s) for s in chunk], parallel, record_first and i == 0)
+        for i, chunk in enumerate(chunks)
+    ]
     played = fan_out(_play, jobs, _describe, retries)
     return [r for records, _ in played for r in records], played[0][1]

@@ -76,8 +76,9 @@ def number(low: float, high: float | None = None, *, above: bool = False, below:
         words += "" if high is None else f" and {'below' if below else 'at most'} {high:g}"
 
     def accepts(v: Any) -> bool:
-        return (is_number(v) and (v > low if above else v >= low)
-                and (high is None or (v < high if below else v <= high)))
+        return (
+            is_number(v) and (v > low if above else v >= low) and (high is None or (v < high if below else v <= high))
+        )
 
     return Rule(accepts, f"must be a number {words}")
 
@@ -88,8 +89,10 @@ def one_of(*choices: Any) -> Rule:
 
 FLAG = Rule(lambda v: isinstance(v, bool), "must be true or false")
 TEXT = Rule(lambda v: isinstance(v, str) and bool(v.strip()), "must be a non-empty string")
-STEP_MS = Rule(number(0, 60_000, above=True).accepts,
-               "must be a number of milliseconds above 0 and at most 60000 (a recording is cut into steps that long)")
+STEP_MS = Rule(
+    number(0, 60_000, above=True).accepts,
+    "must be a number of milliseconds above 0 and at most 60000 (a recording is cut into steps that long)",
+)
 """The timesteps a recording can be stepped at. The live env takes 0 (no pacing at all), but a
 dataset's step grid and a player's decisions need a step of some length."""
 

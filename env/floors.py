@@ -26,7 +26,13 @@ SAFETY = 1.1
 
 FIGHTERS = (
     ("the player", "HeroHp", "HeroMaxHp", "player_hp_floor", "death (the loading screen, then reset() walks back in)"),
-    ("the boss", "NpcHp", "NpcMaxHp", "boss_hp_floor", "kill (the boss gone from the save until you restore its backup)"),
+    (
+        "the boss",
+        "NpcHp",
+        "NpcMaxHp",
+        "boss_hp_floor",
+        "kill (the boss gone from the save until you restore its backup)",
+    ),
 )
 
 
@@ -56,6 +62,14 @@ class FloorWatch:
             log.warning(
                 "a blow took %d HP from %s, %.0f %% of max HP, more than fight.%s = %g of profile %r keeps in "
                 "reserve: the same blow from just above the floor is a real %s. Set %s to %.2f or more in the "
-                "profile's [fight] table (docs/guide.md, \"HP floors\")",
-                before[hp] - after[hp], who, blow * 100, key, floor, self.profile, real, key, floor_for(blow),
+                'profile\'s [fight] table (docs/guide.md, "HP floors")',
+                before[hp] - after[hp],
+                who,
+                blow * 100,
+                key,
+                floor,
+                self.profile,
+                real,
+                key,
+                floor_for(blow),
             )

@@ -77,8 +77,7 @@ class Game(Protocol):
         """``names`` (default: every profile attribute), read together as one snapshot."""
         ...
 
-    def capture_frame(self) -> Frame:
-        ...
+    def capture_frame(self) -> Frame: ...
 
     def picture(self, frame: Frame, size: tuple[int, int]) -> np.ndarray:
         """``frame`` (the last one observed) as RGB at ``size`` (width, height), for a person to

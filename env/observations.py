@@ -91,8 +91,11 @@ def check_frame_crop(crop: tuple[float, float, float, float]) -> None:
     """Refuse a crop that keeps nothing or reaches outside the frame."""
     left, top, right, bottom = crop
     if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
-        raise FieldError("frame_crop", crop, "must be [left, top, right, bottom] fractions with "
-                         "0 <= left < right <= 1 and 0 <= top < bottom <= 1")
+        raise FieldError(
+            "frame_crop",
+            crop,
+            "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1 and 0 <= top < bottom <= 1",
+        )
 
 
 class AnimationVocabulary:
@@ -215,6 +218,7 @@ class ObservationBuilder:
     def scalars(self, state: Mapping[str, Any]) -> dict[str, np.ndarray | int]:
         """The state keys of the observation, from one snapshot, or from columns of a whole
         episode (arrays of N values: each key then gets N rows)."""
+
         def fraction(hp: str, max_hp: str) -> np.ndarray:
             return np.clip(state[hp] / np.maximum(1, state[max_hp]), 0.0, 1.0).astype(np.float32)[..., None]
 
@@ -236,8 +240,8 @@ class ObservationBuilder:
 
     def step(self, state: Mapping[str, float], frame: np.ndarray, action: np.ndarray | int) -> dict:
         processed = self.frame.process(frame)
-        self._frames = [*self._frames, processed][-(self.frame_stack or 1):]
-        self._actions = [*self._actions, np.asarray(action, np.int32)][-(self.action_history or 1):]
+        self._frames = [*self._frames, processed][-(self.frame_stack or 1) :]
+        self._actions = [*self._actions, np.asarray(action, np.int32)][-(self.action_history or 1) :]
         return self._build(state, processed)
 
     def _build(self, state: Mapping[str, float], processed: np.ndarray) -> dict:

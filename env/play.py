@@ -79,7 +79,9 @@ class RandomActor(Actor):
         for env, slot in zip(envs, slots):
             space = env.action_space
             rng = self.rngs[slot]
-            out.append(int(rng.integers(space.n)) if hasattr(space, "n") else rng.integers(0, 2, space.shape).astype(np.int8))
+            out.append(
+                int(rng.integers(space.n)) if hasattr(space, "n") else rng.integers(0, 2, space.shape).astype(np.int8)
+            )
         return out
 
 
@@ -119,7 +121,11 @@ class NamingActor(Actor):
 
 
 def run_fights(
-    make_env: Callable[[], EldenRingEnv], actor: Actor, seeds: list[int], parallel: int = 8, record_first: bool = False,
+    make_env: Callable[[], EldenRingEnv],
+    actor: Actor,
+    seeds: list[int],
+    parallel: int = 8,
+    record_first: bool = False,
 ) -> tuple[list[FightRecord], FightTape | None]:
     """One fight per seed, ``parallel`` at a time with batched decisions; with ``record_first``
     the first fight's ``FightTape`` (else None). Results do not depend on ``parallel``."""
@@ -156,8 +162,14 @@ def run_fights(
                     tape.rewards.append(float(reward))
                     tape.frames.append(envs[slot].render())
                 if terminated or truncated:
-                    records[seed] = FightRecord(seed, info["win"], info["boss_damage_dealt"], info["player_damage_taken"],
-                                                info["episode_length"], info["episode_reward"])
+                    records[seed] = FightRecord(
+                        seed,
+                        info["win"],
+                        info["boss_damage_dealt"],
+                        info["player_damage_taken"],
+                        info["episode_length"],
+                        info["episode_reward"],
+                    )
                     del running[slot]
                     if queue:
                         begin(slot)
@@ -182,5 +194,3 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
         "episode_reward": float(np.mean([r.episode_reward for r in records])),
         "fights_per_minute": len(records) / seconds * 60.0,
     }
-
-

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from env.errors import ConfigError
 from env.fight import FightRules
 from env.keys import normalize_key
 from env.siphon.config import SiphonConfig, line_of, load_siphon_config, read_toml
-from env.errors import ConfigError
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
 FRAME_SOURCES = ("capture", "stream")
@@ -93,7 +93,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
 
     keybinds_raw = data.get("keybinds")
     if not isinstance(keybinds_raw, dict) or not keybinds_raw:
-        raise ConfigError(f"{path}: needs a [keybinds] table of action = \"KEY\"")
+        raise ConfigError(f'{path}: needs a [keybinds] table of action = "KEY"')
     keybinds = {}
     for action, key in keybinds_raw.items():
         try:
@@ -117,8 +117,8 @@ def load_profile(name_or_path: str | Path) -> Profile:
     for i, write in enumerate(reset.get("writes", [])):
         if not (isinstance(write, list) and len(write) == 2 and write[0] in siphon.attributes):
             raise ConfigError(
-                f"{path}: reset.writes[{i}] = {write!r}: each write is [\"<attribute in "
-                f"{siphon.path.name}>\", <number | \"{{seed}}\" | \"<attribute to copy>\">]"
+                f'{path}: reset.writes[{i}] = {write!r}: each write is ["<attribute in '
+                f'{siphon.path.name}>", <number | "{{seed}}" | "<attribute to copy>">]'
             )
         writes.append((write[0], write[1]))
     start, fog_wall = (_position(path, reset, key) for key in ("start_position", "fog_wall"))
@@ -151,7 +151,9 @@ def load_profile(name_or_path: str | Path) -> Profile:
     for key in ("player_hp_floor", "boss_hp_floor"):
         value = fight.get(key, 0.0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-            raise ConfigError(f"{path}: fight.{key} = {value!r} must be a fraction of max HP from 0 (a real death) to below 1")
+            raise ConfigError(
+                f"{path}: fight.{key} = {value!r} must be a fraction of max HP from 0 (a real death) to below 1"
+            )
         floors[key] = float(value)
     boss_npc_id = fight.get("boss_npc_id")
     if boss_npc_id is not None and (isinstance(boss_npc_id, bool) or not isinstance(boss_npc_id, int)):
@@ -199,7 +201,9 @@ def _animation_ids(path: Path, animations: dict, who: str) -> tuple[int, ...]:
         raise ConfigError(f"{path}: animations.{who} must be a list of animation ids (whole numbers), not {ids!r}")
     for value in ids:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{path}{line_of(path, value, after='[animations]')}: animations.{who} holds {value!r}, "
-                              f"not an animation id: write the game's number ({'Hero' if who == 'player' else 'Npc'}AnimId), "
-                              "e.g. 20000, without quotes")
+            raise ConfigError(
+                f"{path}{line_of(path, value, after='[animations]')}: animations.{who} holds {value!r}, "
+                f"not an animation id: write the game's number ({'Hero' if who == 'player' else 'Npc'}AnimId), "
+                "e.g. 20000, without quotes"
+            )
     return tuple(ids)

@@ -46,8 +46,11 @@ class BossHpCurriculum(gym.Wrapper):
     """
 
     def __init__(
-        self, env: gym.Env, levels: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0),
-        window: int = 20, promote_at: float = 0.5,
+        self,
+        env: gym.Env,
+        levels: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0),
+        window: int = 20,
+        promote_at: float = 0.5,
     ) -> None:
         super().__init__(env)
         if not levels or not all(0 < f <= 1 for f in levels):

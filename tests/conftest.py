@@ -26,13 +26,14 @@ import pytest
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from elden_il.policy import NetworkSize, make_policy
 from env.config import EnvConfig
 from env.profile import load_profile
-from env.siphon.client import SiphonClient
-from env.siphon.config import load_siphon_config
 from env.sim import display
 from env.sim.launcher import SimServer
+from env.siphon.client import SiphonClient
+from env.siphon.config import load_siphon_config
+
+from elden_il.policy import NetworkSize, make_policy
 
 ROOT = Path(__file__).parents[1]
 
@@ -48,15 +49,25 @@ def untrained_policy(config: EnvConfig) -> ActorCriticPolicy:
 
 
 REAL_SERVER_TEST_ARGS = (
-    "--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--hook-poll-s", "0.05",
-    "--capture-init-ms", "10", "--first-frame-ms", "50",
+    "--real-server",
+    "--scan-ms",
+    "1",
+    "--hook-delay-s",
+    "0.2",
+    "--hook-poll-s",
+    "0.05",
+    "--capture-init-ms",
+    "10",
+    "--first-frame-ms",
+    "50",
 )
 """Real-server mode with every behaviour on and every wait short."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "xfail_real_server(reason, run=True): expected to fail against the real-server mode only",
+        "markers",
+        "xfail_real_server(reason, run=True): expected to fail against the real-server mode only",
     )
 
 

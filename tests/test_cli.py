@@ -20,7 +20,10 @@ MISTAKES = {
     "env.doctor": (["--profile", "no_such_profile"], "no_such_profile"),
     "capture.record": (["--backend", "sim", "--profile", "no_such_profile", "--max-episodes", "1"], "no_such_profile"),
     "capture.recover": (["{tmp}/garbage_human.h5.partial"], "cannot be read"),
-    "capture.build_dataset": (["--raw", "{tmp}", "--id", "test/empty-v0", "--root", "{tmp}/minari"], "no finished episodes"),
+    "capture.build_dataset": (
+        ["--raw", "{tmp}", "--id", "test/empty-v0", "--root", "{tmp}/minari"],
+        "no finished episodes",
+    ),
     "capture.vocab": (["{tmp}"], "no finished episodes"),
     "capture.floors": (["{tmp}"], "no finished episodes"),
     "capture.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
@@ -37,7 +40,10 @@ def test_every_command_says_a_users_mistake_in_one_line_and_exits_2(module: str,
     args, named = MISTAKES[module]
     result = subprocess.run(
         [sys.executable, "-m", module, *(a.format(tmp=tmp_path) for a in args)],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -57,7 +63,9 @@ def test_the_runner_passes_a_commands_own_status_and_a_signals_on(capsys: pytest
     assert run_command(interrupted) == 130
     assert run_command(unreadable) == ERROR_EXIT
     assert capsys.readouterr().err.splitlines() == [
-        "error: interrupted by SIGINT: 3 episode(s) saved", "error: x.h5 is not a readable episode: record it again"]
+        "error: interrupted by SIGINT: 3 episode(s) saved",
+        "error: x.h5 is not a readable episode: record it again",
+    ]
 
 
 def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
@@ -67,7 +75,15 @@ def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
 
     from_no_flags = RecordSettings.from_args(build_parser().parse_args([]))
     assert from_no_flags == RecordSettings()
-    changed = RecordSettings.from_args(build_parser().parse_args(
-        ["--rate", "60", "--no-restart", "--autopilot", "--hotkeys", "F1,F2,F3", "--master-size", "64x48"]))
+    changed = RecordSettings.from_args(
+        build_parser().parse_args(
+            ["--rate", "60", "--no-restart", "--autopilot", "--hotkeys", "F1,F2,F3", "--master-size", "64x48"]
+        )
+    )
     assert (changed.rate, changed.restart, changed.autopilot, changed.hotkeys, changed.master_size) == (
-        60.0, False, True, ("F1", "F2", "F3"), (64, 48))
+        60.0,
+        False,
+        True,
+        ("F1", "F2", "F3"),
+        (64, 48),
+    )

@@ -14,22 +14,23 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_NETWORK
 
-from capture.build_dataset import build_dataset
-from capture.episode import list_episodes, read_episode
-from capture.inputs import KEY_DOWN, InputLog
-from capture.record import RecordError, RecordSettings, Recorder, record
-from capture.takeover import Takeover
-from elden_il.bc import train_bc
-from elden_il.params import BCConfig
-from elden_il.data import DatasetError, demonstrations, sample_weights
 from env.config import EnvConfig
 from env.profile import load_profile
 from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
-from conftest import TINY_NETWORK
+from capture.build_dataset import build_dataset
+from capture.episode import list_episodes, read_episode
+from capture.inputs import KEY_DOWN, InputLog
+from capture.record import Recorder, RecordError, RecordSettings, record
+from capture.takeover import Takeover
+
+from elden_il.bc import train_bc
+from elden_il.data import DatasetError, demonstrations, sample_weights
+from elden_il.params import BCConfig
 
 CONFIG = EnvConfig(profile="sim_margit", action_history=4)
 STEP = CONFIG.timestep_ms / 1000.0
@@ -63,12 +64,26 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two short expert fights, a BC policy trained on them (one epoch: it plays badly, so the
     scripted human has plenty to correct), and two fights that policy played, corrected."""
     root = tmp_path_factory.mktemp("corrections")
-    record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12,
-                          out=root / "demos"))
+    record(
+        RecordSettings(
+            env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12, out=root / "demos"
+        )
+    )
     dataset = build_dataset(root / "demos", "test/demos-v0", CONFIG, root=root / "minari")
     train_bc(demonstrations(dataset), BCConfig(epochs=1), root / "bc", size=TINY_NETWORK)
-    record(RecordSettings(env=CONFIG, backend="sim", policy=root / "bc", scripted_human=True, max_episodes=2,
-                          max_episode_seconds=12, seed=100, takeover_quiet=0.4, out=root / "corrected"))
+    record(
+        RecordSettings(
+            env=CONFIG,
+            backend="sim",
+            policy=root / "bc",
+            scripted_human=True,
+            max_episodes=2,
+            max_episode_seconds=12,
+            seed=100,
+            takeover_quiet=0.4,
+            out=root / "corrected",
+        )
+    )
     (root / "all").mkdir()
     for folder in ("demos", "corrected"):  # names are start times: the demonstrations come first
         for path in list_episodes(root / folder):
@@ -192,14 +207,35 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
     """The scripted human presses real keys (XTest): the recorder's pynput listener hears them as
     a person's, the simulator's window receives them, and the samples are marked."""
     out = tmp_path / "raw"
-    with SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server, server.player():
+    with (
+        SimServer(size=(320, 180), extra_args=("--window",), log_path=tmp_path / "server.log") as server,
+        server.player(),
+    ):
         focus_window(server.process.pid)
         log = tmp_path / "recorder.log"
         rec = subprocess.run(
-            [sys.executable, "-m", "capture.record", "--host", server.host, "--out", str(out), "--no-status",
-             "--policy", str(work / "bc"), "--scripted-human", "--max-episodes", "1", "--max-episode-seconds", "15",
-             "--log-level", "DEBUG"],
-            stdout=open(log, "wb"), stderr=subprocess.STDOUT, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "capture.record",
+                "--host",
+                server.host,
+                "--out",
+                str(out),
+                "--no-status",
+                "--policy",
+                str(work / "bc"),
+                "--scripted-human",
+                "--max-episodes",
+                "1",
+                "--max-episode-seconds",
+                "15",
+                "--log-level",
+                "DEBUG",
+            ],
+            stdout=open(log, "wb"),
+            stderr=subprocess.STDOUT,
+            timeout=120,
         )
         assert rec.returncode == 0, log.read_text()
     (path,) = list_episodes(out)
@@ -221,8 +257,9 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
 def test_the_comparison_runs_and_reports_every_number(tmp_path: Path):
     from elden_il.corrections import CorrectionsConfig, compare
 
-    config = CorrectionsConfig(demo_fights=1, correction_fights=1, eval_fights=2, bc=BCConfig(epochs=1),
-                               env=CONFIG.replace(max_steps=60))
+    config = CorrectionsConfig(
+        demo_fights=1, correction_fights=1, eval_fights=2, bc=BCConfig(epochs=1), env=CONFIG.replace(max_steps=60)
+    )
     report = compare(config, tmp_path / "work")
     policies = report["policies"]
     assert list(policies) == ["bc", "bc+corrections", "bc+more demos"]

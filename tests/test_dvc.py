@@ -11,7 +11,6 @@ from pathlib import Path
 
 import h5py
 import yaml
-
 from test_pipeline import TINY, run
 
 ROOT = Path(__file__).parents[1]
@@ -19,8 +18,11 @@ ROOT = Path(__file__).parents[1]
 
 def md5s(root: Path) -> dict[str, str]:
     """Every file under ``root`` by its relative path, with its MD5 (what DVC hashes outputs by)."""
-    return {p.relative_to(root).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path):
@@ -47,15 +49,28 @@ def test_a_trained_output_travels_through_a_local_remote(tmp_path: Path):
     """``dvc push`` to a folder remote, then a fresh clone gets the output with ``dvc pull``."""
     origin, remote, clone = tmp_path / "origin", tmp_path / "remote", tmp_path / "clone"
     origin.mkdir()
-    (origin / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": {
-        "cmd": "python -c \"import pathlib; pathlib.Path('model').mkdir(); "
-               "pathlib.Path('model/policy.bin').write_bytes(bytes(range(256)) * 64)\"",
-        "outs": ["model"],
-    }}}))
-    for command in (["git", "init", "-q"], ["dvc", "init", "-q"], ["dvc", "repro", "-q"],
-                    ["dvc", "remote", "add", "-d", "shared", str(remote)],
-                    ["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "trained"],
-                    ["dvc", "push"]):
+    (origin / "dvc.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stages": {
+                    "train": {
+                        "cmd": "python -c \"import pathlib; pathlib.Path('model').mkdir(); "
+                        "pathlib.Path('model/policy.bin').write_bytes(bytes(range(256)) * 64)\"",
+                        "outs": ["model"],
+                    }
+                }
+            }
+        )
+    )
+    for command in (
+        ["git", "init", "-q"],
+        ["dvc", "init", "-q"],
+        ["dvc", "repro", "-q"],
+        ["dvc", "remote", "add", "-d", "shared", str(remote)],
+        ["git", "add", "-A"],
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "trained"],
+        ["dvc", "push"],
+    ):
         result = run(origin, *command)
         assert result.returncode == 0, (command, result.stdout + result.stderr)
 
@@ -71,15 +86,27 @@ def test_a_trained_output_travels_through_a_local_remote(tmp_path: Path):
 def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
     from elden_il.pipeline import split_report
 
-    metrics, run_info = split_report({
-        "fights": 3, "backend": "sim", "config": {"seed": 0}, "final": {"epoch": 2, "val_loss": 0.5},
-        "policies": {"bc": {"win_rate": 0.5, "fights_per_minute": 99.0}, "expert": {"win_rate": 0.75}},
+    metrics, run_info = split_report(
+        {
+            "fights": 3,
+            "backend": "sim",
+            "config": {"seed": 0},
+            "final": {"epoch": 2, "val_loss": 0.5},
+            "policies": {"bc": {"win_rate": 0.5, "fights_per_minute": 99.0}, "expert": {"win_rate": 0.75}},
+            "train_samples_per_second": 1e3,
+        }
+    )
+    assert metrics == {
+        "fights": 3,
+        "backend": "sim",
+        "final": {"epoch": 2, "val_loss": 0.5},
+        "policies": {"bc": {"win_rate": 0.5}, "expert": {"win_rate": 0.75}},
+    }
+    assert run_info == {
+        "config": {"seed": 0},
+        "policies": {"bc": {"fights_per_minute": 99.0}},
         "train_samples_per_second": 1e3,
-    })
-    assert metrics == {"fights": 3, "backend": "sim", "final": {"epoch": 2, "val_loss": 0.5},
-                       "policies": {"bc": {"win_rate": 0.5}, "expert": {"win_rate": 0.75}}}
-    assert run_info == {"config": {"seed": 0}, "policies": {"bc": {"fights_per_minute": 99.0}},
-                        "train_samples_per_second": 1e3}
+    }
 
 
 def test_the_dataset_permalinks_code_is_what_the_dataset_stage_depends_on():
@@ -94,15 +121,31 @@ def test_the_dataset_permalinks_code_is_what_the_dataset_stage_depends_on():
 
 PACKAGES = {"capture", "env", "elden_il"}
 NOT_DECIDING_WHAT_IS_RECORDED = {
-    "env/__init__.py", "env/errors.py", "env/fields.py", "env/cli.py", "env/game.py",  # errors, checks, interfaces
-    "env/elden_env.py", "env/floors.py", "env/play.py", "env/rewards.py",  # imported beside make_game and the expert, not run
-    "env/siphon/__init__.py", "env/siphon/client.py", "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
-    "capture/__init__.py", "capture/dataset_id.py", "capture/files.py", "capture/lock.py",  # names, publishing, locks
-    "capture/labels.py", "capture/takeover.py", "capture/silence.py",  # a policy or a person at the keys
+    "env/__init__.py",
+    "env/errors.py",
+    "env/fields.py",
+    "env/cli.py",
+    "env/game.py",  # errors, checks, interfaces
+    "env/elden_env.py",
+    "env/floors.py",
+    "env/play.py",
+    "env/rewards.py",  # imported beside make_game and the expert, not run
+    "env/siphon/__init__.py",
+    "env/siphon/client.py",
+    "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
+    "capture/__init__.py",
+    "capture/dataset_id.py",
+    "capture/files.py",
+    "capture/lock.py",  # names, publishing, locks
+    "capture/labels.py",
+    "capture/takeover.py",
+    "capture/silence.py",  # a policy or a person at the keys
     "capture/listener.py",  # the person's key names, which the scripted person's keyboard reads backwards
-    "capture/status.py", "capture/footage.py",  # the live display, reading videos back
+    "capture/status.py",
+    "capture/footage.py",  # the live display, reading videos back
     "env/observations.py",  # frames are cropped and resized when a dataset is built, not when recorded
-    "elden_il/__init__.py", "capture/shadowing.py",
+    "elden_il/__init__.py",
+    "capture/shadowing.py",
 }
 """Modules the demos stage imports that decide nothing in the files it records."""
 
@@ -112,15 +155,23 @@ def test_the_demos_stage_depends_on_the_code_that_decides_what_it_records(tmp_pa
     of the stage in dvc.yaml (itself or its folder), or is named above as deciding nothing it
     records: a change to the frame processing, the fight rules or the factory reruns the stage."""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 1}}))
-    script = ("import sys; from elden_il.pipeline import main; assert main(['demos']) == 0; "
-              "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))")
+    script = (
+        "import sys; from elden_il.pipeline import main; assert main(['demos']) == 0; "
+        "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
+    )
     result = run(tmp_path, sys.executable, "-c", script)
     assert result.returncode == 0, result.stderr
     ours = [Path(f).resolve() for f in result.stdout.split()]
-    ran = {f.relative_to(ROOT).as_posix() for f in ours  # the project's packages, not a venv inside the checkout
-           if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in PACKAGES}
+    ran = {
+        f.relative_to(ROOT).as_posix()
+        for f in ours  # the project's packages, not a venv inside the checkout
+        if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in PACKAGES
+    }
     assert "capture/sampler.py" in ran and "env/sim/world.py" in ran
     deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["demos"]["deps"]
-    undeclared = sorted(f for f in ran - NOT_DECIDING_WHAT_IS_RECORDED
-                        if not any(f == dep or f.startswith(f"{dep}/") for dep in deps))
-    assert undeclared == [], f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {undeclared}"
+    undeclared = sorted(
+        f for f in ran - NOT_DECIDING_WHAT_IS_RECORDED if not any(f == dep or f.startswith(f"{dep}/") for dep in deps)
+    )
+    assert undeclared == [], (
+        f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {undeclared}"
+    )

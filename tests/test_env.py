@@ -10,9 +10,8 @@ from gymnasium.utils.env_checker import check_env
 import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
+from env.errors import ConfigError, GameError
 from env.factory import make_env
-from env.errors import GameError
-from env.errors import ConfigError
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.moves import PlayerAnim
@@ -23,7 +22,9 @@ from env.wrappers import BossHpCurriculum, RewardOverride
 def test_gymnasium_and_sb3_env_checkers_pass(mode: str):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    check_env(make_env(action_mode=mode, frame_stack=4, action_history=4, render_mode="rgb_array"), skip_render_check=False)
+    check_env(
+        make_env(action_mode=mode, frame_stack=4, action_history=4, render_mode="rgb_array"), skip_render_check=False
+    )
     sb3_check_env(make_env(action_mode=mode), warn=True)
 
 
@@ -163,7 +164,9 @@ def test_a_profile_asking_for_attributes_the_game_lacks_fails_at_construction(tm
 
     target = tmp_path / "p"
     shutil.copytree(Path(env.__file__).parent / "profiles/sim_margit", target)
-    (target / "siphon.toml").write_text((target / "siphon.toml").read_text() + '\n[attributes.HeroLuck]\ntype = "int"\n')
+    (target / "siphon.toml").write_text(
+        (target / "siphon.toml").read_text() + '\n[attributes.HeroLuck]\ntype = "int"\n'
+    )
     with pytest.raises(GameError, match="HeroLuck"):
         SimGame(str(target))
 

@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
+from conftest import untrained_policy
 
 from env.config import EnvConfig
 from env.errors import EldenILError
@@ -27,8 +28,6 @@ from env.fanout import FanoutError, keep_to_loopback, play_fights
 from env.play import RandomActor
 from env.sim.duel import duel
 from env.sim.expert import ScriptedExpert, expert_actor
-
-from conftest import untrained_policy
 
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
@@ -77,11 +76,13 @@ def test_duel_plays_the_same_fights_on_a_two_node_cluster(monkeypatch: pytest.Mo
 
 
 @pytest.mark.slow
-def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             cluster: str):
+def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+):
     import torch
 
     from elden_il.evaluate import PolicyActor, evaluate
+
     torch.manual_seed(0)
     CONFIG.save(tmp_path)
     untrained_policy(CONFIG).save(str(tmp_path / "policy.zip"))
@@ -92,8 +93,9 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(tmp_path: Path, mon
     monkeypatch.setenv("RAY_ADDRESS", cluster)
     there = evaluate(actors, make, seeds, parallel=3)
     for name in actors:
-        assert {k: v for k, v in there[name].items() if k != "fights_per_minute"} == \
-               {k: v for k, v in here[name].items() if k != "fights_per_minute"}
+        assert {k: v for k, v in there[name].items() if k != "fights_per_minute"} == {
+            k: v for k, v in here[name].items() if k != "fights_per_minute"
+        }
 
 
 def kill_a_running_fight_chunk(timeout: float = 60.0) -> int:
@@ -155,9 +157,14 @@ def test_an_unreachable_ray_address_is_one_line():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # nothing listens on it once closed
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"], cwd=ROOT,
-                            env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(ROOT)},
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"],
+        cwd=ROOT,
+        env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
@@ -167,8 +174,9 @@ def test_an_unreachable_ray_address_is_one_line():
 
 
 @pytest.mark.slow
-def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                              cluster: str):
+def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
+):
     """Each (fights, training seed) policy is a Ray task: trained and evaluated there, the same
     policy and the same fights as in one process."""
     from dataclasses import replace
@@ -184,8 +192,9 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(tmp_path: Path, mo
     monkeypatch.setenv("RAY_ADDRESS", cluster)
     there = study([1, 2], [0, 1], 3, params, tmp_path / "there")
     timings = ("train_seconds",)
-    assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == \
-           [{k: v for k, v in row.items() if k not in timings} for row in here["rows"]]
+    assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == [
+        {k: v for k, v in row.items() if k not in timings} for row in here["rows"]
+    ]
 
 
 @pytest.mark.slow
@@ -204,8 +213,11 @@ def test_rllib_ppo_trains_on_the_registered_env_on_the_cluster(on_cluster: str):
     config = (
         PPOConfig()
         .environment("env:EldenIL/Margit-v0", env_config={"frame_size": (16, 16), "max_steps": 40})
-        .env_runners(num_env_runners=1, rollout_fragment_length=64,
-                     env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations())
+        .env_runners(
+            num_env_runners=1,
+            rollout_fragment_length=64,
+            env_to_module_connector=lambda env, spaces=None, device=None: FlattenObservations(),
+        )
         .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
     )
     algo = config.build_algo()
@@ -228,8 +240,9 @@ def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str
     import numpy as np
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from elden_il.ray_vec_env import RayVecEnv
     from env.factory import env_fns
+
+    from elden_il.ray_vec_env import RayVecEnv
 
     def rollout(vec) -> list:
         vec.seed(7)
@@ -254,8 +267,9 @@ def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str
                 assert info_there.keys() == info_here.keys()
                 if "terminal_observation" in info_here:
                     for key in info_here["terminal_observation"]:
-                        np.testing.assert_array_equal(info_there["terminal_observation"][key],
-                                                      info_here["terminal_observation"][key])
+                        np.testing.assert_array_equal(
+                            info_there["terminal_observation"][key], info_here["terminal_observation"][key]
+                        )
     assert sum(int(step[2].sum()) for step in here[1:]) >= 4  # episodes ended and auto-reset
 
 
@@ -265,8 +279,9 @@ def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: st
     from stable_baselines3 import PPO
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from elden_il.ray_vec_env import RayVecEnv
     from env.factory import env_fns
+
+    from elden_il.ray_vec_env import RayVecEnv
 
     def buffer(vec) -> tuple:
         model = PPO("MultiInputPolicy", vec, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")

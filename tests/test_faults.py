@@ -61,16 +61,16 @@ import minari
 import numpy as np
 import pytest
 import yaml
+from conftest import TINY_NETWORK, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
 
-from capture.build_dataset import CONTACT, BuildError, build_dataset
-from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
-from capture.video import codec
 from env.config import EnvConfig
 from env.observations import FrameSpec
 from env.sim.launcher import SimServer
 
-from conftest import TINY_NETWORK, untrained_policy
+from capture.build_dataset import CONTACT, BuildError, build_dataset
+from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.video import codec
 
 ROOT = Path(__file__).parents[1]
 
@@ -79,8 +79,14 @@ def cli(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess
     """A project command line, run as the user runs it; from another folder (``cwd``) too, with
     this checkout's code (not whichever the environment's editable install points at)."""
     path = os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": path})
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": path},
+    )
 
 
 def one_error_line(output: str) -> str:
@@ -102,8 +108,9 @@ class SmallDisk:
     def __init__(self, path: Path, size_mib: int) -> None:
         self.path = path
         path.mkdir()
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(path)],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size_mib}m", "tmpfs", str(path)], capture_output=True, text=True
+        )
         if result.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs ({result.stderr.strip()}): the full-disk faults need root on Linux")
 
@@ -132,7 +139,9 @@ def small_disk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Small
 
 
 def check_stopped_cleanly_and_recoverable(
-    disk: SmallDisk, out: Path, result: subprocess.CompletedProcess,
+    disk: SmallDisk,
+    out: Path,
+    result: subprocess.CompletedProcess,
 ) -> tuple[Episode | None, list[Path]]:
     """One line, exit 2, earlier episodes whole, no lock left; the partial is refused while the
     disk is full (saying so) and recovered once space is freed: returns it (None where the disk
@@ -172,12 +181,33 @@ def test_a_disk_full_before_an_episodes_first_flush_leaves_no_empty_partial(smal
     """A partial that holds no sample has nothing to recover; left behind, ``capture.recover``
     refused it as unreadable and the builder named it as a fight to salvage."""
     out = small_disk.path / "raw"
-    writer = EpisodeWriter(out, EpisodeMeta(
-        profile="sim_margit", attribute_names=("HeroHp",), key_names=("W",), sample_rate_hz=30.0,
-        codec=codec("h264"), window_size=(64, 64), source="autopilot", sim_seed=0, host="in-process"))
+    writer = EpisodeWriter(
+        out,
+        EpisodeMeta(
+            profile="sim_margit",
+            attribute_names=("HeroHp",),
+            key_names=("W",),
+            sample_rate_hz=30.0,
+            codec=codec("h264"),
+            window_size=(64, 64),
+            source="autopilot",
+            sim_seed=0,
+            host="in-process",
+        ),
+    )
     small_disk.fill()
-    writer.append(Sample(t=0.0, frame_t=0.0, frame=np.zeros((64, 64, 3), np.uint8), state=np.zeros(1),
-                         held=np.zeros(1, bool), pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
+    writer.append(
+        Sample(
+            t=0.0,
+            frame_t=0.0,
+            frame=np.zeros((64, 64, 3), np.uint8),
+            state=np.zeros(1),
+            held=np.zeros(1, bool),
+            pressed=np.zeros(1, bool),
+            mouse_dx=0.0,
+            mouse_dy=0.0,
+        )
+    )
     with pytest.raises(DiskError, match="is full.*had no sample on disk yet and is removed: free some space"):
         writer.flush()
     assert not list(out.iterdir()), "no partial, no lock"
@@ -196,8 +226,18 @@ def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_d
 def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
     out = small_disk.path / "raw"
     with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():
-        result = cli("capture.record", "--host", server.host, "--autopilot", "--no-status", "--out", str(out),
-                     "--max-episode-seconds", "4", timeout=300)
+        result = cli(
+            "capture.record",
+            "--host",
+            server.host,
+            "--autopilot",
+            "--no-status",
+            "--out",
+            str(out),
+            "--max-episode-seconds",
+            "4",
+            timeout=300,
+        )
         stopped = time.monotonic()
     episode, finished = check_stopped_cleanly_and_recoverable(small_disk, out, result)
     assert len(finished) >= 1
@@ -215,15 +255,32 @@ def test_a_write_the_disk_refuses_stops_the_recorder_with_one_line(tmp_path: Pat
     """A write that fails for another reason than a full disk (here: a file-size limit, EFBIG,
     as a failing or quota-bound disk refuses writes) used to end in SIGSEGV at exit, after
     HDF5 tracebacks and advice to free space: HDF5 cannot close a file whose write failed."""
+
     def limit_file_size() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead
         resource.setrlimit(resource.RLIMIT_FSIZE, (400_000, 400_000))
 
     out = tmp_path / "raw"
     result = subprocess.run(
-        [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot", "--no-status", "--out", str(out),
-         "--max-episodes", "3", "--max-episode-seconds", "20"],
-        capture_output=True, text=True, timeout=120, preexec_fn=limit_file_size,
+        [
+            sys.executable,
+            "-m",
+            "capture.record",
+            "--backend",
+            "sim",
+            "--autopilot",
+            "--no-status",
+            "--out",
+            str(out),
+            "--max-episodes",
+            "3",
+            "--max-episode-seconds",
+            "20",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit_file_size,
     )
     assert result.returncode == 2, result.stderr
     line = one_error_line(result.stdout + result.stderr)
@@ -238,9 +295,25 @@ def test_a_write_the_disk_refuses_stops_the_recorder_with_one_line(tmp_path: Pat
 def test_recover_during_a_live_recording_leaves_it_alone(sim_server: SimServer, player: None, tmp_path: Path):
     out = tmp_path / "raw"
     recorder = subprocess.Popen(
-        [sys.executable, "-m", "capture.record", "--host", sim_server.host, "--autopilot", "--no-status",
-         "--out", str(out), "--max-episodes", "1", "--max-episode-seconds", "6", "--no-restart"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "capture.record",
+            "--host",
+            sim_server.host,
+            "--autopilot",
+            "--no-status",
+            "--out",
+            str(out),
+            "--max-episodes",
+            "1",
+            "--max-episode-seconds",
+            "6",
+            "--no-restart",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     try:
         deadline = time.monotonic() + 30
@@ -334,9 +407,25 @@ def test_ctrl_c_keeps_whole_fights_only_and_says_it_was_interrupted(tmp_path: Pa
     step long), but the exit status tells a caller the recording did not finish. Episodes cut
     shorter than one env step are no demonstrations: none is kept."""
     recorder = subprocess.Popen(
-        [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot", "--no-status", "--out", str(tmp_path),
-         "--max-episodes", "1000", "--max-episode-seconds", episode_seconds],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "capture.record",
+            "--backend",
+            "sim",
+            "--autopilot",
+            "--no-status",
+            "--out",
+            str(tmp_path),
+            "--max-episodes",
+            "1000",
+            "--max-episode-seconds",
+            episode_seconds,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     started = time.monotonic()
     ready = (lambda: len(list_episodes(tmp_path)) >= kept) if kept else (lambda: time.monotonic() - started > 4)
@@ -359,8 +448,15 @@ def test_an_interrupted_demos_stage_fails_and_its_rerun_records_every_episode(tm
     demos = tmp_path / "datasets/demos/sim"
     command = [sys.executable, "-m", "elden_il.pipeline", "demos"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, run from the project's folder
-    stage = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True, start_new_session=True)
+    stage = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     err = wait_then_interrupt(stage, lambda: len(list_episodes(demos)) >= 1)
     assert stage.returncode == 130, err
     line = err.strip().splitlines()[-1]
@@ -428,7 +524,9 @@ def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episod
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(HDF5Storage, "update_episodes", disk_full_halfway)
-    with pytest.raises(BuildError, match="No space left on device.*previous dataset with this id, if any, is unchanged"):
+    with pytest.raises(
+        BuildError, match="No space left on device.*previous dataset with this id, if any, is unchanged"
+    ):
         build_dataset(raw_episodes, "test/atomic-v0", root=root, force=True)
     monkeypatch.undo()
     assert dataset_state(root, "test/atomic-v0") == before
@@ -440,8 +538,14 @@ def test_a_rebuild_failing_while_minari_writes_leaves_the_old_dataset(raw_episod
 DAMAGES = {
     "metadata cut short": ("metadata.json", lambda text: text[:100]),
     "metadata empty": ("metadata.json", lambda text: "{}"),
-    "metadata missing a key": ("metadata.json", lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "dataset_id"})),
-    "elden_il metadata not JSON": ("metadata.json", lambda text: json.dumps({**json.loads(text), "elden_il": "{not json"})),
+    "metadata missing a key": (
+        "metadata.json",
+        lambda text: json.dumps({k: v for k, v in json.loads(text).items() if k != "dataset_id"}),
+    ),
+    "elden_il metadata not JSON": (
+        "metadata.json",
+        lambda text: json.dumps({**json.loads(text), "elden_il": "{not json"}),
+    ),
     "data file cut short": ("main_data.hdf5", lambda data: data[:5000]),
     "data file overwritten": ("main_data.hdf5", lambda data: b"x" * len(data)),
 }
@@ -458,16 +562,25 @@ def test_a_damaged_dataset_is_one_clear_error(raw_episodes: Path, tmp_path: Path
         path.write_text(spoil(path.read_text()))
     else:
         path.write_bytes(spoil(path.read_bytes()))
-    with pytest.raises(DatasetError, match="test/damaged-v0.*(Build it with|rebuild it with) `python -m capture.build_dataset"):
+    with pytest.raises(
+        DatasetError, match="test/damaged-v0.*(Build it with|rebuild it with) `python -m capture.build_dataset"
+    ):
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
 
 
-@pytest.mark.parametrize("member, message", [
-    ("episode_1", "main_data.hdf5, episode_1 is missing: rebuild it with `python -m capture.build_dataset"),
-    ("episode_0/actions", "main_data.hdf5, episode_0 lacks actions: rebuild it with `python -m capture.build_dataset"),
-])
-def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(raw_episodes: Path, tmp_path: Path,
-                                                                           member: str, message: str):
+@pytest.mark.parametrize(
+    "member, message",
+    [
+        ("episode_1", "main_data.hdf5, episode_1 is missing: rebuild it with `python -m capture.build_dataset"),
+        (
+            "episode_0/actions",
+            "main_data.hdf5, episode_0 lacks actions: rebuild it with `python -m capture.build_dataset",
+        ),
+    ],
+)
+def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(
+    raw_episodes: Path, tmp_path: Path, member: str, message: str
+):
     from elden_il.data import DatasetError, load_demonstrations
 
     build_dataset(raw_episodes, "test/damaged-v0", root=tmp_path / "minari")
@@ -513,8 +626,11 @@ def damage_video(video: Path, damage: str) -> None:
     if damage == "truncated":  # a copy cut short
         video.write_bytes(data[: len(data) // 2])
     elif damage == "corrupt":  # bytes flipped in the middle
-        video.write_bytes(data[: len(data) // 2] + bytes(b ^ 0x5A for b in data[len(data) // 2 : len(data) // 2 + 2000])
-                          + data[len(data) // 2 + 2000 :])
+        video.write_bytes(
+            data[: len(data) // 2]
+            + bytes(b ^ 0x5A for b in data[len(data) // 2 : len(data) // 2 + 2000])
+            + data[len(data) // 2 + 2000 :]
+        )
     elif damage == "another length":  # a whole video, but not of this episode's samples
         shorter = video.with_name("shorter.mkv")
         keep_first(video, shorter, count_frames(video) - 10)
@@ -541,7 +657,9 @@ def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes:
     video = list_episodes(raw)[-1].with_suffix(".mkv")
     damage_video(video, damage)
     before = {p.name: p.read_bytes() for p in raw.iterdir()}
-    result = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
+    result = cli(
+        "capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari")
+    )
     line = one_error_line(result.stderr)
     assert result.returncode == 2 and not (tmp_path / "minari/test/video-v0").exists()
     assert video.name in line and any(said in line for said in VIDEO_DAMAGES[damage]), line
@@ -572,17 +690,24 @@ def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp
         assert all(np.isfinite(np.asarray(v)).all() for k, v in episode.observations.items() if k != "frame")
         assert np.isfinite(episode.rewards).all()
     (line,) = [r.getMessage() for r in caplog.records if "finite" in r.getMessage()]
-    assert f"{spoiled.name}: HeroHp not a finite number at samples 40-49" in line and "held the last finite value" in line
+    assert (
+        f"{spoiled.name}: HeroHp not a finite number at samples 40-49" in line and "held the last finite value" in line
+    )
 
     floors = cli("capture.floors", str(raw))
     assert floors.returncode == 0, floors.stderr
-    recommended = [float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line]
+    recommended = [
+        float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line
+    ]
     assert all(0 < floor < 1 for floor in recommended), floors.stdout
 
 
 @pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
 def test_nan_state_that_cannot_be_held_over_is_one_line_naming_the_file_and_samples(
-    raw_episodes: Path, tmp_path: Path, rows: slice, why: str,
+    raw_episodes: Path,
+    tmp_path: Path,
+    rows: slice,
+    why: str,
 ):
     raw = copy_raw(raw_episodes, tmp_path)
     spoiled = list_episodes(raw)[-1]
@@ -594,7 +719,9 @@ def test_nan_state_that_cannot_be_held_over_is_one_line_naming_the_file_and_samp
     assert "Record the fight again, or move the file out of the folder" in line
 
 
-def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(raw_episodes: Path, tmp_path: Path, caplog):
+def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(
+    raw_episodes: Path, tmp_path: Path, caplog
+):
     raw = copy_raw(raw_episodes, tmp_path)
     cut = list_episodes(raw)[0]
     with h5py.File(cut, "r+") as f:
@@ -609,7 +736,9 @@ def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(ra
 
 @pytest.mark.parametrize("command", ["capture.build_dataset", "capture.record"])
 def test_a_timestep_of_zero_is_one_line(tmp_path: Path, command: str):
-    result = cli(command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else []))
+    result = cli(
+        command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else [])
+    )
     assert result.returncode == 2
     assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(result.stderr)
 
@@ -640,15 +769,22 @@ def cartpole(path: Path) -> None:
 SIZE_64 = POLICY_CONFIG.replace(frame_size=(64, 64))
 BAD_POLICIES = {
     # name: (how to spoil a good policy folder, the one line's expected text)
-    "garbage bytes": (lambda d: (d / "policy.zip").write_bytes(os.urandom(4096)), "is not a saved policy (not a zip file)"),
+    "garbage bytes": (
+        lambda d: (d / "policy.zip").write_bytes(os.urandom(4096)),
+        "is not a saved policy (not a zip file)",
+    ),
     "an empty file": (lambda d: (d / "policy.zip").write_bytes(b""), "is not a saved policy (not a zip file)"),
     "a random zip": (lambda d: write_zip(d / "policy.zip", "notes.txt"), "is not a saved policy"),
     "a zip with a bad data member": (lambda d: write_zip(d / "policy.zip", "data"), "is not a saved policy"),
     "a CartPole policy": (lambda d: cartpole(d / "policy.zip"), "was saved for other spaces than its env_config.json"),
-    "84x84 config, 64x64 policy": (lambda d: save_policy(d, POLICY_CONFIG, SIZE_64),
-                                   "observation frame: Box(0, 255, (3, 64, 64), uint8) vs Box(0, 255, (3, 84, 84), uint8)"),
-    "64x64 config, 84x84 policy": (lambda d: save_policy(d, SIZE_64, POLICY_CONFIG),
-                                   "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)"),
+    "84x84 config, 64x64 policy": (
+        lambda d: save_policy(d, POLICY_CONFIG, SIZE_64),
+        "observation frame: Box(0, 255, (3, 64, 64), uint8) vs Box(0, 255, (3, 84, 84), uint8)",
+    ),
+    "64x64 config, 84x84 policy": (
+        lambda d: save_policy(d, SIZE_64, POLICY_CONFIG),
+        "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)",
+    ),
     "env_config.json without policy.zip": (lambda d: (d / "policy.zip").unlink(), "is incomplete"),
 }
 
@@ -664,16 +800,28 @@ def bad_policies(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("bad", BAD_POLICIES)
 def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, bad: str):
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
-    result = cli("capture.record", "--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status",
-                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    result = cli(
+        "capture.record",
+        "--backend",
+        "sim",
+        "--policy",
+        str(folder),
+        "--scripted-human",
+        "--no-status",
+        "--max-episodes",
+        "1",
+        "--out",
+        str(tmp_path / "raw"),
+    )
     assert result.returncode != 0
     assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
     assert not list((tmp_path / "raw").glob("*.h5"))
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
-def test_a_bad_policy_is_one_line_in_the_evaluate_stage(bad_policies: Path, tmp_path: Path, monkeypatch, capsys,
-                                                         bad: str):
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
+    bad_policies: Path, tmp_path: Path, monkeypatch, capsys, bad: str
+):
     """The stage's ``main`` in this process, as for a bad param (the recorder's command above, and
     tests/test_cli.py, hold a command's process to its one line)."""
     from elden_il import pipeline
@@ -694,10 +842,29 @@ def test_a_fine_tuned_policy_records(tmp_path: Path):
     from elden_il.params import FinetuneConfig
 
     save_policy(tmp_path / "bc")
-    finetune(tmp_path / "bc/policy.zip", FinetuneConfig(total_steps=32, num_envs=1, subprocesses=False, n_steps=32,
-                                                          batch_size=32, n_epochs=1, value_warmup_steps=0), POLICY_CONFIG, tmp_path / "finetuned")
-    result = cli("capture.record", "--backend", "sim", "--policy", str(tmp_path / "finetuned"), "--scripted-human",
-                 "--no-status", "--max-episodes", "1", "--max-episode-seconds", "2", "--out", str(tmp_path / "raw"))
+    finetune(
+        tmp_path / "bc/policy.zip",
+        FinetuneConfig(
+            total_steps=32, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0
+        ),
+        POLICY_CONFIG,
+        tmp_path / "finetuned",
+    )
+    result = cli(
+        "capture.record",
+        "--backend",
+        "sim",
+        "--policy",
+        str(tmp_path / "finetuned"),
+        "--scripted-human",
+        "--no-status",
+        "--max-episodes",
+        "1",
+        "--max-episode-seconds",
+        "2",
+        "--out",
+        str(tmp_path / "raw"),
+    )
     assert result.returncode == 0, result.stderr
     (episode,) = list_episodes(tmp_path / "raw")
     assert read_episode(episode, frames=False).attrs["source"] == "policy"
@@ -707,8 +874,8 @@ def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(r
     """Ctrl-C during training (here: in the first epoch's callback, before any checkpoint) leaves
     no env_config.json without its policy.zip: the old folder as it was, and no staging left."""
     from elden_il.bc import train_bc
-    from elden_il.params import BCConfig
     from elden_il.data import demonstrations
+    from elden_il.params import BCConfig
 
     demos = demonstrations(build_dataset(raw_episodes, "test/bc-v0", root=tmp_path / "minari"))
     out = tmp_path / "models/bc"
@@ -741,17 +908,42 @@ def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", 
     return folder
 
 
-@pytest.mark.parametrize("old, new, encoding, message", [
-    ("boss = [1000, 7000", 'boss = [1000, "slam"', "utf-8",
-     "profile.toml, line 40: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)"),
-    ('boss_name = "Margit, the Fell Omen"', 'boss_name = "Margit, l\'Omen Déchu"', "latin-1",
-     "profile.toml, line 5: byte 0xe9 is not UTF-8 (the file was saved in another encoding, such as Windows Notepad's "
-     '"ANSI"): save it as UTF-8'),
-], ids=["a text animation id", "latin-1 (Notepad's ANSI)"])
-def test_a_profile_a_text_editor_spoiled_is_one_line_naming_the_file_and_line(tmp_path: Path, old, new, encoding, message):
+@pytest.mark.parametrize(
+    "old, new, encoding, message",
+    [
+        (
+            "boss = [1000, 7000",
+            'boss = [1000, "slam"',
+            "utf-8",
+            "profile.toml, line 40: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)",
+        ),
+        (
+            'boss_name = "Margit, the Fell Omen"',
+            'boss_name = "Margit, l\'Omen Déchu"',
+            "latin-1",
+            "profile.toml, line 5: byte 0xe9 is not UTF-8 (the file was saved in another encoding, such as Windows Notepad's "
+            '"ANSI"): save it as UTF-8',
+        ),
+    ],
+    ids=["a text animation id", "latin-1 (Notepad's ANSI)"],
+)
+def test_a_profile_a_text_editor_spoiled_is_one_line_naming_the_file_and_line(
+    tmp_path: Path, old, new, encoding, message
+):
     folder = edited_profile(tmp_path, old, new, encoding)
-    result = cli("capture.record", "--backend", "sim", "--autopilot", "--no-status", "--profile", str(folder),
-                 "--max-episodes", "1", "--out", str(tmp_path / "raw"))
+    result = cli(
+        "capture.record",
+        "--backend",
+        "sim",
+        "--autopilot",
+        "--no-status",
+        "--profile",
+        str(folder),
+        "--max-episodes",
+        "1",
+        "--out",
+        str(tmp_path / "raw"),
+    )
     assert result.returncode == 2
     assert f"{folder / message}" in one_error_line(result.stderr)
 
@@ -773,27 +965,62 @@ PARAM_FAULTS = [
     ("bc", "bc.batch_size", 0, "params.yaml bc.batch_size = 0: must be a whole number from 1"),
     ("bc", "bc.epochs", 0, "params.yaml bc.epochs = 0: must be a whole number from 1"),
     ("bc", "bc", [1, 2], "params.yaml bc must be a mapping of keys (epochs, batch_size"),
-    ("bc", "bc.validation_fraction", 1.5, "params.yaml bc.validation_fraction = 1.5: must be a number at least 0 and below 1"),
+    (
+        "bc",
+        "bc.validation_fraction",
+        1.5,
+        "params.yaml bc.validation_fraction = 1.5: must be a number at least 0 and below 1",
+    ),
     ("bc", "bc.learning_rate", 0, "params.yaml bc.learning_rate = 0: must be a number above 0"),
     ("bc", "bc.learning_rate", "fast", "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
     ("bc", "bc.patience", 2.5, "params.yaml bc.patience = 2.5: must be a whole number"),
     ("bc", "bc.seed", True, "params.yaml bc.seed = True: must be a whole number"),
-    ("finetune", "finetune.total_steps", -5, "params.yaml finetune.total_steps = -5: must be a whole number at least 1"),
+    (
+        "finetune",
+        "finetune.total_steps",
+        -5,
+        "params.yaml finetune.total_steps = -5: must be a whole number at least 1",
+    ),
     ("finetune", "finetune.learning_rate", -0.1, "params.yaml finetune.learning_rate = -0.1: must be a number above 0"),
     ("finetune", "finetune.gamma", 0, "params.yaml finetune.gamma = 0: must be a number above 0 and at most 1"),
     ("finetune", "finetune.gamma", 1.01, "params.yaml finetune.gamma = 1.01: must be a number above 0 and at most 1"),
     ("finetune", "finetune.batch_size", 1, "params.yaml finetune.batch_size = 1: must be a whole number at least 2"),
     ("finetune", "finetune.num_envs", 0, "params.yaml finetune.num_envs = 0: must be a whole number from 1"),
     ("finetune", "finetune.hosts", "pc1:50051", "params.yaml finetune.hosts = 'pc1:50051': must be a list of"),
-    ("finetune", "finetune.backend", "xbox", "params.yaml finetune.backend = 'xbox': must be one of sim, sim_server, siphon"),
-    ("finetune", "finetune.critic_features", "detach", "params.yaml finetune.critic_features = 'detach': must be one of shared, detached, separate"),
+    (
+        "finetune",
+        "finetune.backend",
+        "xbox",
+        "params.yaml finetune.backend = 'xbox': must be one of sim, sim_server, siphon",
+    ),
+    (
+        "finetune",
+        "finetune.critic_features",
+        "detach",
+        "params.yaml finetune.critic_features = 'detach': must be one of shared, detached, separate",
+    ),
     ("finetune", "finetune.vf_coef", -1, "params.yaml finetune.vf_coef = -1: must be a number at least 0"),
     ("dataset", "env.max_steps", True, "params.yaml env.max_steps = True: must be a whole number of steps"),
-    ("dataset", "env.action_history", -2, "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64"),
+    (
+        "dataset",
+        "env.action_history",
+        -2,
+        "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64",
+    ),
     ("dataset", "dataset.frame_size", [84], "params.yaml dataset.frame_size = (84,): must be [width, height]"),
     ("dataset", "dataset.timestep_ms", -1, "params.yaml dataset.timestep_ms = -1: must be a number of milliseconds"),
-    ("dataset", "dataset.timestep_ms", 0, "params.yaml dataset.timestep_ms = 0: must be a number of milliseconds above 0"),
-    ("dataset", "dataset.id", "../../escape", "params.yaml dataset.id = '../../escape': must look like namespace/name-vN"),
+    (
+        "dataset",
+        "dataset.timestep_ms",
+        0,
+        "params.yaml dataset.timestep_ms = 0: must be a number of milliseconds above 0",
+    ),
+    (
+        "dataset",
+        "dataset.id",
+        "../../escape",
+        "params.yaml dataset.id = '../../escape': must look like namespace/name-vN",
+    ),
     ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
     ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
@@ -805,7 +1032,9 @@ PARAM_FAULTS = [
 
 
 @pytest.mark.parametrize("stage, key, value, message", PARAM_FAULTS, ids=[f"{k}={v!r}" for _, k, v, _ in PARAM_FAULTS])
-def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(tmp_path, monkeypatch, capsys, stage, key, value, message):
+def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
+    tmp_path, monkeypatch, capsys, stage, key, value, message
+):
     from elden_il import pipeline
 
     params = yaml.safe_load(yaml.safe_dump(TINY))
@@ -823,13 +1052,20 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(tmp_path,
 # ---------------------------------------------------------------------------- command lines
 CLI_FAULTS = [
     # (command line, the one line's expected text)
-    (["capture.record", "--backend", "sim", "--player", "person"], "--player person is who the autopilot is: add --autopilot"),
+    (
+        ["capture.record", "--backend", "sim", "--player", "person"],
+        "--player person is who the autopilot is: add --autopilot",
+    ),
     (["capture.record", "--master-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
     (["capture.record", "--master-size", "84"], "size must look like 84x84"),
-    (["capture.record", "--backend", "sim", "--autopilot", "--master-size", "8x8"],
-     "--master-size 8x8: each side must be from 16 to 7680 pixels"),
-    (["capture.record", "--master-size", "640x480"], "--master-size 640x480: a live game's picture is kept at its "
-                                                      "window's size; resize the game's window instead"),
+    (
+        ["capture.record", "--backend", "sim", "--autopilot", "--master-size", "8x8"],
+        "--master-size 8x8: each side must be from 16 to 7680 pixels",
+    ),
+    (
+        ["capture.record", "--master-size", "640x480"],
+        "--master-size 640x480: a live game's picture is kept at its window's size; resize the game's window instead",
+    ),
     (["capture.record", "--video-codec", "mpeg2"], "argument --video-codec: invalid choice: 'mpeg2'"),
     (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
     (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
@@ -842,7 +1078,10 @@ CLI_FAULTS = [
     (["capture.record", "--max-episodes", "-1"], "argument --max-episodes: '-1' must be a whole number at least 0"),
     (["capture.record", "--max-episode-seconds", "0"], "argument --max-episode-seconds: '0' must be a number above 0"),
     (["capture.record", "--seed", "x"], "argument --seed: 'x' must be a whole number"),
-    (["capture.build_dataset", "--id", "../../escape"], "dataset id = '../../escape': must look like namespace/name-vN"),
+    (
+        ["capture.build_dataset", "--id", "../../escape"],
+        "dataset id = '../../escape': must look like namespace/name-vN",
+    ),
     (["capture.build_dataset", "--id", "/etc/x-v0"], "must look like namespace/name-vN"),
     (["capture.build_dataset", "--frame-size", "8"], "size must look like 84x84"),
     (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
@@ -867,7 +1106,12 @@ def test_the_smallest_master_size_records_and_gives_frames_down_to_8x8(tmp_path:
     assert result.returncode == 0, result.stderr
     (path,) = list_episodes(tmp_path)
     episode = read_episode(path)
-    assert episode.master_size == (16, 16) and episode.frames_at(np.array([0, 1]), FrameSpec((8, 8))).shape == (2, 8, 8, 3)
+    assert episode.master_size == (16, 16) and episode.frames_at(np.array([0, 1]), FrameSpec((8, 8))).shape == (
+        2,
+        8,
+        8,
+        3,
+    )
 
 
 # ------------------------------------------------------------------------ unrecovered partials
@@ -968,7 +1212,9 @@ UNSIMULABLE_WRITES = [
 
 
 @pytest.mark.parametrize("name, value, message", UNSIMULABLE_WRITES, ids=[f"{n}={v}" for n, v, _ in UNSIMULABLE_WRITES])
-def test_a_value_the_simulator_cannot_simulate_is_refused_and_it_keeps_serving(stub, name: str, value: float, message: str):
+def test_a_value_the_simulator_cannot_simulate_is_refused_and_it_keeps_serving(
+    stub, name: str, value: float, message: str
+):
     """An infinite game speed used to spin the clock with the world lock held (every call then
     timed out, SIGTERM too); a NaN or huge position broke every frame until the fight restarted."""
     assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
@@ -982,7 +1228,7 @@ def absurd_values(allowed, kind: str) -> list[float]:
     """Values no world holds for an attribute that takes ``allowed``: just outside each end,
     the 32-bit extremes (where outside), and, where it is a float, NaN, infinities and a speck
     above 0."""
-    int32 = (-2**31, 2**31 - 1)
+    int32 = (-(2**31), 2**31 - 1)
     values = [allowed.low - 1, allowed.high + 1, *(int32 if kind == "int" else (-1e30, 1e30, math.nan, math.inf))]
     if allowed.or_zero:
         values.append(allowed.low / 2 if kind == "float" else -1)
@@ -1025,7 +1271,11 @@ def test_a_write_the_world_cannot_hold_is_refused_with_the_range_for_every_attri
     for name, kind, value in every_absurd_write():
         request = pb2.SetSiphonRequest(attributeName=name, **{f"{kind}_value": value})
         response = stub.SetAttribute(request, timeout=2)
-        assert not response.success and "is refused, nothing was written: it must be " in response.message, (name, value, response.message)
+        assert not response.success and "is refused, nothing was written: it must be " in response.message, (
+            name,
+            value,
+            response.message,
+        )
         assert answers(stub)
     assert snapshot(stub) == before
 
@@ -1080,7 +1330,9 @@ def test_the_fastest_game_speed_keeps_the_server_serving_and_stoppable(stub, sim
     from env.sim.memory import MAX_GAME_SPEED
 
     assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
-    assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=MAX_GAME_SPEED), timeout=2).success
+    assert stub.SetAttribute(
+        pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=MAX_GAME_SPEED), timeout=2
+    ).success
     started = time.monotonic()
     for _ in range(20):
         assert answers(stub)
@@ -1113,13 +1365,16 @@ def has_ipv6_loopback() -> bool:
 def test_the_simulator_serves_on_an_ipv6_host_and_a_client_reaches_it_in_brackets(tmp_path: Path):
     """``--host ::1`` made gRPC read "::1:PORT" as a misformatted domain name, and the error
     blamed the port. An IPv6 literal is bracketed when the address is formed."""
-    from env.siphon.client import SiphonClient, SiphonError
     from env.sim.launcher import free_port
+    from env.siphon.client import SiphonClient, SiphonError
 
     port = free_port()
     log = open(tmp_path / "server.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "env.sim", "--host", "::1", "--port", str(port), "--size", "84x84"],
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "env.sim", "--host", "::1", "--port", str(port), "--size", "84x84"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -1181,9 +1436,14 @@ def test_taps_are_bounded_and_refused_beyond_the_limit(stub):
     are refused at once instead of queueing."""
     from env.sim.server import MAX_TAPS, MAX_WAIT_MS
 
-    long = stub.InputKeyTap(pb2.InputKeyTapRequest(keys=["W", "A", "S"], hold_ms=0, delay_ms=MAX_WAIT_MS // 4 + 1), timeout=2)
+    long = stub.InputKeyTap(
+        pb2.InputKeyTapRequest(keys=["W", "A", "S"], hold_ms=0, delay_ms=MAX_WAIT_MS // 4 + 1), timeout=2
+    )
     assert not long.success and "hold + 2 x (keys - 1) x delay" in long.message
-    calls = [stub.InputKeyTap.future(pb2.InputKeyTapRequest(keys=["W"], hold_ms=1500), timeout=10) for _ in range(MAX_TAPS + 4)]
+    calls = [
+        stub.InputKeyTap.future(pb2.InputKeyTapRequest(keys=["W"], hold_ms=1500), timeout=10)
+        for _ in range(MAX_TAPS + 4)
+    ]
     results = [call.result() for call in calls]
     refused = [r for r in results if not r.success]
     assert len(results) - len(refused) >= MAX_TAPS - 2  # (a tap may finish before the last is sent)

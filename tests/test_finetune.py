@@ -14,19 +14,24 @@ from pathlib import Path
 
 import torch
 import yaml
+from conftest import TINY_NETWORK, untrained_policy
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
-
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from elden_il.finetune import (PRIOR_LOGITS, KLToPriorPolicy, PriorLogitsBuffer, actor_parameters, finetune,
-                               seeded_env_fns)
-from elden_il.params import FinetuneConfig, read_section
-from elden_il.policy import load_policy, policy_kwargs, policy_space
 from env.config import EnvConfig
 from env.factory import make_env
 
-from conftest import TINY_NETWORK, untrained_policy
+from elden_il.finetune import (
+    PRIOR_LOGITS,
+    KLToPriorPolicy,
+    PriorLogitsBuffer,
+    actor_parameters,
+    finetune,
+    seeded_env_fns,
+)
+from elden_il.params import FinetuneConfig, read_section
+from elden_il.policy import load_policy, policy_kwargs, policy_space
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
@@ -40,9 +45,20 @@ def save_untrained_bc(path: Path) -> None:
 
 def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to_nothing(tmp_path: Path):
     save_untrained_bc(tmp_path / "bc.zip")
-    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=2,
-                              learning_rate=1e-3, kl_coef=0.05, kl_decay_steps=32, value_warmup_steps=64,
-                              value_warmup_epochs=3, critic_features="detached")
+    settings = FinetuneConfig(
+        total_steps=64,
+        num_envs=1,
+        subprocesses=False,
+        n_steps=32,
+        batch_size=32,
+        n_epochs=2,
+        learning_rate=1e-3,
+        kl_coef=0.05,
+        kl_decay_steps=32,
+        value_warmup_steps=64,
+        value_warmup_epochs=3,
+        critic_features="detached",
+    )
     finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / "out")
 
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
@@ -66,8 +82,15 @@ def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_
     save_untrained_bc(tmp_path / "bc.zip")
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip"))
     vec = DummyVecEnv(seeded_env_fns(FinetuneConfig(num_envs=2), CONFIG))  # two: the buffer's order matters
-    model = PPO(KLToPriorPolicy, vec, n_steps=20, batch_size=16, rollout_buffer_class=PriorLogitsBuffer,
-                policy_kwargs=policy_kwargs(TINY_NETWORK), seed=0)
+    model = PPO(
+        KLToPriorPolicy,
+        vec,
+        n_steps=20,
+        batch_size=16,
+        rollout_buffer_class=PriorLogitsBuffer,
+        policy_kwargs=policy_kwargs(TINY_NETWORK),
+        seed=0,
+    )
     model.policy.load_state_dict(bc.state_dict())
     with torch.no_grad():  # the policy has moved away from BC
         model.policy.action_net.bias.add_(torch.linspace(-1, 1, model.policy.action_net.bias.numel()))
@@ -81,8 +104,9 @@ def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_
         values, log_prob, neg_kl = model.policy.evaluate_actions(batch.observations, batch.actions)
         want_values, want_log_prob, _ = ActorCriticPolicy.evaluate_actions(model.policy, obs, batch.actions)
         with torch.no_grad():
-            want_kl = torch.distributions.kl_divergence(model.policy.get_distribution(obs).distribution,
-                                                        bc.get_distribution(obs).distribution)
+            want_kl = torch.distributions.kl_divergence(
+                model.policy.get_distribution(obs).distribution, bc.get_distribution(obs).distribution
+            )
         torch.testing.assert_close(values, want_values)
         torch.testing.assert_close(log_prob, want_log_prob)
         torch.testing.assert_close(-neg_kl, want_kl)
@@ -101,25 +125,56 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     bc = tmp_path / "bc"
     CONFIG.save(bc)
     save_untrained_bc(bc / "policy.zip")
-    tiny = {"total_steps": 64, "num_envs": 1, "subprocesses": False, "n_steps": 32, "batch_size": 32, "n_epochs": 1,
-            "value_warmup_steps": 32}
+    tiny = {
+        "total_steps": 64,
+        "num_envs": 1,
+        "subprocesses": False,
+        "n_steps": 32,
+        "batch_size": 32,
+        "n_epochs": 1,
+        "value_warmup_steps": 32,
+    }
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved")
+    finetune(
+        bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved"
+    )
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
-    subprocess.run([sys.executable, "-m", "benchmarks.bench_finetune_stability", "--policy", str(bc),
-                    "--run", "saved", str(tmp_path / "saved"),
-                    "--variant", "trained", *(f"{k}={str(v).lower()}" for k, v in tiny.items()),
-                    "--window", "32", "--fights", "3", "--json", str(results), "--plot", str(chart)],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_finetune_stability",
+            "--policy",
+            str(bc),
+            "--run",
+            "saved",
+            str(tmp_path / "saved"),
+            "--variant",
+            "trained",
+            *(f"{k}={str(v).lower()}" for k, v in tiny.items()),
+            "--window",
+            "32",
+            "--fights",
+            "3",
+            "--json",
+            str(results),
+            "--plot",
+            str(chart),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     variants = json.loads(results.read_text())["variants"]
     saved, trained = variants["saved"], variants["trained"]
     assert [w["until"] for w in saved["curve"]] == [32, 64]
     assert saved["curve"] == trained["curve"] and saved["fights"] == trained["fights"]
     for mode in ("deterministic", "sampled"):
         assert saved["held_out"][mode]["fights"] == 3
-        assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == \
-               {k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"}
+        assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == {
+            k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"
+        }
     assert chart.stat().st_size > 10_000
 
 
@@ -131,10 +186,16 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
     def gradients(detach_critic: bool) -> tuple[float, float]:
         """How much the value alone pulls on the shared features and on the critic's own head."""
         torch.manual_seed(0)
-        policy = KLToPriorPolicy(policy_space(env.observation_space), env.action_space, lambda _: 3e-4,
-                                 detach_critic=detach_critic, **policy_kwargs(TINY_NETWORK))
+        policy = KLToPriorPolicy(
+            policy_space(env.observation_space),
+            env.action_space,
+            lambda _: 3e-4,
+            detach_critic=detach_critic,
+            **policy_kwargs(TINY_NETWORK),
+        )
         values, _, _ = policy.evaluate_actions(policy.obs_to_tensor(obs)[0], torch.zeros(1))
         values.sum().backward()
+
         def grad(module: torch.nn.Module) -> float:
             return sum(float(p.grad.abs().sum()) for p in module.parameters() if p.grad is not None)
 
@@ -147,8 +208,16 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
 
 def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp_path: Path):
     save_untrained_bc(tmp_path / "bc.zip")
-    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
-                              value_warmup_steps=64, critic_features="separate")
+    settings = FinetuneConfig(
+        total_steps=64,
+        num_envs=1,
+        subprocesses=False,
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        value_warmup_steps=64,
+        critic_features="separate",
+    )
     finetune(tmp_path / "bc.zip", settings, CONFIG, tmp_path / "out")
 
     bc = ActorCriticPolicy.load(str(tmp_path / "bc.zip")).features_extractor.state_dict()
@@ -161,8 +230,10 @@ def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp
 def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start():
     from benchmarks.bench_finetune_stability import verdict, windows
 
-    rows = [{"timesteps": t, "win": win} for t, win in
-            [*((100 + i, i < 5) for i in range(15)), *((1100 + i, i < 1) for i in range(16))]]
+    rows = [
+        {"timesteps": t, "win": win}
+        for t, win in [*((100 + i, i < 5) for i in range(15)), *((1100 + i, i < 1) for i in range(16))]
+    ]
     curve = windows(rows, 2000, 1000)
     assert verdict(curve, rows, start=0.2).endswith("clearly below the start (20.0%): no")  # 1 of 16: up to 28 %
     assert verdict(curve, rows, start=0.325).endswith("clearly below the start (32.5%): yes, windows until [2000]")
@@ -176,30 +247,55 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
     value (a schedule's lambda on SB3 2.6, carrying its file's path). So the same run, in two
     processes from two copies of the code in differently named folders, and a loadable result."""
     save_untrained_bc(tmp_path / "bc.zip")
-    settings = FinetuneConfig(total_steps=40, num_envs=1, subprocesses=False, n_steps=20, batch_size=20, n_epochs=1,
-                              value_warmup_steps=0, learning_rate=2e-4, clip_range=0.15)
-    script = ("import sys; from pathlib import Path; from elden_il.finetune import finetune; "
-              "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
-              f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(settings)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
-              "Path(sys.argv[2]))")
+    settings = FinetuneConfig(
+        total_steps=40,
+        num_envs=1,
+        subprocesses=False,
+        n_steps=20,
+        batch_size=20,
+        n_epochs=1,
+        value_warmup_steps=0,
+        learning_rate=2e-4,
+        clip_range=0.15,
+    )
+    script = (
+        "import sys; from pathlib import Path; from elden_il.finetune import finetune; "
+        "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
+        f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(settings)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
+        "Path(sys.argv[2]))"
+    )
     saved = []
     for checkout in (tmp_path / "first", tmp_path / "elsewhere" / "clone"):
         for package in ("env", "capture", "elden_il"):
             shutil.copytree(ROOT / package, checkout / package, ignore=shutil.ignore_patterns("__pycache__"))
-        subprocess.run([sys.executable, "-c", script, str(tmp_path / "bc.zip"), "out"], cwd=checkout, check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / "bc.zip"), "out"],
+            cwd=checkout,
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
         saved.append(checkout / "out" / "policy.zip")
         time.sleep(2.1)  # a zip's entry times have a 2 s resolution
     assert saved[0].read_bytes() == saved[1].read_bytes()
 
     with zipfile.ZipFile(saved[0]) as archive:
         data = json.loads(archive.read("data"))
-    pickled = [base64.b64decode(item[":serialized:"]) for item in data.values() if isinstance(item, dict) and ":serialized:" in item]
-    assert pickled and not [p for p in pickled if b"cloudpickle" in p], "code pickled by value: it names the file it came from"
+    pickled = [
+        base64.b64decode(item[":serialized:"])
+        for item in data.values()
+        if isinstance(item, dict) and ":serialized:" in item
+    ]
+    assert pickled and not [p for p in pickled if b"cloudpickle" in p], (
+        "code pickled by value: it names the file it came from"
+    )
     model = PPO.load(saved[0])
     assert model.num_timesteps == 40
     assert model.lr_schedule(1.0) == 2e-4 and model.clip_range(1.0) == 0.15  # made again from the saved constants
     loaded = load_policy(saved[0].parent)
     with make_env(loaded.config) as env:
         observation, _ = env.reset(seed=3)
-        assert loaded.policy.predict(observation, deterministic=True)[0] == model.predict(observation, deterministic=True)[0]
+        assert (
+            loaded.policy.predict(observation, deterministic=True)[0]
+            == model.predict(observation, deterministic=True)[0]
+        )

@@ -10,12 +10,11 @@ import cv2
 import gymnasium
 import numpy as np
 import pytest
+from conftest import untrained_policy
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
 from env.factory import make_env
-
-from conftest import untrained_policy
 
 ENV_ID = "EldenIL/Margit-v0"
 
@@ -93,7 +92,9 @@ def test_multi_binary_keys_map_to_one_bit_each():
 
 def test_record_video_writes_an_mp4_at_the_render_size(tmp_path: Path):
     e = gymnasium.wrappers.RecordVideo(
-        gymnasium.make(ENV_ID, render_mode="rgb_array", max_steps=10), str(tmp_path / "videos"), episode_trigger=lambda _: True,
+        gymnasium.make(ENV_ID, render_mode="rgb_array", max_steps=10),
+        str(tmp_path / "videos"),
+        episode_trigger=lambda _: True,
     )
     e.reset(seed=0)
     done = False
@@ -114,11 +115,13 @@ def finetuned(tmp_path_factory) -> Path:
     """A tiny real fine-tuning run from an untrained policy: its output folder."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
+
     tmp = tmp_path_factory.mktemp("models")
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
     untrained_policy(config).save(str(tmp / "bc.zip"))
-    settings = FinetuneConfig(total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1,
-                              value_warmup_steps=0)
+    settings = FinetuneConfig(
+        total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0
+    )
     finetune(tmp / "bc.zip", settings, config, tmp / "finetuned")
     return tmp / "finetuned"
 
@@ -152,8 +155,9 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
 
 
 def test_load_policy_reads_a_policy_only_zip_and_says_what_is_missing(tmp_path: Path):
-    from elden_il.policy import load_policy
     from env.errors import EldenILError
+
+    from elden_il.policy import load_policy
 
     config = EnvConfig(profile="sim_margit")
     untrained_policy(config).save(str(tmp_path / "policy.zip"))

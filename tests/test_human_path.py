@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_human_path as bench
 from capture.build_dataset import build_dataset
+
 from elden_il.data import demonstrations, open_dataset
 from elden_il.params import load_params
+
+from benchmarks import bench_human_path as bench
 
 ROOT = Path(__file__).parents[1]
 

@@ -15,13 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from env.config import EnvConfig
+from env.factory import make_env
+
 from capture.build_dataset import build_dataset
 from capture.compression import NONE
 from capture.provenance import REPOSITORY, Provenance, provenance
 from capture.record import RecordSettings, record
+
 from elden_il.data import demonstrations, load_demonstrations
-from env.config import EnvConfig
-from env.factory import make_env
 
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=3)
 FIGHT_SEED = 7
@@ -32,8 +34,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two short recorded fights built twice: frames compressed (the default) and raw. Recorded
     losslessly at the env's own picture, so the dataset's frames are the live env's bit for bit."""
     tmp = tmp_path_factory.mktemp("interop")
-    record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=12,
-                          seed=FIGHT_SEED, out=tmp / "raw", master_size=CONFIG.picture_size, video_codec="lossless"))
+    record(
+        RecordSettings(
+            env=CONFIG,
+            backend="sim",
+            autopilot=True,
+            max_episodes=2,
+            max_episode_seconds=12,
+            seed=FIGHT_SEED,
+            out=tmp / "raw",
+            master_size=CONFIG.picture_size,
+            video_codec="lossless",
+        )
+    )
     build_dataset(tmp / "raw", "test/raw-v0", CONFIG, root=tmp / "minari", compression=NONE)
     build_dataset(tmp / "raw", "test/interop-v0", CONFIG, root=tmp / "minari")
     return tmp / "minari"
@@ -59,8 +72,15 @@ def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tm
     metadata = minari.load_dataset("test/interop-v0").storage.metadata
     description = metadata["description"]
     assert description.startswith("2 recorded boss fights") and "{" not in description
-    for words in ("200 ms", "84x84", "the last 2 frames", "the last 3 actions", "minari.load_dataset('test/interop-v0')",
-                  "recover_environment()", "gzip 6"):
+    for words in (
+        "200 ms",
+        "84x84",
+        "the last 2 frames",
+        "the last 3 actions",
+        "minari.load_dataset('test/interop-v0')",
+        "recover_environment()",
+        "gzip 6",
+    ):
         assert words in description, words
     here = provenance()
     assert here.commit is not None and re.fullmatch(r"[0-9a-f]{40}", here.commit)
@@ -71,9 +91,14 @@ def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tm
 
 def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_identical(tmp_path: Path):
     """Committing dvc.lock makes a new HEAD; a dataset rebuilt by the same code must not change."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     git("init", "-q")
     (tmp_path / "capture").mkdir()
@@ -95,6 +120,7 @@ def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_
 def test_torchrl_buffer_holds_the_real_steps(built: Path):
     pytest.importorskip("torchrl", reason="the torchrl extra is not installed: pip install -e '.[torchrl]'")
     import minari
+
     from elden_il.interop import to_torchrl
 
     dataset = minari.load_dataset("test/interop-v0")
@@ -111,8 +137,10 @@ def test_torchrl_buffer_holds_the_real_steps(built: Path):
     start = 0
     for episode in dataset.iterate_episodes():
         end = start + len(episode.actions)
-        assert np.array_equal(data["next", "observation", "frame"][start:end].numpy(), episode.observations["frame"][1:])
-        assert data["next", "done"][end - 1].item() and not data["next", "done"][start:end - 1].any()
+        assert np.array_equal(
+            data["next", "observation", "frame"][start:end].numpy(), episode.observations["frame"][1:]
+        )
+        assert data["next", "done"][end - 1].item() and not data["next", "done"][start : end - 1].any()
         assert data["next", "terminated"][end - 1].item() == episode.terminations[-1]
         start = end
 
@@ -121,9 +149,11 @@ def test_torchrl_buffer_holds_the_real_steps(built: Path):
 def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(built: Path, tmp_path: Path):
     d3rlpy = pytest.importorskip("d3rlpy", reason="the d3rlpy extra is not installed: pip install -e '.[d3rlpy]'")
     import minari
+
+    from env.play import run_fights
+
     from elden_il.d3rlpy_encoder import FrameAndStateEncoderFactory
     from elden_il.interop import D3rlpyActor, D3rlpyObservation, to_d3rlpy
-    from env.play import run_fights
 
     dataset = minari.load_dataset("test/interop-v0")
     mdp = to_d3rlpy(dataset)
@@ -141,9 +171,17 @@ def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(buil
     finally:
         env.close()
 
-    algo = d3rlpy.algos.DiscreteBCConfig(encoder_factory=FrameAndStateEncoderFactory(), batch_size=16).create(device="cpu:0")
+    algo = d3rlpy.algos.DiscreteBCConfig(encoder_factory=FrameAndStateEncoderFactory(), batch_size=16).create(
+        device="cpu:0"
+    )
     # a few updates: that it trains on the converted data, not how well
-    algo.fit(mdp, n_steps=32, n_steps_per_epoch=32, show_progress=False, save_interval=10**9,
-             logger_adapter=d3rlpy.logging.NoopAdapterFactory())
+    algo.fit(
+        mdp,
+        n_steps=32,
+        n_steps_per_epoch=32,
+        show_progress=False,
+        save_interval=10**9,
+        logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+    )
     records, _ = run_fights(lambda: D3rlpyObservation(make_env(CONFIG)), D3rlpyActor(algo), [0], parallel=1)
     assert len(records) == 1 and records[0].length > 0

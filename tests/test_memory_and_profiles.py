@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from env.profile import load_profile
-from env.siphon.config import load_siphon_config
 from env.errors import ConfigError
+from env.profile import load_profile
 from env.sim import memory
 from env.sim.world import World
+from env.siphon.config import load_siphon_config
 
 ER_CONFIG = Path(__file__).parents[1] / "env/profiles/eldenring_margit/siphon.toml"
 
@@ -87,7 +87,7 @@ def test_a_wrong_key_name_in_keybinds_is_refused_naming_file_and_key(profile_cop
 
 def test_malformed_toml_is_refused_with_the_line(profile_copy: Path):
     path = profile_copy / "siphon.toml"
-    path.write_text(path.read_text().replace('type = "int"', 'type = int', 1))
+    path.write_text(path.read_text().replace('type = "int"', "type = int", 1))
     with pytest.raises(ConfigError, match=r"siphon.toml: malformed TOML: .*line \d+"):
         load_profile(profile_copy)
 
@@ -111,12 +111,17 @@ def test_a_bad_attribute_type_is_refused(tmp_path: Path):
         load_siphon_config(path)
 
 
-@pytest.mark.parametrize("command", [
-    ["env.sim", "--port", "0"],
-    ["capture.record", "--backend", "sim", "--autopilot", "--max-episodes", "1"],
-    ["capture.build_dataset", "--id", "test/x-v0"],
-])
-def test_every_command_line_refuses_a_broken_profile_in_one_line(command: list[str], profile_copy: Path, tmp_path: Path):
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["env.sim", "--port", "0"],
+        ["capture.record", "--backend", "sim", "--autopilot", "--max-episodes", "1"],
+        ["capture.build_dataset", "--id", "test/x-v0"],
+    ],
+)
+def test_every_command_line_refuses_a_broken_profile_in_one_line(
+    command: list[str], profile_copy: Path, tmp_path: Path
+):
     """A user's profile with a typo gets the loader's message, naming file and key; no traceback."""
     keybinds = profile_copy / "profile.toml"
     keybinds.write_text(keybinds.read_text().replace('attack = "P"', 'attack = "PP"'))
@@ -124,11 +129,30 @@ def test_every_command_line_refuses_a_broken_profile_in_one_line(command: list[s
     if command[0] == "capture.record":
         args += ["--out", str(tmp_path / "raw")]
     if command[0] == "capture.build_dataset":
-        record = subprocess.run([sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot",
-                                 "--max-episodes", "1", "--max-episode-seconds", "2", "--no-status",
-                                 "--out", str(tmp_path / "raw")], capture_output=True, text=True, timeout=120)
+        record = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "capture.record",
+                "--backend",
+                "sim",
+                "--autopilot",
+                "--max-episodes",
+                "1",
+                "--max-episode-seconds",
+                "2",
+                "--no-status",
+                "--out",
+                str(tmp_path / "raw"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert record.returncode == 0, record.stderr
         args += ["--raw", str(tmp_path / "raw"), "--root", str(tmp_path / "minari")]
     result = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
-    assert "Traceback" not in result.stderr and "keybinds.attack" in result.stderr and "PP" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "keybinds.attack" in result.stderr and "PP" in result.stderr, (
+        result.stderr
+    )

@@ -16,14 +16,16 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from capture.build_dataset import build_dataset
-from capture.episode import list_episodes
-from elden_il.evaluate import evaluate
-from elden_il.pipeline import write_json
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
 from env.play import RandomActor
 from env.sim.expert import ScriptedExpert, expert_actor
+
+from capture.build_dataset import build_dataset
+from capture.episode import list_episodes
+
+from elden_il.evaluate import evaluate
+from elden_il.pipeline import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "episodes.ipynb"
@@ -36,10 +38,26 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("notebook")
     raw, minari_root, reports = root / "raw", root / "minari", root / "reports"
     subprocess.run(
-        [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot",
-         "--max-episodes", "2", "--max-episode-seconds", "15", "--out", str(raw),
-         "--no-status", "--log-level", "WARNING"],
-        cwd=ROOT, check=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "capture.record",
+            "--backend",
+            "sim",
+            "--autopilot",
+            "--max-episodes",
+            "2",
+            "--max-episode-seconds",
+            "15",
+            "--out",
+            str(raw),
+            "--no-status",
+            "--log-level",
+            "WARNING",
+        ],
+        cwd=ROOT,
+        check=True,
+        timeout=120,
     )
     with pytest.MonkeyPatch.context() as patch:  # build_dataset sets MINARI_DATASETS_PATH
         patch.setenv("MINARI_DATASETS_PATH", str(minari_root))
@@ -61,8 +79,9 @@ def execute(monkeypatch: pytest.MonkeyPatch, **params: str) -> nbformat.Notebook
     for name, value in params.items():
         monkeypatch.setenv(f"ELDEN_IL_{name}", value)
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = NotebookClient(notebook, kernel_name="python3", timeout=120,
-                            resources={"metadata": {"path": str(NOTEBOOK.parent)}})
+    client = NotebookClient(
+        notebook, kernel_name="python3", timeout=120, resources={"metadata": {"path": str(NOTEBOOK.parent)}}
+    )
     client.execute()  # raises CellExecutionError, with the cell and its traceback, on any error
     return notebook
 
@@ -88,12 +107,14 @@ def test_the_notebook_is_saved_without_outputs():
     assert "parameters" in code[0].metadata.get("tags", [])
 
 
-def test_the_notebook_shows_recordings_dataset_and_evaluation(
-    data: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-):
+def test_the_notebook_shows_recordings_dataset_and_evaluation(data: dict[str, Path], monkeypatch: pytest.MonkeyPatch):
     notebook = execute(
-        monkeypatch, RAW_DIR=str(data["raw"]), MINARI_DATASET=DATASET_ID,
-        MINARI_ROOT=str(data["minari"]), REPORTS_DIR=str(data["reports"]), EPISODE="1",
+        monkeypatch,
+        RAW_DIR=str(data["raw"]),
+        MINARI_DATASET=DATASET_ID,
+        MINARI_ROOT=str(data["minari"]),
+        REPORTS_DIR=str(data["reports"]),
+        EPISODE="1",
     )
 
     # HP + keys, key use, dataset actions, frame strip, timing, policy comparison
@@ -107,11 +128,12 @@ def test_the_notebook_shows_recordings_dataset_and_evaluation(
     assert f"python -m capture.view {list_episodes(data['raw'])[1].resolve()}" in "\n".join(tables)
 
 
-def test_the_notebook_says_when_there_is_no_evaluation_yet(
-    data: dict[str, Path], monkeypatch: pytest.MonkeyPatch
-):
+def test_the_notebook_says_when_there_is_no_evaluation_yet(data: dict[str, Path], monkeypatch: pytest.MonkeyPatch):
     notebook = execute(
-        monkeypatch, RAW_DIR=str(data["raw"]), MINARI_DATASET="", REPORTS_DIR=str(data["empty"]),
+        monkeypatch,
+        RAW_DIR=str(data["raw"]),
+        MINARI_DATASET="",
+        REPORTS_DIR=str(data["empty"]),
         MOMENT="10",
     )
 

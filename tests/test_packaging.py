@@ -33,13 +33,21 @@ def test_packages_are_typed_and_dvc_is_an_extra():
     assert any(d.startswith("moviepy") for d in PROJECT["optional-dependencies"]["video"])
 
 
-@pytest.mark.parametrize("command", [["-c", "import elden_il.policy"], ["-m", "capture.record", "--help"],
-                                     ["-m", "elden_il.pipeline", "summary"]])
+@pytest.mark.parametrize(
+    "command",
+    [["-c", "import elden_il.policy"], ["-m", "capture.record", "--help"], ["-m", "elden_il.pipeline", "summary"]],
+)
 def test_a_users_env_module_in_the_working_directory_is_named_not_obscure(tmp_path: Path, command: list[str]):
     (tmp_path / "env.py").write_text("SEED = 1\n")
     paths = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": paths})
+    done = subprocess.run(
+        [sys.executable, *command],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": paths},
+    )
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("capture.shadowing.ShadowedPackageError: ")
@@ -49,7 +57,13 @@ def test_a_users_env_module_in_the_working_directory_is_named_not_obscure(tmp_pa
 
 def test_without_a_shadow_the_gymnasium_id_is_registered_by_importing_elden_il(tmp_path: Path):
     script = "import gymnasium, elden_il; print(gymnasium.make('EldenIL/Margit-v0').spec.max_episode_steps)"
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "900"

@@ -11,16 +11,18 @@ from pathlib import Path
 import pytest
 
 from env.observations import observed_attributes
-from env.siphon.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient, SiphonError
 from env.siphon.config import AttributeSpec, SiphonConfig
+from env.siphon.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
 
 P1 = "48 8B 05 ?? ?? ?? ?? 48 85 C0 74 0F 48 39 88"
 
 
-def spec(name: str, type_: str, offset: int, chain: tuple[int, ...] = (0x10EF8, 0x0, 0x190, 0x0), pattern: str = P1) -> AttributeSpec:
+def spec(
+    name: str, type_: str, offset: int, chain: tuple[int, ...] = (0x10EF8, 0x0, 0x190, 0x0), pattern: str = P1
+) -> AttributeSpec:
     return AttributeSpec(name, type_, pattern, (*chain, offset))
 
 
@@ -30,31 +32,51 @@ def test_the_games_config_packs_into_its_objects():
     stats = blocks["HeroHp..HeroMaxSp"]
     assert stats.spec.type == "array" and stats.spec.length == 36 and stats.spec.offsets[-1] == 0x138
     assert [(f.name, f.offset) for f in stats.fields] == [
-        ("HeroHp", 0), ("HeroMaxHp", 4), ("HeroFp", 16), ("HeroMaxFp", 24), ("HeroSp", 28), ("HeroMaxSp", 32),
+        ("HeroHp", 0),
+        ("HeroMaxHp", 4),
+        ("HeroFp", 16),
+        ("HeroMaxFp", 24),
+        ("HeroSp", 28),
+        ("HeroMaxSp", 32),
     ]
     # the game stores X, Z, Y; NoGravity sits 0x15B bytes further on and stays a scalar read
-    assert [f.name for f in blocks["HeroLocalPosX..HeroLocalPosY"].fields] == ["HeroLocalPosX", "HeroLocalPosZ", "HeroLocalPosY"]
+    assert [f.name for f in blocks["HeroLocalPosX..HeroLocalPosY"].fields] == [
+        "HeroLocalPosX",
+        "HeroLocalPosZ",
+        "HeroLocalPosY",
+    ]
     assert not any("NoGravity" in name for name in blocks)
     assert blocks["NpcHp..NpcMaxHp"].spec.method == "dll"  # a dll attribute's array reads the same NPC
     # the observation needs 10 attributes: 6 reads; a full snapshot of 33: 12 reads
     plan = ReadPlan.for_names(observed_attributes(profile), blocks.values())
-    assert sorted(plan.requests) == sorted([
-        "HeroHp..HeroMaxSp", "NpcHp..NpcMaxHp", "HeroLocalPosX..HeroLocalPosY",
-        "NpcGlobalPosX..NpcGlobalPosAngle", "HeroAnimId", "NpcAnimId",
-    ])
+    assert sorted(plan.requests) == sorted(
+        [
+            "HeroHp..HeroMaxSp",
+            "NpcHp..NpcMaxHp",
+            "HeroLocalPosX..HeroLocalPosY",
+            "NpcGlobalPosX..NpcGlobalPosAngle",
+            "HeroAnimId",
+            "NpcAnimId",
+        ]
+    )
     assert len(ReadPlan.for_names(profile.attribute_names, blocks.values()).requests) == 12
 
 
 def test_only_neighbours_of_one_object_are_packed():
-    attributes = {a.name: a for a in [
-        spec("A", "int", 0x10), spec("B", "float", 0x14),
-        spec("Far", "int", 0x10 + MAX_SPAN),  # would make the array longer than MAX_SPAN
-        spec("OtherObject", "int", 0x18, chain=(0x10EF8, 0x0, 0x190, 0x8)),
-        spec("OtherPattern", "int", 0x18, pattern="48 8B 0D ?? ?? ?? ??"),
-        AttributeSpec("NoChain", "int"),
-        spec("Blob", "array", 0x1C),
-        spec("Flag", "bool", 0x200), spec("FlagInside", "bool", 0x200),  # the same byte twice
-    ]}
+    attributes = {
+        a.name: a
+        for a in [
+            spec("A", "int", 0x10),
+            spec("B", "float", 0x14),
+            spec("Far", "int", 0x10 + MAX_SPAN),  # would make the array longer than MAX_SPAN
+            spec("OtherObject", "int", 0x18, chain=(0x10EF8, 0x0, 0x190, 0x8)),
+            spec("OtherPattern", "int", 0x18, pattern="48 8B 0D ?? ?? ?? ??"),
+            AttributeSpec("NoChain", "int"),
+            spec("Blob", "array", 0x1C),
+            spec("Flag", "bool", 0x200),
+            spec("FlagInside", "bool", 0x200),  # the same byte twice
+        ]
+    }
     blocks = plan_blocks(attributes)
     assert [[f.name for f in b.fields] for b in blocks] == [["A", "B"]]
     block = blocks[0]
@@ -85,8 +107,12 @@ def test_packed_and_one_by_one_reads_agree_on_every_attribute(sim_server: SimSer
 def test_the_simulator_refuses_an_array_it_cannot_fill(sim_server: SimServer):
     profile = load_profile("sim_margit")
     lonely = replace(spec("Blob", "array", 0x400), length=16)  # no attribute of the config inside it
-    config = SiphonConfig(profile.siphon.path, profile.siphon.process_name, profile.siphon.window_name,
-                          {**profile.siphon.attributes, "Blob": lonely})
+    config = SiphonConfig(
+        profile.siphon.path,
+        profile.siphon.process_name,
+        profile.siphon.window_name,
+        {**profile.siphon.attributes, "Blob": lonely},
+    )
     client = SiphonClient(sim_server.host)
     try:
         with pytest.raises(SiphonError, match="Blob: the simulator has no raw memory"):
@@ -136,7 +162,8 @@ def test_a_profile_can_turn_packed_reads_off(tmp_path: Path):
 
 
 def test_a_server_that_cannot_read_our_arrays_falls_back_to_one_by_one_reads(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ):
     """A Siphon whose array reads fail (here: come back short; on the real server: a config that
     stuck from an earlier client): values still come, read one by one, and one warning says how
@@ -169,7 +196,8 @@ def test_a_server_that_cannot_read_our_arrays_falls_back_to_one_by_one_reads(
 
 
 def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_after_one_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ):
     """The real Siphon keeps the attribute list it first initialised memory with. After
     `pysiphon init siphon.toml` (no packed arrays in it), this client's arrays cannot be read:
@@ -178,14 +206,31 @@ def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_aft
     import shutil
     import subprocess
 
-    real = ("--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--hook-poll-s", "0.05",
-            "--capture-init-ms", "10", "--first-frame-ms", "50", "--start", "fight")
+    real = (
+        "--real-server",
+        "--scan-ms",
+        "1",
+        "--hook-delay-s",
+        "0.2",
+        "--hook-poll-s",
+        "0.05",
+        "--capture-init-ms",
+        "10",
+        "--first-frame-ms",
+        "50",
+        "--start",
+        "fight",
+    )
     profile = load_profile("sim_margit")
     pysiphon = shutil.which("pysiphon", path=str(Path(sys.executable).parent))
     assert pysiphon is not None, "pysiphon's CLI is installed with pysiphon"
     with SimServer(size=(84, 84), extra_args=real, log_path=tmp_path / "server.log") as server:
-        init = subprocess.run([pysiphon, "--host", server.host, "init", str(profile.siphon.path)],
-                              capture_output=True, text=True, timeout=60)
+        init = subprocess.run(
+            [pysiphon, "--host", server.host, "init", str(profile.siphon.path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert init.returncode == 0, init.stdout + init.stderr
         client, plain = SiphonClient(server.host), SiphonClient(server.host)
         try:
@@ -200,7 +245,10 @@ def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_aft
             assert values == again == plain.read(profile.attribute_names)  # unconfigured: one by one
             assert observed == {n: values[n] for n in observed}
             assert caplog.text.count("cannot read this client's packed arrays") == 1, caplog.text
-            assert "HeroHp..HeroMaxSp" in caplog.text and "Restart Siphon, then connect with this project first" in caplog.text
+            assert (
+                "HeroHp..HeroMaxSp" in caplog.text
+                and "Restart Siphon, then connect with this project first" in caplog.text
+            )
             assert len(client._plan(observed_attributes(profile)).requests) == 10  # no arrays planned any more
         finally:
             client.close()

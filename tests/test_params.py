@@ -17,8 +17,13 @@ DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
 
 def as_yaml(params: PipelineParams) -> dict:
     """The tree as params.yaml writes it (lists where YAML has no tuples)."""
-    return {name: {key: list(value) if isinstance(value, tuple) else value
-                   for key, value in asdict(getattr(params, name)).items()} for name in SECTIONS}
+    return {
+        name: {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in asdict(getattr(params, name)).items()
+        }
+        for name in SECTIONS
+    }
 
 
 def test_params_yaml_is_the_defaults_written_out():
@@ -29,7 +34,9 @@ def test_params_yaml_is_the_defaults_written_out():
         assert list(written[name]) == list(defaults[name]), f"params.yaml {name} lists other keys than its dataclass"
         for key, value in written[name].items():
             if key not in DIFFERENT_FROM_THE_DEFAULTS.get(name, {}):
-                assert value == defaults[name][key], f"params.yaml {name}.{key} = {value!r}, its default {defaults[name][key]!r}"
+                assert value == defaults[name][key], (
+                    f"params.yaml {name}.{key} = {value!r}, its default {defaults[name][key]!r}"
+                )
     assert load_params(ROOT / "params.yaml") == PipelineParams()
 
 
@@ -40,13 +47,16 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
     assert load_params(tmp_path / "params.yaml") == PipelineParams()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("bc: [1, 2]\n", "params.yaml bc must be a mapping of keys (epochs, batch_size"),
-    ("bc:\n  epoch: 3\n", "params.yaml bc: unknown keys ['epoch']"),
-    ("training:\n  epochs: 3\n", "params.yaml: unknown sections ['training']"),
-    ("- demos\n", "params.yaml must be a mapping of sections (demos, dataset, env, bc, finetune, evaluate)"),
-    ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("bc: [1, 2]\n", "params.yaml bc must be a mapping of keys (epochs, batch_size"),
+        ("bc:\n  epoch: 3\n", "params.yaml bc: unknown keys ['epoch']"),
+        ("training:\n  epochs: 3\n", "params.yaml: unknown sections ['training']"),
+        ("- demos\n", "params.yaml must be a mapping of sections (demos, dataset, env, bc, finetune, evaluate)"),
+        ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
+    ],
+)
 def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str, message: str):
     (tmp_path / "params.yaml").write_text(text)
     with pytest.raises(ParamsError) as caught:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from capture.episode import list_episodes, read_episode
-from capture.record import RecordSettings, record
 from env.config import EnvConfig
 from env.game import GameState
 from env.sim.expert import ScriptedExpert
 from env.sim.person import MIN_TAP_S, HumanLimits, PersonLikeExpert
 from env.sim.world import MOVES_BY_PHASE
+
+from capture.episode import list_episodes, read_episode
+from capture.record import RecordSettings, record
 
 MOVE = MOVES_BY_PHASE[1][0]
 IDLE_ANIM = 0
@@ -21,11 +22,23 @@ IDLE_ANIM = 0
 
 def state(t: float, anim: int) -> GameState:
     """The boss 2 m away at full HP, playing ``anim`` at time ``t``."""
-    return GameState({
-        "HeroHp": 1000, "HeroMaxHp": 1000, "HeroSp": 100, "HeroAnimId": 0, "HeroLocalPosX": 0.0, "HeroLocalPosY": 0.0,
-        "NpcHp": 4000, "NpcMaxHp": 4000, "NpcAnimId": anim, "NpcLocalPosX": 2.0, "NpcLocalPosY": 0.0,
-        "HeroFlaskCharges": 3,
-    }, t)
+    return GameState(
+        {
+            "HeroHp": 1000,
+            "HeroMaxHp": 1000,
+            "HeroSp": 100,
+            "HeroAnimId": 0,
+            "HeroLocalPosX": 0.0,
+            "HeroLocalPosY": 0.0,
+            "NpcHp": 4000,
+            "NpcMaxHp": 4000,
+            "NpcAnimId": anim,
+            "NpcLocalPosX": 2.0,
+            "NpcLocalPosY": 0.0,
+            "HeroFlaskCharges": 3,
+        },
+        t,
+    )
 
 
 def noticed_after(person: PersonLikeExpert, onset: float, frame_s: float = 1 / 30) -> float:
@@ -79,8 +92,19 @@ def test_taps_last_as_long_as_a_persons():
 
 
 def record_with(player: str, out: Path, episodes: int = 2) -> list[Path]:
-    record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="sim", autopilot=True, player=player,
-                          max_episodes=episodes, max_episode_seconds=20, seed=0, out=out, reproducible=True))
+    record(
+        RecordSettings(
+            env=EnvConfig(profile="sim_margit"),
+            backend="sim",
+            autopilot=True,
+            player=player,
+            max_episodes=episodes,
+            max_episode_seconds=20,
+            seed=0,
+            out=out,
+            reproducible=True,
+        )
+    )
     return list_episodes(out)
 
 

@@ -14,20 +14,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import untrained_policy
 
-from capture.build_dataset import BuildError, build_dataset
-from capture.record import RecordSettings, record
-from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
+from env.errors import ConfigError
 from env.factory import make_env
 from env.profile import load_profile
 from env.sim.launcher import SimServer
-from env.errors import ConfigError
 from env.siphon.game import SiphonGame
 
-from conftest import untrained_policy
+from capture.build_dataset import BuildError, build_dataset
+from capture.record import RecordSettings, record
+
+from elden_il.data import load_demonstrations
+from elden_il.policy import load_policy
 
 WINDOW = (1280, 720)
 SEED = 7
@@ -42,9 +43,19 @@ def recorded_while_paused(server: SimServer, out: Path) -> None:
         game.set_speed(0.0)
     finally:
         game.close()
-    record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="siphon", host=server.host, autopilot=True,
-                          max_episodes=1, max_episode_seconds=0.5, seed=SEED, out=out,
-                          video_codec="lossless"))  # the window's pixels, bit for bit
+    record(
+        RecordSettings(
+            env=EnvConfig(profile="sim_margit"),
+            backend="siphon",
+            host=server.host,
+            autopilot=True,
+            max_episodes=1,
+            max_episode_seconds=0.5,
+            seed=SEED,
+            out=out,
+            video_codec="lossless",
+        )
+    )  # the window's pixels, bit for bit
 
 
 CLOCKS = ("SimTick", "gameSpeedVal", "gameSpeedFlag")
@@ -76,8 +87,12 @@ def test_the_live_env_the_in_process_env_and_a_recording_of_a_1280x720_window_sh
         demos = load_demonstrations(dataset.id, tmp_path / "minari")
         config = demos.config
         assert config.capture_size == WINDOW and config.frame_size == (84, 84)
-        live = trajectory(EldenRingEnv(SiphonGame(server.host, "sim_margit"), config, pause_between_steps=True,
-                                       state_attributes=everything), actions)
+        live = trajectory(
+            EldenRingEnv(
+                SiphonGame(server.host, "sim_margit"), config, pause_between_steps=True, state_attributes=everything
+            ),
+            actions,
+        )
 
     # paused between steps on both sides, so both play the same fight (a tap lands within the
     # paused moment there and here); a paused live step is exact to a few ms of sleep, which a
@@ -125,10 +140,23 @@ def test_a_policy_for_a_1280x720_window_refuses_a_live_window_of_another_size(tm
 
 
 def test_a_dataset_is_built_for_the_window_its_episodes_were_captured_from(tmp_path: Path):
-    def recorded(out: Path, capture_size: tuple[int, int] | None, seed: int, master: tuple[int, int] | None = None) -> None:
+    def recorded(
+        out: Path, capture_size: tuple[int, int] | None, seed: int, master: tuple[int, int] | None = None
+    ) -> None:
         env = EnvConfig(profile="sim_margit", capture_size=capture_size)
-        record(RecordSettings(env=env, backend="sim", autopilot=True, max_episodes=1, max_episode_seconds=1,
-                              seed=seed, out=out, reproducible=True, master_size=master))
+        record(
+            RecordSettings(
+                env=env,
+                backend="sim",
+                autopilot=True,
+                max_episodes=1,
+                max_episode_seconds=1,
+                seed=seed,
+                out=out,
+                reproducible=True,
+                master_size=master,
+            )
+        )
 
     recorded(tmp_path / "small", None, seed=0, master=(84, 84))
     recorded(tmp_path / "wide", WINDOW, seed=5)
@@ -136,7 +164,10 @@ def test_a_dataset_is_built_for_the_window_its_episodes_were_captured_from(tmp_p
     # lock-step at the frame size: no picture of its own, as the default pipeline built before it kept one
     assert build_dataset(tmp_path / "small", "test/small-v0", root=root) is not None
     assert load_demonstrations("test/small-v0", root).config.capture_size is None
-    assert load_demonstrations(build_dataset(tmp_path / "wide", "test/wide-v0", root=root).id, root).config.capture_size == WINDOW
+    assert (
+        load_demonstrations(build_dataset(tmp_path / "wide", "test/wide-v0", root=root).id, root).config.capture_size
+        == WINDOW
+    )
 
     with pytest.raises(BuildError) as refused:
         build_dataset(tmp_path / "wide", "test/x-v0", EnvConfig(capture_size=(1920, 1080)), root=root)

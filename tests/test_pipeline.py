@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REAL_SERVER_TEST_ARGS, untrained_policy
+
 from env.sim.launcher import ARGS_VARIABLE
 
 ROOT = Path(__file__).parents[1]
@@ -22,19 +22,53 @@ TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
     "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
     "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
-    "bc": {"epochs": 1, "batch_size": 64, "learning_rate": 0.0003, "weight_decay": 0.0, "validation_fraction": 0.5, "patience": 1, "seed": 0},
-    "finetune": {"total_steps": 256, "num_envs": 1, "subprocesses": False, "kl_coef": 0.05, "learning_rate": 0.0001,
-                 "n_steps": 128, "batch_size": 64, "n_epochs": 1, "gamma": 0.99, "gae_lambda": 0.95, "clip_range": 0.1, "seed": 0,
-                 "kl_decay_steps": 0, "value_warmup_steps": 0, "value_warmup_epochs": 0},
-    "evaluate": {"fights": 3, "first_seed": 1000, "backend": "sim", "host": "127.0.0.1:50051", "deterministic": True, "parallel": 3},
+    "bc": {
+        "epochs": 1,
+        "batch_size": 64,
+        "learning_rate": 0.0003,
+        "weight_decay": 0.0,
+        "validation_fraction": 0.5,
+        "patience": 1,
+        "seed": 0,
+    },
+    "finetune": {
+        "total_steps": 256,
+        "num_envs": 1,
+        "subprocesses": False,
+        "kl_coef": 0.05,
+        "learning_rate": 0.0001,
+        "n_steps": 128,
+        "batch_size": 64,
+        "n_epochs": 1,
+        "gamma": 0.99,
+        "gae_lambda": 0.95,
+        "clip_range": 0.1,
+        "seed": 0,
+        "kl_decay_steps": 0,
+        "value_warmup_steps": 0,
+        "value_warmup_epochs": 0,
+    },
+    "evaluate": {
+        "fights": 3,
+        "first_seed": 1000,
+        "backend": "sim",
+        "host": "127.0.0.1:50051",
+        "deterministic": True,
+        "parallel": 3,
+    },
 }
 
 
 def run(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``args`` in ``cwd``, importing this checkout's code (a copy in ``cwd`` comes first), not
     whichever checkout the virtualenv's editable install points at."""
-    env = {**os.environ, "DVC_NO_ANALYTICS": "1", "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "PYTHONPATH": str(ROOT), **(extra_env or {})}
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        **(extra_env or {}),
+    }
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, env=env)
 
 
@@ -132,7 +166,8 @@ def test_a_fresh_clone_elsewhere_reproduces_the_same_dvc_lock(project: Path, rep
     assert "Running stage 'evaluate'" in again.stdout and warnings_in(again) == []
     assert run(clone, "git", "status", "--porcelain").stdout == ""
     assert sorted(p.name for p in (clone / "datasets/reports/recordings").iterdir()) == [
-        f"{name}.rrd" for name in ("bc", "expert", "finetuned", "random")]
+        f"{name}.rrd" for name in ("bc", "expert", "finetuned", "random")
+    ]
 
 
 def commit(project: Path) -> None:
@@ -161,7 +196,9 @@ def check_metrics_and_plots(project: Path) -> None:
     shown = run(project, "dvc", "plots", "show", "--json")
     assert shown.returncode == 0, shown.stderr
     plots = json.loads(shown.stdout)["data"]
-    declared = [next(iter(p)) if isinstance(p, dict) else p for p in yaml.safe_load((project / "dvc.yaml").read_text())["plots"]]
+    declared = [
+        next(iter(p)) if isinstance(p, dict) else p for p in yaml.safe_load((project / "dvc.yaml").read_text())["plots"]
+    ]
     assert set(plots) == set(declared)
     for name, [plot] in plots.items():
         assert plot["type"] == "image" or plot["content"]["data"]["values"], name
@@ -184,7 +221,9 @@ def test_evaluation_over_the_simulator_server_through_a_param(project: Path, mod
     params["evaluate"].update(backend="sim_server", fights=fights)
     (project / "server.yaml").write_text(yaml.safe_dump(params))
     real = {ARGS_VARIABLE: " ".join(REAL_SERVER_TEST_ARGS)} if mode == "real" else {}
-    result = run(project, sys.executable, "-m", "elden_il.pipeline", "evaluate", "--params", "server.yaml", extra_env=real)
+    result = run(
+        project, sys.executable, "-m", "elden_il.pipeline", "evaluate", "--params", "server.yaml", extra_env=real
+    )
     assert result.returncode == 0, result.stderr
     metrics = json.loads((project / "datasets/reports/eval.json").read_text())
     assert metrics["backend"] == "sim_server" and metrics["policies"]["expert"]["fights"] == fights
@@ -199,14 +238,23 @@ def write_params(project: Path, name: str, **changes) -> str:
     return name
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
-    ({"bc.learning_rate": "fast"}, "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
-    ({"dataset.action_mode": "continuous"}, "params.yaml dataset.action_mode = 'continuous': must be one of discrete, multi_binary"),
-    ({"env.max_steps": True}, "params.yaml env.max_steps = True: must be a whole number of steps"),
-    ({"dataset.frame_size": [99999, 99999]}, "params.yaml dataset.frame_size = (99999, 99999): each side must be from 8 to 4096"),
-    ({"evaluate.backend": "xbox"}, "params.yaml evaluate.backend = 'xbox': must be one of sim, sim_server, siphon"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
+        ({"bc.learning_rate": "fast"}, "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
+        (
+            {"dataset.action_mode": "continuous"},
+            "params.yaml dataset.action_mode = 'continuous': must be one of discrete, multi_binary",
+        ),
+        ({"env.max_steps": True}, "params.yaml env.max_steps = True: must be a whole number of steps"),
+        (
+            {"dataset.frame_size": [99999, 99999]},
+            "params.yaml dataset.frame_size = (99999, 99999): each side must be from 8 to 4096",
+        ),
+        ({"evaluate.backend": "xbox"}, "params.yaml evaluate.backend = 'xbox': must be one of sim, sim_server, siphon"),
+    ],
+)
 def test_bad_params_are_refused_with_what_to_fix(tmp_path: Path, changes: dict, message: str):
     name = write_params(tmp_path, "params.yaml", **{k.replace("__", "."): v for k, v in changes.items()})
     stage = "bc" if "bc." in next(iter(changes)) else "evaluate" if "evaluate" in next(iter(changes)) else "dataset"
@@ -240,7 +288,10 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path):
     write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
     incompatible = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", "bc", "--params", "small.yaml")
     assert incompatible.returncode == 2, incompatible.stderr
-    assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in incompatible.stderr
+    assert (
+        "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)"
+        in incompatible.stderr
+    )
     assert "dvc repro dataset" in incompatible.stderr
 
 
@@ -249,12 +300,21 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
     dataset stage writes their window into the dataset, bc accepts it (params.yaml leaves the
     picture to the recordings, as it does the profile) and saves it beside the policy, and the
     env the fine-tuning and evaluation stages build from that policy draws the same picture."""
-    from capture.record import RecordSettings, record
     from env.config import EnvConfig
     from env.factory import make_env
 
-    record(RecordSettings(env=EnvConfig(profile="sim_margit", capture_size=(1280, 720)), backend="sim", autopilot=True,
-                          max_episodes=2, max_episode_seconds=5, out=tmp_path / "datasets/raw"))
+    from capture.record import RecordSettings, record
+
+    record(
+        RecordSettings(
+            env=EnvConfig(profile="sim_margit", capture_size=(1280, 720)),
+            backend="sim",
+            autopilot=True,
+            max_episodes=2,
+            max_episode_seconds=5,
+            out=tmp_path / "datasets/raw",
+        )
+    )
     write_params(tmp_path, "params.yaml", **{"demos.source": "raw"})
     for stage in ("dataset", "bc"):
         result = run(tmp_path, sys.executable, "-m", "elden_il.pipeline", stage)
@@ -268,17 +328,25 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
+    from env.config import EnvConfig
+    from env.errors import ConfigError
+    from env.sim.launcher import SimServer
+
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
-    from env.config import EnvConfig
-    from env.sim.launcher import SimServer
-    from env.errors import ConfigError
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
     untrained_policy(config).save(str(tmp_path / "bc.zip"))
     with SimServer(size=(84, 84)) as server, server.player():
-        settings = FinetuneConfig(total_steps=64, backend="siphon", hosts=(server.host,),
-                                  n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)
+        settings = FinetuneConfig(
+            total_steps=64,
+            backend="siphon",
+            hosts=(server.host,),
+            n_steps=32,
+            batch_size=32,
+            n_epochs=1,
+            value_warmup_steps=0,
+        )
         metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
     assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0

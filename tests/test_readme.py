@@ -13,4 +13,5 @@ def test_the_readmes_results_table_is_the_last_evaluations():
     table = markdown_summary(ROOT / "datasets/reports/eval.json")
     assert table in (ROOT / "README.md").read_text(), (
         "README.md's results table differs from datasets/reports/eval.json: paste the output of "
-        "`python -m elden_il.pipeline summary --markdown` into its Results section\n" + table)
+        "`python -m elden_il.pipeline summary --markdown` into its Results section\n" + table
+    )

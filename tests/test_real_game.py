@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from env.profile import load_profile
+from env.sim.display import focus_window
+
 from capture import files
 from capture.fights import FightTracker
 from capture.silence import InputSilence
-from env.profile import load_profile
-from env.sim.display import focus_window
 
 
 def test_publishing_waits_out_another_process_holding_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -39,6 +40,7 @@ def test_publishing_waits_out_another_process_holding_the_file(tmp_path: Path, m
     assert target.read_bytes() == b"episode" and not source.exists() and len(refusals) == 3
 
     source.write_bytes(b"episode")
+
     def held_for_good(a, b):
         raise PermissionError(13, "The process cannot access the file because it is being used by another process")
 
@@ -58,8 +60,11 @@ def test_a_recorder_that_hears_nothing_while_the_game_moves_says_so(caplog: pyte
 
     heard = InputSilence(silence_s=2.0)
     for i in range(90):  # the same, with a key heard every second: nothing to say
-        heard.update(i / 30, {"HeroLocalPosX": i * 0.1, "HeroLocalPosY": 0.0, "HeroAnimId": 1},
-                     one_event if i % 30 == 0 else no_events)
+        heard.update(
+            i / 30,
+            {"HeroLocalPosX": i * 0.1, "HeroLocalPosY": 0.0, "HeroAnimId": 1},
+            one_event if i % 30 == 0 else no_events,
+        )
     assert not heard.warned
 
 
@@ -184,8 +189,17 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
     from capture.video import codec
 
     names = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
-    meta = EpisodeMeta(profile="eldenring_margit", attribute_names=names, key_names=("W",), sample_rate_hz=30.0,
-                       codec=codec("h264"), window_size=(8, 8), source="human", sim_seed=None, host="test")
+    meta = EpisodeMeta(
+        profile="eldenring_margit",
+        attribute_names=names,
+        key_names=("W",),
+        sample_rate_hz=30.0,
+        codec=codec("h264"),
+        window_size=(8, 8),
+        source="human",
+        sim_seed=None,
+        host="test",
+    )
     fights = (
         [(1100, 4174), (780, 4174), (780, 4024), (1100, 4024), (1100, 3874)],  # a swipe, a light attack, a flask
         [(1100, 4174), (1100, 3834), (480, 3834), (0, 3834)],  # a skill, the holy hammer, then 480 HP: a death
@@ -193,9 +207,18 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
     for fight, outcome in zip(fights, ("timeout", "death")):
         writer = EpisodeWriter(tmp_path, meta)
         for i, (hero, npc) in enumerate(fight):
-            writer.append(Sample(t=i / 30, frame_t=i / 30, frame=np.zeros((8, 8, 3), np.uint8),
-                                 state=np.array([hero, 1100, npc, 4174], float), held=np.zeros(1, bool),
-                                 pressed=np.zeros(1, bool), mouse_dx=0.0, mouse_dy=0.0))
+            writer.append(
+                Sample(
+                    t=i / 30,
+                    frame_t=i / 30,
+                    frame=np.zeros((8, 8, 3), np.uint8),
+                    state=np.array([hero, 1100, npc, 4174], float),
+                    held=np.zeros(1, bool),
+                    pressed=np.zeros(1, bool),
+                    mouse_dx=0.0,
+                    mouse_dy=0.0,
+                )
+            )
         writer.finish(outcome, {})
     assert floors.main([str(tmp_path)]) == 0
     printed = capsys.readouterr().out
@@ -206,9 +229,23 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
 
 
 GAME_SERVER_ARGS = (
-    "--profile", "eldenring_margit", "--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2",
-    "--hook-poll-s", "0.05", "--capture-init-ms", "10", "--first-frame-ms", "50",
-    "--death-screen-s", "0.5", "--loading-s", "1.0",
+    "--profile",
+    "eldenring_margit",
+    "--real-server",
+    "--scan-ms",
+    "1",
+    "--hook-delay-s",
+    "0.2",
+    "--hook-poll-s",
+    "0.05",
+    "--capture-init-ms",
+    "10",
+    "--first-frame-ms",
+    "50",
+    "--death-screen-s",
+    "0.5",
+    "--loading-s",
+    "1.0",
 )
 """The simulator as unkind as the game, for the game's own profile: Siphon's mutex, scans, hook and
 capture, a world that starts at the Site of Grace, real deaths and kills (short screens)."""
@@ -232,9 +269,9 @@ def test_the_env_walks_back_into_the_fight_after_a_real_death_and_names_a_real_k
     through the fog wall and locks on; a floor ends an episode with nobody dead; a real death
     (a floor missed) is recovered by the next reset without a human; a real kill is reported with
     the manual step, and once the save is restored (the simulator's stand-in) reset works again."""
-    from env.siphon.arena import BossKilled
     from env.config import EnvConfig
     from env.factory import make_env
+    from env.siphon.arena import BossKilled
 
     env = make_env(EnvConfig(profile="eldenring_margit", max_steps=10), backend="siphon", host=game_server.host)
     game = env.unwrapped.game
@@ -286,9 +323,23 @@ def test_twenty_fights_with_forced_real_deaths_and_kills_need_no_human(tmp_path:
 
     out = tmp_path / "recovery.json"
     result = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_recovery", "--fights", "20", "--max-steps", "5",
-         "--server-args", " ".join(GAME_SERVER_ARGS), "--json", str(out)],
-        cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=400,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_recovery",
+            "--fights",
+            "20",
+            "--max-steps",
+            "5",
+            "--server-args",
+            " ".join(GAME_SERVER_ARGS),
+            "--json",
+            str(out),
+        ],
+        cwd=Path(__file__).parents[1],
+        capture_output=True,
+        text=True,
+        timeout=400,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     r = json.loads(out.read_text())
@@ -316,7 +367,9 @@ def test_a_timed_out_call_blames_lock_on_only_when_it_read_an_npc(tmp_path: Path
             with pytest.raises(SiphonError, match=r"did not answer GetAttribute\(HeroHp\) within its deadline") as hero:
                 client.read(["HeroHp"])
             assert "lock on" not in str(hero.value) and "restart Siphon" in str(hero.value)
-            with pytest.raises(SiphonError, match=r"GetAttribute\(NpcHp\.\.NpcMaxHp.*within its deadline: .*lock on to the boss"):
+            with pytest.raises(
+                SiphonError, match=r"GetAttribute\(NpcHp\.\.NpcMaxHp.*within its deadline: .*lock on to the boss"
+            ):
                 client.read(["NpcHp", "NpcMaxHp"])
         finally:
             client.close()
@@ -333,12 +386,17 @@ def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path)
     from env.siphon.game import SiphonGame
 
     never = (*GAME_SERVER_ARGS, "--first-frame-ms", "600000")
-    with SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server, someone_locks_on(server.host):
+    with (
+        SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server,
+        someone_locks_on(server.host),
+    ):
         with pytest.raises(NoFrame, match=r"no frame of the game window yet \(it answered 0 bytes\)"):
             SiphonGame(server.host, "eldenring_margit", hook_timeout=20)
 
-    with SimServer(size=(320, 180), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server, \
-            someone_locks_on(server.host):
+    with (
+        SimServer(size=(320, 180), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server,
+        someone_locks_on(server.host),
+    ):
         game = SiphonGame(server.host, "eldenring_margit", hook_timeout=20, stale_after_s=1.0)
         try:
             for _ in range(15):  # 1.5 s at the grace, nobody moving: the same frames, and rightly so
@@ -371,8 +429,22 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
 
     def doctor(profile: str) -> tuple[subprocess.CompletedProcess, float]:
         started = time.monotonic()
-        result = subprocess.run([sys.executable, "-m", "env.doctor", "--host", game_server.host, "--profile", profile,
-                                 "--hook-timeout", "20"], capture_output=True, text=True, timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "env.doctor",
+                "--host",
+                game_server.host,
+                "--profile",
+                profile,
+                "--hook-timeout",
+                "20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return result, time.monotonic() - started
 
     right, seconds = doctor("eldenring_margit")
@@ -383,7 +455,8 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     # take the character near the fog wall, where E walks through it)
     assert "[ok  ] keybinds: all 13 bindings make the game react" in right.stdout or (
         "[ok  ] keybinds: all 12 bindings make the game react" in right.stdout
-        and "[--  ] keys not judged: event_action (E: no reaction here" in right.stdout), right.stdout
+        and "[--  ] keys not judged: event_action (E: no reaction here" in right.stdout
+    ), right.stdout
     assert "[FAIL] frames" not in right.stdout
     assert "steps/s" in right.stdout and "records at" in right.stdout
     assert seconds < 60, seconds
@@ -437,19 +510,34 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     then, while the boss is gone and nothing can be read, discards that episode (F6) and quits
     (F8). The recorder sends no memory writes; every episode started is saved or discarded; the
     loading screen and the boss's absence are pauses, not a lost server."""
-    from capture.episode import list_episodes, read_episode
     from env.sim.launcher import SimServer
     from env.siphon.client import SiphonClient
 
+    from capture.episode import list_episodes, read_episode
+
     out, log = tmp_path / "raw", tmp_path / "recorder.log"
-    with SimServer(size=(320, 180), extra_args=(*GAME_SERVER_ARGS, "--window"), log_path=tmp_path / "server.log") as server:
+    with SimServer(
+        size=(320, 180), extra_args=(*GAME_SERVER_ARGS, "--window"), log_path=tmp_path / "server.log"
+    ) as server:
         human = ScriptedHuman(server.process.pid)
         eyes = SiphonClient(server.host)  # the harness: Sim* controls, and the one write it makes itself
         see = lambda name: eyes.read([name])[name]  # noqa: E731
         with open(log, "w") as sink:
             recorder = subprocess.Popen(
-                [sys.executable, "-m", "capture.record", "--profile", "eldenring_margit", "--host", server.host,
-                 "--out", str(out), "--no-status"], stdout=sink, stderr=subprocess.STDOUT,
+                [
+                    sys.executable,
+                    "-m",
+                    "capture.record",
+                    "--profile",
+                    "eldenring_margit",
+                    "--host",
+                    server.host,
+                    "--out",
+                    str(out),
+                    "--no-status",
+                ],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
             )
         started = time.monotonic()
         said = lambda words, n: wait_until(lambda: log.read_text().count(words) == n, 20, f"{n} x {words!r}", log)  # noqa: E731
@@ -469,8 +557,12 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
             time.sleep(1.0)
             eyes.write("NpcHp", 0, "int")  # the harness's only write: the killing blow (one a script lands reliably)
             wait_until(lambda: see("SimPhase") == 5, 5, "the boss felled: a real kill", log)
-            wait_until(lambda: see("SimPhase") == 6 and "paused until it can" in log.read_text().split("win")[-1],
-                       20, "the boss gone and the recorder paused", log)
+            wait_until(
+                lambda: see("SimPhase") == 6 and "paused until it can" in log.read_text().split("win")[-1],
+                20,
+                "the boss gone and the recorder paused",
+                log,
+            )
             human.press("F6")  # discard the kill's episode, while nothing can be read ...
             wait_until(lambda: "discarded the last saved episode" in log.read_text(), 10, "the discard", log)
             assert see("SimPhase") == 6  # ... at once: the game is still unreadable
@@ -493,10 +585,12 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     assert first.column("HeroHp")[0] == first.column("HeroMaxHp")[0]
     assert not list(out.glob("*.partial"))
     stats = [json.loads(e.attrs["stats"]) for e in episodes]
-    print(f"\nrecording a person: {len(episodes) + 1} episodes ({len(episodes)} kept, 1 discarded, 0 lost), "
-          f"{sum(len(e) for e in episodes)} samples kept, {sum(s['dropped_samples'] for s in stats)} dropped, "
-          f"{sum(s['late_samples'] for s in stats)} late, at {[round(s['achieved_rate_hz'], 1) for s in stats]} Hz; "
-          f"no writes; {seconds:.0f} s")
+    print(
+        f"\nrecording a person: {len(episodes) + 1} episodes ({len(episodes)} kept, 1 discarded, 0 lost), "
+        f"{sum(len(e) for e in episodes)} samples kept, {sum(s['dropped_samples'] for s in stats)} dropped, "
+        f"{sum(s['late_samples'] for s in stats)} late, at {[round(s['achieved_rate_hz'], 1) for s in stats]} Hz; "
+        f"no writes; {seconds:.0f} s"
+    )
 
 
 def wait_until(predicate, timeout: float, what: str, log: Path) -> None:
@@ -598,15 +692,24 @@ def test_connecting_after_a_death_waits_for_the_lock_on(game_server, caplog: pyt
 
 def run_doctor(host: str, profile: str = "sim_margit") -> str:
     """``python -m env.doctor`` against ``host``, as a user runs it; its output."""
-    result = subprocess.run([sys.executable, "-m", "env.doctor", "--host", host, "--profile", profile, "--hook-timeout", "20"],
-                            capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [sys.executable, "-m", "env.doctor", "--host", host, "--profile", profile, "--hook-timeout", "20"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     return result.stdout + result.stderr
 
 
 def blames_no_binding(output: str) -> bool:
     """The doctor neither names a binding as dead nor says to fix the keys."""
-    return "no reaction to" not in output and "bind these keys" not in output and "[FAIL] keys" not in output \
-        and "fix keys" not in output and "fix keybinds" not in output
+    return (
+        "no reaction to" not in output
+        and "bind these keys" not in output
+        and "[FAIL] keys" not in output
+        and "fix keys" not in output
+        and "fix keybinds" not in output
+    )
 
 
 @pytest.mark.slow
@@ -638,8 +741,8 @@ def test_the_doctor_tells_a_paused_game_from_a_wrong_binding(tmp_path: Path):
 def test_the_doctor_tells_an_empty_flask_from_a_wrong_binding(tmp_path: Path):
     """With 0 flask charges it said "no reaction to use_item (R)". At the Site of Grace (nobody
     attacks there) every other binding is judged."""
-    from env.siphon.client import SiphonClient
     from env.sim.launcher import SimServer
+    from env.siphon.client import SiphonClient
 
     with SimServer(size=(160, 90), extra_args=("--start", "grace"), log_path=tmp_path / "server.log") as server:
         client = SiphonClient(server.host)
@@ -647,5 +750,7 @@ def test_the_doctor_tells_an_empty_flask_from_a_wrong_binding(tmp_path: Path):
         client.write("HeroFlaskCharges", 0, "int")
         client.close()
         output = run_doctor(server.host)
-    assert "use_item (R: no flask charges left: rest at a grace to refill them, or the heal check is skipped)" in output, output
+    assert (
+        "use_item (R: no flask charges left: rest at a grace to refill them, or the heal check is skipped)" in output
+    ), output
     assert "[ok  ] keybinds: all" in output and blames_no_binding(output), output

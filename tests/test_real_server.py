@@ -37,14 +37,18 @@ class Siphon:
 
     @staticmethod
     def config(names: dict[str, str], window: str = "w", dll: tuple[str, ...] = ()) -> pb2.SetProcessConfigRequest:
-        attributes = [pb2.ProcessAttributeProto(name=n, type=t, method="dll" if n in dll else "") for n, t in names.items()]
+        attributes = [
+            pb2.ProcessAttributeProto(name=n, type=t, method="dll" if n in dll else "") for n, t in names.items()
+        ]
         return pb2.SetProcessConfigRequest(process_name=PROCESS, process_window_name=window, attributes=attributes)
 
     def configure(self, names: dict[str, str], window: str = "w", dll: tuple[str, ...] = ()) -> None:
         assert self.stub.SetProcessConfig(self.config(names, window, dll), timeout=5).success
-        for call, request in (("InitializeMemory", pb2.InitializeMemoryRequest()),
-                              ("InitializeInput", pb2.InitializeInputRequest()),
-                              ("InitializeCapture", pb2.InitializeCaptureRequest())):
+        for call, request in (
+            ("InitializeMemory", pb2.InitializeMemoryRequest()),
+            ("InitializeInput", pb2.InitializeInputRequest()),
+            ("InitializeCapture", pb2.InitializeCaptureRequest()),
+        ):
             assert getattr(self.stub, call)(request, timeout=5).success
 
     def get(self, name: str, timeout: float = 5) -> pb2.GetSiphonResponse:
@@ -88,7 +92,9 @@ def test_one_mutex_and_a_scan_per_call_queue_reads_but_not_input_or_capture(serv
         siphon = serve(*args)
         siphon.configure(HERO)
         started = time.monotonic()
-        reads = [siphon.stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=10) for _ in range(8)]
+        reads = [
+            siphon.stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName="HeroHp"), timeout=10) for _ in range(8)
+        ]
         time.sleep(0.05)
         assert siphon.tap("W", hold_ms=0).success and len(siphon.capture().frame) == 160 * 90 * 4
         prompt = time.monotonic() - started  # input and capture take no lock
@@ -116,7 +122,9 @@ def test_every_locked_call_queues_behind_the_npc_hook_and_mouse_and_toggles_do_n
         time.sleep(0.1)  # the hook is being injected, the mutex held
         stub = siphon.stub
         locked = {
-            "SetAttribute": stub.SetAttribute.future(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=False), timeout=20),
+            "SetAttribute": stub.SetAttribute.future(
+                pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=False), timeout=20
+            ),
             "SetProcessConfig": stub.SetProcessConfig.future(Siphon.config(config, dll=tuple(NPC)), timeout=20),
             "InitializeCapture": stub.InitializeCapture.future(pb2.InitializeCaptureRequest(), timeout=20),
             "GetServerStatus": stub.GetServerStatus.future(pb2.GetServerStatusRequest(), timeout=20),
@@ -169,7 +177,10 @@ def test_the_first_config_sticks_until_the_server_restarts(serve):
 def test_the_npc_hook_blocks_the_server_until_a_lock_on_then_follows_the_last_target(serve):
     siphon = serve(*FAST, "--scan-ms", "1", "--hook-delay-s", "0.4")
     siphon.configure({**HERO, **NPC}, dll=tuple(NPC))
-    assert siphon.value("SimPhase") == Phase.OUTSIDE and (siphon.value("HeroLocalPosX"), siphon.value("HeroLocalPosY")) == GRACE
+    assert (
+        siphon.value("SimPhase") == Phase.OUTSIDE
+        and (siphon.value("HeroLocalPosX"), siphon.value("HeroLocalPosY")) == GRACE
+    )
     started = time.monotonic()
     npc = siphon.stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName="NpcId"), timeout=20)
     time.sleep(0.05)
@@ -250,7 +261,9 @@ def mouse_profile(tmp_path: Path) -> Path:
     folder = tmp_path / "mouse_profile"
     shutil.copytree(PROFILES / "sim_margit", folder)
     text = (folder / "profile.toml").read_text()
-    (folder / "profile.toml").write_text(text.replace('attack = "P"', 'attack = "LEFT"').replace('skill = "F"', 'skill = "BUTTON5"'))
+    (folder / "profile.toml").write_text(
+        text.replace('attack = "P"', 'attack = "LEFT"').replace('skill = "F"', 'skill = "BUTTON5"')
+    )
     return folder
 
 

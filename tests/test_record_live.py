@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capture.episode import list_episodes, read_episode
-from env.siphon.client import SiphonClient
 from env.sim.display import focus_window
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
+from env.siphon.client import SiphonClient
+
+from capture.episode import list_episodes, read_episode
 
 SAMPLE_PERIOD = 1 / 30
 
@@ -25,7 +26,8 @@ SAMPLE_PERIOD = 1 / 30
 def recorder(host: str, out: Path, *extra: str, log: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "capture.record", "--host", host, "--out", str(out), "--no-status", *extra],
-        stdout=open(log, "wb"), stderr=subprocess.STDOUT,
+        stdout=open(log, "wb"),
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -59,7 +61,9 @@ def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: 
             client.write("NpcLocalPosY", 9.5, "float")  # the boss starts far off: only our keys move the player
             # ...but it may have struck before that write landed (a knockdown lasts over a second,
             # longer than W is held below): the keys start once the player is free to walk.
-            wait_for(lambda: client.read(["HeroAnimId"])["HeroAnimId"] == PlayerAnim.IDLE, 10, "the player to stand idle")
+            wait_for(
+                lambda: client.read(["HeroAnimId"])["HeroAnimId"] == PlayerAnim.IDLE, 10, "the player to stand idle"
+            )
             client.close()
             time.sleep(0.3)
             sent = {}
@@ -90,7 +94,13 @@ def test_human_keys_on_xvfb_are_recorded_with_their_timing(xvfb: str, tmp_path: 
         return float(events["t"][rows[0]])
 
     # each key's time is when it was sent, give or take the listener's wake-up
-    for name, key, kind in [("w_down", "W", 0), ("w_up", "W", 1), ("a_down", "A", 0), ("a_up", "A", 1), ("p_tap", "P", 0)]:
+    for name, key, kind in [
+        ("w_down", "W", 0),
+        ("w_up", "W", 1),
+        ("a_down", "A", 0),
+        ("a_up", "A", 1),
+        ("p_tap", "P", 0),
+    ]:
         before, after = sent[name]
         assert before <= event_time(key, kind) <= after + SAMPLE_PERIOD, (name, before, event_time(key, kind), after)
     w_down, w_up = sent["w_down"][1], sent["w_up"][0]
@@ -138,8 +148,16 @@ def test_a_server_dying_mid_recording_closes_the_episode_cleanly(tmp_path: Path)
 def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Path):
     out = tmp_path / "raw"
     with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server, server.player():
-        rec = recorder(server.host, out, "--autopilot", "--max-episodes", "2", "--max-episode-seconds", "4",
-                       log=tmp_path / "recorder.log")
+        rec = recorder(
+            server.host,
+            out,
+            "--autopilot",
+            "--max-episodes",
+            "2",
+            "--max-episode-seconds",
+            "4",
+            log=tmp_path / "recorder.log",
+        )
         assert rec.wait(timeout=60) == 0, (tmp_path / "recorder.log").read_text()
     episodes = [read_episode(p) for p in list_episodes(out)]
     assert len(episodes) == 2 and all(e.attrs["source"] == "autopilot" for e in episodes)

@@ -19,40 +19,59 @@ import minari
 import numpy as np
 import pytest
 
-from capture.build_dataset import BuildError, build_dataset, samples_at
-from capture.footage import decoded as decoded_frames
-from capture.build_dataset import main as build_main
-from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
-from capture.record import MASTER_SIZE
-from capture.inputs import InputLog
-from capture.labels import StepLabeler
-from capture.recover import recover
-from capture.video import codec
 from env.actions import ActionTable
 from env.config import EnvConfig
 from env.factory import make_env
 from env.observations import FrameSpec
 from env.profile import load_profile
 
+from capture.build_dataset import BuildError, build_dataset, samples_at
+from capture.build_dataset import main as build_main
+from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.footage import decoded as decoded_frames
+from capture.inputs import InputLog
+from capture.labels import StepLabeler
+from capture.record import MASTER_SIZE
+from capture.recover import recover
+from capture.video import codec
+
 PROFILE = load_profile("sim_margit")
 KEYS = tuple(PROFILE.keybinds.values())
 
 
 def meta(**kw) -> EpisodeMeta:
-    base = dict(profile="sim_margit", attribute_names=("HeroHp", "NpcHp"), key_names=KEYS, sample_rate_hz=30.0,
-                codec=codec("lossless"), window_size=(16, 12), source="autopilot", sim_seed=3, host="in-process")
+    base = dict(
+        profile="sim_margit",
+        attribute_names=("HeroHp", "NpcHp"),
+        key_names=KEYS,
+        sample_rate_hz=30.0,
+        codec=codec("lossless"),
+        window_size=(16, 12),
+        source="autopilot",
+        sim_seed=3,
+        host="in-process",
+    )
     return EpisodeMeta(**{**base, **kw})
 
 
 def sample(i: int) -> Sample:
     rng = np.random.default_rng(i)
-    return Sample(t=i / 30, frame_t=i / 30 - 0.001, frame=rng.integers(0, 255, (12, 16, 3), dtype=np.uint8),
-                  state=np.array([1100.0 - i, 4174.0]), held=rng.random(len(KEYS)) < 0.3,
-                  pressed=rng.random(len(KEYS)) < 0.2, mouse_dx=float(i), mouse_dy=0.0)
+    return Sample(
+        t=i / 30,
+        frame_t=i / 30 - 0.001,
+        frame=rng.integers(0, 255, (12, 16, 3), dtype=np.uint8),
+        state=np.array([1100.0 - i, 4174.0]),
+        held=rng.random(len(KEYS)) < 0.3,
+        pressed=rng.random(len(KEYS)) < 0.2,
+        mouse_dx=float(i),
+        mouse_dy=0.0,
+    )
 
 
 def test_an_episode_reads_back_exactly_and_is_published_atomically(tmp_path: Path):
-    writer = EpisodeWriter(tmp_path, meta(), lock_step=True)  # appended faster than real time: the encoder is waited for
+    writer = EpisodeWriter(
+        tmp_path, meta(), lock_step=True
+    )  # appended faster than real time: the encoder is waited for
     samples = [sample(i) for i in range(50)]
     for s in samples:
         writer.append(s)
@@ -150,8 +169,10 @@ def test_a_killed_recorder_loses_no_finished_episode_and_the_partial_one_is_reco
     assert ep.attrs["recovered"] and ep.attrs["outcome"] == "recovered"
     assert len(ep) >= 100  # everything flushed before the kill (flushes every 50 ms; a video cluster a second)
     # the video and the state are cut to the same samples: frame i is still sample i
-    assert np.array_equal(ep.frames_at(np.array([17, len(ep) - 1]), FrameSpec((16, 12))),
-                          np.stack([sample(17).frame, sample(len(ep) - 1).frame]))
+    assert np.array_equal(
+        ep.frames_at(np.array([17, len(ep) - 1]), FrameSpec((16, 12))),
+        np.stack([sample(17).frame, sample(len(ep) - 1).frame]),
+    )
     assert (tmp_path / (partial.name + ".bak")).exists()
     assert (tmp_path / partial.name.replace(".h5.partial", ".mkv.partial.bak")).exists()
 
@@ -198,13 +219,22 @@ def test_a_persons_keys_label_the_step_they_were_pressed_in_not_the_next_sampled
     from capture.labels import step_inputs
 
     col = {k: i for i, k in enumerate(KEYS)}
-    events = np.array([(0.19, KEY_DOWN, col["LEFT_SHIFT"], 0, 0), (0.191, KEY_UP, col["LEFT_SHIFT"], 0, 0),
-                       (0.205, KEY_DOWN, col["W"], 0, 0), (0.5, KEY_UP, col["W"], 0, 0)], EVENT_DTYPE)
+    events = np.array(
+        [
+            (0.19, KEY_DOWN, col["LEFT_SHIFT"], 0, 0),
+            (0.191, KEY_UP, col["LEFT_SHIFT"], 0, 0),
+            (0.205, KEY_DOWN, col["W"], 0, 0),
+            (0.5, KEY_UP, col["W"], 0, 0),
+        ],
+        EVENT_DTYPE,
+    )
     held, pressed = step_inputs(events, np.zeros(len(KEYS), bool), np.array([0.0, 0.2, 0.4]), slices=6)
     labeler = StepLabeler(ActionTable(PROFILE, "discrete"), KEYS)
     names = ActionTable(PROFILE, "discrete").names
     assert [names[labeler.label(held[k * 6 : (k + 1) * 6], pressed[k * 6 : (k + 1) * 6])] for k in (0, 1)] == [
-        "roll_back", "move_forward"]
+        "roll_back",
+        "move_forward",
+    ]
     # the samples of a recorder 20 ms out of phase put the tap into the second step
     samples_t = 0.02 + np.arange(12) / 30
     assert samples_t[np.searchsorted(samples_t, 0.19)] > 0.2
@@ -223,8 +253,13 @@ def test_the_step_grid_is_laid_where_a_persons_presses_fall():
     # jitter, and one stray press elsewhere
     presses = start + 0.07 + dt * np.arange(40) + np.tile([0.0, 0.004, 0.011, 0.002], 10)
     presses = np.append(presses, start + 3.15)
-    events = np.sort(np.array([(t, KEY_DOWN, col["P"], 0, 0) for t in presses]
-                              + [(t + 0.05, KEY_UP, col["P"], 0, 0) for t in presses], EVENT_DTYPE), order="t")
+    events = np.sort(
+        np.array(
+            [(t, KEY_DOWN, col["P"], 0, 0) for t in presses] + [(t + 0.05, KEY_UP, col["P"], 0, 0) for t in presses],
+            EVENT_DTYPE,
+        ),
+        order="t",
+    )
     phase = press_phase(events, start, dt, slice_s)
     assert 0.07 - slice_s < phase <= 0.07  # every regular press in its step's first slice
     residues = np.mod(presses[:-1] - start - phase, dt)
@@ -252,8 +287,22 @@ def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int 
 
     Autopilot.act = spy
     try:
-        code = record.main(["--backend", "sim", "--autopilot", "--max-episodes", str(episodes), "--seed", str(seed),
-                            "--out", str(out), "--no-status", "--max-episode-seconds", str(max_seconds)])
+        code = record.main(
+            [
+                "--backend",
+                "sim",
+                "--autopilot",
+                "--max-episodes",
+                str(episodes),
+                "--seed",
+                str(seed),
+                "--out",
+                str(out),
+                "--no-status",
+                "--max-episode-seconds",
+                str(max_seconds),
+            ]
+        )
     finally:
         Autopilot.act = original
     assert code == 0
@@ -375,13 +424,31 @@ def test_the_builder_says_what_is_wrong(tmp_path: Path):
 
     # the recording keeps its picture: any frame size and crop up to it builds; a larger one is one
     # line naming the file, both sizes and the ways out
-    assert build_main(["--raw", str(raw), "--id", "test/t-v0", "--root", str(tmp_path / "minari"),
-                       "--frame-size", "64x48", "--frame-crop", "0,0.1,1,1"]) == 0
+    assert (
+        build_main(
+            [
+                "--raw",
+                str(raw),
+                "--id",
+                "test/t-v0",
+                "--root",
+                str(tmp_path / "minari"),
+                "--frame-size",
+                "64x48",
+                "--frame-crop",
+                "0,0.1,1,1",
+            ]
+        )
+        == 0
+    )
     with pytest.raises(BuildError) as refused:
-        build_dataset(raw, "test/u-v0", EnvConfig(frame_size=(200, 200), frame_crop=(0, 0, 0.5, 1)),
-                      root=tmp_path / "minari")
-    assert "keeps its picture at 256x256 (128x256 after the crop), smaller than the 200x200 cropped to 0,0,0.5,1 " \
-           "frames asked for: build at most 128x256, or record with a larger master size" in str(refused.value)
+        build_dataset(
+            raw, "test/u-v0", EnvConfig(frame_size=(200, 200), frame_crop=(0, 0, 0.5, 1)), root=tmp_path / "minari"
+        )
+    assert (
+        "keeps its picture at 256x256 (128x256 after the crop), smaller than the 200x200 cropped to 0,0,0.5,1 "
+        "frames asked for: build at most 128x256, or record with a larger master size" in str(refused.value)
+    )
 
     # a salvaged episode with no samples (a crash before the first flush) is skipped, not fatal
     recorded_as = dict(attribute_names=PROFILE.attribute_names, window_size=MASTER_SIZE)
@@ -403,7 +470,7 @@ def test_vocab_lists_the_animation_ids_recorded_as_a_profile_table(tmp_path: Pat
     record_in_process(tmp_path / "raw", episodes=1, max_seconds=30)
     assert vocab.main([str(tmp_path / "raw")]) == 0
     printed = capsys.readouterr().out
-    table = tomllib.loads(printed[printed.index("[animations]"):])["animations"]
+    table = tomllib.loads(printed[printed.index("[animations]") :])["animations"]
     # everything the simulator's fighters did is one of its known ids, the idle ones among them
     assert set(table["boss"]) <= set(PROFILE.boss_animations) and len(table["boss"]) >= 3
     assert set(table["player"]) <= set(PROFILE.player_animations) and 0 in table["player"]
@@ -412,8 +479,9 @@ def test_vocab_lists_the_animation_ids_recorded_as_a_profile_table(tmp_path: Pat
 
 
 def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
-    from capture.sampler import Sampler
     from env.sim.game import SimGame
+
+    from capture.sampler import Sampler
 
     game = SimGame("sim_margit", seed=0)
     sampler = Sampler(game, InputLog(KEYS), rate_hz=30)
@@ -433,8 +501,9 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
 def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, player):
     """Against a live game the next sample starts on its deadline even while a slow one is still
     in flight; samples come back in time order with their input windows in order."""
-    from capture.sampler import Sampler
     from env.siphon.game import SiphonGame
+
+    from capture.sampler import Sampler
 
     game = SiphonGame(sim_server.host, "sim_margit")
     observe, rounds = game.observe, itertools.count()
@@ -508,8 +577,16 @@ def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: P
 
     before, interrupt = signal.signal(signal.SIGTERM, mine), signal.getsignal(signal.SIGINT)
     try:
-        record(RecordSettings(env=EnvConfig(profile="sim_margit"), backend="sim", autopilot=True, max_episodes=1,
-                              max_episode_seconds=2, out=tmp_path))
+        record(
+            RecordSettings(
+                env=EnvConfig(profile="sim_margit"),
+                backend="sim",
+                autopilot=True,
+                max_episodes=1,
+                max_episode_seconds=2,
+                out=tmp_path,
+            )
+        )
         assert signal.getsignal(signal.SIGTERM) is mine and signal.getsignal(signal.SIGINT) is interrupt
     finally:
         signal.signal(signal.SIGTERM, before)
@@ -535,7 +612,9 @@ def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_
     (path,) = list_episodes(raw)
     stored = as_format_1(path, FrameSpec((84, 84), (0.0, 0.1, 1.0, 1.0)))
     episode = read_episode(path)
-    assert episode.format == 1 and episode.video is None and episode.stored_frames == FrameSpec((84, 84), (0, 0.1, 1, 1))
+    assert (
+        episode.format == 1 and episode.video is None and episode.stored_frames == FrameSpec((84, 84), (0, 0.1, 1, 1))
+    )
 
     # built at its own size and crop (the command line's default for it), with the frames it stored
     assert build_main(["--raw", str(raw), "--id", "test/old-v0", "--root", str(tmp_path / "minari")]) == 0
@@ -548,6 +627,10 @@ def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_
     with pytest.raises(BuildError) as refused:
         build_dataset(raw, "test/new-v0", EnvConfig(frame_size=(128, 128)), root=tmp_path / "minari")
     message = str(refused.value)
-    assert "\n" not in message and f"{path.name} is a format 1 episode: its frames were stored at 84x84 cropped to " \
-        "0,0.1,1,1 when recorded, and that is all it can give, not 128x128" in message, message
+    assert (
+        "\n" not in message
+        and f"{path.name} is a format 1 episode: its frames were stored at 84x84 cropped to "
+        "0,0.1,1,1 when recorded, and that is all it can give, not 128x128"
+        in message
+    ), message
     assert "--frame-size 84x84 --frame-crop 0,0.1,1,1" in message and "record again" in message

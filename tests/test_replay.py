@@ -31,12 +31,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capture.build_dataset import build_dataset
-from capture.record import RecordSettings, record
-from elden_il.data import load_demonstrations
 from env.config import EnvConfig
 from env.factory import make_env
 from env.profile import PROFILES_DIR, load_profile
+
+from capture.build_dataset import build_dataset
+from capture.record import RecordSettings, record
+
+from elden_il.data import load_demonstrations
 
 IDLE = '[[discrete_actions]]\nname = "idle"\n'
 
@@ -70,8 +72,19 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
     config = recorded_for.replace(**REBUILT) if case == "rebuilt-at-another-size" else recorded_for
     action_mode = config.action_mode
     assert action_mode != "discrete" or config.actions(load_profile(profile)).idle == 12
-    record(RecordSettings(env=recorded_for, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=20,
-                          seed=5, out=tmp_path / "raw", master_size=MASTER, video_codec="lossless"))
+    record(
+        RecordSettings(
+            env=recorded_for,
+            backend="sim",
+            autopilot=True,
+            max_episodes=2,
+            max_episode_seconds=20,
+            seed=5,
+            out=tmp_path / "raw",
+            master_size=MASTER,
+            video_codec="lossless",
+        )
+    )
     build_dataset(tmp_path / "raw", "test/replay-v0", config, root=tmp_path / "minari")
     demos = load_demonstrations("test/replay-v0", tmp_path / "minari")
     assert demos.config == config.replace(capture_size=MASTER) and demos.source_episodes == 2

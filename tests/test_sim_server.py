@@ -17,12 +17,12 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.siphon.client import SiphonClient, SiphonError
-from env.siphon.config import load_siphon_config
 from env.errors import ConfigError
-from env.siphon.game import SiphonGame
 from env.sim.game import SimGame
 from env.sim.launcher import ARGS_VARIABLE, SimServer, free_port
+from env.siphon.client import SiphonClient, SiphonError
+from env.siphon.config import load_siphon_config
+from env.siphon.game import SiphonGame
 
 ROOT = Path(__file__).parents[1]
 SIM_CONFIG = ROOT / "env/profiles/sim_margit/siphon.toml"
@@ -77,12 +77,18 @@ def still_serving(stub) -> bool:
 
 def test_bad_input_is_refused_with_a_reason_and_the_server_keeps_serving(stub, sim_server: SimServer, tmp_path: Path):
     if sim_server.real:
-        pytest.skip("the real server refuses none of this, as Siphon does (unknown key names and mouse-button "
-                    "toggles are scancode 0 reported as success): our client checks names itself, "
-                    "tests/test_real_game.py::test_the_client_refuses_what_the_real_server_would_silently_ignore")
+        pytest.skip(
+            "the real server refuses none of this, as Siphon does (unknown key names and mouse-button "
+            "toggles are scancode 0 reported as success): our client checks names itself, "
+            "tests/test_real_game.py::test_the_client_refuses_what_the_real_server_would_silently_ignore"
+        )
     cases = [
         (stub.GetAttribute, pb2.GetSiphonRequest(attributeName="HeroHP"), "'HeroHP' is not in the current config"),
-        (stub.SetAttribute, pb2.SetSiphonRequest(attributeName="HeroHp", float_value=1.5), "HeroHp is int: send int_value, got float_value"),
+        (
+            stub.SetAttribute,
+            pb2.SetSiphonRequest(attributeName="HeroHp", float_value=1.5),
+            "HeroHp is int: send int_value, got float_value",
+        ),
         (stub.SetAttribute, pb2.SetSiphonRequest(attributeName="NpcAnimId", int_value=1), "read-only"),
         (stub.InputKeyTap, pb2.InputKeyTapRequest(keys=["W", "LSHIFT"], hold_ms=10), "unknown key names ['LSHIFT']"),
         (stub.InputKeyTap, pb2.InputKeyTapRequest(keys=["W"], hold_ms=-5), "hold_ms and delay_ms"),
@@ -90,8 +96,20 @@ def test_bad_input_is_refused_with_a_reason_and_the_server_keeps_serving(stub, s
         (stub.InputKeyToggle, pb2.InputKeyToggleRequest(key="LEFT", toggle=True), "mouse buttons can only be tapped"),
         (stub.MoveMouse, pb2.MoveMouseRequest(delta_x=5, steps=0), "steps must be at least 1"),
         (stub.StartRecording, pb2.StartRecordingRequest(), "capture.record"),
-        (stub.SetProcessConfig, pb2.SetProcessConfigRequest(process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroLuck", type="int")]), "HeroLuck: no such attribute"),
-        (stub.SetProcessConfig, pb2.SetProcessConfigRequest(process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroHp", type="float")]), "HeroHp: type 'float', the simulator's is 'int'"),
+        (
+            stub.SetProcessConfig,
+            pb2.SetProcessConfigRequest(
+                process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroLuck", type="int")]
+            ),
+            "HeroLuck: no such attribute",
+        ),
+        (
+            stub.SetProcessConfig,
+            pb2.SetProcessConfigRequest(
+                process_name="x", attributes=[pb2.ProcessAttributeProto(name="HeroHp", type="float")]
+            ),
+            "HeroHp: type 'float', the simulator's is 'int'",
+        ),
     ]
     for rpc, request, reason in cases:
         response = rpc(request, timeout=5)
@@ -105,7 +123,9 @@ def test_bad_input_is_refused_with_a_reason_and_the_server_keeps_serving(stub, s
     assert still_serving(stub)
 
 
-def test_a_malformed_config_fails_in_pysiphon_and_in_our_loader_and_the_server_lives_on(sim_server: SimServer, tmp_path: Path):
+def test_a_malformed_config_fails_in_pysiphon_and_in_our_loader_and_the_server_lives_on(
+    sim_server: SimServer, tmp_path: Path
+):
     broken = tmp_path / "broken.toml"
     broken.write_text('[process_info]\nname = "x.exe"\n[attributes.HeroHp\ntype = "int"\n')
     assert pysiphon(sim_server.host, "init", str(broken)).returncode != 0
@@ -118,11 +138,14 @@ def test_game_speed_pauses_and_paused_steps_are_exact(stub, sim_server: SimServe
     """A paused step runs exactly its 12 ticks on the ideal server. On the real server the
     speed writes queue on Siphon's lock and pay a scan, so a step may run one tick over: a
     client pausing between steps gets steps exact to a tick, not exact."""
+
     def ticks() -> int:
         return stub.GetAttribute(pb2.GetSiphonRequest(attributeName="SimTick"), timeout=2).int_value
 
     def speed(value: float) -> None:
-        assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=value), timeout=2).success
+        assert stub.SetAttribute(
+            pb2.SetSiphonRequest(attributeName="gameSpeedVal", float_value=value), timeout=2
+        ).success
 
     assert stub.SetAttribute(pb2.SetSiphonRequest(attributeName="gameSpeedFlag", bool_value=True), timeout=2).success
     start = ticks()
@@ -143,6 +166,7 @@ def test_game_speed_pauses_and_paused_steps_are_exact(stub, sim_server: SimServe
 def test_a_frame_shows_what_a_memory_write_changed_while_paused(stub, sim_server: SimServer):
     """A paused game still draws what a write moved: the frame cache must not serve the frame
     from before the write (it was keyed by tick alone, and a paused world keeps its tick)."""
+
     def frame() -> bytes:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -219,13 +243,21 @@ def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
     Only the ideal server can promise this: on the real one a pause lands up to a scan late
     (see test_game_speed_pauses_and_paused_steps_are_exact), a tick that changes the fight."""
     if "--real-server" in os.environ.get(ARGS_VARIABLE, ""):
-        pytest.skip("a paused step on the real server is exact to a tick, not exact: this comparison is the ideal server's")
+        pytest.skip(
+            "a paused step on the real server is exact to a tick, not exact: this comparison is the ideal server's"
+        )
     actions = [1, 1, 9, 9, 7, 0, 5, 10, 11, 3, 12, 9, 0, 8, 2, 9] * 2
     size = (160, 90)
 
     def trajectory(game) -> list[tuple]:
-        env = EldenRingEnv(game, EnvConfig(frame_size=size), pause_between_steps=True, state_attributes=game.profile.attribute_names,
-                           render_mode="rgb_array", render_size=size)  # the captured frame itself
+        env = EldenRingEnv(
+            game,
+            EnvConfig(frame_size=size),
+            pause_between_steps=True,
+            state_attributes=game.profile.attribute_names,
+            render_mode="rgb_array",
+            render_size=size,
+        )  # the captured frame itself
         obs, _ = env.reset(seed=11)
         out = []
         for a in actions:

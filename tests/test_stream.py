@@ -67,8 +67,10 @@ def test_the_real_server_streams_at_its_rate_latest_frame_wins_at_the_requested_
     """A client that reads nothing for a second then gets the frames its connection's flow
     control window held (a few), and then the newest: not the fifteen it missed, in order.
     Frames big enough to fill that window (640x360) and no window growth (BDP probing off)."""
-    with real_server_at((640, 360), tmp_path / "server.log") as server, \
-            grpc.insecure_channel(server.host, options=[("grpc.http2.bdp_probe", 0)]) as channel:
+    with (
+        real_server_at((640, 360), tmp_path / "server.log") as server,
+        grpc.insecure_channel(server.host, options=[("grpc.http2.bdp_probe", 0)]) as channel,
+    ):
         game = SiphonGame(server.host, "sim_margit")  # configures the server (capture initialised)
         stub = pb2_grpc.SiphonServiceStub(channel)
         sizes = {}
@@ -147,10 +149,13 @@ def test_streamed_frames_show_the_game_as_captured_frames_do(real_server: SimSer
         captures.close()
 
 
-@pytest.mark.parametrize("line, error", [
-    ('frame_source = "streams"', "frame_source = 'streams': use one of 'capture', 'stream'"),
-    ("stream_quality = 0", "stream_quality = 0 must be a JPEG quality"),
-])
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ('frame_source = "streams"', "frame_source = 'streams': use one of 'capture', 'stream'"),
+        ("stream_quality = 0", "stream_quality = 0 must be a JPEG quality"),
+    ],
+)
 def test_a_bad_frame_source_in_the_profile_is_refused(tmp_path: Path, line: str, error: str):
     folder = tmp_path / "profile"
     folder.mkdir()

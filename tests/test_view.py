@@ -15,16 +15,18 @@ import torch
 
 rerun = pytest.importorskip("rerun", reason="the view extra (rerun-sdk) is not installed")
 
+from conftest import untrained_policy
+
+from env.config import EnvConfig
+from env.profile import load_profile
+
 from capture.build_dataset import build_dataset
 from capture.episode import read_episode
 from capture.record import RecordSettings, record
 from capture.view import main, show_dataset, show_episode
+
 from elden_il.data import load_demonstrations
 from elden_il.policy import load_policy
-from env.config import EnvConfig
-from env.profile import load_profile
-
-from conftest import untrained_policy
 
 MASTER = (160, 90)
 DATASET = "test/view-v0"
@@ -46,12 +48,7 @@ def static_values(path: Path, column: str) -> list:
     from rerun.chunk import RrdReader
 
     store = RrdReader(path).stream().collect()
-    return (
-        store.reader(index=None, contents=column.split(":")[0])
-        .to_arrow_table()
-        .column(column)
-        .to_pylist()[0]
-    )
+    return store.reader(index=None, contents=column.split(":")[0]).to_arrow_table().column(column).to_pylist()[0]
 
 
 def entities(path: Path, index: str) -> set[str]:
@@ -145,15 +142,11 @@ def test_a_raw_episode_shows_every_sample_its_keys_and_its_steps(fight: Path, tm
     for j, key in enumerate(episode.key_names):
         expected = np.flatnonzero(episode.keys_pressed[:, j]).tolist()
         if expected:
-            assert (
-                indices_with(saved, "sample", f"/keys/pressed/{key}:Scalars:scalars") == expected
-            ), key
+            assert indices_with(saved, "sample", f"/keys/pressed/{key}:Scalars:scalars") == expected, key
         else:
             assert f"/keys/pressed/{key}" not in found
         pressed_any += len(expected)
-    assert pressed_any and episode.keys_pressed[:, episode.key_names.index("P")].any(), (
-        "the autopilot attacked"
-    )
+    assert pressed_any and episode.keys_pressed[:, episode.key_names.index("P")].any(), "the autopilot attacked"
 
     # the env steps a dataset would hold (200 ms) sit beside the samples, with their observation frame
     steps = indices_with(saved, "step", "/observation/frame:Image:buffer")
@@ -181,22 +174,19 @@ def test_a_policy_is_shown_against_the_dataset_and_its_disagreements_counted(
     (per_action,) = static_values(saved, "/policy/per_action:BarChart:values")
     names = demos.config.actions(load_profile("sim_margit")).names
     differ = chosen != demos.actions
-    assert per_action["buffer"] == [
-        int(differ[demos.actions == i].sum()) for i in range(len(names))
-    ]
+    assert per_action["buffer"] == [int(differ[demos.actions == i].sum()) for i in range(len(names))]
     assert indices_with(saved, "step", "/policy/probabilities:BarChart:values") == rows.tolist()
-    assert {"/observation/frame", "/observation/action_history", "/action/taken"} <= entities(
-        saved, "step"
-    )
+    assert {"/observation/frame", "/observation/action_history", "/action/taken"} <= entities(saved, "step")
 
     # the raw episode behind the dataset, on the policy's step grid, gives the same steps: the same count
     assert show_episode(fight, tmp_path / "raw.rrd", policy).count == direct
 
 
 def test_the_evaluation_saves_a_recording_of_each_policys_first_fight(policy: Path, tmp_path: Path):
-    from elden_il.evaluate import PolicyActor, evaluate
     from env.factory import make_env
     from env.play import RandomActor
+
+    from elden_il.evaluate import PolicyActor, evaluate
 
     config = load_policy(policy).config.replace(max_steps=30)
     evaluate(
@@ -235,9 +225,7 @@ def test_bad_input_is_one_line_naming_what_to_do(
         tmp_path / "other",
         load_demonstrations(DATASET, dataset).config.replace(frame_size=(64, 64)),
     )
-    other_picture = save_policy(
-        tmp_path / "720p", EnvConfig(profile="sim_margit", capture_size=(1280, 720))
-    )
+    other_picture = save_policy(tmp_path / "720p", EnvConfig(profile="sim_margit", capture_size=(1280, 720)))
     save = ["--save", str(tmp_path / "x.rrd")]
     cases = [
         (

@@ -15,9 +15,26 @@ from env.sim.world import MOVES_BY_PHASE, World
 def snapshot(world: World) -> tuple:
     p, b = world.player, world.boss
     return (
-        world.tick_count, p.x, p.y, p.z, p.angle, p.hp, p.sp, p.fp, p.flasks, int(p.anim), p.anim_t,
-        b.x, b.y, b.angle, b.hp, b.phase, int(b.anim), b.move_t,
-        tuple((d.x, d.y) for d in world.daggers), world.camera_yaw,
+        world.tick_count,
+        p.x,
+        p.y,
+        p.z,
+        p.angle,
+        p.hp,
+        p.sp,
+        p.fp,
+        p.flasks,
+        int(p.anim),
+        p.anim_t,
+        b.x,
+        b.y,
+        b.angle,
+        b.hp,
+        b.phase,
+        int(b.anim),
+        b.move_t,
+        tuple((d.x, d.y) for d in world.daggers),
+        world.camera_yaw,
     )
 
 

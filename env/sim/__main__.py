@@ -51,46 +51,118 @@ def main(argv: list[str] | None = None) -> int:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)")
-    parser.add_argument("--port", type=ruled(int, whole(0, 65535)), default=50051, help="port (default: %(default)s; 0: any free port, logged)")
-    parser.add_argument("--seed", type=ruled(int, whole(0, MAX_SEED)), default=0, help="seed of the boss's decisions (default: %(default)s)")
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)",
+    )
+    parser.add_argument(
+        "--port",
+        type=ruled(int, whole(0, 65535)),
+        default=50051,
+        help="port (default: %(default)s; 0: any free port, logged)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=ruled(int, whole(0, MAX_SEED)),
+        default=0,
+        help="seed of the boss's decisions (default: %(default)s)",
+    )
     parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window size WxH (default: 1280x720)")
-    parser.add_argument("--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)")
+    parser.add_argument(
+        "--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)"
+    )
     parser.add_argument("--speed", type=ruled(float, SPEED), help="initial game speed (0 starts paused)")
     parser.add_argument("--window", action="store_true", help="open a window to play the fight with the keyboard")
     parser.add_argument("--log-level", default="INFO")
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
-    real.add_argument("--real-server", action=argparse.BooleanOptionalAction, default=None,
-                      help=f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)")
+    real.add_argument(
+        "--real-server",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)",
+    )
     defaults = RealServerTimings()
-    real.add_argument("--scan-ms", type=float, default=defaults.scan_ms, help="cost of each attribute call's module scan (default: %(default)s)")
-    real.add_argument("--hook-delay-s", type=float, default=defaults.hook_delay_s, help="NPC hook injection delay (default: %(default)s)")
-    real.add_argument("--hook-poll-s", type=float, default=defaults.hook_poll_s, help="how often the hook checks for a target (default: %(default)s)")
-    real.add_argument("--capture-init-ms", type=float, default=defaults.capture_init_ms, help="InitializeCapture's sleep (default: %(default)s)")
-    real.add_argument("--first-frame-ms", type=float, default=defaults.first_frame_ms,
-                      help="after InitializeCapture, when the first frame arrives (default: %(default)s)")
-    real.add_argument("--stream-fps", type=ruled(float, number(0, 240, above=True)), default=defaults.stream_fps,
-                      help="frames a second StreamFrames sends, whatever the client reads (default: %(default)s)")
-    real.add_argument("--start", choices=("grace", "fight"), help="where the world starts (default: grace in real-server mode, fight otherwise)")
+    real.add_argument(
+        "--scan-ms",
+        type=float,
+        default=defaults.scan_ms,
+        help="cost of each attribute call's module scan (default: %(default)s)",
+    )
+    real.add_argument(
+        "--hook-delay-s",
+        type=float,
+        default=defaults.hook_delay_s,
+        help="NPC hook injection delay (default: %(default)s)",
+    )
+    real.add_argument(
+        "--hook-poll-s",
+        type=float,
+        default=defaults.hook_poll_s,
+        help="how often the hook checks for a target (default: %(default)s)",
+    )
+    real.add_argument(
+        "--capture-init-ms",
+        type=float,
+        default=defaults.capture_init_ms,
+        help="InitializeCapture's sleep (default: %(default)s)",
+    )
+    real.add_argument(
+        "--first-frame-ms",
+        type=float,
+        default=defaults.first_frame_ms,
+        help="after InitializeCapture, when the first frame arrives (default: %(default)s)",
+    )
+    real.add_argument(
+        "--stream-fps",
+        type=ruled(float, number(0, 240, above=True)),
+        default=defaults.stream_fps,
+        help="frames a second StreamFrames sends, whatever the client reads (default: %(default)s)",
+    )
+    real.add_argument(
+        "--start",
+        choices=("grace", "fight"),
+        help="where the world starts (default: grace in real-server mode, fight otherwise)",
+    )
     life = parser.add_argument_group("the game's life cycle (seconds of game time)")
     lifecycle = Lifecycle()
-    life.add_argument("--death-screen-s", type=float, default=lifecycle.death_screen, help="from HP 0 to the loading screen (default: %(default)s)")
-    life.add_argument("--loading-s", type=float, default=lifecycle.loading, help="the loading screen (default: %(default)s)")
+    life.add_argument(
+        "--death-screen-s",
+        type=float,
+        default=lifecycle.death_screen,
+        help="from HP 0 to the loading screen (default: %(default)s)",
+    )
+    life.add_argument(
+        "--loading-s", type=float, default=lifecycle.loading, help="the loading screen (default: %(default)s)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    timings = RealServerTimings(args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms,
-                                args.stream_fps)
-    life_timings = replace(lifecycle, death_screen=args.death_screen_s, loading=args.loading_s,
-                           you_died=min(lifecycle.you_died, args.death_screen_s))
+    timings = RealServerTimings(
+        args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms, args.stream_fps
+    )
+    life_timings = replace(
+        lifecycle,
+        death_screen=args.death_screen_s,
+        loading=args.loading_s,
+        you_died=min(lifecycle.you_died, args.death_screen_s),
+    )
     return run_command(lambda: serve_until_stopped(args, timings, life_timings))
 
 
 def serve_until_stopped(args: argparse.Namespace, timings: RealServerTimings, life_timings: Lifecycle) -> None:
     """Serve as ``args`` ask (with the play window if asked) until SIGINT or SIGTERM."""
     running = serve(
-        args.host, args.port, args.seed, args.size, args.profile, args.speed, args.real_server, timings,
-        life_timings, None if args.start is None else args.start == "fight",
+        args.host,
+        args.port,
+        args.seed,
+        args.size,
+        args.profile,
+        args.speed,
+        args.real_server,
+        timings,
+        life_timings,
+        None if args.start is None else args.start == "fight",
     )
     logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)
     stop = threading.Event()

@@ -66,8 +66,11 @@ class GameWindow:
 
     # ------------------------------------------------------------------------------- controls
     def read_control(self, name: str) -> int | bool:
-        return {"SimMinimised": self.minimised, "SimWindowWidth": self.renderer.width,
-                "SimWindowHeight": self.renderer.height}[name]
+        return {
+            "SimMinimised": self.minimised,
+            "SimWindowWidth": self.renderer.width,
+            "SimWindowHeight": self.renderer.height,
+        }[name]
 
     def write_control(self, name: str, value: int | bool) -> None:
         if name == "SimMinimised":

@@ -43,15 +43,18 @@ def main(argv: list[str] | None = None) -> int:
         epilog="example: python -m env.sim.duel --policy expert random --fights 20\n"
         "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m env.sim.duel ...",
     )
-    parser.add_argument("--policy", nargs="+", choices=sorted(ACTORS), default=["expert"],
-                        help="which policies fight (default: expert)")
+    parser.add_argument(
+        "--policy", nargs="+", choices=sorted(ACTORS), default=["expert"], help="which policies fight (default: expert)"
+    )
     parser.add_argument("--fights", type=int, default=10, help="fights per policy (default 10)")
     parser.add_argument("--first-seed", type=int, default=0, help="seed of the first fight")
     parser.add_argument("--quiet", action="store_true", help="print only the summary per policy")
     args = parser.parse_args(argv)
     if args.fights < 1:
         parser.error(f"--fights must be at least 1, got {args.fights}")
-    return run_command(lambda: show_duels(args.policy, list(range(args.first_seed, args.first_seed + args.fights)), args.quiet))
+    return run_command(
+        lambda: show_duels(args.policy, list(range(args.first_seed, args.first_seed + args.fights)), args.quiet)
+    )
 
 
 def show_duels(policies: list[str], seeds: list[int], quiet: bool) -> None:

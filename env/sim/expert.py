@@ -34,8 +34,18 @@ class ScriptedExpert:
     """``act(state) -> action name``. Call ``reset()`` at the start of every fight."""
 
     ATTRIBUTES = (
-        "HeroHp", "HeroMaxHp", "HeroSp", "HeroAnimId", "HeroLocalPosX", "HeroLocalPosY",
-        "NpcHp", "NpcMaxHp", "NpcAnimId", "NpcLocalPosX", "NpcLocalPosY", "HeroFlaskCharges",
+        "HeroHp",
+        "HeroMaxHp",
+        "HeroSp",
+        "HeroAnimId",
+        "HeroLocalPosX",
+        "HeroLocalPosY",
+        "NpcHp",
+        "NpcMaxHp",
+        "NpcAnimId",
+        "NpcLocalPosX",
+        "NpcLocalPosY",
+        "HeroFlaskCharges",
     )
     """What it reads (``HeroFlaskCharges`` only where the game has it; else it counts flasks)."""
 
@@ -139,9 +149,7 @@ class ScriptedExpert:
         return None
 
     def _threat_range(self, move: BossMove) -> float:
-        reach = max(
-            (s.hitbox.reach + s.hitbox.offset for s in move.strikes if s.hitbox is not None), default=0.0
-        )
+        reach = max((s.hitbox.reach + s.hitbox.offset for s in move.strikes if s.hitbox is not None), default=0.0)
         return reach + move.travel_max + max((s.step for s in move.strikes), default=0.0)
 
     def _roll_direction(self, move: BossMove, hitbox) -> str:

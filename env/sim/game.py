@@ -17,8 +17,8 @@ import cv2
 import numpy as np
 
 from env import fight
-from env.game import AttributeValue, Frame, GameState
 from env.errors import GameError
+from env.game import AttributeValue, Frame, GameState
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
@@ -44,8 +44,7 @@ class SimGame:
         unknown = [n for n in self.profile.attribute_names if n not in memory.ATTRIBUTES]
         if unknown:
             raise GameError(
-                f"profile {self.profile.name!r} asks for attributes the simulator does not have: "
-                f"{', '.join(unknown)}"
+                f"profile {self.profile.name!r} asks for attributes the simulator does not have: {', '.join(unknown)}"
             )
         self.world = World(seed)
         self._latch = InputLatch(self.profile.keybinds)

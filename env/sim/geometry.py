@@ -40,9 +40,7 @@ class Hitbox:
     offset: float = 0.0  # CIRCLE: centre distance ahead of the owner
     low: bool = False  # only hits a target on the ground (a jump clears it)
 
-    def hits(
-        self, ox: float, oy: float, facing: float, tx: float, ty: float, tz: float, radius: float
-    ) -> bool:
+    def hits(self, ox: float, oy: float, facing: float, tx: float, ty: float, tz: float, radius: float) -> bool:
         """Does this hitbox, held by an owner at (ox, oy) facing ``facing``, touch a round target
         of ``radius`` standing at (tx, ty) with feet at height ``tz``?"""
         if self.low and tz > 0.3:

@@ -31,10 +31,10 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import GameError
 from env.profile import Profile
-from env.siphon.client import grpc_address
-from env.siphon.game import SiphonGame
 from env.sim.real_server import STATUS_MARK
 from env.sim.world import Phase
+from env.siphon.client import grpc_address
+from env.siphon.game import SiphonGame
 
 ARGS_VARIABLE = "ELDEN_IL_SIM_ARGS"
 
@@ -58,9 +58,15 @@ class SimServer:
     namespace (then give ``port``: a free port here says nothing about the namespace's)."""
 
     def __init__(
-        self, seed: int = 0, size: tuple[int, int] = (84, 84), port: int | None = None,
-        extra_args: tuple[str, ...] = (), log_path: Path | None = None, start_timeout: float = 30.0,
-        bind: str = "127.0.0.1", prefix: tuple[str, ...] = (),
+        self,
+        seed: int = 0,
+        size: tuple[int, int] = (84, 84),
+        port: int | None = None,
+        extra_args: tuple[str, ...] = (),
+        log_path: Path | None = None,
+        start_timeout: float = 30.0,
+        bind: str = "127.0.0.1",
+        prefix: tuple[str, ...] = (),
     ) -> None:
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.real = False  # in real-server mode (as the server says once it answers)
@@ -69,8 +75,20 @@ class SimServer:
             self.port = port or free_port()
             self.host = grpc_address(bind, self.port)
             command = [
-                *prefix, sys.executable, "-m", "env.sim", "--host", bind, "--port", str(self.port), "--seed", str(seed),
-                "--size", f"{size[0]}x{size[1]}", *shlex.split(os.environ.get(ARGS_VARIABLE, "")), *extra_args,
+                *prefix,
+                sys.executable,
+                "-m",
+                "env.sim",
+                "--host",
+                bind,
+                "--port",
+                str(self.port),
+                "--seed",
+                str(seed),
+                "--size",
+                f"{size[0]}x{size[1]}",
+                *shlex.split(os.environ.get(ARGS_VARIABLE, "")),
+                *extra_args,
             ]
             self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
             try:
@@ -89,7 +107,9 @@ class SimServer:
             stub = pb2_grpc.SiphonServiceStub(channel)
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise ServerExited(f"the simulator server on {self.host} exited with code {self.process.returncode}")
+                    raise ServerExited(
+                        f"the simulator server on {self.host} exited with code {self.process.returncode}"
+                    )
                 try:
                     status = stub.GetServerStatus(pb2.GetServerStatusRequest(), timeout=0.5)
                 except grpc.RpcError:
@@ -136,8 +156,13 @@ class SimServerGame(SiphonGame):
     plays the person's one part in connecting (``SimServer.player``: lock on once when the hook
     asks); every later lock-on is the client's own (its resets walk in and lock on)."""
 
-    def __init__(self, profile: Profile | str = "sim_margit", seed: int = 0, size: tuple[int, int] = (84, 84),
-                 **server_options: object) -> None:
+    def __init__(
+        self,
+        profile: Profile | str = "sim_margit",
+        seed: int = 0,
+        size: tuple[int, int] = (84, 84),
+        **server_options: object,
+    ) -> None:
         self.server = SimServer(seed=seed, size=size, **server_options)
         try:
             with self.server.player():

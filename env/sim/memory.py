@@ -152,7 +152,9 @@ def _local(value: Value, off: float) -> float:
 
 def _position_range(off: float) -> Range:
     """Where a coordinate may be written: within ``MAX_DISTANCE_M`` of the map's origin."""
-    return Range(off - MAX_DISTANCE_M, off + MAX_DISTANCE_M, "metres (no place in the game lies farther from the map's origin)")
+    return Range(
+        off - MAX_DISTANCE_M, off + MAX_DISTANCE_M, "metres (no place in the game lies farther from the map's origin)"
+    )
 
 
 def _write_game_speed(world: World, value: Value) -> None:
@@ -244,7 +246,9 @@ ATTRIBUTES: dict[str, Attribute] = {
     "HeroAngle": Attribute("float", lambda w: f32(w.player.angle), _write_hero_angle, range=ANGLE),
     "HeroMapId": Attribute("int", lambda w: MAP_ID),
     "NoGravity": Attribute("bool", lambda w: w.player.no_gravity, _set_player("no_gravity", bool)),
-    "gameSpeedFlag": Attribute("bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"),
+    "gameSpeedFlag": Attribute(
+        "bool", lambda w: w.game_speed_flag, lambda w, v: setattr(w, "game_speed_flag", bool(v)), "game"
+    ),
     "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game", GAME_SPEED),
     "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
     "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc", HP),
@@ -261,9 +265,15 @@ ATTRIBUTES: dict[str, Attribute] = {
     # copy at the title screen), the tick count, the life-cycle phase (``world.Phase``), and how
     # many game-memory writes it was sent (a client that must write nothing, the recorder, is
     # checked by it).
-    "HeroFlaskCharges": Attribute("int", lambda w: w.player.flasks, _set_player("flasks", int),
-                                  range=Range(0, MAX_FLASKS, "flask charges (the game's most)")),
-    "SimSeed": Attribute("int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim", Range(0, MAX_SEED, "(a seed)")),
+    "HeroFlaskCharges": Attribute(
+        "int",
+        lambda w: w.player.flasks,
+        _set_player("flasks", int),
+        range=Range(0, MAX_FLASKS, "flask charges (the game's most)"),
+    ),
+    "SimSeed": Attribute(
+        "int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim", Range(0, MAX_SEED, "(a seed)")
+    ),
     "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF, kind="sim"),
     "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim", Range(0, 1, "(either restores the save)")),
     "SimPhase": Attribute("int", lambda w: int(w.phase), kind="sim"),

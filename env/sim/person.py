@@ -98,8 +98,9 @@ class PersonLikeExpert(ScriptedExpert):
     def _notice(self, anim: int, now: float) -> tuple[int, float, float]:
         """A move that starts ``now``: when the person notices it, and when they judge it began."""
         limits = self.limits
-        reaction = (self.rng.normal(limits.reaction_mu_s, limits.reaction_sigma_s)
-                    + self.rng.exponential(limits.reaction_tau_s))
+        reaction = self.rng.normal(limits.reaction_mu_s, limits.reaction_sigma_s) + self.rng.exponential(
+            limits.reaction_tau_s
+        )
         return anim, now + max(0.0, reaction), now + self.rng.normal(0.0, limits.timing_sd_s)
 
     def act(self, state: Mapping[str, float]) -> str:

@@ -85,8 +85,10 @@ class RealServer:
             return True
         if self.hook_injected:
             return True
-        log.info("injecting the NPC hook: every locked call waits %.1f s, then until an enemy is targeted",
-                 self.timings.hook_delay_s)
+        log.info(
+            "injecting the NPC hook: every locked call waits %.1f s, then until an enemy is targeted",
+            self.timings.hook_delay_s,
+        )
         if self._stopping.wait(self.timings.hook_delay_s):
             return False
         while not has_target():

@@ -248,7 +248,7 @@ class Renderer:
         scale = 0.6 * width / text_width
         band = max(2, round(2.2 * text_height * scale))
         top = (height - band) // 2
-        img[top:top + band] //= 3
+        img[top : top + band] //= 3
         origin = ((width - round(text_width * scale)) // 2, top + (band + round(text_height * scale)) // 2)
         cv2.putText(img, text, origin, font, scale, colour, thickness, cv2.LINE_AA)
 
@@ -355,9 +355,7 @@ class Renderer:
             else:
                 cv2.polylines(img, [corners], True, colour, thickness, lt)
 
-    def _draw_volley_windup(
-        self, img: np.ndarray, cam: _Camera, boss: Boss, strike: Strike, progress: float
-    ) -> None:
+    def _draw_volley_windup(self, img: np.ndarray, cam: _Camera, boss: Boss, strike: Strike, progress: float) -> None:
         """Gold gathering in the boss's hand and the fan the daggers will fly along, lengthening
         and brightening as the throw nears."""
         hx = boss.x + math.cos(boss.angle) * BOSS_RADIUS
@@ -473,9 +471,7 @@ class Renderer:
             font, lt = cv2.FONT_HERSHEY_TRIPLEX, cv2.LINE_AA
             cv2.putText(img, BOSS_NAME, origin, font, scale, TEXT, thickness, lt)
 
-    def _draw_bar(
-        self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour
-    ) -> None:
+    def _draw_bar(self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour) -> None:
         x, y, length = bar
         bottom = y + self._bar_height - 1
         if self._framed:

@@ -38,10 +38,7 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
-from env.siphon.packed_reads import Block, fields_in
 from env.profile import load_profile
-from env.siphon.client import grpc_address, is_loopback
-from env.siphon.config import AttributeSpec
 from env.sim import memory, scancodes
 from env.sim.broadcaster import FrameBroadcaster
 from env.sim.capture import WINDOW_CONTROLS, GameWindow
@@ -50,6 +47,9 @@ from env.sim.inputs import InputLatch
 from env.sim.real_server import STATUS_MARK, RealServer, RealServerTimings
 from env.sim.renderer import Renderer
 from env.sim.world import Lifecycle, Phase, World
+from env.siphon.client import grpc_address, is_loopback
+from env.siphon.config import AttributeSpec
+from env.siphon.packed_reads import Block, fields_in
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +68,15 @@ MAX_STREAMS = 4
 """Frame streams open at once; one more is refused at once. A stream nobody reads holds its
 thread (gRPC's flow control blocks it, which also drops the frames it would have sent) and
 about a frame of memory, so the cap bounds both; taps and streams have threads of their own."""
-LOCKED_CALLS = ("GetAttribute", "SetAttribute", "SetProcessConfig", "InitializeMemory", "InitializeInput",
-                "InitializeCapture", "GetServerStatus")
+LOCKED_CALLS = (
+    "GetAttribute",
+    "SetAttribute",
+    "SetProcessConfig",
+    "InitializeMemory",
+    "InitializeInput",
+    "InitializeCapture",
+    "GetServerStatus",
+)
 """The calls that take Siphon's mutex. In real-server mode they queue on it, on threads of their
 own, so input and capture (which take no lock) are served while they wait, as on Siphon."""
 MUTEX_WORKERS = 16  # threads for the calls queued on that mutex (real-server mode)
@@ -195,9 +202,13 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
 
     def _set_process_config(self, request):
         if not request.process_name:
-            return pb2.SetProcessConfigResponse(success=False, message="process_name is empty: [process_info] name = ... is required")
+            return pb2.SetProcessConfigResponse(
+                success=False, message="process_name is empty: [process_info] name = ... is required"
+            )
         if not request.attributes:
-            return pb2.SetProcessConfigResponse(success=False, message="the config has no attributes: add [attributes.<Name>] tables")
+            return pb2.SetProcessConfigResponse(
+                success=False, message="the config has no attributes: add [attributes.<Name>] tables"
+            )
         problems = []
         scalars = [_spec(a) for a in request.attributes if a.type != "array"]
         for attr in scalars:
@@ -222,11 +233,15 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         if problems:
             return pb2.SetProcessConfigResponse(
                 success=False,
-                message="the simulator cannot serve this config: " + "; ".join(problems)
+                message="the simulator cannot serve this config: "
+                + "; ".join(problems)
                 + f". It has: {', '.join(sorted(memory.ATTRIBUTES))}",
             )
         config = ProcessConfig(
-            request.process_name, request.process_window_name, {a.name: _spec(a) for a in request.attributes}, arrays,
+            request.process_name,
+            request.process_window_name,
+            {a.name: _spec(a) for a in request.attributes},
+            arrays,
         )
         if self.real is None:  # an ideal server: reads follow the latest config of the same game
             if self.config is not None and request.process_name != self.config.process_name:
@@ -245,9 +260,15 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         with self._mutex:
             if (problem := self._need_config()) is not None:
                 return pb2.InitializeMemoryResponse(success=False, message=problem)
-            if self.real is not None and self.memory is not None and self.memory.process_name == self.config.process_name:
+            if (
+                self.real is not None
+                and self.memory is not None
+                and self.memory.process_name == self.config.process_name
+            ):
                 return pb2.InitializeMemoryResponse(  # server.cpp:312-326: the first attribute list stays
-                    success=True, message="Memory already initialized (reusing existing instance)", process_id=os.getpid(),
+                    success=True,
+                    message="Memory already initialized (reusing existing instance)",
+                    process_id=os.getpid(),
                 )
             self.memory = self.config
             return pb2.InitializeMemoryResponse(success=True, message="memory initialized", process_id=os.getpid())
@@ -269,17 +290,23 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                 self.real.sleep_ms(self.real.timings.capture_init_ms)
             width, height = self.process.window.initialize_capture()
             self.capture_ready = True
-            return pb2.InitializeCaptureResponse(success=True, message="capture initialized", window_width=width, window_height=height)
+            return pb2.InitializeCaptureResponse(
+                success=True, message="capture initialized", window_width=width, window_height=height
+            )
 
     @guarded(pb2.GetServerStatusResponse)
     def GetServerStatus(self, request, context):
         with self._mutex:
             config = self.config
             return pb2.GetServerStatusResponse(
-                success=True, message="elden-il simulator" + (f" {STATUS_MARK}" if self.real else ""),
-                memory_initialized=self.memory is not None, input_initialized=self.input_ready,
-                capture_initialized=self.capture_ready, config_set=config is not None,
-                process_name=config.process_name if config else "", window_name=config.window_name if config else "",
+                success=True,
+                message="elden-il simulator" + (f" {STATUS_MARK}" if self.real else ""),
+                memory_initialized=self.memory is not None,
+                input_initialized=self.input_ready,
+                capture_initialized=self.capture_ready,
+                config_set=config is not None,
+                process_name=config.process_name if config else "",
+                window_name=config.window_name if config else "",
                 process_id=os.getpid() if self.memory is not None else 0,
             )
 
@@ -362,17 +389,26 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             if isinstance(spec := self._find(name, "write"), str):
                 return pb2.SetSiphonResponse(success=False, message=spec)
             if self.memory is not None and name in self.memory.arrays:
-                return pb2.SetSiphonResponse(success=False, message=f"{name} is an array: write the attributes it holds one by one")
+                return pb2.SetSiphonResponse(
+                    success=False, message=f"{name} is an array: write the attributes it holds one by one"
+                )
             expected = VALUE_FIELDS[spec.type]
             given = request.WhichOneof("value")
             if given != expected:
-                return pb2.SetSiphonResponse(success=False, message=f"{name} is {spec.type}: send {expected}, got {given}")
+                return pb2.SetSiphonResponse(
+                    success=False, message=f"{name} is {spec.type}: send {expected}, got {given}"
+                )
             if (problem := self._pay_for(spec)) is not None:
                 return pb2.SetSiphonResponse(success=False, message=problem)
             try:
                 with self.process.lock:
                     self.process.clock.settle()  # the write lands after every tick due before it
-                    memory.write(self.process.world, name, getattr(request, given), self.real is not None and spec.method == "dll")
+                    memory.write(
+                        self.process.world,
+                        name,
+                        getattr(request, given),
+                        self.real is not None and spec.method == "dll",
+                    )
                     self.process.clock.reschedule()
             except memory.MemoryError_ as e:
                 return pb2.SetSiphonResponse(success=False, message=self._failed(name, "write", e))
@@ -382,14 +418,22 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     @guarded(pb2.InputKeyTapResponse)
     def InputKeyTap(self, request, context):
         if not self.input_ready:
-            return pb2.InputKeyTapResponse(success=False, message="input is not initialized: call InitializeInput first")
+            return pb2.InputKeyTapResponse(
+                success=False, message="input is not initialized: call InitializeInput first"
+            )
         hold, delay, count = request.hold_ms, request.delay_ms, len(request.keys)
         if hold < 0 or delay < 0:
-            return pb2.InputKeyTapResponse(success=False, message=f"hold_ms and delay_ms must be 0 or more, got {hold} and {delay}")
+            return pb2.InputKeyTapResponse(
+                success=False, message=f"hold_ms and delay_ms must be 0 or more, got {hold} and {delay}"
+            )
         if hold + 2 * max(0, count - 1) * delay > MAX_WAIT_MS:
-            return pb2.InputKeyTapResponse(success=False, message=(
-                f"a tap of {count} keys with hold_ms={hold} and delay_ms={delay} takes hold + 2 x (keys - 1) x delay ms: "
-                f"it must be at most {MAX_WAIT_MS} ms"))
+            return pb2.InputKeyTapResponse(
+                success=False,
+                message=(
+                    f"a tap of {count} keys with hold_ms={hold} and delay_ms={delay} takes hold + 2 x (keys - 1) x delay ms: "
+                    f"it must be at most {MAX_WAIT_MS} ms"
+                ),
+            )
         with self.taps.slot() as refused:
             if refused:
                 return pb2.InputKeyTapResponse(success=False, message=refused)
@@ -401,7 +445,10 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
         else:
             unknown = [k for k in request.keys if k not in MOUSE_BUTTONS and k.upper() not in KEYBOARD_KEYS]
             if unknown or not request.keys:
-                return pb2.InputKeyTapResponse(success=False, message=f"unknown key names {unknown}: nothing was pressed" if unknown else "no keys given")
+                return pb2.InputKeyTapResponse(
+                    success=False,
+                    message=f"unknown key names {unknown}: nothing was pressed" if unknown else "no keys given",
+                )
             keys = [normalize_key(k) for k in request.keys]
         latch = self.process.latch
         for i, key in enumerate(keys):  # press in order, hold, release in reverse: as Siphon does
@@ -418,24 +465,35 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     @guarded(pb2.InputKeyToggleResponse)
     def InputKeyToggle(self, request, context):
         if not self.input_ready:
-            return pb2.InputKeyToggleResponse(success=False, message="input is not initialized: call InitializeInput first")
+            return pb2.InputKeyToggleResponse(
+                success=False, message="input is not initialized: call InitializeInput first"
+            )
         if self.real is not None:  # Siphon: always the keyboard path; a mouse button is scancode 0
             if (key := scancodes.toggled(request.key)) is not None:
                 (self.process.latch.press if request.toggle else self.process.latch.release)(key)
             return pb2.InputKeyToggleResponse(success=True, message="Key pressed/released successfully")
         if request.key in MOUSE_BUTTONS:
-            return pb2.InputKeyToggleResponse(success=False, message=f"{request.key} is a mouse button: mouse buttons can only be tapped (InputKeyTap)")
+            return pb2.InputKeyToggleResponse(
+                success=False,
+                message=f"{request.key} is a mouse button: mouse buttons can only be tapped (InputKeyTap)",
+            )
         if request.key.upper() not in KEYBOARD_KEYS:
-            return pb2.InputKeyToggleResponse(success=False, message=f"unknown key name {request.key!r}: nothing was pressed")
+            return pb2.InputKeyToggleResponse(
+                success=False, message=f"unknown key name {request.key!r}: nothing was pressed"
+            )
         (self.process.latch.press if request.toggle else self.process.latch.release)(request.key)
-        return pb2.InputKeyToggleResponse(success=True, message=f"{request.key.upper()} {'down' if request.toggle else 'up'}")
+        return pb2.InputKeyToggleResponse(
+            success=True, message=f"{request.key.upper()} {'down' if request.toggle else 'up'}"
+        )
 
     @guarded(pb2.MoveMouseResponse)
     def MoveMouse(self, request, context):
         if not self.input_ready:
             return pb2.MoveMouseResponse(success=False, message="input is not initialized: call InitializeInput first")
         if request.steps <= 0:
-            return pb2.MoveMouseResponse(success=False, message="steps must be at least 1 (the real server divides by it)")
+            return pb2.MoveMouseResponse(
+                success=False, message="steps must be at least 1 (the real server divides by it)"
+            )
         self.process.latch.move_mouse(request.delta_x)
         return pb2.MoveMouseResponse(success=True, message="mouse moved (the camera only yaws: delta_y is ignored)")
 
@@ -443,13 +501,17 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
     @guarded(pb2.CaptureFrameResponse)
     def CaptureFrame(self, request, context):
         if not self.capture_ready:
-            return pb2.CaptureFrameResponse(success=False, message="capture is not initialized: call InitializeCapture first")
+            return pb2.CaptureFrameResponse(
+                success=False, message="capture is not initialized: call InitializeCapture first"
+            )
         frame, width, height = self.process.window.capture()
         return pb2.CaptureFrameResponse(success=True, message="ok", frame=frame, width=width, height=height)
 
     def StreamFrames(self, request, context):
         if not self.capture_ready:
-            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "capture is not initialized: call InitializeCapture first")
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION, "capture is not initialized: call InitializeCapture first"
+            )
         fmt = request.format or "jpeg"
         if fmt not in ("jpeg", "raw"):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"format must be 'jpeg' or 'raw', got {fmt!r}")
@@ -460,10 +522,19 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             frames = self._broadcast(context) if self.broadcaster is not None else self._ticks(context)
             for number, stamp, bgr in frames:
                 # Encoded here, on this call's thread, for this subscriber alone: as Siphon does.
-                data = (cv2.cvtColor(bgr, cv2.COLOR_BGR2BGRA).tobytes() if fmt == "raw" else
-                        cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])[1].tobytes())
-                yield pb2.FrameData(data=data, timestamp_us=stamp, width=bgr.shape[1], height=bgr.shape[0],
-                                    frame_number=number & 0x7FFFFFFF, format=fmt)
+                data = (
+                    cv2.cvtColor(bgr, cv2.COLOR_BGR2BGRA).tobytes()
+                    if fmt == "raw"
+                    else cv2.imencode(".jpg", bgr, [cv2.IMWRITE_JPEG_QUALITY, int(quality)])[1].tobytes()
+                )
+                yield pb2.FrameData(
+                    data=data,
+                    timestamp_us=stamp,
+                    width=bgr.shape[1],
+                    height=bgr.shape[0],
+                    frame_number=number & 0x7FFFFFFF,
+                    format=fmt,
+                )
 
     def _ticks(self, context) -> Iterator[tuple[int, int, np.ndarray]]:
         """Ideal: each new frame once, numbered by its tick, and the current one again every
@@ -548,9 +619,15 @@ must survive the real server."""
 
 
 def serve(
-    host: str = "127.0.0.1", port: int = 50051, seed: int = 0, size: tuple[int, int] = (1280, 720),
-    profile: str = "sim_margit", speed: float | None = None, real: bool | None = None,
-    timings: RealServerTimings = RealServerTimings(), lifecycle: Lifecycle = Lifecycle(),
+    host: str = "127.0.0.1",
+    port: int = 50051,
+    seed: int = 0,
+    size: tuple[int, int] = (1280, 720),
+    profile: str = "sim_margit",
+    speed: float | None = None,
+    real: bool | None = None,
+    timings: RealServerTimings = RealServerTimings(),
+    lifecycle: Lifecycle = Lifecycle(),
     start_in_fight: bool | None = None,
 ) -> RunningServer:
     """Start the simulator and its Siphon service; returns at once (the server runs in threads).
@@ -565,7 +642,8 @@ def serve(
     if not is_loopback(host):
         log.warning(
             "listening on %s: anyone who can reach this address can drive the simulator (no "
-            "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.", host,
+            "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.",
+            host,
         )
     world = World(seed, lifecycle)
     if not (not real if start_in_fight is None else start_in_fight):
@@ -578,7 +656,8 @@ def serve(
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
         options=[
-            ("grpc.max_send_message_length", MAX_MESSAGE), ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
             # gRPC shares a port by default (SO_REUSEPORT): a second server would then take part
             # of the connections, and a client could reconnect to a different world unawares.
             ("grpc.so_reuseport", 0),
@@ -618,7 +697,9 @@ def bind_problem(host: str, port: int) -> str:
     """Why ``host:port`` cannot be listened on, and what to do, found by binding a plain socket
     there: gRPC's own error says neither (and its log line may name the wrong one)."""
     try:
-        family, kind, proto, _, where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        family, kind, proto, _, where = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
     except socket.gaierror as e:
         return f"{host} is no address or host name this machine knows ({e.strerror}): use --host 127.0.0.1"
     try:

@@ -35,7 +35,9 @@ def play(process: SimProcess, stop: threading.Event, title: str = "elden-il simu
     pygame.display.init()  # only the display: no audio device needed (or present, headless)
     size = (process.renderer.width, process.renderer.height)
     screen = pygame.display.set_mode(size)
-    pygame.display.set_caption(f"{title}: WASD move, Shift roll/sprint, P attack, L heavy, R heal, Space jump, B lock on, E fog wall")
+    pygame.display.set_caption(
+        f"{title}: WASD move, Shift roll/sprint, P attack, L heavy, R heal, Space jump, B lock on, E fog wall"
+    )
     clock = pygame.time.Clock()
     latch = process.latch
     try:

@@ -152,10 +152,34 @@ MOVES_BY_PHASE = {
 
 class Player:
     __slots__ = (
-        "x", "y", "z", "angle", "hp", "max_hp", "fp", "max_fp", "sp", "max_sp", "flasks",
-        "anim", "anim_t", "anim_len", "action", "dir_x", "dir_y", "hit_done", "healed",
-        "dodge_down_at", "sprinting", "crouching", "locked_on", "buffered", "regen_wait",
-        "no_gravity", "hit_flash", "iframes_until",
+        "x",
+        "y",
+        "z",
+        "angle",
+        "hp",
+        "max_hp",
+        "fp",
+        "max_fp",
+        "sp",
+        "max_sp",
+        "flasks",
+        "anim",
+        "anim_t",
+        "anim_len",
+        "action",
+        "dir_x",
+        "dir_y",
+        "hit_done",
+        "healed",
+        "dodge_down_at",
+        "sprinting",
+        "crouching",
+        "locked_on",
+        "buffered",
+        "regen_wait",
+        "no_gravity",
+        "hit_flash",
+        "iframes_until",
     )
 
     def __init__(self) -> None:
@@ -216,8 +240,23 @@ class Player:
 class Boss:
     npc_id = BOSS_NPC_ID
     __slots__ = (
-        "x", "y", "angle", "hp", "max_hp", "phase", "move", "move_t", "decide_in", "anim",
-        "anim_len", "strikes_hit", "travel_dx", "travel_dy", "last_move", "hit_flash", "moving",
+        "x",
+        "y",
+        "angle",
+        "hp",
+        "max_hp",
+        "phase",
+        "move",
+        "move_t",
+        "decide_in",
+        "anim",
+        "anim_len",
+        "strikes_hit",
+        "travel_dx",
+        "travel_dy",
+        "last_move",
+        "hit_flash",
+        "moving",
     )
 
     def __init__(self) -> None:
@@ -754,9 +793,7 @@ class World:
                 if t == strike.start:
                     self._begin_strike(strike)
                 if not b.strikes_hit & (1 << i) and strike.hitbox is not None and not p.dead:
-                    if not p.invulnerable and strike.hitbox.hits(
-                        b.x, b.y, b.angle, p.x, p.y, p.z, PLAYER_RADIUS
-                    ):
+                    if not p.invulnerable and strike.hitbox.hits(b.x, b.y, b.angle, p.x, p.y, p.z, PLAYER_RADIUS):
                         b.strikes_hit |= 1 << i
                         self._hurt_player(strike.damage, b.x, b.y)
         b.move_t += 1
@@ -798,9 +835,7 @@ class World:
         if b.moving:
             speed = BOSS_RUN if dist > 8.0 else BOSS_WALK
             step = min(speed * DT, dist - BOSS_KEEP_DISTANCE)
-            b.x, b.y = clamp_to_arena(
-                b.x + math.cos(b.angle) * step, b.y + math.sin(b.angle) * step, BOSS_RADIUS
-            )
+            b.x, b.y = clamp_to_arena(b.x + math.cos(b.angle) * step, b.y + math.sin(b.angle) * step, BOSS_RADIUS)
         b.anim = (BossAnim.RUN if dist > 8.0 else BossAnim.WALK) if b.moving else BossAnim.IDLE
         if b.decide_in > 0:
             b.decide_in -= 1
@@ -840,8 +875,14 @@ class World:
 
 
 PHASE_SHIFT = BossMove(
-    "phase_shift", BossAnim.PHASE_SHIFT, windup=PHASE_SHIFT_TICKS,
-    strikes=(Strike(PHASE_SHIFT_TICKS, 1, 0, None),), recovery=0,
-    min_range=0.0, max_range=0.0, weight=0.0, track_rate=0.0,
+    "phase_shift",
+    BossAnim.PHASE_SHIFT,
+    windup=PHASE_SHIFT_TICKS,
+    strikes=(Strike(PHASE_SHIFT_TICKS, 1, 0, None),),
+    recovery=0,
+    min_range=0.0,
+    max_range=0.0,
+    weight=0.0,
+    track_rate=0.0,
 )
 """Below half HP the boss stops to roar for two seconds before its second phase."""

@@ -20,8 +20,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from env.fight import AT_DEATH
 from env.errors import GameError
+from env.fight import AT_DEATH
 from env.siphon.client import ReadRefused
 
 if TYPE_CHECKING:
@@ -73,7 +73,8 @@ def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
         raise BossKilled(KILLED_MESSAGE)
     raise GameError(
         "walked through the fog wall but could not lock on to the boss: if it was killed, "
-        + KILLED_MESSAGE + " Otherwise check reset.fog_wall and fight.boss_npc_id in profile "
+        + KILLED_MESSAGE
+        + " Otherwise check reset.fog_wall and fight.boss_npc_id in profile "
         f"{profile.name!r} (python -m env.doctor prints what the game reports)"
     )
 

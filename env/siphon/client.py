@@ -27,11 +27,11 @@ import numpy as np
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.game import AttributeValue
 from env.errors import GameError
+from env.game import AttributeValue
 from env.keys import is_mouse_button, normalize_key
-from env.siphon.packed_reads import Block, ReadPlan, plan_blocks
 from env.siphon.config import AttributeSpec, SiphonConfig
+from env.siphon.packed_reads import Block, ReadPlan, plan_blocks
 
 log = logging.getLogger(__name__)
 
@@ -124,16 +124,22 @@ class SiphonClient:
         if code == grpc.StatusCode.UNAVAILABLE:
             return SiphonError(self._unreachable(f"{name} failed: {error.details()}"))
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-            why = ("Siphon answers NPC attributes only once an enemy is targeted: lock on to the boss (or the "
-                   "server or the game is hung)" if npc else
-                   "the server or the game may be hung, or the link too slow; if it goes on, restart Siphon")
+            why = (
+                "Siphon answers NPC attributes only once an enemy is targeted: lock on to the boss (or the "
+                "server or the game is hung)"
+                if npc
+                else "the server or the game may be hung, or the link too slow; if it goes on, restart Siphon"
+            )
             return SiphonError(f"Siphon at {self.host} did not answer {name} within its deadline: {why}")
         return SiphonError(f"Siphon {name} at {self.host} failed: {code.name}: {error.details()}")
 
     def _checked(self, name: str, response: Any) -> Any:
         if not response.success:
             attribute_call = name.startswith(("GetAttribute", "SetAttribute"))
-            raise refusal(f"Siphon {name} at {self.host} refused: {response.message}", ReadRefused if attribute_call else SiphonError)
+            raise refusal(
+                f"Siphon {name} at {self.host} refused: {response.message}",
+                ReadRefused if attribute_call else SiphonError,
+            )
         return response
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -219,7 +225,9 @@ class SiphonClient:
                 "Siphon at %s cannot read this client's packed arrays (%s): it keeps the attribute list it was "
                 "first initialised with (e.g. by `pysiphon init`), so attributes are now read one by one, "
                 "about twice the calls. Restart Siphon, then connect with this project first, to get "
-                "packed reads back.", self.host, ", ".join(plan.blocks),
+                "packed reads back.",
+                self.host,
+                ", ".join(plan.blocks),
             )
         return True
 
@@ -256,8 +264,12 @@ class SiphonClient:
                 break
             if time.monotonic() - said_at >= HOOK_MESSAGE_EVERY_S - 0.1:
                 said_at = time.monotonic()
-                log.warning("Siphon is waiting for a target: lock on to the boss now (every other call waits "
-                            "until then; %.0f s of %.0f s)", said_at - started, timeout)
+                log.warning(
+                    "Siphon is waiting for a target: lock on to the boss now (every other call waits "
+                    "until then; %.0f s of %.0f s)",
+                    said_at - started,
+                    timeout,
+                )
         raise SiphonError(
             f"nothing was targeted within {timeout:g} s, so Siphon's NPC attributes cannot be read: lock on to "
             "the boss in the game (the profile's lock_on key), with the game focused; is hook.dll next to "
@@ -330,7 +342,9 @@ class SiphonClient:
         tap them, and a toggle of one sends scancode 0 while reporting success."""
         key = normalize_key(key)
         if is_mouse_button(key):
-            raise SiphonError(f"cannot hold the mouse button {key}: Siphon only taps mouse buttons (bind the action to a key)")
+            raise SiphonError(
+                f"cannot hold the mouse button {key}: Siphon only taps mouse buttons (bind the action to a key)"
+            )
         self._call("InputKeyToggle", pb2.InputKeyToggleRequest(key=key, toggle=down), subject=key)
 
     def tap_keys(self, keys: Iterable[str], hold_ms: int = 50, delay_ms: int = 0) -> grpc.Future:
@@ -363,7 +377,12 @@ class SiphonClient:
 
 def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:
     return pb2.ProcessAttributeProto(
-        name=a.name, pattern=a.pattern, offsets=list(a.offsets), type=a.type, length=a.length, method=a.method,
+        name=a.name,
+        pattern=a.pattern,
+        offsets=list(a.offsets),
+        type=a.type,
+        length=a.length,
+        method=a.method,
     )
 
 

@@ -46,8 +46,10 @@ def read_toml(path: Path) -> dict:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
-        raise ConfigError(f"{path}, line {line}: byte 0x{raw[e.start]:02x} is not UTF-8 (the file was saved in another "
-                          "encoding, such as Windows Notepad's \"ANSI\"): save it as UTF-8") from None
+        raise ConfigError(
+            f"{path}, line {line}: byte 0x{raw[e.start]:02x} is not UTF-8 (the file was saved in another "
+            'encoding, such as Windows Notepad\'s "ANSI"): save it as UTF-8'
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -82,9 +84,7 @@ def load_siphon_config(path: str | Path) -> SiphonConfig:
             raise ConfigError(f"{path}: attributes.{name} must be a table, not {spec!r}")
         typ = spec.get("type")
         if typ not in ATTRIBUTE_TYPES:
-            raise ConfigError(
-                f"{path}: attributes.{name} has type {typ!r}; use one of {', '.join(ATTRIBUTE_TYPES)}"
-            )
+            raise ConfigError(f"{path}: attributes.{name} has type {typ!r}; use one of {', '.join(ATTRIBUTE_TYPES)}")
         offsets = spec.get("offsets", [])
         if not isinstance(offsets, list) or not all(isinstance(o, int) and o >= 0 for o in offsets):
             raise ConfigError(f"{path}: attributes.{name}.offsets must be a list of non-negative ints")

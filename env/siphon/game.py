@@ -28,15 +28,14 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 import grpc
-
 import numpy as np
 
 from env import fight
-from env.siphon.arena import back_into_the_fight
-from env.game import AttributeValue, Frame, GameState, scaled
 from env.errors import GameError
+from env.game import AttributeValue, Frame, GameState, scaled
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
+from env.siphon.arena import back_into_the_fight
 from env.siphon.client import NoFrame, NotConfigured, SiphonClient
 from env.siphon.stream import FrameStream, StreamedFrame
 
@@ -258,7 +257,9 @@ class FrameWatch:
         self._state: Mapping[str, AttributeValue] = {}  # read with the frame that last changed
         self._game_moved = False  # the state changed since then
 
-    def check(self, rgb: np.ndarray, taken: float, running: bool, state: Mapping[str, AttributeValue] | None = None) -> None:
+    def check(
+        self, rgb: np.ndarray, taken: float, running: bool, state: Mapping[str, AttributeValue] | None = None
+    ) -> None:
         step = max(1, min(rgb.shape[:2]) // 64)  # 1080p: every 16th pixel; a small window: all of them
         fingerprint = rgb[::step, ::step].tobytes()
         with self._lock:

@@ -81,7 +81,9 @@ def fields_in(array: AttributeSpec, attributes: Iterable[AttributeSpec]) -> tupl
     found = [
         Field(a.name, a.type, a.offsets[-1] - start)
         for a in attributes
-        if a.type in SIZES and key is not None and object_key(a) == key
+        if a.type in SIZES
+        and key is not None
+        and object_key(a) == key
         and 0 <= a.offsets[-1] - start <= array.length - SIZES[a.type]
     ]
     found.sort(key=lambda f: f.offset)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import REAL_SERVER_TEST_ARGS
 
 from env.observations import observed_attributes
 from env.profile import load_profile
@@ -207,17 +208,7 @@ def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_aft
     import subprocess
 
     real = (
-        "--real-server",
-        "--scan-ms",
-        "1",
-        "--hook-delay-s",
-        "0.2",
-        "--hook-poll-s",
-        "0.05",
-        "--capture-init-ms",
-        "10",
-        "--first-frame-ms",
-        "50",
+        *REAL_SERVER_TEST_ARGS,
         "--start",
         "fight",
     )

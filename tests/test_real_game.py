@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REAL_SERVER_TEST_ARGS
 
 from env.profile import load_profile
 from env.sim.display import focus_window
@@ -231,17 +232,7 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
 GAME_SERVER_ARGS = (
     "--profile",
     "eldenring_margit",
-    "--real-server",
-    "--scan-ms",
-    "1",
-    "--hook-delay-s",
-    "0.2",
-    "--hook-poll-s",
-    "0.05",
-    "--capture-init-ms",
-    "10",
-    "--first-frame-ms",
-    "50",
+    *REAL_SERVER_TEST_ARGS,
     "--death-screen-s",
     "0.5",
     "--loading-s",

@@ -15,7 +15,6 @@ recorder does not change.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -29,8 +28,6 @@ from env.game import Game, GameState
 from capture.episode import Sample
 from capture.inputs import InputLog
 from capture.silence import InputSilence
-
-log = logging.getLogger(__name__)
 
 Hotkeys = Mapping[str, Callable[[], None]]
 """The recorder's own keys (start/stop, discard, quit): a key name and what it asks for."""

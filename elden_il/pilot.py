@@ -20,7 +20,6 @@ compare) but sends nothing, and lets go of any key it held.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,8 +39,6 @@ from capture.record import RecordError
 from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
 
 from elden_il.policy import LoadedPolicy, load_policy
-
-log = logging.getLogger(__name__)
 
 
 def policy_driver(path: Path, quiet_s: float, scripted_human: bool) -> MakeDriver:

@@ -87,9 +87,11 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
             try:
                 sample, *_ = sampler.next_sample()
             except (ReadRefused, NoFrame):
+                # the idle player died: back into the fight, as the recorder restarts it
+                # (restart_when_recording), or the rest of the run would sample a loading screen
                 add_up(counted, sampler.stats)
                 paused = time.monotonic()
-                time.sleep(0.25)
+                game.reset_fight()
                 paused_s += time.monotonic() - paused
                 sampler.restart_clock()
                 continue

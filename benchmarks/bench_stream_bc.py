@@ -4,7 +4,7 @@
 its picture as captured and every dataset's frames are made from it. This plays a saved policy
 (by default the pipeline's behaviour cloning) over the same held-out fights twice or more, side
 by side in one run: once on its env's picture as captured, and once per JPEG quality on that
-picture encoded and decoded as the simulator server's stream does (OpenCV), then cropped and
+picture encoded as the simulator server's stream does and decoded as the client does, then cropped and
 resized as usual. Fights are decided by their seeds, so the rows differ only by the frames.
 
     .venv/bin/python -m benchmarks.bench_stream_bc --policy datasets/models/bc --fights 100
@@ -24,6 +24,7 @@ from env.elden_env import EldenRingEnv
 from env.factory import make_game
 from env.game import Frame, Game, GameState
 from env.play import run_fights, summarize
+from env.siphon.stream import jpeg_to_rgb
 
 from benchmarks.machine import describe
 
@@ -47,7 +48,7 @@ class JpegFrames:
 
     def _jpeg(self, frame: Frame) -> Frame:
         encoded = cv2.imencode(".jpg", cv2.cvtColor(frame.rgb, cv2.COLOR_RGB2BGR), self._params)[1]
-        return replace(frame, rgb=cv2.cvtColor(cv2.imdecode(encoded, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB))
+        return replace(frame, rgb=jpeg_to_rgb(encoded.tobytes(), "the benchmark"))  # as the client decodes
 
 
 def main() -> None:

@@ -2,10 +2,8 @@
 
 Every test that uses ``sim_server`` runs twice: against the ideal server and against the
 real-server mode (Siphon's mutex, scan cost, sticky config, NPC hook, capture and input quirks,
-and a world that starts at the Site of Grace), with short timings so the suite stays fast. A test
-whose client cannot yet survive the real server (issue 11) is marked
-``@pytest.mark.xfail_real_server("issue 11: what fails")``: an expected failure in that mode
-only. ``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode too
+and a world that starts at the Site of Grace), with short timings so the suite stays fast.
+``ELDEN_IL_SIM_ARGS`` points every other server a test starts at a mode too
 (``env/sim/launcher.py``).
 """
 
@@ -62,21 +60,6 @@ REAL_SERVER_TEST_ARGS = (
     "50",
 )
 """Real-server mode with every behaviour on and every wait short."""
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "xfail_real_server(reason, run=True): expected to fail against the real-server mode only",
-    )
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        marker = item.get_closest_marker("xfail_real_server")
-        callspec = getattr(item, "callspec", None)
-        if marker is not None and callspec is not None and callspec.params.get("sim_server") == "real":
-            item.add_marker(pytest.mark.xfail(reason=marker.args[0], strict=False, run=marker.kwargs.get("run", True)))
 
 
 @pytest.fixture(params=["ideal", "real"])

@@ -1,4 +1,4 @@
-"""The fault matrix: every failure found by trying to break the project (issue 13), kept as a test.
+"""The fault matrix: every failure found by trying to break the project, kept as a test.
 
 Each fault is tried the way a hostile or clumsy user meets it, against real components (a real
 recorder process, a real tmpfs that fills up, real HDF5 and Minari files, the real command

@@ -1,5 +1,5 @@
 """The game's life cycle around a fight, in-process: a real death, a kill for good, the fog wall,
-teleporting, and all of it deterministic (issue 10). Every test here fails on a simulator whose
+teleporting, and all of it deterministic. Every test here fails on a simulator whose
 world only knows the fight."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The simulator's real-server mode over gRPC: each behaviour of the real Siphon server and the
-real game, checked against the ideal server it replaces (issue 10). Every test here fails
+real game, checked against the ideal server it replaces. Every test here fails
 against an ideal server."""
 
 from __future__ import annotations

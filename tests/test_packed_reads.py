@@ -196,6 +196,41 @@ def test_a_server_that_cannot_read_our_arrays_falls_back_to_one_by_one_reads(
         running.stop()
 
 
+def test_a_loading_screen_that_ends_mid_read_keeps_the_packed_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+):
+    """A read refused at a loading screen that is over by the time the client checks the
+    attributes one by one (a death's reload, seen in long recordings): the arrays were refused
+    by the game, not by the server, so they stay, and nothing warns."""
+    from env.sim import server as sim_server
+
+    serve = sim_server.SimSiphonService.GetAttribute
+    loading = {"arrays refused": 0}
+
+    def arrays_refused_once(self, request, context):
+        response = serve(self, request, context)
+        if response.WhichOneof("value") == "array_value" and not loading["arrays refused"]:
+            loading["arrays refused"] += 1
+            return sim_server.pb2.GetSiphonResponse(success=False, message="pointer chain is null")
+        return response
+
+    monkeypatch.setattr(sim_server.SimSiphonService, "GetAttribute", arrays_refused_once)
+    running = sim_server.serve(port=0, size=(84, 84))
+    client = SiphonClient(running.address)
+    profile = load_profile("sim_margit")
+    try:
+        client.configure(profile.siphon)
+        with caplog.at_level("WARNING", logger="env.siphon.client"):
+            values = client.read(["HeroHp", "HeroMaxHp"])
+        assert loading["arrays refused"] == 1 and 0 < values["HeroHp"] <= values["HeroMaxHp"]
+        assert "packed arrays" not in caplog.text
+        assert client._plan(["HeroHp", "HeroMaxHp"]).blocks  # still read as one array
+    finally:
+        client.close()
+        running.stop()
+
+
 def test_a_real_server_first_initialised_by_pysiphon_init_is_read_one_by_one_after_one_warning(
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,

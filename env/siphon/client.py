@@ -205,10 +205,12 @@ class SiphonClient:
         return values, frame_to_rgb(response, self.host)
 
     def _drop_unreadable_arrays(self, names: Sequence[str]) -> bool:
-        """After a refused read that used arrays: if the same attributes read one by one, the
-        server cannot read our arrays (it kept an older attribute list): stop using them, warn
-        once, and answer True so the read is retried. False when even the scalars are refused
-        (a loading screen, a boss gone): then the refusal is the game's, not the arrays'."""
+        """After a refused read that used arrays: if the same attributes read one by one and the
+        arrays are refused again, the server cannot read our arrays (it kept an older attribute
+        list): stop using them, warn once, and answer True so the read is retried. False when
+        even the scalars are refused (a loading screen, a boss gone): then the refusal is the
+        game's, not the arrays'. A loading screen that ends between the first read and the
+        scalars' looks like the server's fault until the arrays are asked for once more."""
         plan = self._plan(names)
         if not plan.blocks:
             return False
@@ -217,6 +219,11 @@ class SiphonClient:
             self._collect(names, scalars, self._request_attributes(scalars))
         except ReadRefused:
             return False
+        try:
+            self._collect(names, plan, self._request_attributes(plan))
+            return True  # the arrays read now: it was the game's refusal after all
+        except ReadRefused:
+            pass
         self._blocks = ()
         self._plans.clear()
         if not self._packed_dropped:

@@ -115,9 +115,10 @@ class SmallDisk:
             pytest.skip(f"cannot mount a tmpfs ({result.stderr.strip()}): the full-disk faults need root on Linux")
 
     def fill(self) -> Path:
-        """Take all but a few KiB of what is free, as another program's file would."""
+        """Take all but a few KiB of what is free, as another program's file would (an empty
+        file where the recorder that stopped on this disk left even less)."""
         filler = self.path / "filler"
-        filler.write_bytes(bytes(shutil.disk_usage(self.path).free - 64 * 1024))
+        filler.write_bytes(bytes(max(0, shutil.disk_usage(self.path).free - 64 * 1024)))
         return filler
 
     def grow(self, size_mib: int) -> None:

@@ -1,10 +1,11 @@
 """The recorder's hot path against ``python -m env.sim`` over loopback gRPC.
 
 * Sustained sampling: frame capture, one concurrent memory snapshot and the episode writer with
-  its video at the window's size (the default codec setting), at 30 Hz from a 1280x720 window
-  for two minutes: achieved rate, late and dropped samples, frames the encoder could not take
-  in time (repeated), bytes on disk per minute (state and video), where the CPU goes (the
-  recorder process, its encoder thread alone, the server) and the recorder's memory over the run.
+  its video at the window's size (the default codec setting), at 30 Hz (``--rate``) from a
+  1280x720 window for two minutes (``--seconds``): achieved rate, late and dropped samples,
+  frames the encoder could not take in time (repeated), bytes on disk per minute (state and
+  video), where the CPU goes (the recorder process, its encoder thread alone, the server) and
+  the recorder's memory every 10 s.
 * The highest sustainable rate from a 1920x1080 window (no drops over 20 s), trying 10 Hz up to 60 Hz.
 * Alignment: a key pressed at a known time; the delay until the first sampled state and the
   first sampled frame that show its effect.
@@ -125,7 +126,14 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
             "of_it_encoder": 1000 * encode_s / n,
             "server": 1000 * (server_1 - server_0) / n,
         },
-        "rss_mb": {"first": rss[0], "last": rss[-1], "max": max(rss)},
+        # every 10 s: flat memory is the second value (a minute in, the queues full) against the last
+        "rss_mb": {
+            "first": rss[0],
+            "at_1_min": rss[min(6, len(rss) - 1)],
+            "last": rss[-1],
+            "max": max(rss),
+            "every_10_s": rss,
+        },
     }
 
 
@@ -189,20 +197,23 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=120.0, help="length of the sustained run (default: 120)")
+    parser.add_argument(
+        "--rate", type=float, default=30.0, help="the sustained run's sampling rate in Hz (default: 30)"
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--no-alignment", action="store_true", help="skip the key-press alignment trials")
     args = parser.parse_args()
-    results = {"machine": describe(), "sustained_720p_30hz": sustained((1280, 720), 30.0, args.seconds)}
+    results = {"machine": describe(), "sustained_720p": sustained((1280, 720), args.rate, args.seconds)}
     results["1080p"] = rate_search((1920, 1080), (10.0, 15.0, 20.0, 30.0, 45.0, 60.0), min(20.0, args.seconds))
     if not args.no_alignment:
         results["alignment"] = alignment()
     print(f"Machine: {results['machine']}\n")
     print(
         "| window | target Hz | seconds | achieved Hz | late | dropped | repeated frames | MB/minute | CPU ms/sample: "
-        "recorder (encoder) / server | recorder RSS MB first / last / max |\n"
+        "recorder (encoder) / server | recorder RSS MB first / at 1 min / last / max |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---|"
     )
-    for r in [results["sustained_720p_30hz"], *results["1080p"]]:
+    for r in [results["sustained_720p"], *results["1080p"]]:
         if "error" in r:
             print(f"| {r['window']} | {r['target_hz']:g} | failed: {r['error']} |")
             continue
@@ -210,7 +221,8 @@ def main() -> None:
         print(
             f"| {r['window']} | {r['target_hz']:g} | {r['seconds']:g} | {r['achieved_hz']:.2f} | {r['late']} | "
             f"{r['dropped']} | {r['repeated_frames']} | {r['mb_per_minute']:.1f} | {cpu['recorder']:.1f} "
-            f"({cpu['of_it_encoder']:.1f}) / {cpu['server']:.1f} | {rss['first']:.0f} / {rss['last']:.0f} / {rss['max']:.0f} |"
+            f"({cpu['of_it_encoder']:.1f}) / {cpu['server']:.1f} | {rss['first']:.0f} / {rss['at_1_min']:.0f} / "
+            f"{rss['last']:.0f} / {rss['max']:.0f} |"
         )
     print(f"\nhighest sustainable rate at 1920x1080: {highest_sustainable(results['1080p']) or 'below 10'} Hz")
     a = results.get("alignment")

@@ -25,13 +25,16 @@ import logging
 import shutil
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from env.cli import run_command
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
 
 from elden_il.params import PipelineParams, load_params
+
+if TYPE_CHECKING:
+    from capture.record import RecordSettings
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -80,6 +83,26 @@ def write_report(stage: str, report: dict) -> None:
 
 
 # --------------------------------------------------------------------------------------- stages
+def demo_recording(params: PipelineParams, out: Path) -> RecordSettings:
+    """The recording session params.yaml's ``demos`` section asks for (source ``sim``), into ``out``."""
+    from capture.record import RecordSettings
+
+    demos = params.demos
+    return RecordSettings(
+        env=params.env_config().replace(profile="sim_margit"),
+        backend="sim",
+        autopilot=True,
+        player=demos.player,
+        max_episodes=demos.episodes,
+        seed=demos.seed,
+        rate=demos.rate_hz,
+        out=out,
+        reproducible=True,  # the same params record the same bytes: DVC sees no change
+        master_size=demos.master_size,
+        video_codec=demos.video_codec,
+    )
+
+
 def stage_demos(params: PipelineParams) -> None:
     demos = params.demos
     if DEMOS_DIR.exists():
@@ -88,25 +111,11 @@ def stage_demos(params: PipelineParams) -> None:
     if demos.source == "raw":
         log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
         return
-    from capture.record import RecordSettings, record
+    from capture.record import record
 
     wanted = demos.episodes
     try:
-        record(
-            RecordSettings(
-                env=params.env_config().replace(profile="sim_margit"),
-                backend="sim",
-                autopilot=True,
-                player=demos.player,
-                max_episodes=wanted,
-                seed=demos.seed,
-                rate=demos.rate_hz,
-                out=DEMOS_DIR,
-                reproducible=True,  # the same params record the same bytes: DVC sees no change
-                master_size=demos.master_size,
-                video_codec=demos.video_codec,
-            )
-        )
+        record(demo_recording(params, DEMOS_DIR))
     except Interrupted as e:
         # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
         # done; a rerun starts over (removing these), and records the same bytes again

@@ -6,6 +6,7 @@ pipeline are checked on the tiny pipeline in ``test_pipeline.py``."""
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 from pathlib import Path
 
@@ -175,3 +176,17 @@ def test_the_demos_stage_depends_on_the_code_that_decides_what_it_records(tmp_pa
     assert undeclared == [], (
         f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {undeclared}"
     )
+
+
+def test_the_committed_dvc_lock_was_written_by_the_code_and_params_committed_with_it():
+    """A stage's code or params changed without `dvc repro` (or, for a change that writes the
+    same outputs, `dvc commit`) leaves a dvc.lock that a fresh clone's `dvc repro` rewrites."""
+    status = run(ROOT, "dvc", "status", "--json")
+    assert status.returncode == 0, status.stdout + status.stderr
+    stale = {
+        stage: sorted(dep for dep in entry["changed deps"] if not dep.startswith("datasets/"))
+        for stage, entries in json.loads(status.stdout).items()
+        for entry in entries
+        if isinstance(entry, dict) and "changed deps" in entry
+    }
+    assert not {stage: deps for stage, deps in stale.items() if deps}, stale

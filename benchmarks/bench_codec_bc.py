@@ -1,0 +1,128 @@
+"""What the episode video's default codec costs a policy that learns from it.
+
+Every recording keeps its picture as video (``capture/video.py``), lossy H.264 by default, and
+every dataset's frames are made from that video. This records the pipeline's demonstrations
+(params.yaml's ``demos`` section) twice, side by side in one run, once with the default codec
+and once losslessly: lock-step, so both hold the same fights, states and actions, and differ by
+the frames alone. Each is built into a dataset with params.yaml's env settings, behaviour
+cloning trains on it with params.yaml's ``bc`` settings once per training seed, and every
+policy plays the same held-out fights (the evaluation's seeds). Also reported: the training
+frames' PSNR between the two datasets, and the recordings' size on disk.
+
+    .venv/bin/python -m benchmarks.bench_codec_bc --seeds 0 1 2 --fights 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from env.elden_env import EldenRingEnv
+from env.factory import make_game
+from env.play import run_fights, summarize, wilson_interval
+
+from capture.build_dataset import build_dataset
+from capture.record import record
+
+from elden_il.params import PipelineParams, load_params
+from elden_il.pipeline import demo_recording
+
+from benchmarks.machine import describe
+
+CODECS = ("h264", "lossless")
+
+
+def record_demos(params: PipelineParams, codec: str, out: Path) -> float:
+    """The demos stage's recordings with ``codec``; returns their MiB on disk."""
+    record(replace(demo_recording(params, out), video_codec=codec))
+    return sum(p.stat().st_size for p in out.iterdir()) / 2**20
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="the pipeline's params file")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="behaviour cloning's training seeds")
+    parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (the evaluation's seeds)")
+    parser.add_argument("--json", help="also write the results here")
+    args = parser.parse_args()
+
+    from elden_il.bc import train_bc  # torch: after the arguments are read
+    from elden_il.data import load_demonstrations
+    from elden_il.evaluate import PolicyActor
+
+    params = load_params(args.params)
+    seeds = list(range(params.evaluate.first_seed, params.evaluate.first_seed + args.fights))
+    results: dict[str, Any] = {
+        "machine": describe(),
+        "demos": {"episodes": params.demos.episodes, "master_size": params.demos.master_size},
+        "frame_size": params.env_config().frame_size,
+        "codecs": {},
+    }
+    frames = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for codec in CODECS:
+            started = time.perf_counter()
+            mib = record_demos(params, codec, root / codec / "raw")
+            recorded_s = time.perf_counter() - started
+            name = f"eldenil/codec-{codec}-v0"
+            build_dataset(root / codec / "raw", name, params.env_config(), root=root / "minari", force=True)
+            demos = load_demonstrations(name, root / "minari")
+            frames[codec] = demos.obs["frame"]
+            row: dict[str, Any] = {"raw_mib": mib, "record_s": recorded_s, "steps": len(demos), "policies": {}}
+            for seed in args.seeds:
+                out = root / codec / f"bc-{seed}"
+                started = time.perf_counter()
+                train_bc(demos, replace(params.bc, seed=seed), out)
+                trained_s = time.perf_counter() - started
+                actor = PolicyActor(out / "policy.zip", deterministic=params.evaluate.deterministic)
+                config = actor.loaded.config
+                started = time.perf_counter()
+                records, _ = run_fights(lambda config=config: EldenRingEnv(make_game(config), config), actor, seeds)
+                row["policies"][seed] = {**summarize(records, time.perf_counter() - started), "train_s": trained_s}
+            wins = sum(round(p["win_rate"] * p["fights"]) for p in row["policies"].values())
+            total = sum(p["fights"] for p in row["policies"].values())
+            row["pooled"] = {
+                "win_rate": wins / total,
+                "win_rate_ci95": list(wilson_interval(wins, total)),
+                "fights": total,
+            }
+            results["codecs"][codec] = row
+    results["frame_psnr_db"] = psnr(frames["h264"], frames["lossless"])
+
+    print(f"Machine: {results['machine']}\n")
+    print(
+        f"{params.demos.episodes} demonstrations at {params.demos.master_size[0]}x{params.demos.master_size[1]}, "
+        f"BC on {results['frame_size'][0]}x{results['frame_size'][1]} frames, {args.fights} held-out fights per "
+        f"policy; training frames h264 vs lossless: PSNR {results['frame_psnr_db']:.1f} dB\n"
+    )
+    print("| recordings | MiB | BC seed | win rate | 95 % interval | boss damage dealt | damage taken |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for codec, row in results["codecs"].items():
+        for seed, p in row["policies"].items():
+            low, high = p["win_rate_ci95"]
+            print(
+                f"| {codec} | {row['raw_mib']:.1f} | {seed} | {p['win_rate']:.0%} | {low:.0%}-{high:.0%} | "
+                f"{p['boss_damage_dealt']:.0%} | {p['player_damage_taken']:.0%} |"
+            )
+        low, high = row["pooled"]["win_rate_ci95"]
+        print(f"| {codec} | | all | **{row['pooled']['win_rate']:.0%}** | {low:.0%}-{high:.0%} | | |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -34,6 +34,7 @@ from capture.record import record
 from elden_il.params import PipelineParams, load_params
 from elden_il.pipeline import demo_recording
 
+from benchmarks.bench_video import psnr
 from benchmarks.machine import describe
 
 CODECS = ("h264", "lossless")
@@ -43,11 +44,6 @@ def record_demos(params: PipelineParams, codec: str, out: Path) -> float:
     """The demos stage's recordings with ``codec``; returns their MiB on disk."""
     record(replace(demo_recording(params, out), video_codec=codec))
     return sum(p.stat().st_size for p in out.iterdir()) / 2**20
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
-    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))
 
 
 def main() -> None:
@@ -100,7 +96,8 @@ def main() -> None:
                 "fights": total,
             }
             results["codecs"][codec] = row
-    results["frame_psnr_db"] = psnr(frames["h264"], frames["lossless"])
+    squared_error = np.square(frames["h264"].astype(np.int32) - frames["lossless"]).sum(dtype=np.int64)
+    results["frame_psnr_db"] = psnr(float(squared_error), frames["h264"].size)
 
     print(f"Machine: {results['machine']}\n")
     print(

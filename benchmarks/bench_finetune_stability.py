@@ -15,6 +15,9 @@ A variant is a name and the fine-tuning settings it changes from params.yaml's `
 
 A fine-tuning already run (the pipeline's, say) is judged the same way without training again:
 ``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
+
+Each variant (its training and its held-out fights) is one job: with Ray's ``RAY_ADDRESS`` set,
+the variants train side by side on that cluster (``env.fanout``), with the same results.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import json
 import tempfile
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +124,32 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     return out
 
 
+def run_outputs(folder: Path, fights: int, first_seed: int) -> dict:
+    """What judging a fine-tuning run needs of the folder it saved: its training fights, PPO's
+    diagnostics per update, and its policy's held-out win rates (None with no ``fights``)."""
+    return {
+        "fights": json.loads((folder / "learning_curve.json").read_text()),
+        "updates": json.loads((folder / "updates.json").read_text()),
+        "held_out": held_out_win_rates(folder, fights, first_seed) if fights else None,
+    }
+
+
+def train_variant(bc_policy: bytes, variant: tuple[str, Any], env_config: Any, fights: int, first_seed: int) -> dict:
+    """One variant, fine-tuned from the BC policy (its zip's bytes: a cluster's node may not
+    have its file) and judged on the held-out fights; a job of its own, so that variants fan out
+    over a Ray cluster (``env.fanout``)."""
+    from elden_il.finetune import finetune
+
+    _, config = variant
+    with tempfile.TemporaryDirectory() as tmp:
+        bc = Path(tmp) / "bc.zip"
+        bc.write_bytes(bc_policy)
+        started = time.perf_counter()
+        finetune(bc, config, env_config, Path(tmp) / "run")
+        seconds = time.perf_counter() - started
+        return {"seconds": seconds, **run_outputs(Path(tmp) / "run", fights, first_seed)}
+
+
 def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
     """``NAME [FIELD=VALUE ...]`` as a name and ``base`` with those fields replaced (values in
     YAML, checked by the config's own rules)."""
@@ -188,8 +218,8 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
     from env.config import EnvConfig
+    from env.fanout import fan_out
 
-    from elden_il.finetune import finetune
     from elden_il.params import load_params
 
     base = load_params(ROOT / "params.yaml").finetune
@@ -217,24 +247,16 @@ def main() -> None:
     start = args.start if args.start is not None else results["bc"] and results["bc"]["sampled"]["win_rate"]
     results["start"] = start
 
-    def judge(name: str, folder: Path, steps: int | None, seconds: float | None, config: dict) -> None:
-        """Report the fine-tuning saved in ``folder``, over ``steps`` (None: the run's own, in
-        whole windows)."""
-        rows = json.loads((folder / "learning_curve.json").read_text())
+    def judge(name: str, run: dict, steps: int | None, config: dict) -> None:
+        """Report a fine-tuning run (``run_outputs``, and its ``seconds`` where it was trained
+        here) over ``steps`` (None: the run's own, in whole windows)."""
+        rows = run["fights"]
         if steps is None:
             steps = round(rows[-1]["timesteps"] / args.window) * args.window if rows else 0
-        updates = json.loads((folder / "updates.json").read_text())
-        held_out = held_out_win_rates(folder, args.fights, args.first_seed) if args.fights else None
         curve = windows(rows, steps, args.window)
-        explained = [u["explained_variance"] for u in updates]
-        results["variants"][name] = {
-            "config": config,
-            "seconds": seconds,
-            "curve": curve,
-            "updates": updates,
-            "fights": rows,
-            "held_out": held_out,
-        }
+        explained = [u["explained_variance"] for u in run["updates"]]
+        seconds = run.get("seconds")
+        results["variants"][name] = {"config": config, "seconds": seconds, "curve": curve, **run}
         took = f" ({seconds:.0f} s)" if seconds is not None else ""
         print(
             f"{name}{took}: training win rate by {args.window}-step window: "
@@ -244,22 +266,19 @@ def main() -> None:
             f"   critic's explained variance: mean {np.mean(explained):.2f}, last 10 updates {np.mean(explained[-10:]):.2f}"
         )
         print("   " + verdict(curve, rows, start))
-        if held_out:
-            report(f"   {name}", held_out)
+        if run["held_out"]:
+            report(f"   {name}", run["held_out"])
 
     for name, folder in args.runs:
-        judge(name, Path(folder), None, None, {"folder": folder})
-    for name, config in variants:
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
-            judge(
-                name,
-                Path(tmp),
-                config.total_steps,
-                time.perf_counter() - started,
-                {k: v for k, v in vars(config).items() if k != "hosts"},
-            )
+        judge(name, run_outputs(Path(folder), args.fights, args.first_seed), None, {"folder": folder})
+    trained = fan_out(
+        partial(train_variant, env_config=env_config, fights=args.fights, first_seed=args.first_seed),
+        variants,
+        lambda variant: f"the variant {variant[0]}",
+        shared=(args.policy / "policy.zip").read_bytes(),
+    )
+    for (name, config), run in zip(variants, trained):
+        judge(name, run, config.total_steps, {k: v for k, v in vars(config).items() if k != "hosts"})
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     if args.plot:

@@ -8,6 +8,7 @@ tens of seconds on two shared cores.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,10 +16,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import untrained_policy
 
 from env.config import EnvConfig
@@ -179,7 +182,6 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
 ):
     """Each (fights, training seed) policy is a Ray task: trained and evaluated there, the same
     policy and the same fights as in one process."""
-    from dataclasses import replace
 
     from elden_il.params import load_params
     from elden_il.scaling import study
@@ -195,6 +197,76 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
     assert [{k: v for k, v in row.items() if k not in timings} for row in there["rows"]] == [
         {k: v for k, v in row.items() if k not in timings} for row in here["rows"]
     ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["here", "on the cluster"])
+def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
+    tmp_path: Path, request: pytest.FixtureRequest, where: str
+):
+    """``--run`` (a fine-tuning already done, e.g. the pipeline's) and ``--variant`` (trained by
+    the bench, here or as a job on the cluster) go through one judgement: the same settings give
+    the same curve, the same held-out results, and one chart with both."""
+    from elden_il.finetune import finetune
+    from elden_il.params import FinetuneConfig, read_section
+
+    config = replace(CONFIG, max_steps=20)  # short fights: a few dozen steps hold several
+    bc = tmp_path / "bc"
+    config.save(bc)
+    untrained_policy(config).save(str(bc / "policy.zip"))
+    tiny = {
+        "total_steps": 64,
+        "num_envs": 1,
+        "subprocesses": False,
+        "n_steps": 32,
+        "batch_size": 32,
+        "n_epochs": 1,
+        "value_warmup_steps": 32,
+    }
+    pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
+    finetune(
+        bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved"
+    )
+
+    results, chart = tmp_path / "results.json", tmp_path / "curves.png"
+    ray = {"RAY_ADDRESS": request.getfixturevalue("cluster")} if where == "on the cluster" else {}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_finetune_stability",
+            "--policy",
+            str(bc),
+            "--run",
+            "saved",
+            str(tmp_path / "saved"),
+            "--variant",
+            "trained",
+            *(f"{k}={str(v).lower()}" for k, v in tiny.items()),
+            "--window",
+            "32",
+            "--fights",
+            "3",
+            "--json",
+            str(results),
+            "--plot",
+            str(chart),
+        ],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | ray,
+    )
+    variants = json.loads(results.read_text())["variants"]
+    saved, trained = variants["saved"], variants["trained"]
+    assert [w["until"] for w in saved["curve"]] == [32, 64]
+    assert saved["curve"] == trained["curve"] and saved["fights"] == trained["fights"]
+    for mode in ("deterministic", "sampled"):
+        assert saved["held_out"][mode]["fights"] == 3
+        assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == {
+            k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"
+        }
+    assert chart.stat().st_size > 10_000
 
 
 @pytest.mark.slow

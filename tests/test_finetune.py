@@ -13,7 +13,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-import yaml
 from conftest import TINY_NETWORK, untrained_policy
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
@@ -30,7 +29,7 @@ from elden_il.finetune import (
     finetune,
     seeded_env_fns,
 )
-from elden_il.params import FinetuneConfig, read_section
+from elden_il.params import FinetuneConfig
 from elden_il.policy import load_policy, policy_kwargs, policy_space
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,66 +115,6 @@ def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_
         # a minibatch without the prior's logits (a PPO.load-ed model's buffer): the plain entropy
         _, _, entropy = model.policy.evaluate_actions(obs, batch.actions)
         torch.testing.assert_close(entropy, model.policy.get_distribution(obs).entropy())
-
-
-def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(tmp_path: Path):
-    """``--run`` (a fine-tuning already done, e.g. the pipeline's) and ``--variant`` (trained by
-    the bench) go through one judgement: the same settings give the same curve, the same
-    held-out results, and one chart with both."""
-    bc = tmp_path / "bc"
-    CONFIG.save(bc)
-    save_untrained_bc(bc / "policy.zip")
-    tiny = {
-        "total_steps": 64,
-        "num_envs": 1,
-        "subprocesses": False,
-        "n_steps": 32,
-        "batch_size": 32,
-        "n_epochs": 1,
-        "value_warmup_steps": 32,
-    }
-    pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(
-        bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), CONFIG, tmp_path / "saved"
-    )
-
-    results, chart = tmp_path / "results.json", tmp_path / "curves.png"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.bench_finetune_stability",
-            "--policy",
-            str(bc),
-            "--run",
-            "saved",
-            str(tmp_path / "saved"),
-            "--variant",
-            "trained",
-            *(f"{k}={str(v).lower()}" for k, v in tiny.items()),
-            "--window",
-            "32",
-            "--fights",
-            "3",
-            "--json",
-            str(results),
-            "--plot",
-            str(chart),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-    )
-    variants = json.loads(results.read_text())["variants"]
-    saved, trained = variants["saved"], variants["trained"]
-    assert [w["until"] for w in saved["curve"]] == [32, 64]
-    assert saved["curve"] == trained["curve"] and saved["fights"] == trained["fights"]
-    for mode in ("deterministic", "sampled"):
-        assert saved["held_out"][mode]["fights"] == 3
-        assert {k: v for k, v in saved["held_out"][mode].items() if k != "fights_per_minute"} == {
-            k: v for k, v in trained["held_out"][mode].items() if k != "fights_per_minute"
-        }
-    assert chart.stat().st_size > 10_000
 
 
 def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():

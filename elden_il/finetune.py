@@ -30,6 +30,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 from env.config import EnvConfig
+from env.errors import GameError
 from env.factory import env_fns
 from env.fanout import cluster_address
 
@@ -326,13 +327,22 @@ def finetune(
         KLDecay(config.kl_decay_steps),
         curve,
     ]
-    model.learn(config.total_steps, callback=callbacks, progress_bar=True)
+    try:
+        model.learn(config.total_steps, callback=callbacks, progress_bar=True)
+    except GameError as e:
+        # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
+        # until then is kept where load_policy reads it, and the one line says so
+        kept = out / PARTIAL_RUN
+        save_run(model, curve, env_config, kept, config.clip_range)
+        e.args = (
+            f"{e} (fine-tuning stopped at step {model.num_timesteps} of {config.total_steps}, after "
+            f"{len(curve.updates)} update{'' if len(curve.updates) == 1 else 's'}; the model as it stood is "
+            f"saved in {kept})",
+        )
+        raise
     seconds = time.perf_counter() - started
     vec.close()
-    env_config.save(out)
-    save_model(model, out / POLICY_FILE, config.clip_range)
-    (out / "learning_curve.json").write_text(json.dumps(curve.rows))
-    (out / "updates.json").write_text(json.dumps(curve.updates))
+    save_run(model, curve, env_config, out, config.clip_range)
     wins = [r["win"] for r in curve.rows]
     return {
         "timesteps": model.num_timesteps,
@@ -353,6 +363,18 @@ the SB3 install it came from (a virtualenv inside the checkout: another folder, 
 ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
 """Where a Python object's default ``str()`` names its memory address in this process."""
+
+
+PARTIAL_RUN = "partial"
+"""Where, under its output folder, a fine-tuning run that lost its game keeps what it trained."""
+
+
+def save_run(model: PPO, curve: LearningCurve, env_config: EnvConfig, out: Path, clip_range: float) -> None:
+    """The model, the env config it trains in and its curves, in ``out`` (a policy folder)."""
+    env_config.save(out)
+    save_model(model, out / POLICY_FILE, clip_range)
+    (out / "learning_curve.json").write_text(json.dumps(curve.rows))
+    (out / "updates.json").write_text(json.dumps(curve.updates))
 
 
 def save_model(model: PPO, path: Path, clip_range: float) -> None:

@@ -356,6 +356,54 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
         finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), config, tmp_path / "x")
 
 
+@pytest.mark.slow
+def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_what_was_trained(tmp_path: Path):
+    """A gaming PC's cable pulled mid-run: nothing refuses, nothing answers (the server sits in a
+    network namespace of its own, and the link to it goes down after the first fight). Fine-
+    tuning stops within the client's deadline with one line naming the host, and what it trained
+    until then (an update, from the first 32 steps) is saved where ``load_policy`` reads it."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("the link is a network namespace and a veth pair: root and iproute2 (`ip`)")
+    from env.config import EnvConfig
+    from env.errors import GameError
+    from env.sim.launcher import SimServer
+
+    from elden_il.finetune import PARTIAL_RUN, finetune
+    from elden_il.params import FinetuneConfig
+    from elden_il.policy import load_policy
+
+    from benchmarks.bench_link import HERE_IF, NAMESPACE, THERE_IP, emulated_link
+
+    config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
+    untrained_policy(config).save(str(tmp_path / "bc.zip"))
+
+    fights = []
+
+    def pull_the_cable_after_the_second_fight(row: dict) -> None:  # fights of 20 steps: past the first update
+        fights.append(row)
+        if len(fights) == 2:
+            subprocess.run(["ip", "link", "set", HERE_IF, "down"], check=True)
+
+    with emulated_link(), SimServer(size=(84, 84), bind=THERE_IP, prefix=("ip", "netns", "exec", NAMESPACE)) as server:
+        settings = FinetuneConfig(
+            total_steps=256, backend="siphon", hosts=(server.host,), n_steps=32, batch_size=32, n_epochs=1
+        )
+        with pytest.raises(GameError) as lost:
+            finetune(
+                tmp_path / "bc.zip",
+                settings,
+                config,
+                tmp_path / "finetuned",
+                on_episode=pull_the_cable_after_the_second_fight,
+            )
+    message = str(lost.value)
+    assert "\n" not in message and server.host in message and "saved in" in message, message
+    kept = tmp_path / "finetuned" / PARTIAL_RUN
+    assert load_policy(kept) is not None and EnvConfig.load(kept) == config
+    assert len(json.loads((kept / "learning_curve.json").read_text())) == 2
+    assert "after 1 update;" in message and len(json.loads((kept / "updates.json").read_text())) == 1
+
+
 def test_the_expert_plays_multi_binary_actions_as_presses():
     """Held bits press once: the expert's repeated attacks must release a step in between, or
     in multi_binary mode it would swing once and never again (it dealt no damage at all)."""

@@ -13,6 +13,11 @@ step on the wire (the veth's rx + tx counters over the run, so a stream's frames
 or not a step used them), steps/s at timestep 0 (as fast as the link and the machine allow),
 the observation's frame age at the step's end (``info["frame_age_ms"]``: median and p95), and
 the physical bound, the link's rate over the bytes per step.
+
+Then the recorder's loop (``benchmarks.bench_recorder.record_from``: sampler, episode writer and
+its video) at 30 Hz for ``--record-seconds`` per row, over the same links, sizes and frame
+sources: the rate it held, the samples it dropped, and the bytes a sample took on the wire
+against the link's bound.
 """
 
 from __future__ import annotations
@@ -33,10 +38,12 @@ import numpy as np
 
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
+from env.errors import GameError
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
 
+from benchmarks.bench_recorder import record_from
 from benchmarks.machine import describe
 
 NAMESPACE = "elden-link"
@@ -114,6 +121,19 @@ def wire_bytes() -> int:
     return int((stats / "rx_bytes").read_text()) + int((stats / "tx_bytes").read_text())
 
 
+def quiet_wire_bytes(settle_s: float = 0.3, longest_s: float = 15.0) -> int:
+    """The wire's byte count once the link has gone quiet: what a row before (a failed one's
+    frames still in flight) sent is not counted as the next row's."""
+    deadline, last = time.monotonic() + longest_s, wire_bytes()
+    while time.monotonic() < deadline:
+        time.sleep(settle_s)
+        now = wire_bytes()
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def measure(host: str, source: str, steps: int) -> tuple[int, float, int, list[float]]:
     """(steps taken, seconds stepping, bytes on the wire, frame ages in ms) of the env stepping
     at timestep 0 with random actions, over ``source``. Bytes count resets too (few, small)."""
@@ -137,8 +157,40 @@ def measure(host: str, source: str, steps: int) -> tuple[int, float, int, list[f
         game.close()
 
 
-def run(steps: int) -> list[Row]:
+RECORD_HZ = 30.0
+
+
+def record_over(server: SimServer, size: tuple[int, int], link: str, bits_per_s: float, seconds: float) -> list[dict]:
+    """The recorder's loop against ``server`` for ``seconds`` per frame source: a row each, or
+    the error that stopped it (a link too slow for the frames asked of it ends in the client's
+    deadline, as it would for a person recording)."""
     rows = []
+    for source in SOURCES:
+        row = {"link": link, "window": f"{size[0]}x{size[1]}", "source": source, "target_hz": RECORD_HZ}
+        before = quiet_wire_bytes()
+        try:
+            result = record_from(
+                server, size, RECORD_HZ, seconds, replace(load_profile("sim_margit"), frame_source=source)
+            )
+        except GameError as e:
+            rows.append({**row, "error": str(e)})
+            log.warning("recorder %s %s %s failed: %s", link, row["window"], source, e)
+            continue
+        per_sample = (wire_bytes() - before) / max(result["samples"], 1)
+        rows.append({**row, **result, "wire_bytes_per_sample": per_sample, "bound_hz": bits_per_s / 8 / per_sample})
+        log.info(
+            "recorder %s %s %s: %.1f Hz, %d dropped",
+            link,
+            row["window"],
+            source,
+            result["achieved_hz"],
+            result["dropped"],
+        )
+    return rows
+
+
+def run(steps: int, record_seconds: float) -> tuple[list[Row], list[dict]]:
+    rows, recordings = [], []
     with emulated_link():
         for size in SIZES:
             server = SimServer(
@@ -165,9 +217,11 @@ def run(steps: int) -> list[Row]:
                             )
                         )
                         log.info("%s", rows[-1])
+                    if record_seconds > 0:
+                        recordings += record_over(server, size, link, bits_per_s, record_seconds)
             finally:
                 server.stop()
-    return rows
+    return rows, recordings
 
 
 def table(rows: list[Row]) -> str:
@@ -183,6 +237,25 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def recorder_table(recordings: list[dict]) -> str:
+    lines = [
+        "| link | capture | frame source | target Hz | achieved Hz | dropped | bytes/sample on the wire | link bound (Hz) |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in recordings:
+        if "error" in r:
+            lines.append(
+                f"| {r['link']} | {r['window']} | {r['source']} | {r['target_hz']:g} | failed: {r['error']} | | | |"
+            )
+            continue
+        lines.append(
+            f"| {r['link']} | {r['window']} | {r['source']} | {r['target_hz']:g} | {r['achieved_hz']:.1f} | "
+            f"{r['dropped']} of {r['samples'] + r['dropped']} | {r['wire_bytes_per_sample'] / 1e3:,.0f} kB | "
+            f"{r['bound_hz']:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def interrupted(signum: int, frame: object) -> None:
     """SIGTERM as Ctrl-C, so the link is taken down on the way out either way."""
     raise KeyboardInterrupt
@@ -192,14 +265,22 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupted)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=100, help="env steps per row (each row stops after 30 s)")
+    parser.add_argument(
+        "--record-seconds", type=float, default=20.0, help="the recorder's seconds per row (0: no recorder rows)"
+    )
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    rows = run(args.steps)
+    rows, recordings = run(args.steps, args.record_seconds)
     print(f"machine: {describe()}\n")
     print(table(rows))
+    if recordings:
+        print("\nthe recorder at 30 Hz:\n")
+        print(recorder_table(recordings))
     if args.json:
-        args.json.write_text(json.dumps({"machine": describe(), "rows": [asdict(r) for r in rows]}, indent=2))
+        args.json.write_text(
+            json.dumps({"machine": describe(), "rows": [asdict(r) for r in rows], "recorder": recordings}, indent=2)
+        )
 
 
 if __name__ == "__main__":

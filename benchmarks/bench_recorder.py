@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from env.errors import GameError
+from env.profile import Profile
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 from env.siphon.client import NoFrame, ReadRefused
@@ -60,8 +61,18 @@ def add_up(total: SamplerStats, part: SamplerStats) -> SamplerStats:
 
 
 def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: tuple[str, ...] = ()) -> dict:
-    with SimServer(size=size, extra_args=server_args) as server, tempfile.TemporaryDirectory() as tmp:
-        game = SiphonGame(server.host, "sim_margit")
+    """The recorder against a fresh ``size`` server on loopback, for ``seconds`` at ``rate``."""
+    with SimServer(size=size, extra_args=server_args) as server:
+        return record_from(server, size, rate, seconds)
+
+
+def record_from(
+    server: SimServer, size: tuple[int, int], rate: float, seconds: float, profile: Profile | str = "sim_margit"
+) -> dict:
+    """The recorder's loop (sampler, episode writer, video) against ``server`` (its window
+    ``size``) for ``seconds`` at ``rate``: rates, drops, bytes, CPU and memory."""
+    with tempfile.TemporaryDirectory() as tmp:
+        game = SiphonGame(server.host, profile)
         game.read_state()  # a first read before the clock starts (on a real server: the NPC hook)
         keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
         inputs = InputLog(keys)

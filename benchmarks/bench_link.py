@@ -2,8 +2,10 @@
 
 The benchmark builds the link itself: a network namespace holding the server, a veth pair
 between it and this namespace (10.200.0.1/30 here, 10.200.0.2/30 there), and ``tc netem`` on
-both ends for the link's rate and one-way delay. Everything is removed in a ``finally``, also on
-Ctrl-C. It needs root (``ip netns add``, ``tc``).
+both ends for the link's rate and one-way delay. Where the kernel has no netem, ``tc tbf`` gives
+the rate and a relay beside the server (``benchmarks.delay_proxy``) the delay. Every row says the
+round trip it measured (the median of small calls). Everything is removed in a ``finally``, also
+on Ctrl-C. It needs root (``ip netns add``, ``tc``).
 
 Rows: each link, each capture size (the server's window), each frame source of the Siphon
 backend (``capture``: a unary CaptureFrame of raw BGRA per observation; ``stream``: StreamFrames,
@@ -23,11 +25,14 @@ against the link's bound.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import signal
+import socket
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +46,7 @@ from env.elden_env import EldenRingEnv
 from env.errors import GameError
 from env.profile import load_profile
 from env.sim.launcher import SimServer
+from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
 
 from benchmarks.bench_recorder import record_from
@@ -50,7 +56,9 @@ NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"
 HERE_IP, THERE_IP = "10.200.0.1", "10.200.0.2"
 PORT = 50051
-LINKS = (("1 Gbit/s, 0.5 ms", "1gbit", 1e9, "0.5ms"), ("100 Mbit/s, 2 ms", "100mbit", 1e8, "2ms"))
+RELAY_PORT = 50052
+LINKS = (("1 Gbit/s, 0.5 ms", "1gbit", 1e9, 0.5), ("100 Mbit/s, 2 ms", "100mbit", 1e8, 2.0))
+"""Each link: its name, tc's rate, the rate in bits/s, the one-way delay in ms."""
 SIZES = ((1280, 720), (1920, 1080))
 SOURCES = ("capture", "stream")
 SERVER_ARGS = ("--real-server", "--scan-ms", "1", "--hook-delay-s", "0.2", "--start", "fight")
@@ -62,6 +70,8 @@ log = logging.getLogger("bench_link")
 @dataclass
 class Row:
     link: str
+    round_trip_ms: float
+    round_trip_undelayed_ms: float
     size: str
     source: str
     steps: int
@@ -98,12 +108,12 @@ def emulated_link() -> Iterator[None]:
         subprocess.run(("ip", "link", "del", HERE_IF), capture_output=True)
 
 
-def shape(rate: str, bits_per_s: float, delay: str) -> bool:
-    """``rate`` and one-way ``delay`` on both directions of the link, with netem; where the
+def shape(rate: str, bits_per_s: float, delay_ms: float) -> bool:
+    """``rate`` and one-way ``delay_ms`` on both directions of the link, with netem; where the
     kernel has no netem (``sch_netem`` absent, as in some containers), the rate alone with a
-    token bucket (tbf), and False: the delay is then not emulated, and the table says so."""
+    token bucket (tbf), and False: the delay is then the relay's (``delayed_host``)."""
     burst = f"{max(32_000, int(bits_per_s / 8 * 0.002))}b"  # 2 ms of the rate
-    netem = ("netem", "delay", delay, "rate", rate, "limit", "10000")
+    netem = ("netem", "delay", f"{delay_ms}ms", "rate", rate, "limit", "10000")
     tbf = ("tbf", "rate", rate, "burst", burst, "latency", "50ms")
     for qdisc in (netem, tbf):
         done = [
@@ -114,6 +124,49 @@ def shape(rate: str, bits_per_s: float, delay: str) -> bool:
             return qdisc is netem
         log.warning("tc refused %s: %s", qdisc[0], b" ".join(d.stderr.strip() for d in done).decode())
     raise RuntimeError("tc could shape the link with neither netem nor tbf")
+
+
+@contextmanager
+def delayed_host(server: SimServer, delay_ms: float) -> Iterator[str]:
+    """The address of a relay beside ``server`` (in its namespace) that holds every byte for
+    ``delay_ms`` each way: the link's delay where tc has no netem."""
+    relay = subprocess.Popen(
+        (
+            *("ip", "netns", "exec", NAMESPACE, sys.executable, "-m", "benchmarks.delay_proxy"),
+            *("--listen", f"{THERE_IP}:{RELAY_PORT}", "--to", server.host, "--delay-ms", str(delay_ms)),
+        ),
+        stderr=subprocess.DEVNULL,
+    )
+    host = f"{THERE_IP}:{RELAY_PORT}"
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection((THERE_IP, RELAY_PORT), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or relay.poll() is not None:
+                    raise RuntimeError(f"the delay relay did not start at {host}") from None
+                time.sleep(0.1)
+        yield host
+    finally:
+        relay.terminate()
+        relay.wait()
+
+
+def round_trip_ms(host: str, calls: int = 50) -> float:
+    """The median time of a small call (GetServerStatus) to ``host``: the link's round trip
+    plus the server's answer."""
+    client = SiphonClient(host)
+    try:
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            client.status()
+            times.append(1000 * (time.perf_counter() - started))
+        return statistics.median(times)
+    finally:
+        client.close()
 
 
 def wire_bytes() -> int:
@@ -160,8 +213,10 @@ def measure(host: str, source: str, steps: int) -> tuple[int, float, int, list[f
 RECORD_HZ = 30.0
 
 
-def record_over(server: SimServer, size: tuple[int, int], link: str, bits_per_s: float, seconds: float) -> list[dict]:
-    """The recorder's loop against ``server`` for ``seconds`` per frame source: a row each, or
+def record_over(
+    server: SimServer, host: str, size: tuple[int, int], link: str, bits_per_s: float, seconds: float
+) -> list[dict]:
+    """The recorder's loop against ``server`` (reached at ``host``) for ``seconds`` per frame source: a row each, or
     the error that stopped it (a link too slow for the frames asked of it ends in the client's
     deadline, as it would for a person recording)."""
     rows = []
@@ -170,7 +225,7 @@ def record_over(server: SimServer, size: tuple[int, int], link: str, bits_per_s:
         before = quiet_wire_bytes()
         try:
             result = record_from(
-                server, size, RECORD_HZ, seconds, replace(load_profile("sim_margit"), frame_source=source)
+                server, size, RECORD_HZ, seconds, replace(load_profile("sim_margit"), frame_source=source), host
             )
         except GameError as e:
             rows.append({**row, "error": str(e)})
@@ -197,28 +252,34 @@ def run(steps: int, record_seconds: float) -> tuple[list[Row], list[dict]]:
                 size=size, port=PORT, extra_args=SERVER_ARGS, bind=THERE_IP, prefix=("ip", "netns", "exec", NAMESPACE)
             )
             try:
-                for name, rate, bits_per_s, delay in LINKS:
-                    delayed = shape(rate, bits_per_s, delay)
-                    for source in SOURCES:
-                        taken, seconds, wire, ages = measure(server.host, source, steps)
-                        per_step = wire / taken
-                        link = name if delayed else f"{name.split(',')[0]} (no delay: no netem)"
-                        rows.append(
-                            Row(
-                                link,
-                                f"{size[0]}x{size[1]}",
-                                source,
-                                taken,
-                                per_step,
-                                taken / seconds,
-                                statistics.median(ages),
-                                float(np.percentile(ages, 95)),
-                                bits_per_s / 8 / per_step,
+                for name, rate, bits_per_s, delay_ms in LINKS:
+                    by_netem = shape(rate, bits_per_s, delay_ms)
+                    undelayed = round_trip_ms(server.host) if not by_netem else float("nan")
+                    with contextlib.ExitStack() as relay:
+                        host = server.host if by_netem else relay.enter_context(delayed_host(server, delay_ms))
+                        link = name if by_netem else f"{name} (tbf + relay: no netem)"
+                        rtt = round_trip_ms(host)
+                        for source in SOURCES:
+                            taken, seconds, wire, ages = measure(host, source, steps)
+                            per_step = wire / taken
+                            rows.append(
+                                Row(
+                                    link,
+                                    rtt,
+                                    undelayed,
+                                    f"{size[0]}x{size[1]}",
+                                    source,
+                                    taken,
+                                    per_step,
+                                    taken / seconds,
+                                    statistics.median(ages),
+                                    float(np.percentile(ages, 95)),
+                                    bits_per_s / 8 / per_step,
+                                )
                             )
-                        )
-                        log.info("%s", rows[-1])
-                    if record_seconds > 0:
-                        recordings += record_over(server, size, link, bits_per_s, record_seconds)
+                            log.info("%s", rows[-1])
+                        if record_seconds > 0:
+                            recordings += record_over(server, host, size, link, bits_per_s, record_seconds)
             finally:
                 server.stop()
     return rows, recordings
@@ -226,12 +287,12 @@ def run(steps: int, record_seconds: float) -> tuple[list[Row], list[dict]]:
 
 def table(rows: list[Row]) -> str:
     lines = [
-        "| link | capture | frame source | bytes/step | steps/s | frame age median (ms) | p95 (ms) | link bound (steps/s) |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| link | round trip ms (without the relay) | capture | frame source | bytes/step | steps/s | frame age median (ms) | p95 (ms) | link bound (steps/s) |",
+        "|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.link} | {r.size} | {r.source} | {r.bytes_per_step / 1e3:,.0f} kB | {r.steps_per_s:.1f} | "
+            f"| {r.link} | {r.round_trip_ms:.1f} ({r.round_trip_undelayed_ms:.1f}) | {r.size} | {r.source} | {r.bytes_per_step / 1e3:,.0f} kB | {r.steps_per_s:.1f} | "
             f"{r.age_median_ms:.0f} | {r.age_p95_ms:.0f} | {r.bound_steps_per_s:,.0f} |"
         )
     return "\n".join(lines)

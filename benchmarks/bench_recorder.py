@@ -67,12 +67,18 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
 
 
 def record_from(
-    server: SimServer, size: tuple[int, int], rate: float, seconds: float, profile: Profile | str = "sim_margit"
+    server: SimServer,
+    size: tuple[int, int],
+    rate: float,
+    seconds: float,
+    profile: Profile | str = "sim_margit",
+    host: str | None = None,
 ) -> dict:
     """The recorder's loop (sampler, episode writer, video) against ``server`` (its window
-    ``size``) for ``seconds`` at ``rate``: rates, drops, bytes, CPU and memory."""
+    ``size``; reached at ``host``, by default its own address) for ``seconds`` at ``rate``:
+    rates, drops, bytes, CPU and memory."""
     with tempfile.TemporaryDirectory() as tmp:
-        game = SiphonGame(server.host, profile)
+        game = SiphonGame(host or server.host, profile)
         game.read_state()  # a first read before the clock starts (on a real server: the NPC hook)
         keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
         inputs = InputLog(keys)
@@ -86,7 +92,7 @@ def record_from(
             size,
             "human",
             None,
-            server.host,
+            host or server.host,
         )
         writer = EpisodeWriter(Path(tmp), meta)
         sampler.restart_clock()

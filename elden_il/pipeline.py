@@ -263,51 +263,86 @@ POLICY_NAMES = {
 SUMMARY_COLUMNS = ("policy", "win rate", "95 % interval", "boss damage dealt", "damage taken", "episode length (steps)")
 
 
-def summary_rows(path: Path = REPORTS / "eval.json") -> tuple[str, list[tuple[str, ...]]]:
-    """The last evaluation (``path``) as a title and one row of text per policy."""
+LEARNED = ("bc", "finetuned")
+"""The policies an experiment trains, and all the table shows of it: random and the expert learn nothing."""
+
+
+def load_report(path: Path) -> dict:
+    """An evaluation's ``eval.json``."""
     try:
-        report = json.loads(path.read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
-    rows = []
-    for name, r in report["policies"].items():
-        low, high = r["win_rate_ci95"]
-        rows.append(
-            (
-                POLICY_NAMES.get(name, name),
-                f"{r['win_rate']:.0%}",
-                f"{low:.0%}-{high:.0%}",
-                f"{r['boss_damage_dealt']:.0%}",
-                f"{r['player_damage_taken']:.0%}",
-                f"{r['episode_length']:.0f}",
+
+
+def summary_rows(
+    path: Path = REPORTS / "eval.json", experiments: dict[str, Path] | None = None
+) -> tuple[str, list[tuple[str, ...]]]:
+    """The last evaluation (``path``) as a title and one row of text per policy; then, for each
+    experiment (a label and its own ``eval.json``, played on the same fights), a row per learned
+    policy, named with the label."""
+    report = load_report(path)
+    rows = [policy_row(POLICY_NAMES.get(name, name), r) for name, r in report["policies"].items()]
+    for label, experiment_path in (experiments or {}).items():
+        experiment = load_report(experiment_path)
+        if (experiment["backend"], experiment["fights"]) != (report["backend"], report["fights"]):
+            raise EldenILError(
+                f"{experiment_path} played {experiment['fights']} fights on {experiment['backend']}, {path} "
+                f"{report['fights']} on {report['backend']}: one table compares evaluations of the same fights"
             )
-        )
+        rows += [
+            policy_row(f"{POLICY_NAMES[name]}, {label}", experiment["policies"][name])
+            for name in LEARNED
+            if name in experiment["policies"]
+        ]
     return f"{report['fights']} fights per policy, same seeds ({report['backend']})", rows
 
 
-def markdown_summary(path: Path = REPORTS / "eval.json") -> str:
+def policy_row(name: str, r: dict) -> tuple[str, ...]:
+    low, high = r["win_rate_ci95"]
+    return (
+        name,
+        f"{r['win_rate']:.0%}",
+        f"{low:.0%}-{high:.0%}",
+        f"{r['boss_damage_dealt']:.0%}",
+        f"{r['player_damage_taken']:.0%}",
+        f"{r['episode_length']:.0f}",
+    )
+
+
+def markdown_summary(path: Path = REPORTS / "eval.json", experiments: dict[str, Path] | None = None) -> str:
     """The results table as Markdown: the README's, which a test holds equal to this."""
-    _, rows = summary_rows(path)
+    _, rows = summary_rows(path, experiments)
     lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|---|" + "---:|" * (len(SUMMARY_COLUMNS) - 1)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def show_summary(markdown: bool = False) -> None:
+def show_summary(markdown: bool = False, experiments: dict[str, Path] | None = None) -> None:
     """The last evaluation as one readable table (``dvc metrics show`` spreads it over dozens of
     columns), or as Markdown to paste."""
     if markdown:
-        print(markdown_summary())
+        print(markdown_summary(experiments=experiments))
         return
     from rich.console import Console
     from rich.table import Table
 
-    title, rows = summary_rows()
+    title, rows = summary_rows(experiments=experiments)
     table = Table(title=title)
     for column in SUMMARY_COLUMNS:
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
         table.add_row(*row)
     Console().print(table)
+
+
+def experiment(text: str) -> tuple[str, Path]:
+    """``--experiment LABEL=PATH``."""
+    label, separator, path = text.partition("=")
+    if not (separator and label and path):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a label and an eval.json, as in '128x128 frames=path/eval.json'"
+        )
+    return label, Path(path)
 
 
 STAGES = {
@@ -332,10 +367,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--params", type=Path, default=Path("params.yaml"))
     parser.add_argument("--markdown", action="store_true", help="summary: as the Markdown table the README shows")
+    parser.add_argument(
+        "--experiment",
+        type=experiment,
+        action="append",
+        default=[],
+        metavar="LABEL=EVAL_JSON",
+        help="summary: add the learned policies of another evaluation of the same fights (a `dvc exp run`'s "
+        "datasets/reports/eval.json, kept under datasets/studies/), named with LABEL; repeatable",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
-        return run_command(lambda: show_summary(args.markdown))
+        return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
     return run_command(lambda: STAGES[args.stage](load_params(args.params)))
 
 

@@ -359,7 +359,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
 @pytest.mark.slow
 def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_what_was_trained(tmp_path: Path):
     """A gaming PC's cable pulled mid-run: nothing refuses, nothing answers (the server sits in a
-    network namespace of its own, and the link to it goes down after the first fight). Fine-
+    network namespace of its own, and the link to it goes down after the second fight). Fine-
     tuning stops within the client's deadline with one line naming the host, and what it trained
     until then (an update, from the first 32 steps) is saved where ``load_policy`` reads it."""
     if os.geteuid() != 0 or shutil.which("ip") is None:

@@ -384,7 +384,11 @@ def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_wha
         if len(fights) == 2:
             subprocess.run(["ip", "link", "set", HERE_IF, "down"], check=True)
 
-    with emulated_link(), SimServer(size=(84, 84), bind=THERE_IP, prefix=("ip", "netns", "exec", NAMESPACE)) as server:
+    with (
+        emulated_link(),
+        SimServer(size=(84, 84), bind=THERE_IP, prefix=("ip", "netns", "exec", NAMESPACE)) as server,
+        server.player(),
+    ):
         settings = FinetuneConfig(
             total_steps=256, backend="siphon", hosts=(server.host,), n_steps=32, batch_size=32, n_epochs=1
         )

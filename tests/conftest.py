@@ -16,6 +16,7 @@ import os
 # PPO run four to five times slower than one thread does. Set before anything imports torch.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -60,6 +61,17 @@ REAL_SERVER_TEST_ARGS = (
     "50",
 )
 """Real-server mode with every behaviour on and every wait short."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """For pytest-xdist's workers (pyproject.toml's addopts: ``-n 2 --dist loadfile``, each file's
+    tests on one worker, so a module's fixture (a reproduced pipeline, a Ray cluster) is built once):
+    the files with the most slow tests are handed out first, so the run does not end waiting on a
+    long file that started last. Without workers (``-n 0``) the order stays the files' own."""
+    if not hasattr(config, "workerinput"):
+        return
+    slow: Counter[str] = Counter(item.module.__name__ for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[item.module.__name__])
 
 
 @pytest.fixture(params=["ideal", "real"])

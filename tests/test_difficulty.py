@@ -1,6 +1,7 @@
-"""Difficulty is honest, over 200 seeded in-process fights per policy through the env, the way
-evaluation plays them (BENCHMARKS.md quotes these); and the expert has one win rate: the difficulty
-check on the evaluation's seeds gives the evaluation's expert row."""
+"""Difficulty is honest, over seeded in-process fights through the env, the way evaluation plays
+them: 200 fights for the policies that lose at once; for the expert, whose fights last, the 100
+held-out fights of the evaluation, which must also give exactly the evaluation's expert row (one
+fight loop, one win rate). BENCHMARKS.md quotes ``python -m env.sim.duel`` on seeds 0-199."""
 
 from __future__ import annotations
 
@@ -35,25 +36,32 @@ def test_attacking_every_step_rarely_wins():
     assert win_rate("attack") <= 0.05
 
 
-@pytest.mark.slow
-def test_the_scripted_expert_wins_most_but_not_all_fights():
-    assert 0.60 <= win_rate("expert") <= 0.90
-
-
-@pytest.mark.slow
-def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expert_row():
-    """The expert is quoted twice: the evaluation's row (the README's table, from datasets/reports/eval.json, the
-    held-out seeds of params.yaml) and the difficulty table (seeds 0-199). Both come from one
-    fight loop, so `python -m env.sim.duel` on the evaluation's seeds gives exactly its row."""
+@pytest.fixture(scope="module")
+def evaluation() -> dict:
+    """The evaluation's report (``datasets/reports/eval.json``, the README's table) and the scripted
+    expert's records on its held-out seeds (params.yaml's), played as ``python -m env.sim.duel``
+    plays them, with the summary of those records."""
     evaluate = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     report = json.loads((ROOT / "datasets/reports/eval.json").read_text())
     seeds = list(range(evaluate["first_seed"], evaluate["first_seed"] + evaluate["fights"]))
     assert report["backend"] == "sim" and report["fights"] == len(seeds)
-    expert = report["policies"]["expert"]
     started = time.perf_counter()
-    records = duel("expert", seeds, EnvConfig())  # what python -m env.sim.duel plays
-    summary = summarize(records, time.perf_counter() - started)
-    assert {key: summary[key] for key in expert} == expert  # the results; the speed is not in eval.json
+    records = duel("expert", seeds, EnvConfig())
+    return {"report": report, "expert": summarize(records, time.perf_counter() - started)}
+
+
+@pytest.mark.slow
+def test_the_scripted_expert_wins_most_but_not_all_fights(evaluation: dict):
+    assert 0.60 <= evaluation["expert"]["win_rate"] <= 0.90
+
+
+@pytest.mark.slow
+def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expert_row(evaluation: dict):
+    """The expert is quoted twice: the evaluation's row (the README's table) and the difficulty
+    check. Both come from one fight loop, so `python -m env.sim.duel` on the evaluation's seeds
+    gives exactly its row."""
+    expert = evaluation["report"]["policies"]["expert"]
+    assert {key: evaluation["expert"][key] for key in expert} == expert  # the results; the speed is not in eval.json
 
 
 def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before():

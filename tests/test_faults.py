@@ -39,6 +39,7 @@ their own here.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -736,12 +737,11 @@ def test_an_episode_with_fewer_state_rows_than_times_keeps_the_samples_it_has(
 
 
 @pytest.mark.parametrize("command", ["capture.build_dataset", "capture.record"])
-def test_a_timestep_of_zero_is_one_line(tmp_path: Path, command: str):
-    result = cli(
-        command, "--timestep-ms", "0", *(["--raw", str(tmp_path)] if command == "capture.build_dataset" else [])
-    )
-    assert result.returncode == 2
-    assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(result.stderr)
+def test_a_timestep_of_zero_is_one_line(tmp_path: Path, capsys, command: str):
+    raw = ["--raw", str(tmp_path)] if command == "capture.build_dataset" else []
+    status, _, err = main_here(command, "--timestep-ms", "0", *raw, capsys=capsys)
+    assert status == 2
+    assert "argument --timestep-ms: '0' must be a number of milliseconds above 0" in one_error_line(err)
 
 
 # ------------------------------------------------------------------------------ saved policies
@@ -799,23 +799,15 @@ def bad_policies(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
-def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, bad: str):
+def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, capsys, bad: str):
+    """The recorder's ``main`` in this process (tests/test_cli.py holds each command's process to
+    its one line and exit status)."""
+    from capture import record
+
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
-    result = cli(
-        "capture.record",
-        "--backend",
-        "sim",
-        "--policy",
-        str(folder),
-        "--scripted-human",
-        "--no-status",
-        "--max-episodes",
-        "1",
-        "--out",
-        str(tmp_path / "raw"),
-    )
-    assert result.returncode != 0
-    assert BAD_POLICIES[bad][1] in one_error_line(result.stderr)
+    argv = ["--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status", "--max-episodes", "1"]
+    assert record.main([*argv, "--out", str(tmp_path / "raw")]) == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(capsys.readouterr().err)
     assert not list((tmp_path / "raw").glob("*.h5"))
 
 
@@ -823,8 +815,7 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
 def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
     bad_policies: Path, tmp_path: Path, monkeypatch, capsys, bad: str
 ):
-    """The stage's ``main`` in this process, as for a bad param (the recorder's command above, and
-    tests/test_cli.py, hold a command's process to its one line)."""
+    """The stage's ``main`` in this process, as for a bad param."""
     from elden_il import pipeline
 
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
@@ -1093,13 +1084,27 @@ CLI_FAULTS = [
 ]
 
 
+def main_here(module: str, *argv: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    """``python -m module argv`` as its ``main`` in this process (tests/test_cli.py holds each
+    command's process to its one line): the exit status, stdout and stderr."""
+    package = importlib.import_module(module)
+    main = package.main if hasattr(package, "main") else importlib.import_module(f"{module}.__main__").main
+    try:
+        status = main(list(argv))
+    except SystemExit as e:  # argparse's own refusals
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 @pytest.mark.parametrize("args, message", CLI_FAULTS, ids=[" ".join(a) for a, _ in CLI_FAULTS])
-def test_a_bad_command_line_value_is_one_line(tmp_path: Path, args: list[str], message: str):
+def test_a_bad_command_line_value_is_one_line(tmp_path: Path, monkeypatch, capsys, args: list[str], message: str):
     if args[0] == "capture.build_dataset" and "--raw" not in args:
         args = [*args, "--raw", str(tmp_path)]
-    result = cli(*args, cwd=tmp_path)
-    assert result.returncode in (1, 2) and result.stdout == "", result.stdout
-    assert message in one_error_line(result.stderr)
+    monkeypatch.chdir(tmp_path)
+    status, out, err = main_here(*args, capsys=capsys)
+    assert status == 2 and out == "", out
+    assert message in one_error_line(err)
 
 
 def test_the_smallest_master_size_records_and_gives_frames_down_to_8x8(tmp_path: Path):

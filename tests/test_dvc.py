@@ -12,7 +12,7 @@ from pathlib import Path
 
 import h5py
 import yaml
-from test_pipeline import TINY, run
+from test_pipeline import TINY, run, stage
 
 ROOT = Path(__file__).parents[1]
 
@@ -26,16 +26,19 @@ def md5s(root: Path) -> dict[str, str]:
     }
 
 
-def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path):
+def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path, monkeypatch, capsys):
+    """Twice in this process (the fresh clone's ``dvc repro`` in test_pipeline.py records them
+    again in other processes, in another folder, and must leave ``dvc.lock`` as it was)."""
     params = {**TINY, "demos": {**TINY["demos"], "episodes": 3, "seed": 5}}
     recorded = []
     for name in ("first", "second"):
         root = tmp_path / name
         root.mkdir()
+        monkeypatch.chdir(root)
         (root / "params.yaml").write_text(yaml.safe_dump(params))
-        for stage in ("demos", "dataset"):
-            result = run(root, sys.executable, "-m", "elden_il.pipeline", stage)
-            assert result.returncode == 0, result.stderr
+        for step in ("demos", "dataset"):
+            code, err = stage(step, capsys=capsys)
+            assert code == 0, err
         recorded.append((md5s(root / "datasets/demos"), md5s(root / "datasets/minari")))
 
     demos, minari = recorded[0]

@@ -29,7 +29,7 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     xvfb: str, tmp_path: Path, player: str
 ):
     params = load_params(ROOT / "params.yaml")
-    window = (640, 360)  # the play window's shape, at a quarter of the benchmark's pixels
+    window = (320, 180)  # the play window's shape, at a sixteenth of the benchmark's pixels
     decisions = bench.record_as_a_person(
         1, tmp_path / "person", params, player, tap_ms=50, fight_seconds=30, window=window
     )

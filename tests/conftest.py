@@ -64,7 +64,7 @@ REAL_SERVER_TEST_ARGS = (
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """For pytest-xdist's workers (pyproject.toml's addopts: ``-n 2 --dist loadfile``, each file's
+    """For pytest-xdist's workers (pyproject.toml's addopts: ``-n 3 --dist loadfile``, each file's
     tests on one worker, so a module's fixture (a reproduced pipeline, a Ray cluster) is built once):
     the files with the most slow tests are handed out first, so the run does not end waiting on a
     long file that started last. Without workers (``-n 0``) the order stays the files' own."""

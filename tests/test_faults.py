@@ -224,7 +224,7 @@ def test_a_disk_filling_up_in_lock_step_stops_the_recorder_with_one_line(small_d
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("small_disk", [3], indirect=True, ids=["3MiB"])  # some 7 episodes of 4 s at 320x180
+@pytest.mark.parametrize("small_disk", [2], indirect=True, ids=["2MiB"])  # some 4 episodes of 4 s at 320x180
 def test_a_disk_filling_up_in_real_time_is_noticed_within_a_second(small_disk: SmallDisk, tmp_path: Path):
     out = small_disk.path / "raw"
     with SimServer(size=(320, 180), log_path=tmp_path / "server.log") as server, server.player():

@@ -32,7 +32,7 @@ TINY = {
         "seed": 0,
     },
     "finetune": {
-        "total_steps": 256,
+        "total_steps": 128,  # one rollout of n_steps: fine-tuning's plumbing, not its learning
         "num_envs": 1,
         "subprocesses": False,
         "kl_coef": 0.05,

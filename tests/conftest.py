@@ -9,6 +9,7 @@ and a world that starts at the Site of Grace), with short timings so the suite s
 
 from __future__ import annotations
 
+import importlib
 import os
 
 # One thread per torch (here and in every process a test starts): on a machine of two cores
@@ -72,6 +73,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     slow: Counter[str] = Counter(item.module.__name__ for item in items if item.get_closest_marker("slow"))
     items.sort(key=lambda item: -slow[item.module.__name__])
+
+
+def main_here(module: str, *argv: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    """``python -m module argv`` as its ``main`` in this process, for tests of what a command does
+    rather than of its process (tests/test_cli.py holds each command's process to its one line and
+    exit status, and tests/test_pipeline.py the pipeline's through DVC): the exit status, stdout
+    and stderr."""
+    package = importlib.import_module(module)
+    main = package.main if hasattr(package, "main") else importlib.import_module(f"{module}.__main__").main
+    try:
+        status = main(list(argv))
+    except SystemExit as e:  # argparse's own refusals
+        status = e.code
+    out, err = capsys.readouterr()
+    return status, out, err
 
 
 @pytest.fixture(params=["ideal", "real"])

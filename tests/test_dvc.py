@@ -12,7 +12,8 @@ from pathlib import Path
 
 import h5py
 import yaml
-from test_pipeline import TINY, run, stage
+from conftest import main_here
+from test_pipeline import TINY, run
 
 ROOT = Path(__file__).parents[1]
 
@@ -37,7 +38,7 @@ def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path, mo
         monkeypatch.chdir(root)
         (root / "params.yaml").write_text(yaml.safe_dump(params))
         for step in ("demos", "dataset"):
-            code, err = stage(step, capsys=capsys)
+            code, _, err = main_here("elden_il.pipeline", step, capsys=capsys)
             assert code == 0, err
         recorded.append((md5s(root / "datasets/demos"), md5s(root / "datasets/minari")))
 

@@ -39,7 +39,6 @@ their own here.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import math
@@ -62,7 +61,7 @@ import minari
 import numpy as np
 import pytest
 import yaml
-from conftest import TINY_NETWORK, untrained_policy
+from conftest import TINY_NETWORK, main_here, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.config import EnvConfig
@@ -800,14 +799,11 @@ def bad_policies(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
 def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, capsys, bad: str):
-    """The recorder's ``main`` in this process (tests/test_cli.py holds each command's process to
-    its one line and exit status)."""
-    from capture import record
-
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
     argv = ["--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status", "--max-episodes", "1"]
-    assert record.main([*argv, "--out", str(tmp_path / "raw")]) == 2
-    assert BAD_POLICIES[bad][1] in one_error_line(capsys.readouterr().err)
+    status, _, err = main_here("capture.record", *argv, "--out", str(tmp_path / "raw"), capsys=capsys)
+    assert status == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(err)
     assert not list((tmp_path / "raw").glob("*.h5"))
 
 
@@ -815,16 +811,14 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
 def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
     bad_policies: Path, tmp_path: Path, monkeypatch, capsys, bad: str
 ):
-    """The stage's ``main`` in this process, as for a bad param."""
-    from elden_il import pipeline
-
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
     for name in ("bc", "finetuned"):
         shutil.copytree(folder, tmp_path / "datasets/models" / name)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
     monkeypatch.chdir(tmp_path)
-    assert pipeline.main(["evaluate"]) == 2
-    assert BAD_POLICIES[bad][1] in one_error_line(capsys.readouterr().err)
+    status, _, err = main_here("elden_il.pipeline", "evaluate", capsys=capsys)
+    assert status == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(err)
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):
@@ -1027,8 +1021,6 @@ PARAM_FAULTS = [
 def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
     tmp_path, monkeypatch, capsys, stage, key, value, message
 ):
-    from elden_il import pipeline
-
     params = yaml.safe_load(yaml.safe_dump(TINY))
     if "." in key:
         name, field = key.split(".")
@@ -1037,8 +1029,9 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
         params[key] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)  # nothing a stage might write lands in the repository
-    assert pipeline.main([stage]) == 2
-    assert one_error_line(capsys.readouterr().err).startswith(f"error: {message}")
+    status, _, err = main_here("elden_il.pipeline", stage, capsys=capsys)
+    assert status == 2
+    assert one_error_line(err).startswith(f"error: {message}")
 
 
 # ---------------------------------------------------------------------------- command lines
@@ -1082,19 +1075,6 @@ CLI_FAULTS = [
     (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
     (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
 ]
-
-
-def main_here(module: str, *argv: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    """``python -m module argv`` as its ``main`` in this process (tests/test_cli.py holds each
-    command's process to its one line): the exit status, stdout and stderr."""
-    package = importlib.import_module(module)
-    main = package.main if hasattr(package, "main") else importlib.import_module(f"{module}.__main__").main
-    try:
-        status = main(list(argv))
-    except SystemExit as e:  # argparse's own refusals
-        status = e.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 @pytest.mark.parametrize("args, message", CLI_FAULTS, ids=[" ".join(a) for a, _ in CLI_FAULTS])

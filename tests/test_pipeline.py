@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REAL_SERVER_TEST_ARGS, untrained_policy
+from conftest import REAL_SERVER_TEST_ARGS, main_here, untrained_policy
 
 from env.sim.launcher import ARGS_VARIABLE
 
@@ -275,29 +275,21 @@ def test_malformed_params_yaml_is_refused(tmp_path: Path):
     assert result.returncode == 2 and "params.yaml is not valid YAML" in result.stderr
 
 
-def stage(*argv: str, capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    """``python -m elden_il.pipeline argv`` in this process, in the current folder: its exit status
-    and what it wrote to stderr (tests/test_cli.py holds the command's process to the same)."""
-    from elden_il import pipeline
-
-    code = pipeline.main(list(argv))
-    return code, capsys.readouterr().err
-
-
 def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     write_params(tmp_path, "params.yaml")
-    code, err = stage("bc", capsys=capsys)
+    code, _, err = main_here("elden_il.pipeline", "bc", capsys=capsys)
     assert code == 2 and "cannot load dataset 'eldenil/margit-test-v0'" in err
 
     (tmp_path / "datasets/raw").mkdir(parents=True)
     write_params(tmp_path, "raw.yaml", **{"demos.source": "raw"})
-    code, err = stage("dataset", "--params", "raw.yaml", capsys=capsys)
+    code, _, err = main_here("elden_il.pipeline", "dataset", "--params", "raw.yaml", capsys=capsys)
     assert code == 2 and "no finished episodes in datasets/raw" in err
 
-    assert stage("demos", capsys=capsys)[0] == 0 and stage("dataset", capsys=capsys)[0] == 0
+    for name in ("demos", "dataset"):
+        assert main_here("elden_il.pipeline", name, capsys=capsys)[0] == 0
     write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
-    code, err = stage("bc", "--params", "small.yaml", capsys=capsys)
+    code, _, err = main_here("elden_il.pipeline", "bc", "--params", "small.yaml", capsys=capsys)
     assert code == 2, err
     assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in err
     assert "dvc repro dataset" in err
@@ -326,7 +318,7 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
     )
     write_params(tmp_path, "params.yaml", **{"demos.source": "raw"})
     for name in ("dataset", "bc"):
-        code, err = stage(name, capsys=capsys)
+        code, _, err = main_here("elden_il.pipeline", name, capsys=capsys)
         assert code == 0, err
     config = EnvConfig.load(tmp_path / "datasets/models/bc")
     assert config.capture_size == (1280, 720)

@@ -51,8 +51,9 @@ def test_the_first_episodes_are_exactly_those_episodes(tmp_path: Path):
 @pytest.mark.slow
 def test_the_scaling_study_runs_end_to_end(tmp_path: Path):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    params["bc"]["epochs"] = 1  # the study's rows, plot and table; not how well BC learns:
-    params["env"]["max_steps"] = 60  # one epoch, and held-out fights cut at 60 steps
+    # the study's rows, plot and table, not how well BC learns: one epoch, held-out fights cut at 60 steps
+    params["bc"]["epochs"] = 1
+    params["env"]["max_steps"] = 60
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     result = subprocess.run(
         [

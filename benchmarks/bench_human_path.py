@@ -263,14 +263,15 @@ def labelled_steps(raw: Path, params: PipelineParams, align_to_presses: bool) ->
 
     from capture.build_dataset import step_grid, step_labels
     from capture.episode import list_episodes, read_episode
-    from capture.labels import StepLabeler
+    from capture.labels import HeardActions, StepLabeler
 
     table = ActionTable(load_profile("sim_margit"), "discrete")
     dt = params.env_config().timestep_ms / 1000
     for path in list_episodes(raw):
         episode = read_episode(path, frames=False)
-        boundaries = step_grid(episode, dt, decided=False, align_to_presses=align_to_presses)
-        yield episode, boundaries, step_labels(episode, boundaries, StepLabeler(table, episode.key_names)), table
+        heard = HeardActions(table.profile, episode.key_names)
+        boundaries = step_grid(episode, dt, decided=False, heard=heard, align_to_presses=align_to_presses)
+        yield episode, boundaries, step_labels(episode, boundaries, heard, StepLabeler(table)), table
 
 
 def label_agreement(raw: Path, decisions: Decisions, params: PipelineParams) -> dict:

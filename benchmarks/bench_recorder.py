@@ -80,7 +80,7 @@ def record_from(
     with tempfile.TemporaryDirectory() as tmp:
         game = SiphonGame(host or server.host, profile)
         game.read_state()  # a first read before the clock starts (on a real server: the NPC hook)
-        keys = tuple(dict.fromkeys(game.profile.keybinds.values()))
+        keys = game.profile.bound_keys
         inputs = InputLog(keys)
         sampler = Sampler(game, inputs, rate)
         meta = EpisodeMeta(
@@ -180,7 +180,7 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
     with SimServer(size=(320, 180), extra_args=("--start", "grace")) as server:
         # a still world: at the Site of Grace the boss waits behind the fog, only the player moves
         game = SiphonGame(server.host, "sim_margit")
-        inputs = InputLog(tuple(game.profile.keybinds.values()))
+        inputs = InputLog(game.profile.bound_keys)
         sampler = Sampler(game, inputs, rate)
         state_delays, frame_delays = [], []
         for i in range(trials):

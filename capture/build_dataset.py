@@ -51,7 +51,7 @@ from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
-from capture.labels import StepLabeler, press_phase, step_inputs
+from capture.labels import HeardActions, StepLabeler, press_phase
 from capture.lock import is_being_written
 from capture.provenance import REPOSITORY, provenance
 from capture.staging import staged
@@ -131,25 +131,28 @@ def slices_per_step(episode: Episode, dt: float) -> int:
     return max(1, round(dt * float(episode.attrs.get("sample_rate_hz", 0))))
 
 
-def step_grid(episode: Episode, dt: float, decided: bool, align_to_presses: bool = True) -> np.ndarray:
+def step_grid(
+    episode: Episode, dt: float, decided: bool, heard: HeardActions, align_to_presses: bool = True
+) -> np.ndarray:
     """The step boundaries laid over ``episode``: every ``dt`` seconds from the first sample, or
-    (``align_to_presses``) from where the presses fall (``capture.labels.press_phase``). A fight
-    ``decided`` after the last full step ends with one more, shorter step, so that the death or
-    the kill, always the final sample, is in the dataset as the env would end it."""
+    (``align_to_presses``) from where the presses ``heard`` fall (``capture.labels.press_phase``). A
+    fight ``decided`` after the last full step ends with one more, shorter step, so that the death
+    or the kill, always the final sample, is in the dataset as the env would end it."""
     t = episode.t
-    phase = press_phase(episode.events, t[0], dt, dt / slices_per_step(episode, dt)) if align_to_presses else 0.0
+    slice_s = dt / slices_per_step(episode, dt)
+    phase = press_phase(heard.press_times(episode), t[0], dt, slice_s) if align_to_presses else 0.0
     start = t[0] + phase
     full_steps = max(0, int((t[-1] - start) / dt + 1e-9))
     final_short_step = decided and start + dt * full_steps < t[-1]
     return start + dt * np.arange(full_steps + 1 + int(final_short_step))
 
 
-def step_labels(episode: Episode, boundaries: np.ndarray, labeler: StepLabeler) -> list:
-    """The action of each step between consecutive ``boundaries``, from the keys of [boundary k,
-    boundary k+1) by the input log's event times (``capture.labels.step_inputs``), each step cut
-    into as many slices as it holds samples."""
+def step_labels(episode: Episode, boundaries: np.ndarray, heard: HeardActions, labeler: StepLabeler) -> list:
+    """The action of each step between consecutive ``boundaries``, from what was ``heard`` in
+    [boundary k, boundary k+1) by the input log's event times (``capture.labels``), each step
+    cut into as many slices as it holds samples."""
     slices = slices_per_step(episode, float(np.median(np.diff(boundaries)))) if len(boundaries) > 1 else 1
-    held, pressed = step_inputs(episode.events, episode.keys_held[0], boundaries, slices)
+    held, pressed = heard.steps(episode, boundaries, slices)
     return [
         labeler.label(held[k * slices : (k + 1) * slices], pressed[k * slices : (k + 1) * slices])
         for k in range(len(boundaries) - 1)
@@ -164,7 +167,11 @@ def episode_steps(
     align_to_presses: bool = True,
 ) -> Steps | None:
     """One recorded episode on the env's step grid (``step_grid``), or None if it is shorter than one step."""
-    labeler = StepLabeler(actions, episode.key_names)
+    try:
+        heard = HeardActions(actions.profile, episode.key_names)
+        labeler = StepLabeler(actions)
+    except EpisodeError as e:
+        raise BuildError(f"{episode.path.name}: {e}") from None
     names = episode.attribute_names
     missing = [a for a in builder.attributes if a not in names]
     if missing:
@@ -175,7 +182,10 @@ def episode_steps(
         return None
     rules = actions.profile.fight_rules
     decided = rules.is_over(dict(zip(names, episode.state[-1])))
-    boundaries = step_grid(episode, dt, decided, align_to_presses)
+    try:
+        boundaries = step_grid(episode, dt, decided, heard, align_to_presses)
+    except EpisodeError as e:
+        raise BuildError(str(e)) from None
     if len(boundaries) < 2:
         return None
     at = samples_at(t, boundaries)
@@ -187,7 +197,7 @@ def episode_steps(
     states = {name: episode.state[at, j] for j, name in enumerate(names)}
     before = {name: column[:-1] for name, column in states.items()}
     after = {name: column[1:] for name, column in states.items()}
-    labels = step_labels(episode, boundaries[: steps + 1], labeler)
+    labels = step_labels(episode, boundaries[: steps + 1], heard, labeler)
     terminations = over[1 : steps + 1]
     truncations = np.zeros(steps, bool)
     truncations[-1] = not terminations[-1]

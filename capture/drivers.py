@@ -3,7 +3,8 @@
 The recorder (``capture.record``) owns the clock, the files and where episodes begin and end; it
 holds exactly one driver and shows it every sample. Drivers:
 
-- ``PersonDriver``: a person at the keyboard and mouse, heard through pynput;
+- ``PersonDriver``: a person at the keyboard and mouse, heard through pynput, or at a game
+  controller, heard through SDL (both at once, as the game takes both);
 - ``capture.autopilot.Autopilot``: the scripted expert (or the person-like player), sending keys
   through the game's input and logging them as it sends them;
 - ``elden_il.pilot.PolicyDriver``: a trained policy, which the person (or the simulator's
@@ -27,13 +28,14 @@ from env.game import Game, GameState
 
 from capture.episode import Sample
 from capture.inputs import InputLog
+from capture.pad_listener import PadListener, PadSink
 from capture.silence import InputSilence
 
 Hotkeys = Mapping[str, Callable[[], None]]
 """The recorder's own keys (start/stop, discard, quit): a key name and what it asks for."""
 
 
-class KeySink(Protocol):
+class KeySink(PadSink, Protocol):
     """Where input is logged as it happens: an ``InputLog``, or a ``Takeover`` in front of one."""
 
     def key(self, name: str, down: bool, t: float | None = None) -> None: ...
@@ -88,23 +90,29 @@ def need_display(what: str) -> None:
 
 
 class Listening:
-    """The person's keyboard and mouse, heard through pynput on threads of its own: game keys go
-    into ``sink``, the recorder's hotkeys to what they ask for. A recorder that hears nothing
-    while the game plainly moves says so once (``InputSilence``)."""
+    """The person's keyboard and mouse, heard through pynput, and their game controller (unless
+    ``controller`` is False), heard through SDL, on threads of their own: game input goes into
+    ``sink``, the recorder's hotkeys to what they ask for. A recorder that hears nothing while the
+    game plainly moves says so once (``InputSilence``)."""
 
-    def __init__(self, sink: KeySink, hotkeys: Hotkeys) -> None:
+    def __init__(self, sink: KeySink, hotkeys: Hotkeys, controller: bool = True) -> None:
         need_display("hear your keyboard")
         from capture.listener import PynputListener  # needs DISPLAY: imported only when listening
 
         self.silence = InputSilence()
         self._listener = PynputListener(sink, hotkeys)
         self._listener.start()
+        self._pad = PadListener(sink) if controller else None
+        if self._pad is not None:
+            self._pad.start()
 
     def heard(self, sample: Sample, state: GameState, events: np.ndarray) -> None:
         self.silence.update(sample.t, state, events)
 
     def stop(self) -> None:
         self._listener.stop()
+        if self._pad is not None:
+            self._pad.stop()
 
 
 class PersonDriver(Driver):
@@ -112,8 +120,8 @@ class PersonDriver(Driver):
 
     source = "human"
 
-    def __init__(self, sink: KeySink, hotkeys: Hotkeys) -> None:
-        self.listening = Listening(sink, hotkeys)
+    def __init__(self, sink: KeySink, hotkeys: Hotkeys, controller: bool = True) -> None:
+        self.listening = Listening(sink, hotkeys, controller)
 
     def on_sample(
         self, sample: Sample, state: GameState, frame: np.ndarray, events: np.ndarray, recording: bool

@@ -20,7 +20,8 @@ The picture is not in the HDF5 file: it is the episode's video, ``<name>.mkv`` b
 as ``<name>.mkv.partial`` while the episode grows and renamed just before the ``.h5`` is; the
 ``.h5``'s rename is what publishes the pair. The OS lock of the partial ``.h5`` covers both.
 
-Layout of format 2 (N samples, A attributes, K keys; all on the recorder's one clock):
+Layout of format 3 (N samples, A attributes, K keys, B controller buttons, X controller axes;
+all on the recorder's one clock):
 
 ========================  ==================  =============================================
 ``t`` / ``frame_t``       (N,) float64        sample time / when its frame was captured
@@ -28,14 +29,19 @@ Layout of format 2 (N samples, A attributes, K keys; all on the recorder's one c
 ``keys_held``             (N, K) bool         keys down at sample time (``key_names`` order)
 ``keys_pressed``          (N, K) bool         keys pressed since the previous sample
 ``mouse``                 (N, 2) float32      mouse movement since the previous sample
+``pad_held``              (N, B) bool         controller buttons down (``pad_buttons`` order)
+``pad_pressed``           (N, B) bool         controller buttons pressed since the previous sample
+``pad_axes``              (N, X) float32      controller sticks and triggers (``pad_axes`` order)
 ``intervention``          (N,) bool           the person had taken control from a policy
 ``frame_repeated``        (N,) bool           the video repeats the previous frame here (the
                                               encoder's queue was full: ``capture.video``)
 ``events``                (M,) compound       the raw input log: t, kind, key, dx, dy
+                                              (``capture.inputs``: keys, mouse, controller)
 ========================  ==================  =============================================
 
 ``intervention`` is all False unless a policy played (``python -m capture.record --policy``);
-files written before it existed lack it and read as all False. Format 1 files hold the frames
+files written before it existed lack it and read as all False. Format 2 files have no
+controller columns: they read as a controller never touched. Format 1 files hold the frames
 themselves instead of a video, cropped and resized once when sampled (``frames``, (N, H, W, 3)
 uint8, with ``frame_size`` and ``frame_crop`` attributes): they still read, at that size only.
 """
@@ -52,7 +58,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -61,6 +67,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from env.controller import AXES, BUTTONS
 from env.errors import DataError
 from env.observations import FrameSpec
 
@@ -73,11 +80,13 @@ from capture.video import EpisodeVideo, VideoCodec, VideoError
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 PARTIAL = ".h5.partial"
 PER_SAMPLE = ("t", "frame_t", "state", "keys_held", "keys_pressed", "mouse")
 MARKS = ("intervention", "frame_repeated")
 """Per-sample marks added after format 1's first files: absent from those, read as all False."""
+PAD = {"pad_held": (bool, BUTTONS), "pad_pressed": (bool, BUTTONS), "pad_axes": (np.float32, AXES)}
+"""The controller's columns (format 3): absent from older files, read as a controller at rest."""
 
 
 FLUSH_BYTES = 4 * 2**20
@@ -122,6 +131,9 @@ class Sample:
     mouse_dx: float
     mouse_dy: float
     intervention: bool = False  # the person had taken control from the policy (``capture.takeover``)
+    pad_held: np.ndarray = field(default_factory=lambda: np.zeros(len(BUTTONS), bool))
+    pad_pressed: np.ndarray = field(default_factory=lambda: np.zeros(len(BUTTONS), bool))
+    pad_axes: np.ndarray = field(default_factory=lambda: np.zeros(len(AXES), np.float32))
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +147,7 @@ class EpisodeMeta:
     source: str  # "human" | "autopilot" | "policy" (a policy played, the person could take over)
     sim_seed: int | None
     host: str
+    controller: str = ""  # the controller heard when the episode started ("" for none)
 
 
 def software_versions() -> dict[str, str]:
@@ -157,6 +170,8 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
     for name in ("keys_held", "keys_pressed"):
         f.create_dataset(name, (0, k), bool, maxshape=(None, k), chunks=(1024, k))
     f.create_dataset("mouse", (0, 2), np.float32, maxshape=(None, 2), chunks=(1024, 2))
+    for name, (dtype, columns) in PAD.items():
+        f.create_dataset(name, (0, len(columns)), dtype, maxshape=(None, len(columns)), chunks=(1024, len(columns)))
     for name in MARKS:
         f.create_dataset(name, (0,), bool, maxshape=(None,), chunks=(1024,))
     f.create_dataset("events", (0,), EVENT_DTYPE, maxshape=(None,), chunks=(1024,))
@@ -165,6 +180,9 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
         "profile": meta.profile,
         "attribute_names": json.dumps(list(meta.attribute_names)),
         "key_names": json.dumps(list(meta.key_names)),
+        "pad_buttons": json.dumps(list(BUTTONS)),
+        "pad_axes": json.dumps(list(AXES)),
+        "controller": meta.controller,
         "sample_rate_hz": meta.sample_rate_hz,
         "window_size": list(meta.window_size),
         "video": video,
@@ -194,7 +212,15 @@ def _append(dataset: h5py.Dataset, rows: np.ndarray) -> None:
 
 def _sample_bytes(sample: Sample) -> int:
     """What a sample takes in the HDF5 file at most (its frame goes to the video)."""
-    return sample.state.nbytes + sample.held.nbytes + sample.pressed.nbytes + 34
+    return (
+        sample.state.nbytes
+        + sample.held.nbytes
+        + sample.pressed.nbytes
+        + sample.pad_held.nbytes
+        + sample.pad_pressed.nbytes
+        + sample.pad_axes.nbytes
+        + 34
+    )
 
 
 class EpisodeWriter:
@@ -305,6 +331,8 @@ class EpisodeWriter:
             _append(f["keys_held"], np.stack([s.held for s in pending]))
             _append(f["keys_pressed"], np.stack([s.pressed for s in pending]))
             _append(f["mouse"], np.array([(s.mouse_dx, s.mouse_dy) for s in pending], np.float32))
+            for name in PAD:
+                _append(f[name], np.stack([getattr(s, name) for s in pending]))
             _append(f["intervention"], np.array([s.intervention for s in pending], bool))
             _append(f["frame_repeated"], np.array(self._repeated, bool))
         if self._events:
@@ -504,6 +532,9 @@ class Episode:
     keys_pressed: np.ndarray
     mouse: np.ndarray
     events: np.ndarray
+    pad_held: np.ndarray  # (N, len(BUTTONS)) bool: the controller's buttons down (all False before format 3)
+    pad_pressed: np.ndarray  # (N, len(BUTTONS)) bool: pressed since the previous sample
+    pad_axes: np.ndarray  # (N, len(AXES)) float32: its sticks and triggers (0 before format 3)
     intervention: np.ndarray  # (N,) bool: the person had taken control from a policy
     frame_repeated: np.ndarray  # (N,) bool: the video repeats the frame before (``capture.video``)
     attribute_names: tuple[str, ...]
@@ -597,6 +628,10 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
             data = {name: f[name][()] for name in (*stored, *PER_SAMPLE, "events")}
             n = len(data["t"])
             data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}
+            data |= {
+                name: f[name][:n] if name in f else np.zeros((n, len(columns)), dtype)
+                for name, (dtype, columns) in PAD.items()
+            }
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
     except (OSError, KeyError) as e:
         raise EpisodeError(

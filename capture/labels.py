@@ -1,13 +1,20 @@
-"""Recorded key state -> the env's actions, one per step.
+"""Recorded input -> the env's actions, one per step.
 
-A step's keys are read from the input log's own event times, not from the samples: a key the
+What the person did is first read as the profile's actions (``HeardActions``): a key is the
+action bound to it, a chord (Shift + left click) the chord's action and not the plain click's,
+and a game controller's buttons and stick are actions by the profile's controller layout
+(``env.controller``: a stick pushed forward is ``move_forward``). Keyboard and controller may
+both be used: an action is held while either device holds it, and pressed when either presses
+it, so a step's label comes from whichever acted.
+
+A step's input is read from the input log's own event times, not from the samples: a key the
 person pressed just before a step boundary is sampled only after it (the next sample is up to a
 sample period away), which put one in six of a person's decisions into the next step. So each
-step is cut into as many equal slices as it holds samples, and every slice gets the keys held at
-its end and the keys pressed within it, from the events (``step_inputs``). For a lock-step
+step is cut into as many equal slices as it holds samples, and every slice gets the actions held
+at its end and the actions pressed within it, from the events (``step_inputs``). For a lock-step
 recording, whose keys change exactly at sample times, the slices are its samples and the labels
-the same. A key pressed anywhere in a step counts (so a tap shorter than a step is never lost), a
-key held counts by how many slices hold it.
+the same. An action pressed anywhere in a step counts (so a tap shorter than a step is never
+lost), an action held counts by how many slices hold it.
 
 * ``multi_binary``: the bit of each bound action is set if its key was held or pressed in the step.
 * ``discrete``: the profile's table, read generically. Entries that tap a key win when that key
@@ -23,9 +30,11 @@ from __future__ import annotations
 import numpy as np
 
 from env.actions import ActionTable
+from env.controller import AXES, BUTTONS
+from env.profile import Profile
 
-from capture.episode import EpisodeError
-from capture.inputs import BUTTON_DOWN, BUTTON_UP, KEY_DOWN, KEY_UP
+from capture.episode import Episode, EpisodeError
+from capture.inputs import BUTTON_DOWN, BUTTON_UP, EVENT_DTYPE, KEY_DOWN, KEY_UP, PAD_AXIS, PAD_DOWN, PAD_UP
 
 EVENT_TOLERANCE_S = 1e-6
 """An event this close before a slice boundary counts as at it: lock-step keys are logged at
@@ -64,10 +73,10 @@ def step_inputs(
     return held, pressed
 
 
-def press_phase(events: np.ndarray, start: float, dt: float, slice_s: float) -> float:
+def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) -> float:
     """Where the step grid begins, in seconds after ``start`` (the episode's first sample): the
-    offset in [0, ``dt``) that puts the most key and button presses into the first ``slice_s`` of
-    their step; 0 where none does better.
+    offset in [0, ``dt``) that puts the most ``presses`` (their times: ``HeardActions.press_times``)
+    into the first ``slice_s`` of their step; 0 where none does better.
 
     Why: a step's observation is the picture at its start and its label the keys pressed in it,
     and a policy acts on the picture it is shown. A person's presses are not on any grid; on a
@@ -76,7 +85,7 @@ def press_phase(events: np.ndarray, start: float, dt: float, slice_s: float) -> 
     Laid where the presses fall, each press follows the last picture before it, as a policy's
     action follows its observation. A lock-step recording presses exactly on its own grid, which
     this returns unchanged (0)."""
-    downs = events["t"][np.isin(events["kind"], (KEY_DOWN, BUTTON_DOWN))] - start
+    downs = np.asarray(presses, np.float64) - start
     if not len(downs):
         return 0.0
     residues = np.sort(np.mod(downs + EVENT_TOLERANCE_S, dt) - EVENT_TOLERANCE_S)
@@ -90,28 +99,157 @@ def press_phase(events: np.ndarray, start: float, dt: float, slice_s: float) -> 
     return float(candidates[best])
 
 
+class HeardActions:
+    """A recording's keys and controller as the profile's actions (columns in ``profile.keybinds``
+    order): for every slice of a step grid (``steps``, the dataset builder's), or for samples
+    (``from_samples``, a policy's driver labelling what the person just did)."""
+
+    def __init__(self, profile: Profile, key_names: tuple[str, ...]) -> None:
+        self.profile = profile
+        self.names = tuple(profile.keybinds)
+        columns = {k: i for i, k in enumerate(key_names)}
+        missing = [k for k in profile.bound_keys if k not in columns]
+        if missing:
+            raise EpisodeError(f"the recording has no columns for keys {missing} that profile {profile.name!r} binds")
+        bindings = [tuple(columns[k] for k in binding) for binding in profile.keybinds.values()]
+        self._bindings = bindings
+        # a chord outranks a binding it extends (Shift + click is not a click)
+        self._outranked_by = [
+            [
+                j
+                for j, other in enumerate(bindings)
+                if len(other) > len(b) and set(b) < set(other) and other[-1] == b[-1]
+            ]
+            for b in bindings
+        ]
+        self.layout = profile.controller
+
+    # -------------------------------------------------------------------------------- keys
+    def from_keys(self, held: np.ndarray, pressed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(held, pressed) over the recording's key columns, (S, K) each -> the same over the
+        actions, (S, A): an action is held while all its keys are, and pressed when its last key
+        went down with its modifiers down (or going down in the same slice)."""
+        on = np.empty((len(held), len(self.names)), bool)
+        went = np.empty_like(on)
+        for a, binding in enumerate(self._bindings):
+            modifiers, key = list(binding[:-1]), binding[-1]
+            on[:, a] = held[:, list(binding)].all(axis=1)
+            went[:, a] = pressed[:, key] & (held[:, modifiers] | pressed[:, modifiers]).all(axis=1)
+        for a, above in enumerate(self._outranked_by):
+            if above:
+                on[:, a] &= ~on[:, above].any(axis=1)
+                went[:, a] &= ~went[:, above].any(axis=1)
+        return on, went
+
+    # -------------------------------------------------------------------------- controller
+    def pad_events(self, episode: Episode) -> tuple[np.ndarray, np.ndarray]:
+        """The controller's part of ``episode`` as action events (``KEY_DOWN``/``KEY_UP`` rows whose
+        ``key`` is the action's column), with the actions it held at the first sample: by the
+        profile's layout, judged on the controller's whole state after each moment it changed."""
+        events = episode.events[np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))]
+        start_buttons, start_axes = episode.pad_held[0], episode.pad_axes[0]
+        if self.layout is None:
+            if len(events) or start_buttons.any():
+                raise EpisodeError(
+                    f"{episode.path.name} was played on a controller, but profile {self.profile.name!r} has no "
+                    "[controller] table saying which button does which action: add one (docs/guide.md, "
+                    "section 4, lists Elden Ring's default layout)"
+                )
+            return np.zeros(0, EVENT_DTYPE), np.zeros(len(self.names), bool)
+        held_start = self.layout.held(start_buttons, start_axes)
+        start = np.zeros(len(self.names), bool)
+        for action, column in held_start.items():
+            start[self.names.index(action)] = column[0]
+        if not len(events):
+            return np.zeros(0, EVENT_DTYPE), start
+        buttons = _filled(events, (PAD_DOWN, PAD_UP), len(BUTTONS), start_buttons, events["kind"] == PAD_DOWN)
+        axes = _filled(events, (PAD_AXIS,), len(AXES), start_axes, events["dx"])
+        last = np.append(events["t"][1:] != events["t"][:-1], True)  # the state once a moment's changes are in
+        held = self.layout.held(buttons[last], axes[last])
+        times = events["t"][last]
+        rows = []
+        for action, column in held.items():
+            a = self.names.index(action)
+            before = np.concatenate([[start[a]], column[:-1]])
+            changed = np.flatnonzero(column != before)
+            for i in changed:
+                rows.append((times[i], KEY_DOWN if column[i] else KEY_UP, a, 0.0, 0.0))
+        out = np.array(sorted(rows, key=lambda row: row[0]), EVENT_DTYPE)
+        return out, start
+
+    # ------------------------------------------------------------------------------ steps
+    def steps(self, episode: Episode, boundaries: np.ndarray, slices: int) -> tuple[np.ndarray, np.ndarray]:
+        """(held, pressed) over the actions, (steps * slices, A) each: every step between
+        consecutive ``boundaries`` cut into ``slices`` (``step_inputs``), keyboard and controller
+        together."""
+        held, pressed = self.from_keys(*step_inputs(episode.events, episode.keys_held[0], boundaries, slices))
+        pad_events, pad_start = self.pad_events(episode)
+        if len(pad_events) or pad_start.any():
+            pad_held, pad_pressed = step_inputs(pad_events, pad_start, boundaries, slices)
+            held |= pad_held
+            pressed |= pad_pressed
+        return held, pressed
+
+    def press_times(self, episode: Episode) -> np.ndarray:
+        """When the person pressed something that is an action, keyboard and controller (for
+        ``press_phase``)."""
+        keys = episode.events[np.isin(episode.events["kind"], (KEY_DOWN, BUTTON_DOWN))]["t"]
+        pad, _ = self.pad_events(episode)
+        return np.sort(np.concatenate([keys, pad["t"][pad["kind"] == KEY_DOWN]]))
+
+    def from_samples(self, samples: list) -> tuple[np.ndarray, np.ndarray]:
+        """(held, pressed) over the actions for each of ``samples`` (``capture.episode.Sample``):
+        the keys as ``from_keys`` reads them, the controller by the layout at each sample, a
+        control pressed where it was pressed since the sample before or is held now and was not then."""
+        if not samples:
+            return np.zeros((0, len(self.names)), bool), np.zeros((0, len(self.names)), bool)
+        held, pressed = self.from_keys(np.stack([s.held for s in samples]), np.stack([s.pressed for s in samples]))
+        if self.layout is not None:
+            pad_buttons, pad_axes = np.stack([s.pad_held for s in samples]), np.stack([s.pad_axes for s in samples])
+            now = self.layout.held(pad_buttons, pad_axes)
+            went = self.layout.held(np.stack([s.pad_pressed for s in samples]), np.zeros_like(pad_axes))
+            for action, column in now.items():
+                a = self.names.index(action)
+                rising = column & ~np.concatenate([[False], column[:-1]])
+                held[:, a] |= column
+                pressed[:, a] |= went[action] | rising
+        return held, pressed
+
+
+def _filled(
+    events: np.ndarray, kinds: tuple[int, ...], columns: int, start: np.ndarray, values: np.ndarray
+) -> np.ndarray:
+    """(events, columns): each column's value after every event, from the events of ``kinds``
+    (``key`` is the column, ``values`` the value each sets), ``start`` before the first."""
+    out = np.empty((len(events), columns), np.asarray(start).dtype)
+    mine_kind = np.isin(events["kind"], kinds)
+    rows = np.arange(len(events))
+    for column in range(columns):
+        mine = mine_kind & (events["key"] == column)
+        last = np.maximum.accumulate(np.where(mine, rows, -1)) if len(events) else rows
+        out[:, column] = np.where(last >= 0, np.asarray(values)[np.maximum(last, 0)], start[column])
+    return out
+
+
 class StepLabeler:
-    def __init__(self, actions: ActionTable, key_names: tuple[str, ...]) -> None:
+    """A step's action from its slices' held and pressed actions (``HeardActions``)."""
+
+    def __init__(self, actions: ActionTable) -> None:
         profile = actions.profile
         self.action_mode = actions.mode
         self.idle = actions.idle
-        self.columns = {k: i for i, k in enumerate(key_names)}
-        missing = [k for k in profile.keybinds.values() if k not in self.columns]
-        if missing:
-            raise EpisodeError(f"the recording has no columns for keys {missing} that profile {profile.name!r} binds")
-        self.bits = [self.columns[k] for k in profile.keybinds.values()]
+        columns = {name: i for i, name in enumerate(profile.keybinds)}
         if self.action_mode == "discrete":
             self.entries = [
-                (i, [self.columns[k] for k in command.hold], [self.columns[k] for k in command.tap])
-                for i, command in enumerate(actions.commands)
+                (i, [columns[a] for a in entry.hold], [columns[a] for a in entry.tap])
+                for i, entry in enumerate(profile.discrete_actions)
             ]
-            back = profile.keybinds.get("move_back")
-            self.backstep_column = self.columns.get(back) if back else None
+            self.backstep_column = columns.get("move_back")
 
     def label(self, held: np.ndarray, pressed: np.ndarray) -> np.ndarray | int:
-        """The action for one step, from its samples' (S, K) held and pressed matrices."""
+        """The action for one step, from its slices' (S, A) held and pressed matrices."""
         if self.action_mode == "multi_binary":
-            return (held[:, self.bits].any(axis=0) | pressed[:, self.bits].any(axis=0)).astype(np.int8)
+            return (held.any(axis=0) | pressed.any(axis=0)).astype(np.int8)
         if len(held) == 0:
             return self.idle
         held_share = held.mean(axis=0)

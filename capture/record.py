@@ -143,6 +143,14 @@ class RecordSettings:
             "--backend sim)"
         ),
     )
+    controller: bool = field(
+        default=True,
+        metadata=flag(
+            "hear a game controller beside the keyboard and mouse (the first one SDL reports: an Xbox or PlayStation "
+            "pad, or any pad SDL has a mapping for), as the game takes both; --no-controller: keyboard and mouse only",
+            action=argparse.BooleanOptionalAction,
+        ),
+    )
     manual: bool = field(default=False, metadata=flag("episodes start and stop only by hotkey, not from game memory"))
     restart: bool | None = field(
         default=None,
@@ -231,7 +239,7 @@ def check_players(settings: RecordSettings) -> None:
 def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:
     """Refuse hotkeys that are also game keys: the listener keeps hotkeys out of the recorded
     actions, so an attack bound to F5 would never be recorded, and pressing it would cut episodes."""
-    bound = {key: action for action, key in profile.keybinds.items()}
+    bound = {key: action for action, binding in profile.keybinds.items() for key in binding}
     clashes = [f"{key} ({bound[key]})" for key in hotkeys if key in bound]
     if clashes:
         raise RecordError(
@@ -259,7 +267,7 @@ def driver_maker(settings: RecordSettings) -> MakeDriver:
         from elden_il.pilot import policy_driver
 
         return policy_driver(settings.policy, settings.takeover_quiet, settings.scripted_human)
-    return lambda game, inputs, hotkeys: PersonDriver(inputs, hotkeys)
+    return lambda game, inputs, hotkeys: PersonDriver(inputs, hotkeys, settings.controller)
 
 
 class Recorder:
@@ -284,7 +292,7 @@ class Recorder:
         self.game = make_game(recorded_env(settings), settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
-        self.key_names = tuple(dict.fromkeys(self.profile.keybinds.values()))
+        self.key_names = self.profile.bound_keys
         self.inputs = InputLog(self.key_names, clock=self.game.now)
         self.sampler = Sampler(self.game, self.inputs, settings.rate)
         self.tracker = FightTracker(self.profile.boss_npc_id)
@@ -317,6 +325,7 @@ class Recorder:
             source=self.driver.source,
             sim_seed=self.fight_seed if self.has_seed else None,
             host=self.settings.host,
+            controller=self.inputs.controller,
         )
         self.writer = EpisodeWriter(
             self.settings.out, meta, name=self._episode_name(), clock=self.game.now, lock_step=not self.game.realtime

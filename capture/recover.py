@@ -29,6 +29,7 @@ from env.cli import ERROR_EXIT, run_command
 from capture import files
 from capture.episode import (
     MARKS,
+    PAD,
     PARTIAL,
     PER_SAMPLE,
     EpisodeError,
@@ -104,8 +105,8 @@ def _recover(partial: Path) -> Path:
             per_sample = (
                 *(("frames",) if "frames" in source else ()),
                 *PER_SAMPLE,
-                *(mark for mark in MARKS if mark in source),
-            )  # format 1 holds its frames
+                *(name for name in (*MARKS, *PAD) if name in source),
+            )  # format 1 holds its frames; format 3 a controller's columns
             lengths = [rows_before_tear(source[name]) for name in per_sample]
             if min(lengths) == 0:
                 raise OSError(

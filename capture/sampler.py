@@ -124,6 +124,9 @@ class Sampler:
             pressed=window.pressed,
             mouse_dx=window.mouse_dx,
             mouse_dy=window.mouse_dy,
+            pad_held=window.pad_held,
+            pad_pressed=window.pad_pressed,
+            pad_axes=window.pad_axes,
         )
         return sample, state, frame, window.events
 

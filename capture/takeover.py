@@ -1,9 +1,10 @@
 """Taking control from a policy (HG-DAgger style corrections).
 
 While a policy plays (``python -m capture.record --policy``), the person watches with their
-hands on the keys. ``Takeover`` stands between the keyboard listener and the ``InputLog``: the
-moment a bound key goes down, control is the person's, the policy stops sending keys, and it
-stays theirs until no bound key has been held for ``quiet_s`` (they let go for a moment). Every
+hands on the keys or the controller. ``Takeover`` stands between the listeners and the
+``InputLog``: the moment a bound key or a controller button goes down (or a stick is pushed),
+control is the person's, the policy stops sending keys, and it stays theirs until nothing has
+been held for ``quiet_s`` (they let go for a moment). Every
 sample taken meanwhile is marked as an intervention (``Sample.intervention``), so training can
 tell the person's corrections from the policy's own play.
 
@@ -32,6 +33,9 @@ from capture.listener import SPECIAL_KEYS
 
 log = logging.getLogger(__name__)
 
+PAD_AT_REST = 0.5
+"""A stick or trigger pushed less than this share of its travel is a resting thumb, not a
+correction: well past any dead zone, so a worn stick never takes control by itself."""
 DEFAULT_QUIET_S = 0.6
 """How long the person must let go of every bound key before the policy plays again: a few env
 steps, so that a pause between two dodges does not hand control back."""
@@ -55,16 +59,20 @@ class Takeover:
     def key(self, name: str, down: bool, t: float | None = None) -> None:
         if name in self._bound:
             t = self.clock() if t is None else t
-            with self._lock:
-                if down:
-                    self._held.add(name)
-                    if self._since is None:
-                        self._since = t
-                elif name in self._held:
-                    self._held.discard(name)
-                    if not self._held:
-                        self._released_at = t
+            self._touch(name, down, t)
         self.inputs.key(name, down, t)
+
+    def _touch(self, name: str, down: bool, t: float) -> None:
+        """A control the person holds (a key, a pad button, a pushed stick) went down or up."""
+        with self._lock:
+            if down:
+                self._held.add(name)
+                if self._since is None:
+                    self._since = t
+            elif name in self._held:
+                self._held.discard(name)
+                if not self._held:
+                    self._released_at = t
 
     def tap(self, names: tuple[str, ...], t: float | None = None) -> None:
         t = self.clock() if t is None else t
@@ -74,6 +82,35 @@ class Takeover:
 
     def mouse_move(self, dx: float, dy: float, t: float | None = None) -> None:
         self.inputs.mouse_move(dx, dy, t)
+
+    # ------------------------------------------------------ the controller (PadSink interface)
+    @property
+    def controller(self) -> str:
+        return self.inputs.controller
+
+    @controller.setter
+    def controller(self, name: str) -> None:
+        self.inputs.controller = name
+
+    def pad_button(self, index: int, down: bool, t: float | None = None) -> None:
+        """A controller button is one more bound key: pressing it takes control."""
+        t = self.clock() if t is None else t
+        self._touch(f"pad:{index}", down, t)
+        self.inputs.pad_button(index, down, t)
+
+    def pad_axis(self, index: int, value: float, t: float | None = None) -> None:
+        """A stick or trigger pushed past its dead zone takes control, as a key does."""
+        t = self.clock() if t is None else t
+        self._touch(f"axis:{index}", abs(value) > PAD_AT_REST, t)
+        self.inputs.pad_axis(index, value, t)
+
+    def pad_gone(self, t: float | None = None) -> None:
+        t = self.clock() if t is None else t
+        with self._lock:
+            gone = {name for name in self._held if name.startswith(("pad:", "axis:"))}
+        for name in gone:
+            self._touch(name, False, t)
+        self.inputs.pad_gone(t)
 
     # -------------------------------------------------------------------------------- control
     def in_control(self, t: float) -> bool:
@@ -88,9 +125,9 @@ class Takeover:
             return False
 
     def held(self) -> frozenset[str]:
-        """The bound keys the person holds now."""
+        """The bound keys the person holds now (their pad's controls left out: no key to release)."""
         with self._lock:
-            return frozenset(self._held)
+            return frozenset(name for name in self._held if name in self._bound)
 
 
 class Keyboard(Protocol):

@@ -34,7 +34,7 @@ from capture.autopilot import DecisionClock, KeyDriver
 from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, need_display
 from capture.episode import Sample
 from capture.inputs import InputLog
-from capture.labels import StepLabeler
+from capture.labels import HeardActions, StepLabeler
 from capture.record import RecordError
 from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
 
@@ -77,7 +77,8 @@ class PolicyDriver(Driver):
         self.keys = KeyDriver(game, inputs, config.tap_ms)
         self.actions = config.actions(profile)
         self.builder = ObservationBuilder(config, self.actions)
-        self.labeler = StepLabeler(self.actions, inputs.key_names)
+        self.heard = HeardActions(profile, inputs.key_names)
+        self.labeler = StepLabeler(self.actions)
         # Lock-step, the scripted human's keys go straight to the game; in real time they are
         # real key events on the display, heard by the listener as a person's would be.
         lock_step = scripted_human and not game.realtime
@@ -142,9 +143,7 @@ class PolicyDriver(Driver):
             return self.builder.reset(state, frame)
         # the step's samples: those after the previous decision, up to this one (as the dataset's)
         step, self._step = self._step, []
-        held = np.stack([s.held for s in step]) if step else np.zeros((0, len(self.labeler.columns)), bool)
-        pressed = np.stack([s.pressed for s in step]) if step else held
-        return self.builder.step(state, frame, self.labeler.label(held, pressed))
+        return self.builder.step(state, frame, self.labeler.label(*self.heard.from_samples(step)))
 
     def release(self) -> None:
         if self.human is not None:

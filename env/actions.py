@@ -2,7 +2,11 @@
 
 Both action modes come down to a ``KeyCommand`` per step: the keys to hold during the step and
 the keys to tap once at its start. Holding versus tapping matters in Elden Ring: a roll fires
-when dodge is *released*, and holding it sprints, so a discrete roll is a tap, never a hold.
+when dodge is *released*, and holding it sprints, so a discrete roll is a tap, never a hold. A
+binding may be a chord (Shift + left click): its keys are tapped in order, the modifier first,
+as Siphon's one ``InputKeyTap`` presses them. A mouse button can only be tapped (Siphon holds
+keyboard keys alone), so in ``multi_binary`` a bit bound to one taps it when the bit turns on
+and holds nothing while it stays on, as a person's button held down attacks once.
 
 ``ActionTable`` is the single source of an action mode's space, its commands and its *idle*
 action (the one that presses nothing). The env pads its action history with that idle action,
@@ -47,7 +51,8 @@ class ActionTable:
             self.names: tuple[str, ...] = tuple(a.name for a in profile.discrete_actions)
             self.commands: tuple[KeyCommand, ...] = tuple(
                 KeyCommand(
-                    frozenset(profile.key_for(a) for a in action.hold), tuple(profile.key_for(a) for a in action.tap)
+                    frozenset(key for a in action.hold for key in profile.keys_for(a)),
+                    tuple(dict.fromkeys(key for a in action.tap for key in profile.keys_for(a))),
                 )
                 for action in profile.discrete_actions
             )
@@ -62,9 +67,10 @@ class ActionTable:
             self._index = {name: i for i, name in enumerate(self.names)}
         elif mode == "multi_binary":
             self.names = tuple(profile.keybinds)
-            self.keys: tuple[str, ...] = tuple(profile.keybinds.values())
-            self.space = spaces.MultiBinary(len(self.keys))
-            self.idle = np.zeros(len(self.keys), np.int8)
+            self.bindings: tuple[tuple[str, ...], ...] = tuple(profile.keybinds.values())
+            self.tapped_bits = np.array([not profile.holdable(a) for a in self.names])
+            self.space = spaces.MultiBinary(len(self.names))
+            self.idle = np.zeros(len(self.names), np.int8)
         else:
             raise ConfigError(f"action_mode = {mode!r}: must be discrete or multi_binary")
 
@@ -78,17 +84,24 @@ class ActionTable:
         except (KeyError, AttributeError):
             raise ValueError(f"no discrete action {name!r}; the table has: {', '.join(self.names)}") from None
 
-    def command(self, action: Any) -> KeyCommand:
-        """The keys one action sends."""
+    def command(self, action: Any, previous: Any = None) -> KeyCommand:
+        """The keys one action sends, after ``previous`` (the action of the step before, None at
+        an episode's start): in ``multi_binary`` a bit bound to a mouse button taps it only as
+        it turns on."""
         if self.mode == "discrete":
             if not 0 <= int(action) < len(self.commands):
                 raise ValueError(f"discrete action {action!r} is out of range 0..{len(self.commands) - 1}")
             return self.commands[int(action)]
-        return KeyCommand(frozenset(key for key, on in zip(self.keys, np.asarray(action)) if on))
+        on = np.asarray(action).astype(bool)
+        was = np.zeros_like(on) if previous is None else np.asarray(previous).astype(bool)
+        hold = frozenset(key for binding, bit in zip(self.bindings, on & ~self.tapped_bits) if bit for key in binding)
+        rising = on & self.tapped_bits & ~was
+        tap = tuple(dict.fromkeys(key for binding, bit in zip(self.bindings, rising) if bit for key in binding))
+        return KeyCommand(hold, tap)
 
-    def bits(self, keys: frozenset[str]) -> np.ndarray:
-        """``multi_binary``: the action holding exactly ``keys``."""
-        return np.array([key in keys for key in self.keys], np.int8)
+    def bits(self, actions: frozenset[str]) -> np.ndarray:
+        """``multi_binary``: the action pressing exactly ``actions`` (bound action names)."""
+        return np.array([name in actions for name in self.names], np.int8)
 
 
 def send(game: Game, command: KeyCommand, tap_ms: int) -> None:

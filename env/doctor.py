@@ -166,10 +166,11 @@ class Doctor:
         the check with ``GameNotReady``: that is no binding's fault."""
         self.check_paused()
         silent, dead, frozen = [], [], False
-        for action, key in self.profile.keybinds.items():
+        for action, binding in self.profile.keybinds.items():
+            key = "+".join(binding)
             self.read(["HeroHp"])  # dead or loading since the last key: say so before judging this one
             if action == "lock_on":
-                toggles = self.lock_on_toggles(key)
+                toggles = self.lock_on_toggles(binding)
                 if toggles is None:
                     silent.append(
                         f"lock_on ({key}: the character moved freely both times; nothing in sight to lock on to?)"
@@ -179,11 +180,11 @@ class Doctor:
             elif action == "use_item" and self.flasks() == 0:
                 silent.append(f"{action} ({key}: {NO_FLASKS})")
             elif action in NEEDS_SOMETHING:
-                if not self.reacts(action, key):
+                if not self.reacts(action, binding):
                     silent.append(f"{action} ({key}: {NEEDS_SOMETHING[action]})")
             else:
                 frame_before, at_before = self.game.capture_frame().rgb, self.read(WATCHED)
-                if not self.reacts(action, key):
+                if not self.reacts(action, binding):
                     dead.append(f"{action} ({key})")
                 elif action.startswith("move_") and moved(at_before, self.read(WATCHED)) > MOVED_M:
                     frozen = frozen or np.array_equal(frame_before, self.game.capture_frame().rgb)
@@ -235,16 +236,16 @@ class Doctor:
             return None
         return self.read(["HeroFlaskCharges"])["HeroFlaskCharges"]
 
-    def reacts(self, action: str, key: str) -> bool:
-        """Whether pressing ``key`` visibly does something, watched for ``REACTION_S``. A window in
+    def reacts(self, action: str, binding: tuple[str, ...]) -> bool:
+        """Whether pressing ``binding`` (a key or a chord) visibly does something, watched for ``REACTION_S``. A window in
         which the character was hit (by the boss, not by the key) proves nothing: tried again."""
         game = self.game
         for _ in range(TRIES):
             before = self.read(WATCHED)
             if action.startswith("move_"):
-                game.hold_keys({key})
+                game.hold_keys(set(binding))
             else:
-                game.tap_keys([key], 50)
+                game.tap_keys(list(binding), 50)
             end, seen, hit = game.now() + REACTION_S, False, False
             while game.now() < end and not seen:
                 after = self.read(WATCHED)
@@ -255,8 +256,8 @@ class Doctor:
                 return seen
         return False
 
-    def lock_on_toggles(self, key: str) -> bool | None:
-        """Whether ``key`` toggles the lock-on, seen in how the character faces while it strafes
+    def lock_on_toggles(self, binding: tuple[str, ...]) -> bool | None:
+        """Whether ``binding`` toggles the lock-on, seen in how the character faces while it strafes
         (``strafe_turn``), before and after one tap of ``key``; a second tap leaves the lock as
         it was. False: locked on both times (the tap did not release it); None: free both times
         (nothing in sight to lock on to, or a key that does nothing: no telling which)."""
@@ -266,7 +267,7 @@ class Doctor:
         locked = []
         for _ in range(2):
             locked.append(self.strafe_turn() < FREE_TURN)
-            game.tap_keys([key], 50)
+            game.tap_keys(list(binding), 50)
             game.wait_until(game.now() + SETTLE_S)
         return True if locked[0] != locked[1] else (False if locked[0] else None)
 
@@ -279,7 +280,7 @@ class Doctor:
             hp = self.read(["HeroHp"])["HeroHp"]
             angles = []
             for side in ("move_left", "move_right"):
-                game.hold_keys({self.profile.key_for(side)})
+                game.hold_keys(set(self.profile.keys_for(side)))
                 game.wait_until(game.now() + STRAFE_S)
                 angles.append(self.read(["HeroAngle"])["HeroAngle"])
             game.hold_keys(())

@@ -118,6 +118,7 @@ class EldenRingEnv(gym.Env):
         self._frame: Frame | None = None
         self._deadline = 0.0
         self._steps = 0
+        self._previous_action: Any = None
         self._episode_reward = 0.0
         self._start_state: GameState | None = None
         self._start_frame = 0
@@ -170,6 +171,7 @@ class EldenRingEnv(gym.Env):
         self._start_state = self._state
         self._start_frame = self._frame.number
         self._steps = 0
+        self._previous_action = None  # a multi_binary mouse bit taps only as it turns on
         self._episode_reward = 0.0
         self._damage_taken = 0.0
         self._deadline = self.game.now()
@@ -189,7 +191,8 @@ class EldenRingEnv(gym.Env):
             raise ValueError(f"invalid action {action!r} for action space {self.action_space}")
         action = int(action) if self.action_mode == "discrete" else np.asarray(action, np.int8)
         started = time.perf_counter()
-        command = self.actions.command(action)
+        command = self.actions.command(action, self._previous_action if self.config.action_persistence else None)
+        self._previous_action = action
         try:
             overrun = self._play(command)
             state, frame = self.game.observe(self._names)
@@ -290,7 +293,7 @@ class EldenRingEnv(gym.Env):
         commands = (
             self.actions.commands
             if self.action_mode == "discrete"
-            else [KeyCommand(frozenset((key,))) for key in self.actions.keys]
+            else [KeyCommand(frozenset(binding)) for binding in self.actions.bindings]
         )
         mapping: dict[tuple[int, ...], Any] = {}
         for index, command in enumerate(commands):
@@ -298,7 +301,9 @@ class EldenRingEnv(gym.Env):
             codes = [pygame_key(k) for k in keys]
             if not keys or None in codes:
                 continue  # idle is play()'s noop; a mouse button cannot be pressed on a keyboard
-            action = index if self.action_mode == "discrete" else self.actions.bits(frozenset(keys))
+            action = (
+                index if self.action_mode == "discrete" else self.actions.bits(frozenset([self.actions.names[index]]))
+            )
             mapping.setdefault(tuple(sorted(codes)), action)
         return mapping
 

@@ -94,7 +94,7 @@ class NamingActor(Actor):
     def __init__(self, new_policy: Callable[[], NamingPolicy]) -> None:
         self.new_policy = new_policy
         self.policies: dict[int, NamingPolicy] = {}
-        self.tapped: dict[int, frozenset[str]] = {}  # multi_binary: keys tapped last step, per slot
+        self.tapped: dict[int, frozenset[str]] = {}  # multi_binary: actions tapped last step, per slot
         self.tables: dict[str, ActionTable] = {}  # the discrete table per profile, built once
 
     def start(self, slot: int, seed: int) -> None:
@@ -113,10 +113,10 @@ class NamingActor(Actor):
             if base.action_mode == "discrete":
                 out.append(index)
             else:
-                command = table.command(index)
-                taps = frozenset(command.tap) - self.tapped[slot]
+                entry = profile.discrete_actions[index]
+                taps = frozenset(entry.tap) - self.tapped[slot]
                 self.tapped[slot] = taps
-                out.append(base.actions.bits(command.hold | taps))
+                out.append(base.actions.bits(frozenset(entry.hold) | taps))
         return out
 
 

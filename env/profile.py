@@ -11,12 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from env.controller import ControllerLayout, load_controller_layout
 from env.errors import ConfigError
 from env.fight import FightRules
-from env.keys import normalize_key
+from env.keys import is_mouse_button, normalize_key
 from env.siphon.config import SiphonConfig, line_of, load_siphon_config, read_toml
 
 PROFILES_DIR = Path(__file__).parent / "profiles"
+Binding = tuple[str, ...]
+"""The Siphon keys one action is bound to, pressed in this order: one key, or a chord whose
+first keys are held as modifiers while the last is pressed (``("LEFT_SHIFT", "LEFT")``)."""
 FRAME_SOURCES = ("capture", "stream")
 """``capture``: one unary CaptureFrame per frame (raw BGRA, exact pixels, a round trip each);
 ``stream``: Siphon's StreamFrames, JPEG pushed by the server at its own rate, newest kept."""
@@ -37,7 +41,7 @@ class Profile:
     boss_name: str
     directory: Path
     siphon: SiphonConfig
-    keybinds: dict[str, str]  # semantic action -> Siphon key name
+    keybinds: dict[str, Binding]  # semantic action -> the Siphon keys that do it (a key, or a chord)
     discrete_actions: tuple[DiscreteAction, ...]
     player_animations: tuple[int, ...]
     boss_animations: tuple[int, ...]
@@ -53,6 +57,7 @@ class Profile:
     boss_npc_id: int | None = None  # the boss's NpcId: NPC reads follow whatever was targeted last
     fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on
     restart_when_recording: bool = True  # capture.record's --restart default (writes HP, teleports)
+    controller: ControllerLayout | None = None  # the game's controller layout ([controller]), if it has one
 
     @property
     def ref(self) -> str:
@@ -64,13 +69,25 @@ class Profile:
     def attribute_names(self) -> tuple[str, ...]:
         return tuple(self.siphon.attributes)
 
-    def key_for(self, action: str) -> str:
+    @property
+    def bound_keys(self) -> tuple[str, ...]:
+        """Every key and mouse button some binding uses, once each, in binding order: what the
+        recorder hears (and logs) of the keyboard and mouse."""
+        return tuple(dict.fromkeys(key for binding in self.keybinds.values() for key in binding))
+
+    def keys_for(self, action: str) -> Binding:
+        """The keys that do ``action``, pressed in this order (a modifier before its key)."""
         try:
             return self.keybinds[action]
         except KeyError:
             raise ConfigError(
                 f"profile {self.name!r} binds no key to {action!r}; bound: {', '.join(self.keybinds)}"
             ) from None
+
+    def holdable(self, action: str) -> bool:
+        """Whether ``action`` can be held down through Siphon: only keyboard keys can be (a mouse
+        button is honoured by taps alone)."""
+        return not any(is_mouse_button(key) for key in self.keys_for(action))
 
 
 def available_profiles() -> list[str]:
@@ -91,15 +108,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
     data = read_toml(path)
     siphon = load_siphon_config(directory / str(data.get("siphon_config", "siphon.toml")))
 
-    keybinds_raw = data.get("keybinds")
-    if not isinstance(keybinds_raw, dict) or not keybinds_raw:
-        raise ConfigError(f'{path}: needs a [keybinds] table of action = "KEY"')
-    keybinds = {}
-    for action, key in keybinds_raw.items():
-        try:
-            keybinds[action] = normalize_key(str(key))
-        except ValueError as e:
-            raise ConfigError(f"{path}: keybinds.{action}: {e}") from None
+    keybinds = _keybinds(path, data.get("keybinds"))
 
     actions = []
     for i, entry in enumerate(data.get("discrete_actions", [])):
@@ -109,6 +118,12 @@ def load_profile(name_or_path: str | Path) -> Profile:
                 f"{path}: discrete_actions[{i}] ({entry.get('name', 'unnamed')}) uses "
                 f"{', '.join(unknown) or 'no name'}; every action needs a name and may only use "
                 f"bound actions: {', '.join(keybinds)}"
+            )
+        on_mouse = [a for a in entry.get("hold", []) if any(is_mouse_button(k) for k in keybinds[a])]
+        if on_mouse:
+            raise ConfigError(
+                f"{path}: discrete_actions[{i}] ({entry['name']}) holds {', '.join(on_mouse)}, bound to a mouse "
+                "button: Siphon taps mouse buttons but never holds them; put it in `tap`"
             )
         actions.append(DiscreteAction(entry["name"], tuple(entry.get("hold", ())), tuple(entry.get("tap", ()))))
 
@@ -181,7 +196,46 @@ def load_profile(name_or_path: str | Path) -> Profile:
         boss_npc_id=boss_npc_id,
         fog_entry_s=float(fog_entry_s),
         restart_when_recording=restart_when_recording,
+        controller=load_controller_layout(path, data.get("controller"), tuple(keybinds)),
     )
+
+
+MAX_CHORD = 4
+"""Keys in one binding at most: a modifier or two and a key is what any game binds."""
+
+
+def _keybinds(path: Path, table: object) -> dict[str, Binding]:
+    """``[keybinds]``: each action's key (``"W"``), or its chord (``["LEFT_SHIFT", "LEFT"]``:
+    modifiers held, then the last key pressed, as the game's Shift + left click). A mouse button
+    may only come last (Siphon taps mouse buttons, so it cannot hold one as a modifier), and no
+    two actions share a binding (a recording could not tell them apart)."""
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f'{path}: needs a [keybinds] table of action = "KEY" (or ["MODIFIER", "KEY"])')
+    keybinds: dict[str, Binding] = {}
+    for action, value in table.items():
+        keys = value if isinstance(value, list) else [value]
+        if not 1 <= len(keys) <= MAX_CHORD or not all(isinstance(k, str) for k in keys):
+            raise ConfigError(
+                f'{path}: keybinds.{action} = {value!r}: give a key ("W") or a chord of up to {MAX_CHORD} keys '
+                '(["LEFT_SHIFT", "LEFT"])'
+            )
+        try:
+            binding = tuple(normalize_key(k) for k in keys)
+        except ValueError as e:
+            raise ConfigError(f"{path}: keybinds.{action}: {e}") from None
+        if len(set(binding)) != len(binding) or any(is_mouse_button(k) for k in binding[:-1]):
+            raise ConfigError(
+                f"{path}: keybinds.{action} = {value!r}: a chord is different modifier keys, then its key; a mouse "
+                "button can only be the last (Siphon cannot hold a mouse button down as a modifier)"
+            )
+        twin = next((other for other, bound in keybinds.items() if bound == binding), None)
+        if twin is not None:
+            raise ConfigError(
+                f"{path}: keybinds.{action} and keybinds.{twin} are both {'+'.join(binding)}: "
+                "a recording could not tell them apart; give each action its own binding"
+            )
+        keybinds[action] = binding
+    return keybinds
 
 
 def _position(path: Path, table: dict, key: str) -> tuple[float, float, float] | None:

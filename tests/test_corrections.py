@@ -182,7 +182,7 @@ def test_every_key_the_scripted_keyboard_presses_is_heard_by_a_listener_in_anoth
     pynput sends as a character goes to the focused window alone, where no listener hears it)."""
     from capture.listener import PynputListener
 
-    names = sorted(set(load_profile("sim_margit").keybinds.values()))
+    names = sorted(load_profile("sim_margit").bound_keys)
     heard = InputLog(names)
     listener = PynputListener(heard)
     listener.start()

@@ -67,8 +67,72 @@ def test_floats_are_32_bit_like_game_memory():
 
 def test_both_bundled_profiles_load():
     sim = load_profile("sim_margit")
-    assert sim.keybinds["dodge"] == "LEFT_SHIFT" and len(sim.discrete_actions) == 13
+    assert sim.keybinds["dodge"] == ("LEFT_SHIFT",) and len(sim.discrete_actions) == 13
     assert all(name in memory.ATTRIBUTES for name in sim.attribute_names)
+
+
+def test_the_game_profile_is_the_games_own_default_bindings_and_controller_layout():
+    """A keyboard-and-mouse player rebinds nothing: attacks are mouse taps, the strong attack and
+    the skill Shift + a click, as Elden Ring ships; a controller player's pad is the game's
+    default layout, every action on a control."""
+    game = load_profile("eldenring_margit")
+    assert game.keybinds == {
+        "move_forward": ("W",),
+        "move_back": ("S",),
+        "move_left": ("A",),
+        "move_right": ("D",),
+        "dodge": ("SPACE",),
+        "jump": ("F",),
+        "crouch": ("X",),
+        "lock_on": ("Q",),
+        "attack": ("LEFT",),
+        "strong_attack": ("LEFT_SHIFT", "LEFT"),
+        "skill": ("LEFT_SHIFT", "RIGHT"),
+        "use_item": ("R",),
+        "event_action": ("E",),
+    }
+    assert game.bound_keys == ("W", "S", "A", "D", "SPACE", "F", "X", "Q", "LEFT", "LEFT_SHIFT", "RIGHT", "R", "E")
+    assert not game.holdable("attack") and game.holdable("dodge")
+    for profile in (game, load_profile("sim_margit")):
+        layout = profile.controller
+        assert layout.buttons == {
+            "dodge": "b",
+            "jump": "a",
+            "crouch": "leftstick",
+            "lock_on": "rightstick",
+            "attack": "rightshoulder",
+            "strong_attack": "righttrigger",
+            "skill": "lefttrigger",
+            "use_item": "x",
+            "event_action": "y",
+        }
+        assert layout.control_of("move_forward") == "the left stick up"
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (('dodge = "LEFT_SHIFT"', 'dodge = ["LEFT", "LEFT_SHIFT"]'), "a mouse button can only be the last"),
+        (('dodge = "LEFT_SHIFT"', 'dodge = "P"'), "keybinds.attack and keybinds.dodge are both P"),
+        (('attack = "P"', 'attack = "LEFT"\nmove_up = "LEFT"'), "both LEFT"),
+        (('move_forward = "W"', 'move_forward = "RIGHT"'), r"discrete_actions\[1\] \(move_forward\) holds move_forward"),
+        (('use_item = "x"', ""), "controller.buttons has no button for use_item"),
+        (('use_item = "x"', 'use_item = "z"'), "controller.buttons.use_item = 'z': use one of SDL's buttons"),
+        (('use_item = "x"', 'use_item = "x"\nmove_forward = "dpup"'), "the moves are the left stick's"),
+        (('use_item = "x"', 'use_item = "a"'), "jump and use_item are both a"),
+        (('stick = "left"', 'stick = "middle"'), "controller.stick = 'middle'"),
+        (('stick = "left"', 'stick = "left"\ndead_zone = 1.5'), "controller.dead_zone = 1.5"),
+    ],
+)
+def test_a_profile_that_binds_what_cannot_be_played_is_refused_naming_it(
+    profile_copy: Path, change: tuple[str, str], refusal: str
+):
+    path = profile_copy / "profile.toml"
+    old, new = change
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new, 1))
+    with pytest.raises(ConfigError, match=refusal):
+        load_profile(profile_copy)
 
 
 @pytest.fixture

@@ -30,13 +30,13 @@ from capture.build_dataset import main as build_main
 from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
 from capture.footage import decoded as decoded_frames
 from capture.inputs import InputLog
-from capture.labels import StepLabeler
+from capture.labels import HeardActions, StepLabeler
 from capture.record import MASTER_SIZE
 from capture.recover import recover
 from capture.video import codec
 
 PROFILE = load_profile("sim_margit")
-KEYS = tuple(PROFILE.keybinds.values())
+KEYS = PROFILE.bound_keys
 
 
 def meta(**kw) -> EpisodeMeta:
@@ -65,6 +65,9 @@ def sample(i: int) -> Sample:
         pressed=rng.random(len(KEYS)) < 0.2,
         mouse_dx=float(i),
         mouse_dy=0.0,
+        pad_held=rng.random(21) < 0.2,
+        pad_pressed=rng.random(21) < 0.1,
+        pad_axes=rng.uniform(-1, 1, 6).astype(np.float32),
     )
 
 
@@ -84,13 +87,15 @@ def test_an_episode_reads_back_exactly_and_is_published_atomically(tmp_path: Pat
     assert path.suffix == ".h5" and not list(tmp_path.glob("*.partial"))
     ep = read_episode(path)
     assert len(ep) == 50 and ep.attrs["outcome"] == "win" and ep.attrs["sim_seed"] == 3
-    assert ep.attrs["format_version"] == 2 and ep.video == path.with_suffix(".mkv") and ep.video.exists()
+    assert ep.attrs["format_version"] == 3 and ep.video == path.with_suffix(".mkv") and ep.video.exists()
     # the picture is the video's, losslessly: frame i is sample i, timed by it on the recorder's clock
     assert np.array_equal(ep.frames_at(np.arange(50), FrameSpec((16, 12))), np.stack([s.frame for s in samples]))
     with av.open(str(ep.video)) as video:
         assert [frame.pts for frame in video.decode(video=0)] == [round(s.t * 1000) for s in samples]
     assert not ep.frame_repeated.any() and json.loads(ep.attrs["stats"])["repeated_frames"] == 0
     assert np.array_equal(ep.keys_pressed, np.stack([s.pressed for s in samples]))
+    for name in ("pad_held", "pad_pressed", "pad_axes"):  # a controller's columns, as sampled
+        assert np.array_equal(getattr(ep, name), np.stack([getattr(s, name) for s in samples])), name
     assert np.array_equal(ep.state[:, 0], 1100.0 - np.arange(50))
     assert list(ep.events["kind"]) == [0, 0, 1] and ep.key_names == KEYS
 
@@ -187,7 +192,8 @@ def test_recover_leaves_an_unreadable_file_untouched(tmp_path: Path):
 
 def test_step_labels_follow_the_discrete_table():
     table = ActionTable(PROFILE, "discrete")
-    labeler = StepLabeler(table, KEYS)
+    heard = HeardActions(PROFILE, KEYS)
+    labeler = StepLabeler(table)
     col = {k: i for i, k in enumerate(KEYS)}
 
     def step(held_keys=(), pressed_keys=(), samples=6, held_samples=6):
@@ -197,7 +203,7 @@ def test_step_labels_follow_the_discrete_table():
             held[:held_samples, col[k]] = True
         for k in pressed_keys:
             pressed[2, col[k]] = True
-        return table.names[labeler.label(held, pressed)]
+        return table.names[labeler.label(*heard.from_keys(held, pressed))]
 
     assert step() == "idle"
     assert step(["W"]) == "move_forward"
@@ -206,8 +212,8 @@ def test_step_labels_follow_the_discrete_table():
     assert step([], ["LEFT_SHIFT"]) == "roll_back"  # no direction: a backstep
     assert step([], ["P"]) == "attack"  # a tap inside one sample period still counts
     assert step(["W"], ["R"]) == "heal"
-    multi = StepLabeler(ActionTable(PROFILE, "multi_binary"), KEYS)
-    bits = multi.label(np.zeros((6, len(KEYS)), bool), np.eye(len(KEYS), dtype=bool)[[4, 4, 4, 4, 4, 4]])
+    multi = StepLabeler(ActionTable(PROFILE, "multi_binary"))
+    bits = multi.label(*heard.from_keys(np.zeros((6, len(KEYS)), bool), np.eye(len(KEYS), dtype=bool)[[4] * 6]))
     assert bits.tolist() == [1 if k == "dodge" else 0 for k in PROFILE.keybinds]
 
 
@@ -228,8 +234,10 @@ def test_a_persons_keys_label_the_step_they_were_pressed_in_not_the_next_sampled
         ],
         EVENT_DTYPE,
     )
-    held, pressed = step_inputs(events, np.zeros(len(KEYS), bool), np.array([0.0, 0.2, 0.4]), slices=6)
-    labeler = StepLabeler(ActionTable(PROFILE, "discrete"), KEYS)
+    held, pressed = HeardActions(PROFILE, KEYS).from_keys(
+        *step_inputs(events, np.zeros(len(KEYS), bool), np.array([0.0, 0.2, 0.4]), slices=6)
+    )
+    labeler = StepLabeler(ActionTable(PROFILE, "discrete"))
     names = ActionTable(PROFILE, "discrete").names
     assert [names[labeler.label(held[k * 6 : (k + 1) * 6], pressed[k * 6 : (k + 1) * 6])] for k in (0, 1)] == [
         "roll_back",
@@ -260,15 +268,15 @@ def test_the_step_grid_is_laid_where_a_persons_presses_fall():
         ),
         order="t",
     )
-    phase = press_phase(events, start, dt, slice_s)
+    phase = press_phase(events["t"][events["kind"] == KEY_DOWN], start, dt, slice_s)
     assert 0.07 - slice_s < phase <= 0.07  # every regular press in its step's first slice
     residues = np.mod(presses[:-1] - start - phase, dt)
     assert np.all(residues < slice_s)
     # lock-step: presses exactly on sample times, float sums like the boundaries
     on_grid = start + np.cumsum(np.full(50, dt))
     lock_step = np.array([(t, KEY_DOWN, col["P"], 0, 0) for t in on_grid], EVENT_DTYPE)
-    assert press_phase(lock_step, start, dt, slice_s) == 0.0
-    assert press_phase(np.zeros(0, EVENT_DTYPE), start, dt, slice_s) == 0.0
+    assert press_phase(lock_step["t"], start, dt, slice_s) == 0.0
+    assert press_phase(np.zeros(0), start, dt, slice_s) == 0.0
 
 
 def record_in_process(out: Path, episodes: int, seed: int = 0, max_seconds: int = 20) -> list[tuple[float, str]]:

@@ -34,7 +34,9 @@ stale frames; and the world starts at the Site of Grace outside the fog wall. do
 
 examples:
   python -m env.sim                       serve on 127.0.0.1:50051 at 1280x720
-  python -m env.sim --window              ... and play it in a window (WASD, Shift, P, L, R, Space, B, E)
+  python -m env.sim --window              ... and play it in a window (WASD, Shift, P, L, R, Space, B, E),
+                                          or with a game controller (Elden Ring's layout)
+  python -m env.sim --window --profile eldenring_margit   ... on the game's own keys and mouse
   python -m env.sim --port 50052 --seed 7 --size 84x84
   python -m env.sim --profile eldenring_margit            as unkind as the game and Siphon
   python -m env.sim --real-server --scan-ms 1 --hook-delay-s 0.2   ... with a test's timings
@@ -73,7 +75,11 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)"
     )
     parser.add_argument("--speed", type=ruled(float, SPEED), help="initial game speed (0 starts paused)")
-    parser.add_argument("--window", action="store_true", help="open a window to play the fight with the keyboard")
+    parser.add_argument(
+        "--window",
+        action="store_true",
+        help="open a window to play the fight with the keyboard and mouse, or a game controller, as the profile binds them",
+    )
     parser.add_argument("--log-level", default="INFO")
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
     real.add_argument(
@@ -170,9 +176,10 @@ def serve_until_stopped(args: argparse.Namespace, timings: RealServerTimings, li
         signal.signal(sig, lambda *_: stop.set())
     try:
         if args.window:
+            from env.profile import load_profile
             from env.sim.window import play
 
-            play(running.process, stop)
+            play(running.process, stop, load_profile(args.profile))
         else:
             stop.wait()
     finally:

@@ -60,8 +60,8 @@ def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
         )
     log.warning("the player is not in the fight (a real death?): walking back through the fog wall")
     game.teleport(profile.fog_wall)
-    game.hold_keys({profile.key_for("move_forward")})
-    game.tap_keys([profile.key_for("event_action")], 200)
+    game.hold_keys(set(profile.keys_for("move_forward")))
+    game.tap_keys(list(profile.keys_for("event_action")), 200)
     game.wait_until(game.now() + profile.fog_entry_s)
     game.hold_keys(())
     for _ in range(LOCK_ON_TRIES):
@@ -117,6 +117,6 @@ def _boss_targeted(game: SiphonGame) -> bool:
 
 
 def _lock_on(game: SiphonGame) -> bool:
-    game.tap_keys([game.profile.key_for("lock_on")], 50)
+    game.tap_keys(list(game.profile.keys_for("lock_on")), 50)
     game.wait_until(game.now() + 0.5)
     return _boss_targeted(game)

@@ -9,7 +9,11 @@ times:
   decision step (on its own clock, out of phase with the recorder), decides with the same
   expert, and presses real keys (XTest, as a keyboard does) into ``python -m env.sim --window``,
   while ``python -m capture.record`` records it exactly as it records a person: the pynput
-  listener, 30 Hz, one clock, fights cut and restarted by the recorder.
+  listener, 30 Hz, one clock, fights cut and restarted by the recorder;
+- **as a person on a controller** (``--recordings controller``): the same player on a game
+  controller, a virtual pad SDL reports like a real one, while the recorder (its ``record()``,
+  in this process, since SDL's virtual pad exists in one process only) hears it through its
+  controller listener; the game gets the same presses through Siphon's keys.
 
 Each set of recordings is built into a Minari dataset with params.yaml's ``dataset`` and ``env``
 settings, behaviour cloning (params.yaml's ``bc``) trains on it once per training seed, and
@@ -59,6 +63,7 @@ RECORDINGS = {
     "lock-step-window": "lock-step, the window's picture",
     "person": "a person's way: window, real keys, recorder",
     "person-fixed-grid": "the same, steps laid from the first sample",
+    "controller": "a person's way on a controller: virtual pad, recorder",
 }
 """Row -> what it trains on: the three recordings of the same fights: the pipeline's, the same
 drawn as the play window is (what the picture alone costs), and the person's through the window
@@ -67,6 +72,8 @@ a step grid laid from each episode's first sample rather than where the presses 
 builder's grid does)."""
 FOLDER = {"person-fixed-grid": "person"}
 """Rows that train on another row's recordings."""
+PEOPLE = ("person", "controller")
+"""Rows recorded in real time by a scripted person, whose decisions are logged."""
 
 
 @dataclass
@@ -78,21 +85,99 @@ class Decisions:
     action: list[str] = field(default_factory=list)
 
 
-class KeyboardPlayer(threading.Thread):
-    """A scripted player at the keyboard: the scripted expert, or the person-like one
-    (``env.sim.person``). It watches the game ``rate`` times a second through its own Siphon
+class KeyboardHands:
+    """A person's hands on the keyboard: real key events (XTest) into the focused window, which
+    the recorder's pynput listener hears as it hears a person."""
+
+    def __init__(self, profile) -> None:
+        from capture.takeover import PynputKeyboard
+
+        self.profile = profile
+        self.keyboard = PynputKeyboard()
+
+    def hold(self, actions: frozenset[str]) -> None:
+        """Hold down exactly what does ``actions``."""
+        from env.actions import KeyCommand
+
+        self.keyboard.play(KeyCommand(frozenset(k for a in actions for k in self.profile.keys_for(a))))
+
+    def release(self) -> None:
+        self.keyboard.release()
+
+    def close(self) -> None:
+        self.release()
+
+
+STICK = {"move_forward": (0.0, -1.0), "move_back": (0.0, 1.0), "move_left": (-1.0, 0.0), "move_right": (1.0, 0.0)}
+"""Where the stick points for each move (SDL's axes: y -1 is up, away from the player)."""
+
+
+class PadHands:
+    """A person's hands on a game controller: a virtual pad (``env.sim.virtual_pad``) that SDL,
+    and so the recorder's controller listener in this process, reads as a pad plugged in,
+    pushed and pressed as the profile's controller layout says. The virtual pad exists in this
+    process alone, so the game, in its own process, is given the same presses at the same
+    moments through Siphon's key input: the game takes keyboard and controller at once."""
+
+    def __init__(self, profile, host: str) -> None:
+        from env.sim.virtual_pad import VirtualPad
+        from env.siphon.client import SiphonClient
+
+        self.profile = profile
+        self.layout = profile.controller
+        self.pad = VirtualPad()
+        self.game = SiphonClient(host)
+        self.keys: set[str] = set()
+        self.changes: list[float] = []  # when the pad changed, on the recorder's clock (time.monotonic)
+
+    def hold(self, actions: frozenset[str]) -> None:
+        x = sum(STICK[a][0] for a in actions if a in STICK)
+        y = sum(STICK[a][1] for a in actions if a in STICK)
+        push = max(1.0, float(np.hypot(x, y)))
+        self.changes.append(time.monotonic())
+        self.pad.axis(self.layout.stick + "x", x / push)
+        self.pad.axis(self.layout.stick + "y", y / push)
+        for action, control in self.layout.buttons.items():
+            if control in ("lefttrigger", "righttrigger"):
+                self.pad.axis(control, 1.0 if action in actions else 0.0)
+            else:
+                self.pad.button(control, action in actions)
+        keys = {k for a in actions for k in self.profile.keys_for(a)}
+        for key in sorted(self.keys - keys):
+            self.game.toggle_key(key, False)
+        for key in sorted(keys - self.keys):
+            self.game.toggle_key(key, True)
+        self.keys = keys
+
+    def release(self) -> None:
+        self.hold(frozenset())
+
+    def close(self) -> None:
+        try:
+            self.release()
+        finally:
+            self.pad.detach()
+            self.game.close()
+
+
+class ScriptedPlayer(threading.Thread):
+    """A scripted player at the keyboard or a controller: the scripted expert, or the person-like
+    one (``env.sim.person``). It watches the game ``rate`` times a second through its own Siphon
     client (never configuring the server, as a second program must not), decides once per
     ``step_s`` on its own clock (and, the person-like one, as soon as it notices a boss move), and
-    presses the keys with real key events into the focused window, holding a tapped key for its
-    tap's length (released late, a roll starts late: the expert's dodges have tens of
-    milliseconds to spare). A fight is joined when it is fresh (both at full HP) and left when a
-    fighter is down."""
+    presses with its ``hands`` (made in its thread by ``make_hands(profile)``), holding a tapped
+    control for its tap's length (released late, a roll starts late: the expert's dodges have tens
+    of milliseconds to spare). A fight is joined when it is fresh (both at full HP) and left when
+    a fighter is down."""
 
-    def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float) -> None:
+    def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float, make_hands) -> None:
         super().__init__(daemon=True)
         self.host, self.player, self.step_s, self.tap_s, self.period = host, player, step_s, tap_ms / 1000, 1 / rate
+        self.make_hands = make_hands
+        self.hands = None
         self.decisions = Decisions()
         self.fights_joined = 0
+        self.ready = threading.Event()
         self.stopping = threading.Event()
         self.error: BaseException | None = None
 
@@ -101,22 +186,25 @@ class KeyboardPlayer(threading.Thread):
             self._play()
         except BaseException as e:  # reported by the caller, which owns the run
             self.error = e
+        finally:
+            self.ready.set()
 
     def _play(self) -> None:
         from env import fight
-        from env.actions import ActionTable, KeyCommand
+        from env.actions import ActionTable
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
         from env.siphon.client import SiphonClient, SiphonError
 
         from capture.autopilot import DecisionClock, make_player
-        from capture.takeover import PynputKeyboard
 
-        table = ActionTable(load_profile("sim_margit"), "discrete")
+        profile = load_profile("sim_margit")
+        table = ActionTable(profile, "discrete")
         expert = make_player(self.player, self.step_s, self.tap_s)
         clock = DecisionClock(self.step_s)
-        keyboard = PynputKeyboard()
+        hands = self.hands = self.make_hands(profile)
+        self.ready.set()
         client = SiphonClient(self.host)
         names = [*ScriptedExpert.ATTRIBUTES, "HeroMaxHp", "NpcMaxHp"]
         in_fight = False
@@ -127,7 +215,7 @@ class KeyboardPlayer(threading.Thread):
                 try:
                     state = GameState(client.read(names), time.monotonic())
                 except SiphonError:
-                    keyboard.release()  # a loading screen, a restart: nothing to read yet
+                    hands.release()  # a loading screen, a restart: nothing to read yet
                     in_fight = False
                 else:
                     if not in_fight and fight.fresh(state):
@@ -137,20 +225,20 @@ class KeyboardPlayer(threading.Thread):
                         clock.reset()
                     if in_fight and fight.AT_DEATH.is_over(state):
                         in_fight = False
-                        keyboard.release()
+                        hands.release()
                     if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
                         name = expert.act(state)
                         self.decisions.t.append(state.timestamp)
                         self.decisions.action.append(name)
-                        command = table.command(table.index(name))
-                        keyboard.play(KeyCommand(command.hold | frozenset(command.tap)))
-                        if command.tap:  # a person's tap lasts as long as a finger stays down
+                        entry = profile.discrete_actions[table.index(name)]
+                        hands.hold(frozenset(entry.hold) | frozenset(entry.tap))
+                        if entry.tap:  # a person's tap lasts as long as a finger stays down
                             tap_s = (expert.tap_ms() or 1000 * self.tap_s) / 1000
                             time.sleep(tap_s)
-                            keyboard.play(KeyCommand(command.hold))
+                            hands.hold(frozenset(entry.hold))
                 time.sleep(max(0.0, deadline - time.monotonic()))
         finally:
-            keyboard.release()
+            hands.close()
             client.close()
 
 
@@ -189,7 +277,7 @@ def record_as_a_person(
         SimServer(seed=0, size=window, extra_args=("--window",), log_path=server_log) as server,
     ):
         focus_window(server.process.pid)
-        person = KeyboardPlayer(server.host, player, config.timestep_ms / 1000, tap_ms, rate)
+        person = ScriptedPlayer(server.host, player, config.timestep_ms / 1000, tap_ms, rate, KeyboardHands)
         person.start()
         recorder_log = out.with_suffix(".recorder.log")
         with open(recorder_log, "wb") as sink:
@@ -225,6 +313,78 @@ def record_as_a_person(
     if person.error is not None:
         raise RuntimeError(f"the scripted person failed: {person.error!r}") from person.error
     return person.decisions
+
+
+def record_on_a_controller(
+    fights: int,
+    out: Path,
+    params: PipelineParams,
+    player: str,
+    tap_ms: float,
+    fight_seconds: float = 300,
+    window: tuple[int, int] = WINDOW,
+) -> tuple[Decisions, list[float]]:
+    """``fights`` fights played on a game controller against a simulator server drawing a
+    ``window``-sized picture, recorded by the real recorder's ``record()`` in this process (its
+    controller listener hears the virtual pad, as it hears one plugged in); returns the
+    person's decisions and when the pad changed (``time.monotonic``, the recorder's clock)."""
+    from env.sim.launcher import SimServer
+
+    from capture.record import RecordSettings, record
+
+    config = params.env_config()
+    rate = params.demos.rate_hz
+    with a_display(), SimServer(seed=0, size=window, log_path=out.with_suffix(".server.log")) as server:
+        person = ScriptedPlayer(
+            server.host,
+            player,
+            config.timestep_ms / 1000,
+            tap_ms,
+            rate,
+            lambda profile: PadHands(profile, server.host),
+        )
+        person.start()
+        person.ready.wait(30)
+        try:
+            record(
+                RecordSettings(
+                    env=config.replace(profile="sim_margit"),
+                    host=server.host,
+                    rate=rate,
+                    out=out,
+                    max_episodes=fights,
+                    max_episode_seconds=fight_seconds,
+                )
+            )
+        finally:
+            person.stopping.set()
+            person.join(10)
+    if person.error is not None:
+        raise RuntimeError(f"the scripted person failed: {person.error!r}") from person.error
+    return person.decisions, person.hands.changes
+
+
+def pad_latency(raw: Path, changes: list[float]) -> dict:
+    """From the pad changing (``changes``) to the first sample whose input window holds it: the
+    recorder's listener logs the change at its next poll, and the next sample takes it."""
+    from capture.episode import list_episodes, read_episode
+    from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP
+
+    changed = np.asarray(changes)
+    delays = []
+    for path in list_episodes(raw):
+        episode = read_episode(path, frames=False)
+        logged = np.sort(episode.events["t"][np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))])
+        mine = changed[(changed >= episode.t[0]) & (changed < episode.t[-1])]
+        at_poll = logged[np.minimum(np.searchsorted(logged, mine), len(logged) - 1)]
+        sample = episode.t[np.minimum(np.searchsorted(episode.t, at_poll), len(episode.t) - 1)]
+        delays.append((sample - mine)[(at_poll >= mine) & (sample >= at_poll)])
+    delays_ms = 1000 * np.concatenate(delays) if delays else np.zeros(0)
+    return {
+        "changes": int(delays_ms.size),
+        "median_ms": float(np.median(delays_ms)) if delays_ms.size else None,
+        "p99_ms": float(np.percentile(delays_ms, 99)) if delays_ms.size else None,
+    }
 
 
 def record_lock_step(
@@ -394,11 +554,10 @@ def run(
     recordings: tuple[str, ...] = tuple(RECORDINGS),
     window: tuple[int, int] = WINDOW,
 ) -> dict:
-    """The ``recordings`` (the person's always: its labels are measured; with ``reuse``, those a
-    previous run left in ``work`` are kept), their datasets and policies: the results as a dict
-    (see ``main``)."""
+    """The ``recordings`` (with ``reuse``, those a previous run left in ``work`` are kept), their
+    datasets and policies, and for each person's recordings how often their labels are the
+    person's decisions: the results as a dict (see ``main``)."""
     work.mkdir(parents=True, exist_ok=True)
-    decisions_file = work / "person.decisions.json"
     seconds = {}
     for name, size in (("lock-step", None), ("lock-step-window", window)):
         if name in recordings and not (reuse and any((work / name).glob("*.h5"))):
@@ -406,13 +565,24 @@ def run(
             started = time.perf_counter()
             record_lock_step(fights, work / name, params, player, size)
             seconds[name] = time.perf_counter() - started
-    if not (reuse and decisions_file.exists()):
-        shutil.rmtree(work / "person", ignore_errors=True)
-        started = time.perf_counter()
-        decisions = record_as_a_person(fights, work / "person", params, player, tap_ms, window=window)
-        seconds["person"] = time.perf_counter() - started
-        decisions_file.write_text(json.dumps(vars(decisions)))
-    decisions = Decisions(**json.loads(decisions_file.read_text()))
+    decisions, latency = {}, None
+    for person in PEOPLE:
+        if person not in recordings and not (person == "person" and "person-fixed-grid" in recordings):
+            continue
+        decisions_file = work / f"{person}.decisions.json"
+        if not (reuse and decisions_file.exists()):
+            shutil.rmtree(work / person, ignore_errors=True)
+            started = time.perf_counter()
+            if person == "person":
+                made = record_as_a_person(fights, work / person, params, player, tap_ms, window=window)
+            else:
+                made, changes = record_on_a_controller(fights, work / person, params, player, tap_ms, window=window)
+                (work / "controller.changes.json").write_text(json.dumps(changes))
+            seconds[person] = time.perf_counter() - started
+            decisions_file.write_text(json.dumps(vars(made)))
+        decisions[person] = Decisions(**json.loads(decisions_file.read_text()))
+    if (work / "controller.changes.json").exists() and "controller" in decisions:
+        latency = pad_latency(work / "controller", json.loads((work / "controller.changes.json").read_text()))
     rows = [
         train_and_evaluate(work / FOLDER.get(name, name), name, params, seeds, eval_fights, work) for name in recordings
     ]
@@ -425,11 +595,12 @@ def run(
         "person_tap_ms": tap_ms,
         "window": list(window),
         "record_seconds": seconds,
-        "person_decisions": len(decisions.t),
-        "labels": label_agreement(work / "person", decisions, params),
+        "person_decisions": {person: len(made.t) for person, made in decisions.items()},
+        "labels": {person: label_agreement(work / person, made, params) for person, made in decisions.items()},
+        "controller_event_to_sample": latency,
         "teacher_agreement": {
             name: teacher_agreement(work / name, params, player)
-            for name in ("lock-step", "person")
+            for name in ("lock-step", *PEOPLE)
             if any((work / name).glob("*.h5"))
         },
         "rows": rows,
@@ -511,6 +682,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")
     print(f"teacher agreement: {results['teacher_agreement']}")
+    if results["controller_event_to_sample"]:
+        print(f"controller event -> first sample showing it: {results['controller_event_to_sample']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

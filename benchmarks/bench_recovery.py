@@ -69,7 +69,7 @@ def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[
         server = stack.enter_context(
             SimServer(size=(320, 180), extra_args=("--profile", "eldenring_margit", *server_args))
         )
-        stack.enter_context(someone_locks_on(server.host))
+        stack.enter_context(someone_locks_on(server.host, server.lock_on_keys))
         attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
         env = make_env(config, backend="siphon", host=server.host, state_attributes=attributes)
         stack.callback(env.close)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import h5py
+import numpy as np
 
 from env.cli import ERROR_EXIT, run_command
 
@@ -102,11 +103,10 @@ def _recover(partial: Path) -> Path:
     try:
         source, rows_before_tear = _open(partial, torn, recorded)
         with source:
-            per_sample = (
-                *(("frames",) if "frames" in source else ()),
-                *PER_SAMPLE,
-                *(name for name in (*MARKS, *PAD) if name in source),
-            )  # format 1 holds its frames; format 3 a controller's columns
+            per_sample = (*(("frames",) if "frames" in source else ()), *PER_SAMPLE)  # format 1 holds its frames
+            # marks and a controller's columns (later formats) are kept as far as they reach; past
+            # a tear that took them, they read as absent (no intervention, a pad at rest)
+            optional = tuple(name for name in (*MARKS, *PAD) if name in source)
             lengths = [rows_before_tear(source[name]) for name in per_sample]
             if min(lengths) == 0:
                 raise OSError(
@@ -120,13 +120,23 @@ def _recover(partial: Path) -> Path:
                         "stopped within its first second)"
                     )
             n, unfinished = min(lengths), max(lengths) - min(lengths)
+            short = [name for name in optional if rows_before_tear(source[name]) < n]
+            if short:
+                log.warning(
+                    "%s: %s lost past the tear: kept as far as they reach, read as absent after",
+                    partial.name,
+                    ", ".join(short),
+                )
             with h5py.File(staging, "w", libver="latest") as out:
-                for name in (*per_sample, "events"):
+                for name in (*per_sample, *optional, "events"):
                     data = source[name]
-                    rows = rows_before_tear(data) if name == "events" else n
+                    rows = rows_before_tear(data) if name in ("events", *optional) else n
+                    kept = data[: min(rows, n) if name in optional else rows]
+                    if name in optional and len(kept) < n:
+                        kept = np.concatenate([kept, np.zeros((n - len(kept), *data.shape[1:]), data.dtype)])
                     out.create_dataset(
                         name,
-                        data=data[:rows],
+                        data=kept,
                         maxshape=(None, *data.shape[1:]),
                         chunks=data.chunks,
                         compression=data.compression,

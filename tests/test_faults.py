@@ -901,7 +901,7 @@ def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", 
             "boss = [1000, 7000",
             'boss = [1000, "slam"',
             "utf-8",
-            "profile.toml, line 40: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)",
+            "profile.toml, line 56: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)",
         ),
         (
             'boss_name = "Margit, the Fell Omen"',
@@ -1165,15 +1165,31 @@ def test_a_torn_partial_gives_back_the_samples_written_before_the_tear(tmp_path:
     assert (torn.parent / (torn.name + ".bak")).read_bytes() == whole[: int(len(whole) * 0.9)]
 
 
+def test_a_tear_that_takes_only_the_marks_and_the_controller_keeps_every_sample_and_says_so(tmp_path: Path):
+    """Cut short at 54 %, the samples' own columns are whole but the intervention marks and the
+    controller's columns, written last, are gone: every sample comes back, exactly, with those
+    columns read as absent (no intervention, a pad at rest), and the line names what was lost."""
+    torn, _, intact = torn_recording(tmp_path, flush_every=1000, kept=400 / 738)
+    result = cli("capture.recover", str(torn.parent), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "pad_axes lost past the tear: kept as far as they reach, read as absent after" in result.stderr
+    (recovered,) = list_episodes(torn.parent)
+    got = read_episode(recovered)
+    with h5py.File(intact, "r", libver="latest", swmr=True) as original:
+        for name in ("t", "state", "keys_held", "keys_pressed"):
+            assert np.array_equal(getattr(got, name), original[name][: len(got)]), name
+    assert len(got) == 60 and not got.pad_axes.any() and not got.intervention.any()
+
+
 def test_a_partial_torn_before_its_samples_were_indexed_is_one_line_and_left_untouched(tmp_path: Path):
-    """Cut short at 54 % of a file never flushed before its end, the index of its samples lies
+    """Cut short at 40 % of a file never flushed before its end, the index of its samples lies
     past the tear: nothing can be trusted, so one line, and the file left as it is."""
-    torn, whole, _ = torn_recording(tmp_path, flush_every=1000, kept=400 / 738)
+    torn, whole, _ = torn_recording(tmp_path, flush_every=1000, kept=0.4)
     result = cli("capture.recover", str(torn.parent), timeout=60)
     assert result.returncode == 2
     assert f"{torn} cannot be recovered" in one_error_line(result.stderr) and "left untouched" in result.stderr
     assert sorted(p.name for p in torn.parent.iterdir()) == [torn.name, torn.name.replace(".h5.", ".mkv.")]
-    assert torn.read_bytes() == whole[: int(len(whole) * 400 / 738)]
+    assert torn.read_bytes() == whole[: int(len(whole) * 0.4)]
 
 
 # ------------------------------------------------------------------------ the simulator server

@@ -87,7 +87,7 @@ def test_multi_binary_keys_map_to_one_bit_each():
     e = make_env(action_mode="multi_binary")
     keys = e.get_keys_to_action()
     assert all(isinstance(a, np.ndarray) and a.sum() == 1 for a in keys.values())
-    assert len(keys) == len(e.actions.keys)
+    assert len(keys) == len(e.actions.bindings)
 
 
 def test_record_video_writes_an_mp4_at_the_render_size(tmp_path: Path):

@@ -53,3 +53,34 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
         pairs = bench.teacher_agreement(tmp_path / "person", params, player)
         aligned, fixed = pairs["aligned_to_presses"]["agreement"], pairs["from_first_sample"]["agreement"]
         assert aligned >= 0.85 and aligned >= fixed - 0.05, pairs
+
+
+@pytest.mark.slow
+def test_a_fight_played_on_a_controller_is_heard_by_the_recorder_and_labelled_as_the_persons_decisions(
+    xvfb: str, tmp_path: Path
+):
+    """The same, on a game controller: the recorder hears a pad (a virtual one, read through SDL
+    as one plugged in), the episode logs its buttons and stick, and the builder's labels are the
+    person's decisions, paired with pictures as the teacher's own play pairs them."""
+    from capture.episode import list_episodes, read_episode
+    from capture.inputs import KEY_DOWN, PAD_AXIS, PAD_DOWN
+
+    params = load_params(ROOT / "params.yaml")
+    raw = tmp_path / "controller"
+    decisions, changes = bench.record_on_a_controller(
+        1, raw, params, "expert", tap_ms=50, fight_seconds=30, window=(320, 180)
+    )
+    assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
+    (path,) = list_episodes(raw)
+    episode = read_episode(path, frames=False)
+    kinds = set(episode.events["kind"].tolist())
+    assert episode.attrs["controller"] == "Xbox 360 Controller" and episode.attrs["format_version"] == 3
+    assert {PAD_DOWN, PAD_AXIS} <= kinds and KEY_DOWN not in kinds, "only the pad played"
+    labels = bench.label_agreement(raw, decisions, params)["aligned_to_presses"]
+    assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
+    pairs = bench.teacher_agreement(raw, params, "expert")["aligned_to_presses"]
+    assert pairs["agreement"] >= 0.85, pairs
+    # a press is in the first sample after the listener's next poll: within a sample period (33 ms)
+    # and a poll or two, on this busy machine
+    latency = bench.pad_latency(raw, changes)
+    assert latency["changes"] > 20 and latency["median_ms"] < 40, latency

@@ -115,7 +115,10 @@ def test_the_game_profile_is_the_games_own_default_bindings_and_controller_layou
         (('dodge = "LEFT_SHIFT"', 'dodge = ["LEFT", "LEFT_SHIFT"]'), "a mouse button can only be the last"),
         (('dodge = "LEFT_SHIFT"', 'dodge = "P"'), "keybinds.attack and keybinds.dodge are both P"),
         (('attack = "P"', 'attack = "LEFT"\nmove_up = "LEFT"'), "both LEFT"),
-        (('move_forward = "W"', 'move_forward = "RIGHT"'), r"discrete_actions\[1\] \(move_forward\) holds move_forward"),
+        (
+            ('move_forward = "W"', 'move_forward = "RIGHT"'),
+            r"discrete_actions\[1\] \(move_forward\) holds move_forward",
+        ),
         (('use_item = "x"', ""), "controller.buttons has no button for use_item"),
         (('use_item = "x"', 'use_item = "z"'), "controller.buttons.use_item = 'z': use one of SDL's buttons"),
         (('use_item = "x"', 'use_item = "x"\nmove_forward = "dpup"'), "the moves are the left stick's"),

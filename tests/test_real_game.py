@@ -250,7 +250,7 @@ def game_server(tmp_path: Path):
     from env.sim.launcher import SimServer, someone_locks_on
 
     with SimServer(size=(84, 84), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server:
-        with someone_locks_on(server.host):
+        with someone_locks_on(server.host, server.lock_on_keys):
             yield server
 
 
@@ -379,14 +379,14 @@ def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path)
     never = (*GAME_SERVER_ARGS, "--first-frame-ms", "600000")
     with (
         SimServer(size=(84, 84), extra_args=never, log_path=tmp_path / "never.log") as server,
-        someone_locks_on(server.host),
+        someone_locks_on(server.host, server.lock_on_keys),
     ):
         with pytest.raises(NoFrame, match=r"no frame of the game window yet \(it answered 0 bytes\)"):
             SiphonGame(server.host, "eldenring_margit", hook_timeout=20)
 
     with (
         SimServer(size=(320, 180), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server,
-        someone_locks_on(server.host),
+        someone_locks_on(server.host, server.lock_on_keys),
     ):
         game = SiphonGame(server.host, "eldenring_margit", hook_timeout=20, stale_after_s=1.0)
         try:
@@ -455,20 +455,32 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     wrong = tmp_path / "wrong_attack"
     shutil.copytree(PROFILES_DIR / "eldenring_margit", wrong)
     toml = wrong / "profile.toml"
-    toml.write_text(toml.read_text().replace('attack = "P"', 'attack = "K"').replace('lock_on = "B"', 'lock_on = "J"'))
+    toml.write_text(
+        toml.read_text().replace('attack = "LEFT"', 'attack = "K"').replace('lock_on = "Q"', 'lock_on = "J"')
+    )
     result, _ = doctor(str(wrong))
     assert "[FAIL] keybinds: no reaction to lock_on (J), attack (K)" in result.stdout, result.stdout
 
 
 class ScriptedHuman:
-    """A person at the simulator's play window on Xvfb, through xdotool: the keys reach the game
-    (the window) and the recorder (pynput on the same display) as a person's do."""
+    """A person at the simulator's play window on Xvfb, through xdotool: the keys and clicks reach
+    the game (the window) and the recorder (pynput on the same display) as a person's do. They
+    play on the game's own bindings: nothing rebound."""
 
     def __init__(self, server_pid: int) -> None:
-        focus_window(server_pid, timeout=40)
+        self.window = focus_window(server_pid, timeout=40)
 
     def press(self, *keys: str) -> None:
         subprocess.run(["xdotool", "key", *keys], check=True)
+
+    def click(self, *holding: str) -> None:
+        """A left click over the window, with ``holding`` keys down (``shift``: a strong attack)."""
+        down = [arg for key in holding for arg in ("keydown", key)]
+        up = [arg for key in holding for arg in ("keyup", key)]
+        subprocess.run(
+            ["xdotool", "mousemove", "--window", self.window, "20", "20", *down, "click", "1", *up],
+            check=True,
+        )
 
     def hold(self, key: str, seconds: float) -> None:
         subprocess.run(["xdotool", "keydown", key], check=True)
@@ -488,7 +500,7 @@ class ScriptedHuman:
             if phase is None:
                 time.sleep(2.0)
             if phase is None or phase() == 0:
-                self.press("b")
+                self.press("q")  # the game's own lock-on key
                 return
         raise AssertionError("the person could not walk through the fog wall")
 
@@ -539,8 +551,11 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
             human.press("F5")  # stop it by hand: this fight is not recorded again ...
             said("episode saved (stopped)", 1)
             time.sleep(0.5)
-            human.press("F5")  # ... unless asked: another episode, which Margit ends (the player idles)
-            said("episode started", 2)
+            human.press("F5")  # ... unless asked: another episode, which Margit ends (the player idles
+            said("episode started", 2)  # after an attack and a strong attack, on the mouse as the game binds them)
+            human.click()
+            time.sleep(1.5)
+            human.click("shift")
             wait_until(lambda: see("SimPhase") == 1, 60, "Margit to kill the idle player", log)
             wait_until(lambda: see("SimPhase") == 3, 20, "the respawn at the grace", log)
             human.walk_in(lambda: see("SimPhase"))
@@ -572,6 +587,15 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     assert [e.attrs["outcome"] for e in episodes] == ["stopped", "death"], text
     assert text.count("episode started") == len(episodes) + 1  # the third was discarded: none lost
     assert all(e.column("NpcId")[0] == 10000850 for e in episodes)
+    # the person's mouse: a click is the attack, Shift + click the strong attack, as the game binds them
+    from capture.labels import HeardActions
+
+    second = episodes[1]
+    heard = HeardActions(load_profile("eldenring_margit"), second.key_names)
+    _, pressed = heard.from_keys(second.keys_held, second.keys_pressed)
+    actions = list(heard.names)
+    presses = [actions[a] for row in pressed for a in np.flatnonzero(row)]
+    assert presses == ["attack", "strong_attack"], presses
     first = episodes[0]  # started by the fight itself, at full HP; the second where the person pressed F5
     assert first.column("HeroHp")[0] == first.column("HeroMaxHp")[0]
     assert not list(out.glob("*.partial"))
@@ -673,7 +697,7 @@ def test_connecting_after_a_death_waits_for_the_lock_on(game_server, caplog: pyt
         connecting = pool.submit(SiphonGame, game_server.host, "eldenring_margit", hook_timeout=20)
         time.sleep(4.0)  # refused reads meanwhile: nothing targeted
         assert not connecting.done() and "lock on to the boss now" in caplog.text
-        with someone_locks_on(game_server.host):  # the person does as asked
+        with someone_locks_on(game_server.host, game_server.lock_on_keys):  # the person does as asked
             second = connecting.result(timeout=20)
     try:
         assert second.client.read(["NpcId"])["NpcId"] > 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import socket
 import subprocess
@@ -30,7 +31,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import GameError
-from env.profile import Profile
+from env.profile import Profile, load_profile
 from env.sim.real_server import STATUS_MARK
 from env.sim.world import Phase
 from env.siphon.client import grpc_address
@@ -70,6 +71,7 @@ class SimServer:
     ) -> None:
         self._log = open(log_path, "wb") if log_path else subprocess.DEVNULL
         self.real = False  # in real-server mode (as the server says once it answers)
+        self.profile = "sim_margit"  # whose keybinds its game obeys (as the server says once it answers)
         self.at_grace = False  # its world started outside the fog wall, nothing targeted
         for attempt in range(1 if port else PORT_ATTEMPTS):
             self.port = port or free_port()
@@ -116,6 +118,8 @@ class SimServer:
                     time.sleep(0.1)
                     continue
                 self.real = STATUS_MARK in status.message
+                named = re.search(r"profile (\S+)", status.message)
+                self.profile = named.group(1) if named else self.profile
                 phase = stub.GetAttribute(pb2.GetSiphonRequest(attributeName="SimPhase"), timeout=5)
                 self.at_grace = phase.int_value == Phase.OUTSIDE
                 return
@@ -140,7 +144,14 @@ class SimServer:
         (``someone_locks_on``). Nobody elsewhere: an ideal server reads NPCs with nothing
         targeted, and a world started in a fight has the boss targeted, so no key is pressed
         there and such runs are untouched."""
-        return someone_locks_on(self.host) if self.real and self.at_grace else contextlib.nullcontext()
+        if not (self.real and self.at_grace):
+            return contextlib.nullcontext()
+        return someone_locks_on(self.host, self.lock_on_keys)
+
+    @property
+    def lock_on_keys(self) -> tuple[str, ...]:
+        """What the person at this server's game presses to lock on: its profile's binding."""
+        return load_profile(self.profile).keys_for("lock_on")
 
     def __enter__(self) -> SimServer:
         return self
@@ -179,9 +190,9 @@ class SimServerGame(SiphonGame):
 
 
 @contextmanager
-def someone_locks_on(host: str, key: str = "B", timeout: float = 60.0) -> Iterator[None]:
+def someone_locks_on(host: str, keys: tuple[str, ...], timeout: float = 60.0) -> Iterator[None]:
     """The person at the game, for tests and benchmarks against the real-server mode: taps the
-    lock-on key once, as soon as the server takes input (a client's InitializeInput), which is
+    lock-on ``keys`` (their game's binding) once, as soon as the server takes input (a client's InitializeInput), which is
     what a connecting client's NPC hook asks of them (Siphon holds its lock until something is
     targeted). Outside the fog wall that is the sentry; a fight restart or a walk through the fog
     wall targets the boss."""
@@ -193,7 +204,7 @@ def someone_locks_on(host: str, key: str = "B", timeout: float = 60.0) -> Iterat
             stub = pb2_grpc.SiphonServiceStub(channel)
             while not stop.is_set() and time.monotonic() < deadline:
                 try:
-                    if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=[key], hold_ms=50), timeout=2).success:
+                    if stub.InputKeyTap(pb2.InputKeyTapRequest(keys=list(keys), hold_ms=50), timeout=2).success:
                         return
                 except grpc.RpcError:
                     pass

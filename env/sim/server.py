@@ -181,9 +181,10 @@ class ProcessConfig:
 
 
 class SimSiphonService(pb2_grpc.SiphonServiceServicer):
-    def __init__(self, process: SimProcess, real: RealServer | None = None) -> None:
+    def __init__(self, process: SimProcess, real: RealServer | None = None, profile: str = "sim_margit") -> None:
         self.process = process
         self.real = real
+        self.profile = profile  # whose keybinds the game obeys: said in GetServerStatus's message
         self._mutex = real.mutex if real is not None else contextlib.nullcontext()
         self.config: ProcessConfig | None = None  # the latest SetProcessConfig
         self.memory: ProcessConfig | None = None  # the config memory reads go by (InitializeMemory's)
@@ -300,7 +301,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             config = self.config
             return pb2.GetServerStatusResponse(
                 success=True,
-                message="elden-il simulator" + (f" {STATUS_MARK}" if self.real else ""),
+                message=f"elden-il simulator, profile {self.profile}" + (f" {STATUS_MARK}" if self.real else ""),
                 memory_initialized=self.memory is not None,
                 input_initialized=self.input_ready,
                 capture_initialized=self.capture_ready,
@@ -664,7 +665,7 @@ def serve(
         ],
     )
     siphon = RealServer(timings) if real else None
-    service = SimSiphonService(process, siphon)
+    service = SimSiphonService(process, siphon, profile)
     # Calls that wait run on threads of their own, so they never hold up an attribute read; each
     # pool has a thread beyond its admission limit, so the call over it is refused, not queued.
     pools = [

@@ -91,7 +91,9 @@ def play(process: SimProcess, stop: threading.Event, profile: Profile, fps: int 
                     if name is not None:
                         (latch.press if event.type == pygame.KEYDOWN else latch.release)(name)
                 elif event.type in (pygame.MOUSEBUTTONDOWN, pygame.MOUSEBUTTONUP) and event.button in MOUSE_BUTTONS:
-                    (latch.press if event.type == pygame.MOUSEBUTTONDOWN else latch.release)(MOUSE_BUTTONS[event.button])
+                    (latch.press if event.type == pygame.MOUSEBUTTONDOWN else latch.release)(
+                        MOUSE_BUTTONS[event.button]
+                    )
                 elif event.type == pygame.MOUSEMOTION and event.rel[0]:
                     latch.move_mouse(event.rel[0])
             if pad is not None:

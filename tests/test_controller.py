@@ -315,8 +315,9 @@ def test_a_chord_labels_as_its_action_not_as_its_last_key(tmp_path: Path):
 def test_controller_play_with_a_profile_that_has_no_controller_layout_is_one_line(tmp_path: Path):
     import shutil
 
-    from capture.build_dataset import BuildError, build_dataset
     from env.config import EnvConfig
+
+    from capture.build_dataset import BuildError, build_dataset
 
     folder = tmp_path / "profile"
     shutil.copytree(PROFILE.directory, folder)

@@ -122,12 +122,8 @@ class PynputListener:
         self._mouse.wait()
 
     def stop(self) -> None:
-        """Stop both listeners and wait for their threads (a program that records in-process
-        goes on, and may close the display, after its recording)."""
         self._keyboard.stop()
         self._mouse.stop()
-        self._keyboard.join(5.0)
-        self._mouse.join(5.0)
 
     def _at_position(self, msg: int, data: object) -> bool:
         """Windows only: called with each low-level keyboard event just before ``_on_press`` or

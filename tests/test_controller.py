@@ -377,3 +377,55 @@ def test_the_simulator_plays_a_chord_as_the_game_does():
     latch.release("LEFT_SHIFT")
     latch.press("LEFT")
     assert latch.drain()[1] == Button.ATTACK
+
+
+@pytest.mark.slow
+def test_a_pad_unplugged_mid_fight_keeps_the_episode_says_so_once_and_is_heard_again_when_back(
+    xvfb: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """The real recorder, recording a person on a pad against a simulator server in real time:
+    the pad pulled out mid-fight lets go of what it held (the episode goes on, one line says
+    so), and once plugged back in it is heard again, in the same episode."""
+    import logging
+    import threading
+
+    from env.sim.launcher import SimServer
+
+    from capture.record import RecordSettings, record
+
+    out = tmp_path / "raw"
+    events: list[str] = []
+    with SimServer(size=(64, 64)) as server:
+        holder = {"pad": VirtualPad()}
+
+        def person() -> None:
+            time.sleep(1.0)
+            holder["pad"].axis("lefty", -1.0)  # walk forward, then pull the pad out
+            time.sleep(0.5)
+            holder["pad"].detach()
+            events.append("unplugged")
+            time.sleep(1.0)
+            holder["pad"] = VirtualPad()  # plugged back in
+            events.append("back")
+            time.sleep(0.5)
+            holder["pad"].button("b", True)
+            time.sleep(0.1)
+            holder["pad"].button("b", False)
+
+        hands = threading.Thread(target=person, daemon=True)
+        hands.start()
+        with caplog.at_level(logging.INFO):
+            saved = record(RecordSettings(host=server.host, out=out, max_episodes=1, max_episode_seconds=4.0, rate=30))
+        hands.join(5)
+        holder["pad"].detach()
+    assert events == ["unplugged", "back"]
+    (path,) = saved
+    episode = read_episode(path)
+    text = caplog.text
+    assert text.count("unplugged: the episode goes on") == 1 and text.count("connected: its buttons") == 2, text
+    assert episode.attrs["outcome"] == "timeout" and episode.attrs["controller"] == "Xbox 360 Controller"
+    pad = episode.events[np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))]
+    lefty = pad[(pad["kind"] == PAD_AXIS) & (pad["key"] == AXES.index("lefty"))]
+    assert lefty["dx"].tolist() == [-1.0, 0.0], "the stick let go when the pad went"
+    b = pad[(pad["kind"] != PAD_AXIS) & (pad["key"] == BUTTONS.index("b"))]
+    assert b["kind"].tolist() == [PAD_DOWN, PAD_UP] and b["t"][0] > lefty["t"][1] + 0.8, "heard again once back"

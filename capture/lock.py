@@ -21,55 +21,64 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 LOCK_SUFFIX = ".lock"
 
+
+@dataclass(frozen=True)
+class LockScheme:
+    """How this OS marks a file as being written: with its own lock on the file (POSIX: advisory),
+    or with a lock on a separate file beside it (Windows: its locks are mandatory). ``try_lock``
+    takes the lock on an open file descriptor, raising ``OSError`` when another process holds it."""
+
+    separate_file: bool
+    try_lock: Callable[[int], None]
+    unlock: Callable[[int], None]
+
+
 if sys.platform == "win32":
     import msvcrt
 
-    SEPARATE_LOCK_FILE = True
-
-    def _try_lock(fd: int) -> None:
-        msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)  # byte 0; raises OSError when another process holds it
-
-    def _unlock(fd: int) -> None:
+    def _unlock_byte(fd: int) -> None:
         os.lseek(fd, 0, os.SEEK_SET)  # Windows may release a lock left to close() only later
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
+    # byte 0; raises OSError when another process holds it
+    SCHEME = LockScheme(True, lambda fd: msvcrt.locking(fd, msvcrt.LK_NBLCK, 1), _unlock_byte)
 else:
     import fcntl
 
-    SEPARATE_LOCK_FILE = False
-
-    def _try_lock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises BlockingIOError when held
-
-    def _unlock(fd: int) -> None:
-        fcntl.flock(fd, fcntl.LOCK_UN)
+    # flock raises BlockingIOError (an OSError) when held
+    SCHEME = LockScheme(
+        False, lambda fd: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB), lambda fd: fcntl.flock(fd, fcntl.LOCK_UN)
+    )
 
 
-def lock_path(path: Path) -> Path:
+def lock_path(path: Path, scheme: LockScheme = SCHEME) -> Path:
     """The file whose lock marks ``path`` as being written: ``path`` itself, or on Windows a lock
     file beside it."""
-    return path.with_name(path.name + LOCK_SUFFIX) if SEPARATE_LOCK_FILE else path
+    return path.with_name(path.name + LOCK_SUFFIX) if scheme.separate_file else path
 
 
 class FileLock:
     """An exclusive, non-blocking lock marking ``path`` as being written, held until ``release``."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = lock_path(path)
+    def __init__(self, path: Path, scheme: LockScheme = SCHEME) -> None:
+        self.scheme = scheme
+        self.path = lock_path(path, scheme)
         self._fd: int | None = None
 
     def acquire(self, create: bool = False) -> bool:
         """Take the lock; False when another process holds it. ``create``: the writer, before it
         creates ``path``; anyone else locks a file that exists (``FileNotFoundError`` if it is
         gone: its recording finished, or was discarded, meanwhile)."""
-        flags = os.O_RDWR | (os.O_CREAT if create or SEPARATE_LOCK_FILE else 0)
+        flags = os.O_RDWR | (os.O_CREAT if create or self.scheme.separate_file else 0)
         fd = os.open(self.path, flags, 0o644)
         try:
-            _try_lock(fd)
+            self.scheme.try_lock(fd)
         except OSError:
             os.close(fd)
             return False
@@ -81,16 +90,16 @@ class FileLock:
         open file)."""
         if self._fd is None:
             return
-        _unlock(self._fd)
+        self.scheme.unlock(self._fd)
         os.close(self._fd)
         self._fd = None
-        if SEPARATE_LOCK_FILE:
+        if self.scheme.separate_file:
             self.path.unlink(missing_ok=True)
 
 
-def is_being_written(path: Path) -> bool:
+def is_being_written(path: Path, scheme: LockScheme = SCHEME) -> bool:
     """Whether a live process holds ``path``'s lock (a file a crash left behind does not count)."""
-    lock = FileLock(path)
+    lock = FileLock(path, scheme)
     try:
         if not lock.acquire():
             return True

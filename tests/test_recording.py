@@ -642,3 +642,49 @@ def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_
         in message
     ), message
     assert "--frame-size 84x84 --frame-crop 0,0.1,1,1" in message and "record again" in message
+
+
+WINDOWS_LIKE_LOCK = """
+import fcntl, sys, time
+from pathlib import Path
+from capture.lock import FileLock, LockScheme
+# Windows' scheme with a stand-in for msvcrt.locking(fd, LK_NBLCK, 1): a lock on byte 0 of the
+# lock file, held by this process, refused to another
+scheme = LockScheme(True, lambda fd: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0),
+                    lambda fd: fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0))
+lock = FileLock(Path(sys.argv[1]), scheme)
+print(lock.acquire(create=True), flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_windows_lock_scheme_marks_a_live_recording_with_a_file_beside_it(tmp_path: Path):
+    """On Windows a lock on the partial itself would stop HDF5 writing it (its locks are
+    mandatory), so the recorder locks ``<partial>.lock`` beside it. The same scheme, with a
+    stand-in for ``msvcrt.locking``, on this OS: a live recorder's file is being written; once
+    the recorder is killed it is not, and the stale lock file it left is cleaned up."""
+    import fcntl
+
+    from capture.lock import FileLock, LockScheme, is_being_written, lock_path
+
+    scheme = LockScheme(
+        True,
+        lambda fd: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0),
+        lambda fd: fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0),
+    )
+    partial = tmp_path / "x_human.h5.partial"
+    partial.write_bytes(b"samples")
+    assert lock_path(partial, scheme) == tmp_path / "x_human.h5.partial.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", WINDOWS_LIKE_LOCK, str(partial)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "True"
+        assert lock_path(partial, scheme).exists() and is_being_written(partial, scheme)
+        assert not FileLock(partial, scheme).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert lock_path(partial, scheme).exists()  # a crash leaves the lock file ...
+    assert not is_being_written(partial, scheme)  # ... whose lock nobody holds
+    assert not lock_path(partial, scheme).exists() and partial.read_bytes() == b"samples"  # cleaned up, data kept

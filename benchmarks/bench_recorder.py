@@ -9,6 +9,9 @@
 * The highest sustainable rate from a 1920x1080 window (no drops over 20 s), trying 10 Hz up to 60 Hz.
 * Alignment: a key pressed at a known time; the delay until the first sampled state and the
   first sampled frame that show its effect.
+* With ``--controller PAIRS``: the recorder's CPU without a game controller and with one being
+  played (a virtual pad, heard as one plugged in), in turn, and how long a controller change
+  takes to reach a sample.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import resource
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -31,8 +35,9 @@ from env.sim.moves import PlayerAnim
 from env.siphon.client import NoFrame, ReadRefused
 from env.siphon.game import SiphonGame
 
-from capture.episode import EpisodeMeta, EpisodeWriter
-from capture.inputs import InputLog
+from capture.episode import EpisodeMeta, EpisodeWriter, read_episode
+from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP, InputLog
+from capture.pad_listener import PadListener
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
 
@@ -66,6 +71,37 @@ def sustained(size: tuple[int, int], rate: float, seconds: float, server_args: t
         return record_from(server, size, rate, seconds)
 
 
+class Thumb(threading.Thread):
+    """A person's thumb on a game controller (a virtual pad): the stick swept round and a button
+    tapped, ``changes_hz`` times a second in all, each change's time kept (``time.monotonic``)."""
+
+    def __init__(self, changes_hz: float) -> None:
+        super().__init__(daemon=True)
+        from env.sim.virtual_pad import VirtualPad
+
+        self.pad = VirtualPad()
+        self.period = 1 / changes_hz
+        self.changes: list[float] = []
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        i = 0
+        while not self.stopping.wait(self.period):
+            self.changes.append(time.monotonic())
+            if i % 4 == 3:
+                self.pad.button("rightshoulder", i % 8 == 3)
+            else:
+                angle = i * 0.7
+                self.pad.axis("leftx", float(np.cos(angle)))
+                self.pad.axis("lefty", float(np.sin(angle)))
+            i += 1
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join()
+        self.pad.detach()
+
+
 def record_from(
     server: SimServer,
     size: tuple[int, int],
@@ -73,15 +109,24 @@ def record_from(
     seconds: float,
     profile: Profile | str = "sim_margit",
     host: str | None = None,
+    pad_changes_hz: float | None = None,
 ) -> dict:
     """The recorder's loop (sampler, episode writer, video) against ``server`` (its window
     ``size``; reached at ``host``, by default its own address) for ``seconds`` at ``rate``:
-    rates, drops, bytes, CPU and memory."""
+    rates, drops, bytes, CPU and memory. With ``pad_changes_hz``, a game controller is attached
+    and heard as the recorder hears one (``capture.pad_listener``), played ``pad_changes_hz``
+    changes a second; then also how long a change takes to reach a sample."""
     with tempfile.TemporaryDirectory() as tmp:
         game = SiphonGame(host or server.host, profile)
         game.read_state()  # a first read before the clock starts (on a real server: the NPC hook)
         keys = game.profile.bound_keys
         inputs = InputLog(keys)
+        thumb = listener = None
+        if pad_changes_hz:
+            thumb = Thumb(pad_changes_hz)
+            listener = PadListener(inputs)
+            listener.start()
+            thumb.start()
         sampler = Sampler(game, inputs, rate)
         meta = EpisodeMeta(
             "sim_margit",
@@ -103,7 +148,7 @@ def record_from(
         paused_s = 0.0  # a death's loading screen, when nothing can be read: not sampling time
         while time.monotonic() < end:
             try:
-                sample, *_ = sampler.next_sample()
+                sample, _, _, events = sampler.next_sample()
             except (ReadRefused, NoFrame):
                 # the idle player died: back into the fight, as the recorder restarts it
                 # (restart_when_recording), or the rest of the run would sample a loading screen
@@ -114,16 +159,21 @@ def record_from(
                 sampler.restart_clock()
                 continue
             writer.append(sample)
+            writer.append_events(events)
             if time.monotonic() >= next_rss:
                 rss.append(rss_mb())
                 next_rss += 10
         stats = add_up(counted, sampler.stats)
         sampler.close()
         cpu_1, server_1 = resource.getrusage(resource.RUSAGE_SELF), cpu_s(server.process.pid)
+        if thumb is not None:
+            thumb.stop()
+            listener.stop()
         encode_s = writer.encode_cpu_s
         repeated = writer.repeated_frames
         path = writer.finish("stopped", {})
         size_bytes = path.stat().st_size + path.with_suffix(".mkv").stat().st_size
+        latency = pad_to_sample(read_episode(path, frames=False), thumb.changes) if thumb is not None else None
         game.close()
     recorder_s = cpu_1.ru_utime + cpu_1.ru_stime - cpu_0.ru_utime - cpu_0.ru_stime
     n = stats.samples
@@ -138,6 +188,7 @@ def record_from(
         "dropped": stats.dropped,
         "repeated_frames": repeated,
         "mb_per_minute": size_bytes / seconds * 60 / 1e6,
+        "controller": latency,
         "cpu_ms_per_sample": {
             "recorder": 1000 * recorder_s / n,
             "of_it_encoder": 1000 * encode_s / n,
@@ -151,6 +202,59 @@ def record_from(
             "max": max(rss),
             "every_10_s": rss,
         },
+    }
+
+
+def pad_to_sample(episode, changes: list[float]) -> dict:
+    """From a controller change to the first sample whose input holds it (the listener logs the
+    change at its next poll; the next sample takes what was logged): median and 99th percentile."""
+    pad = np.sort(episode.events["t"][np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))])
+    changed = np.asarray(changes)
+    changed = changed[(changed >= episode.t[0]) & (changed <= pad[-1])] if len(pad) else changed[:0]
+    logged = pad[np.searchsorted(pad, changed)]
+    sample = np.searchsorted(episode.t, logged)
+    seen = sample < len(episode.t)
+    delays = 1000 * (episode.t[sample[seen]] - changed[seen])
+    return {
+        "changes": int(seen.sum()),
+        "poll_ms_median": float(np.median(1000 * (logged - changed))) if len(changed) else None,
+        "to_sample_ms_median": float(np.median(delays)) if len(delays) else None,
+        "to_sample_ms_p99": float(np.percentile(delays, 99)) if len(delays) else None,
+    }
+
+
+def controller_cost(size: tuple[int, int], rate: float, seconds: float, pairs: int, changes_hz: float) -> dict:
+    """The recorder without a controller and with one played ``changes_hz`` changes a second,
+    in turn (A B A B ...: the machine's drift falls on both), ``pairs`` times, each run
+    ``seconds`` long against one server; and one SDL read of a pad, timed alone."""
+    from env.gamepad import Gamepad
+    from env.sim.virtual_pad import VirtualPad
+
+    pad, gamepad = VirtualPad(), Gamepad()
+    gamepad.read()
+    started = time.perf_counter()
+    for _ in range(2000):
+        gamepad.read()
+    read_us = (time.perf_counter() - started) / 2000 * 1e6
+    gamepad.close()
+    pad.detach()
+    runs: dict[str, list[dict]] = {"without": [], "with": []}
+    with SimServer(size=size) as server:
+        for _ in range(pairs):
+            runs["without"].append(record_from(server, size, rate, seconds))
+            runs["with"].append(record_from(server, size, rate, seconds, pad_changes_hz=changes_hz))
+    per_sample = {name: [r["cpu_ms_per_sample"]["recorder"] for r in rs] for name, rs in runs.items()}
+    return {
+        "window": f"{size[0]}x{size[1]}",
+        "rate_hz": rate,
+        "seconds_each": seconds,
+        "pairs": pairs,
+        "pad_changes_hz": changes_hz,
+        "sdl_read_us": read_us,
+        "recorder_cpu_ms_per_sample": per_sample,
+        "ratio_with_to_without": [w / o for w, o in zip(per_sample["with"], per_sample["without"])],
+        "dropped": {name: [r["dropped"] for r in rs] for name, rs in runs.items()},
+        "controller": [r["controller"] for r in runs["with"]],
     }
 
 
@@ -219,7 +323,23 @@ def main() -> None:
     )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--no-alignment", action="store_true", help="skip the key-press alignment trials")
+    parser.add_argument(
+        "--controller",
+        type=int,
+        metavar="PAIRS",
+        help="only this: the recorder at 640x360 without a game controller and with one being played, "
+        "PAIRS runs of --seconds each, in turn; its CPU both ways and a change's delay to its sample",
+    )
     args = parser.parse_args()
+    if args.controller:
+        results = {
+            "machine": describe(),
+            "controller": controller_cost((640, 360), args.rate, args.seconds, args.controller, 20.0),
+        }
+        print(json.dumps(results, indent=1))
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2))
+        return
     results = {"machine": describe(), "sustained_720p": sustained((1280, 720), args.rate, args.seconds)}
     results["1080p"] = rate_search((1920, 1080), (10.0, 15.0, 20.0, 30.0, 45.0, 60.0), min(20.0, args.seconds))
     if not args.no_alignment:

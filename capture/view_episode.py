@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from env.config import EnvConfig
+from env.controller import AXES, BUTTONS
 from env.observations import (
     BOSS_ANIMATIONS,
     PLAYER_ANIMATIONS,
@@ -112,6 +113,7 @@ def log_samples(rr: Any, stream: Any, episode: Episode, config: EnvConfig) -> No
     )
     _log_animations(rr, stream, episode, profile, indexes)
     _log_keys(rr, stream, episode, indexes)
+    _log_pad(rr, stream, episode, indexes)
     stream.send_columns("input/mouse/dx", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 0]))
     stream.send_columns("input/mouse/dy", indexes=indexes(), columns=rr.Scalars.columns(scalars=episode.mouse[:, 1]))
     stream.send_columns(
@@ -197,6 +199,26 @@ def _log_keys(rr: Any, stream: Any, episode: Episode, indexes: Any) -> None:
                 indexes=indexes(pressed),
                 columns=rr.Scalars.columns(scalars=np.full(len(pressed), row + HELD_ROW)),
             )
+
+
+def _log_pad(rr: Any, stream: Any, episode: Episode, indexes: Any) -> None:
+    """The game controller, where one was played: a row per button it pressed, as the keys'
+    (``pad/held/<button>``), and each stick and trigger that moved as a plot (``pad/axes/<axis>``)."""
+    used = np.flatnonzero(episode.pad_held.any(axis=0) | episode.pad_pressed.any(axis=0))
+    for row, j in enumerate(reversed(used)):
+        name = BUTTONS[j]
+        stream.log(f"pad/held/{name}", rr.SeriesLines(names=name), static=True)
+        stream.send_columns(
+            f"pad/held/{name}",
+            indexes=indexes(),
+            columns=rr.Scalars.columns(scalars=float(row) + HELD_ROW * episode.pad_held[:, j]),
+        )
+    for j in np.flatnonzero(episode.pad_axes.any(axis=0)):
+        stream.send_columns(
+            f"pad/axes/{AXES[j]}",
+            indexes=indexes(),
+            columns=rr.Scalars.columns(scalars=episode.pad_axes[:, j].astype(np.float64)),
+        )
 
 
 def _log_recorder(rr: Any, stream: Any, episode: Episode, indexes: Any) -> None:

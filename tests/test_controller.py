@@ -169,7 +169,7 @@ def episode_with(tmp_path: Path, events: list[tuple], seconds: float = 1.0, pad_
             PROFILE.bound_keys,
             30.0,
             codec("lossless"),
-            (16, 16),
+            (96, 96),
             "human",
             0,
             "test",
@@ -190,7 +190,7 @@ def episode_with(tmp_path: Path, events: list[tuple], seconds: float = 1.0, pad_
         sample = Sample(
             t,
             t,
-            np.zeros((16, 16, 3), np.uint8),
+            np.zeros((96, 96, 3), np.uint8),
             STATE,
             window.held,
             window.pressed,
@@ -429,3 +429,19 @@ def test_a_pad_unplugged_mid_fight_keeps_the_episode_says_so_once_and_is_heard_a
     assert lefty["dx"].tolist() == [-1.0, 0.0], "the stick let go when the pad went"
     b = pad[(pad["kind"] != PAD_AXIS) & (pad["key"] == BUTTONS.index("b"))]
     assert b["kind"].tolist() == [PAD_DOWN, PAD_UP] and b["t"][0] > lefty["t"][1] + 0.8, "heard again once back"
+
+
+def test_the_viewer_shows_what_the_pad_did(tmp_path: Path):
+    pytest.importorskip("rerun")
+    from test_view import entities, indices_with
+
+    from capture.view import main
+
+    path = episode_with(
+        tmp_path / "raw", [(0.1, "button", "b", True), (0.2, "button", "b", False), (0.3, "axis", "lefty", -1.0)]
+    )
+    saved = tmp_path / "pad.rrd"
+    assert main([str(path), "--save", str(saved)]) == 0
+    found = entities(saved, "sample")
+    assert {"/pad/held/b", "/pad/axes/lefty"} <= found and "/pad/held/a" not in found, found
+    assert len(indices_with(saved, "sample", "/pad/axes/lefty:Scalars:scalars")) == len(read_episode(path))

@@ -72,6 +72,12 @@ class EnvConfig:
     """Keys stay held across steps (False: released at the end of every step)."""
     tap_ms: int = 50
     """How long a tapped key (a roll, an attack) is held down."""
+    game_speed: float = 1.0
+    """How fast a live game runs during a step, as a multiple of real time (written through the
+    game's ``gameSpeedVal``): above 1, each step's ``timestep_ms`` of game time passes in less
+    wall time, and the game is paused between steps, so the policy's thinking costs no game
+    time. How the env is run, not what it is: a policy plays at any speed. The in-process
+    simulator, lock-step, runs as fast as it can whatever this says."""
 
     def __post_init__(self) -> None:
         # YAML and JSON have lists, not tuples: accept them, store tuples (hashable, comparable)
@@ -97,11 +103,14 @@ class EnvConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``.
-        ``capture_size`` is written only when set, so an env description without a picture of
-        its own reads and writes as before the field existed (and older code still reads it)."""
+        ``capture_size`` is written only when set, and ``game_speed`` only when not real time, so
+        an env description without them reads and writes as before they existed (and older code
+        still reads it)."""
         values = asdict(self)
         if values["capture_size"] is None:
             del values["capture_size"]
+        if values["game_speed"] == 1.0:  # likewise: real time, as before the field existed
+            del values["game_speed"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def save(self, folder: Path) -> Path:
@@ -128,11 +137,12 @@ class EnvConfig:
         return replace(self, **changes)
 
     def differences(self, other: EnvConfig) -> list[str]:
-        """The fields that differ, as ``name: mine vs other`` lines (empty when equal)."""
+        """The fields that make the two another env, as ``name: mine vs other`` lines (empty
+        when it is the same env: ``RUN_ONLY`` fields may differ)."""
         return [
             f"{f.name}: {getattr(self, f.name)!r} vs {getattr(other, f.name)!r}"
             for f in fields(self)
-            if getattr(self, f.name) != getattr(other, f.name)
+            if f.name not in RUN_ONLY and getattr(self, f.name) != getattr(other, f.name)
         ]
 
     # ------------------------------------------------------------------- what it implies
@@ -167,6 +177,12 @@ class EnvConfig:
 
 
 FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))
+RUN_ONLY = ("game_speed",)
+"""Fields that say how the env is run, not which env it is: two configs that differ only there
+describe the same env, for a dataset and a policy alike (``EnvConfig.differences``)."""
+MAX_GAME_SPEED = 10.0
+"""The fastest a live game is asked to run: SoulsGym trains Dark Souls III at 3x; past a few
+times real time a game's own frame and physics steps grow coarse."""
 
 
 def _check(config: EnvConfig) -> None:
@@ -208,3 +224,5 @@ def _check(config: EnvConfig) -> None:
         fail("action_persistence", "must be true or false")
     if not (is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
         fail("tap_ms", f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}")
+    if not (is_number(config.game_speed) and 1.0 <= config.game_speed <= MAX_GAME_SPEED):
+        fail("game_speed", f"must be a multiple of real time from 1 to {MAX_GAME_SPEED:g}")

@@ -8,7 +8,9 @@ Timing in real time is scheduled on absolute deadlines, so no drift accumulates;
 finds its deadline already past is an overrun, reported in ``info`` and never hidden, and the
 schedule restarts from there rather than rushing to catch up. With ``pause_between_steps`` the
 game is frozen while the agent thinks and runs only for the step itself, so a slow agent loses
-no game time (and the live path becomes exactly reproducible).
+no game time (and the live path becomes exactly reproducible). A config's ``game_speed`` above 1
+runs each step that many times faster than real time (the game paused between steps): a step is
+still ``timestep_ms`` of game time, in a fraction of the wall time.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from env.observations import ObservationBuilder
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
 
+PAUSE_LAG_WEIGHT = 0.2
+"""The weight of each new pause's lag in the running mean the next step's pause is timed by."""
 DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
 size the observation is (84x84 for training)."""
@@ -99,7 +103,10 @@ class EldenRingEnv(gym.Env):
         self.render_size: tuple[int, int] = (int(size[0]), int(size[1]))
         if config.timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
             self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / config.timestep_ms))}
-        self.pause_between_steps = pause_between_steps
+        # faster than real time only step by step: paused between steps, as the game cannot catch
+        # up on a policy's thinking at 3x
+        self.pause_between_steps = pause_between_steps or (game.realtime and config.game_speed != 1.0)
+        self.speed = config.game_speed if game.realtime else 1.0
         self.rules = self.profile.fight_rules
         self._floors = FloorWatch(self.rules, self.profile.name)
         self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)
@@ -117,6 +124,7 @@ class EldenRingEnv(gym.Env):
         self._state: GameState | None = None
         self._frame: Frame | None = None
         self._deadline = 0.0
+        self._pause_lag = 0.0  # how long a pause takes to reach the game (a running mean)
         self._steps = 0
         self._previous_action: Any = None
         self._episode_reward = 0.0
@@ -226,15 +234,22 @@ class EldenRingEnv(gym.Env):
         game = self.game
         send(game, command, self.config.tap_ms)
         if self.pause_between_steps:
-            game.set_speed(1.0)
+            game.set_speed(self.speed)
             self._deadline = game.now()
-        self._deadline += self.timestep
+        self._deadline += self.timestep / self.speed  # the game's clock runs ``speed`` times the env's
         overrun = max(0.0, game.now() - self._deadline)
         if overrun > 0:
             self._deadline = game.now()  # restart the schedule: never rush to catch up
-        game.wait_until(self._deadline)
         if self.pause_between_steps:
+            # the game runs on until the pause reaches it (a real Siphon scans the game's memory
+            # first): asked that much earlier, the step gets its timestep of game time, at any speed
+            game.wait_until(self._deadline - self._pause_lag)
+            asked = game.now()
             game.set_speed(0.0)
+            if game.realtime:
+                self._pause_lag += PAUSE_LAG_WEIGHT * (game.now() - asked - self._pause_lag)
+        else:
+            game.wait_until(self._deadline)
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun

@@ -172,6 +172,38 @@ def test_game_speed_pauses_and_paused_steps_are_exact(stub, sim_server: SimServe
         assert ticks() - before in (exact | {max(exact) + 1} if sim_server.real else exact)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("speed", [1.0, 3.0])
+def test_a_step_is_its_timestep_of_game_time_at_every_game_speed(sim_server: SimServer, player: None, speed: float):
+    """``game_speed`` 3 runs each step three times faster than real time, paused between steps:
+    a step stays 200 ms of the game's own time (12 ticks), in a third of the wall time. The pause
+    is asked for as early as it takes to reach the game (on the real server, a scan late), so
+    the steps do not run long by that lag times the speed. A policy trained at 1x plays at 3x:
+    the speed says how the env runs, not which env it is."""
+    config = EnvConfig(profile="sim_margit", game_speed=speed)
+    assert not EnvConfig(profile="sim_margit").differences(config)
+    env = EldenRingEnv(
+        SiphonGame(sim_server.host, "sim_margit"),
+        config,
+        state_attributes=("SimTick", "gameSpeedVal"),
+        pause_between_steps=True,  # as the pipeline's evaluation over a server; above 1x, always
+    )
+    try:
+        env.reset(seed=5)
+        ticks, walls = [env.state["SimTick"]], []
+        for _ in range(30):
+            started = time.monotonic()
+            env.step(1)  # walk
+            walls.append(time.monotonic() - started)
+            ticks.append(env.state["SimTick"])
+            assert env.state["gameSpeedVal"] == 0.0  # paused while the policy thinks
+    finally:
+        env.close()
+    per_step = np.diff(ticks)
+    assert abs(per_step.mean() - 12) <= 0.5 and per_step.min() >= 10 and per_step.max() <= 15, per_step
+    assert np.median(walls) > 0.2 / speed - 0.01  # never a shortcut: the game gets its time
+
+
 def test_a_frame_shows_what_a_memory_write_changed_while_paused(stub, sim_server: SimServer):
     """A paused game still draws what a write moved: the frame cache must not serve the frame
     from before the write (it was keyed by tick alone, and a paused world keeps its tick)."""

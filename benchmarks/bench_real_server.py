@@ -2,7 +2,7 @@
 
 For the ideal server and for real-server mode at scan costs of 2, 10 and 30 ms a call:
 
-* env step rate at timestep 0 (state and frame of the PRD observation, packed reads) from a
+* env step rate at timestep 0 (state and frame of the env's observation, packed reads) from a
   1280x720 and a 1920x1080 window;
 * the highest recording rate sustained without a dropped sample from the same windows (the
   recorder's sampler and episode writer, ``bench_recorder.sustained``), trying 1 Hz up to 30 Hz.

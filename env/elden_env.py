@@ -1,4 +1,4 @@
-"""``EldenRingEnv``: the Gymnasium env every policy is trained and judged in (the PRD, made exact).
+"""``EldenRingEnv``: the Gymnasium env every policy is trained and judged in.
 
 One env over any ``Game``: the simulator in-process (lock-step, fast), or a Siphon server (the
 real game, or ``python -m env.sim``) in real time. Each step applies an action as keys, lets
@@ -272,7 +272,7 @@ class EldenRingEnv(gym.Env):
         still alive its HP back at once: the one down at its floor before the next blow makes the
         game register a death or a kill that no memory write can undo, and the other too, since
         the fight goes on until ``reset()`` (a win leaves a player who may be one blow from a real
-        death). At floor 0 (the PRD's rule) a downed fighter is dead and nothing is written."""
+        death). At floor 0 (an episode ends at HP 0) a downed fighter is dead and nothing is written."""
         rules = self.rules
         for floor, hp, max_hp in ((rules.player_floor, "HeroHp", "HeroMaxHp"), (rules.boss_floor, "NpcHp", "NpcMaxHp")):
             if floor > 0 and 0 < state[hp] < state[max_hp]:

@@ -2,12 +2,12 @@
 taken. The env, the reward, the dataset builder, the recorder's episode cutter and the scripted
 expert all ask a ``FightRules``, so they cannot disagree about a fight.
 
-The PRD's rule ends a fight when a fighter's HP reaches 0. On the real game that is a real death
+A fight ends when a fighter's HP reaches 0. On the real game that is a real death
 (a loading screen, a respawn outside the fog wall) or a real kill (the boss gone from the save),
 and no memory write brings the fight back; so a profile can set HP *floors*: the fight is over,
 for the env and its datasets, when a fighter's HP falls to its floor (a fraction of max HP), and
 the env restores it by memory writes before the game registers anything (``EldenRingEnv``).
-The simulator's profile keeps the PRD's rule exactly (floors 0).
+The simulator's profile keeps that rule exactly (floors 0).
 
 Every rule works on one snapshot (a ``GameState`` or any mapping of attribute values) and,
 unchanged, on columns of many (a mapping of NumPy arrays): the dataset builder scores a whole
@@ -64,7 +64,7 @@ class FightRules:
 
 
 AT_DEATH = FightRules()
-"""The PRD's rule: over when a fighter's HP reaches 0 (what the game itself calls a death or a kill)."""
+"""Over when a fighter's HP reaches 0 (what the game itself calls a death or a kill)."""
 
 
 def fresh(state: State) -> bool:

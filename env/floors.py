@@ -43,7 +43,7 @@ def floor_for(blow: float) -> float:
 
 class FloorWatch:
     """Feed ``update`` every step's snapshots; it warns once per fighter whose floor a blow beat.
-    A fighter with floor 0 (the PRD's rule: down means dead) is not watched."""
+    A fighter with floor 0 (down means dead) is not watched."""
 
     def __init__(self, rules: FightRules, profile: str) -> None:
         self.profile = profile

@@ -4,8 +4,8 @@ Two implementations exist so that nothing above this layer cares which game is b
 
 * ``SimGame`` (``env.sim.game``): the simulator in-process and lock-step. Its clock is game time;
   waiting advances simulated ticks, with no sockets and no sleeping.
-* ``SiphonGame`` (below, over ``env.siphon.client``): a Siphon server, which is either the real game or
-  ``python -m env.sim``. Its clock is ``time.monotonic()``; waiting sleeps until a deadline.
+* ``SiphonGame`` (``env.siphon.game``, over ``env.siphon.client``): a Siphon server, which is
+  either the real game or ``python -m env.sim``. Its clock is ``time.monotonic()``; waiting sleeps until a deadline.
 
 Both use one notion of time: ``now()`` on the game's own clock, and ``wait_until(t)`` on that same
 clock. The env schedules steps on absolute deadlines over this pair, so timing code is shared.

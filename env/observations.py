@@ -2,7 +2,7 @@
 builder so that training data and live observations are produced by the very same code.
 
 Frames are cropped (by fractions of the frame, so one setting fits any window size), resized
-with OpenCV's area filter and stacked in time; game state becomes the PRD's normalised scalars
+with OpenCV's area filter and stacked in time; game state becomes normalised scalars (HP as fractions of max HP, distance in metres capped at 20)
 and animation ids mapped through the profile's vocabulary (unknown ids become 0).
 """
 
@@ -127,7 +127,8 @@ def observation_space(
     action_history: int | None = None,
     action_space: spaces.Space | None = None,
 ) -> spaces.Dict:
-    """The PRD's observation Dict for these settings (the optional keys only when asked for)."""
+    """The observation Dict for these settings: frame, HP, distance and both animations always, the
+    frame stack and the action history only when asked for; every space exists before any reset."""
     space = {
         "frame": spaces.Box(0, 255, frame.shape, np.uint8),
         "player_hp": spaces.Box(0.0, 1.0, (1,), np.float32),

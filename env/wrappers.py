@@ -1,7 +1,7 @@
 """Wrappers for what Gymnasium does not already provide: reward overrides and a curriculum.
 
-Frame stacking and action history are built into the env's observation Dict (the PRD names them
-as keys of it), and Gymnasium's own wrappers (``RecordEpisodeStatistics``, ``TimeLimit``,
+Frame stacking and action history are built into the env's observation Dict (they are keys of
+it, ``frame_stack`` and ``action_history``), and Gymnasium's own wrappers (``RecordEpisodeStatistics``, ``TimeLimit``,
 ``RecordVideo``...) apply to this env unchanged.
 """
 

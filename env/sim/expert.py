@@ -24,9 +24,7 @@ from env.sim.world import MOVES_BY_PHASE
 
 ROLL_START = ROLL.iframe_start / 60
 """From the roll's start to its first invincible frame."""
-IFRAMES = (ROLL.iframe_end - ROLL.iframe_start) / 60
 ATTACK_REACH = 3.6
-LIGHT_HIT_TIME = 0.25
 HEAL_BELOW = 0.45
 
 

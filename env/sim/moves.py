@@ -179,7 +179,6 @@ BOSS_MOVES: tuple[BossMove, ...] = (
         track_stop=t(0.25),
     ),
 )
-BOSS_MOVES_BY_ID = {m.anim_id: m for m in BOSS_MOVES}
 BOSS_MOVES_BY_NAME = {m.name: m for m in BOSS_MOVES}
 
 PHASE_TWO_WINDUP_SCALE = 0.9

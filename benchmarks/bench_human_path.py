@@ -128,13 +128,16 @@ class PadHands:
         self.pad = VirtualPad()
         self.game = SiphonClient(host)
         self.keys: set[str] = set()
+        self.holding: frozenset[str] = frozenset()
         self.changes: list[float] = []  # when the pad changed, on the recorder's clock (time.monotonic)
 
     def hold(self, actions: frozenset[str]) -> None:
         x = sum(STICK[a][0] for a in actions if a in STICK)
         y = sum(STICK[a][1] for a in actions if a in STICK)
         push = max(1.0, float(np.hypot(x, y)))
-        self.changes.append(time.monotonic())
+        if actions != self.holding:
+            self.changes.append(time.monotonic())
+        self.holding = actions
         self.pad.axis(self.layout.stick + "x", x / push)
         self.pad.axis(self.layout.stick + "y", y / push)
         for action, control in self.layout.buttons.items():
@@ -365,23 +368,27 @@ def record_on_a_controller(
 
 
 def pad_latency(raw: Path, changes: list[float]) -> dict:
-    """From the pad changing (``changes``) to the first sample whose input window holds it: the
-    recorder's listener logs the change at its next poll, and the next sample takes it."""
+    """From the pad changing (``changes``) to the first sample whose input window holds the
+    change: each moment the listener logged a change (its poll) is paired with the last change
+    made at or before it, and with the first sample taken after it."""
     from capture.episode import list_episodes, read_episode
     from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP
 
-    changed = np.asarray(changes)
-    delays = []
+    changed = np.sort(np.asarray(changes))
+    delays, polls = [], []
     for path in list_episodes(raw):
         episode = read_episode(path, frames=False)
-        logged = np.sort(episode.events["t"][np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))])
-        mine = changed[(changed >= episode.t[0]) & (changed < episode.t[-1])]
-        at_poll = logged[np.minimum(np.searchsorted(logged, mine), len(logged) - 1)]
-        sample = episode.t[np.minimum(np.searchsorted(episode.t, at_poll), len(episode.t) - 1)]
-        delays.append((sample - mine)[(at_poll >= mine) & (sample >= at_poll)])
+        logged = np.unique(episode.events["t"][np.isin(episode.events["kind"], (PAD_DOWN, PAD_UP, PAD_AXIS))])
+        made = np.searchsorted(changed, logged, side="right") - 1
+        sample = np.searchsorted(episode.t, logged)
+        kept = (made >= 0) & (sample < len(episode.t))
+        polls.append(logged[kept] - changed[made[kept]])
+        delays.append(episode.t[sample[kept]] - changed[made[kept]])
     delays_ms = 1000 * np.concatenate(delays) if delays else np.zeros(0)
+    polls_ms = 1000 * np.concatenate(polls) if polls else np.zeros(0)
     return {
         "changes": int(delays_ms.size),
+        "to_poll_ms_median": float(np.median(polls_ms)) if polls_ms.size else None,
         "median_ms": float(np.median(delays_ms)) if delays_ms.size else None,
         "p99_ms": float(np.percentile(delays_ms, 99)) if delays_ms.size else None,
     }

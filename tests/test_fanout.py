@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import untrained_policy
+from conftest import save_untrained
 
 from env.config import EnvConfig
 from env.errors import EldenILError
@@ -87,9 +87,8 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
     from elden_il.evaluate import PolicyActor, evaluate
 
     torch.manual_seed(0)
-    CONFIG.save(tmp_path)
-    untrained_policy(CONFIG).save(str(tmp_path / "policy.zip"))
-    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
+    save_untrained(tmp_path, CONFIG)
+    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path, True)}
     seeds = list(range(100, 106))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     here = evaluate(actors, make, seeds, parallel=3)
@@ -223,9 +222,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     from elden_il.params import FinetuneConfig, read_section
 
     config = replace(CONFIG, max_steps=20)  # short fights: a few dozen steps hold several
-    bc = tmp_path / "bc"
-    config.save(bc)
-    untrained_policy(config).save(str(bc / "policy.zip"))
+    bc = save_untrained(tmp_path / "bc", config)
     tiny = {
         "total_steps": 64,
         "num_envs": 1,
@@ -236,9 +233,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
         "value_warmup_steps": 32,
     }
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(
-        bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved"
-    )
+    finetune(bc, read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved")
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
     ray = {"RAY_ADDRESS": request.getfixturevalue("cluster")} if where == "on the cluster" else {}

@@ -7,7 +7,8 @@ and goes on, and a dataset build stopped that way once finished and exited 0. SI
 default, ends the process on the spot, its staging folders left behind and no line said.
 
 So every command (``env.cli.run_command``) runs under ``watched()``: both signals raise
-``KeyboardInterrupt`` and are also *recorded*. What publishes an output (``capture.staging``)
+``KeyboardInterrupt`` and are also *recorded* (and Python's "Exception ignored" traceback for
+one that could not propagate is left out: the command says it in its one line). What publishes an output (``capture.staging``)
 calls ``check()`` first, and the runner calls it again once the work returns: an interrupt
 whose exception was swallowed still stops the swap and still ends the command with the
 shell's 128 + signal. ``deferred()`` holds signals back for the few instructions that must not
@@ -17,9 +18,11 @@ be cut in half (the two renames of a swap).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -55,13 +58,20 @@ def watched() -> Iterator[Watch | None]:
     if threading.current_thread() is not threading.main_thread():
         yield None
         return
-    watch, outer = Watch(), _current
+    watch, outer, hook = Watch(), _current, sys.unraisablehook
     previous = {sig: signal.signal(sig, watch.handler) for sig in SIGNALS}
     _current = watch
+
+    def unraisable(info: Any) -> None:
+        if not (isinstance(info.exc_value, KeyboardInterrupt) and watch.received is not None):
+            hook(info)
+
+    sys.unraisablehook = unraisable
     try:
         yield watch
     finally:
         _current = outer
+        sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

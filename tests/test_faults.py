@@ -872,6 +872,156 @@ def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes:
     assert {p.name: p.read_bytes() for p in raw.iterdir()} == before, "nothing recorded is touched"
 
 
+def swap_videos(first: Path, second: Path) -> None:
+    """Swap the videos of two episodes by name, as a person tidying files may."""
+    a, b = first.with_suffix(".mkv"), second.with_suffix(".mkv")
+    spare = a.with_name("spare.mkv")
+    a.rename(spare)
+    b.rename(a)
+    spare.rename(b)
+
+
+def reencode(video: Path, size: tuple[int, int]) -> None:
+    """The video decoded and encoded again at ``size``, every frame, its metadata kept (as
+    ``ffmpeg -i x.mkv -s 64x64 y.mkv`` does)."""
+    import av
+
+    from capture.footage import decoded
+
+    frames = list(decoded(video))
+    with av.open(str(video)) as old:
+        metadata = dict(old.metadata)
+    with av.open(str(video), "w", format="matroska") as out:
+        out.metadata.update(metadata)
+        stream = out.add_stream("libx264", options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = *size, "yuv420p"
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width=size[0], height=size[1])
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+
+
+def not_its_video(raw: Path, case: str, tmp_path: Path) -> tuple[Path, Path]:
+    """Spoil the folder ``raw`` of two same-length episodes as ``case`` says; (the episode, the
+    video beside it that is not its own)."""
+    from capture.footage import count_frames, keep_first
+
+    first, second = list_episodes(raw)
+    if case == "swapped names":  # two 4 s timeouts: the same length, each the other's picture
+        assert len(read_episode(first, frames=False)) == len(read_episode(second, frames=False))
+        swap_videos(first, second)
+    elif case == "cut to its length":  # a longer fight's video, cut to this episode's frame count
+        longer = tmp_path / "longer"
+        assert (
+            record_lock_step(longer, "--max-episodes", "1", "--max-episode-seconds", "6", "--seed", "7").returncode == 0
+        )
+        (longer_video,) = longer.glob("*.mkv")
+        n = count_frames(first.with_suffix(".mkv"))
+        assert count_frames(longer_video) > n
+        keep_first(longer_video, first.with_suffix(".mkv"), n)
+    elif case == "re-encoded smaller":  # every frame there, at 64x64 while the episode says 256x256
+        reencode(first.with_suffix(".mkv"), (64, 64))
+    elif case == "a FIFO":
+        first.with_suffix(".mkv").unlink()
+        os.mkfifo(first.with_suffix(".mkv"))
+    elif case == "a link out of the folder":
+        outside = tmp_path / "elsewhere.mkv"
+        first.with_suffix(".mkv").rename(outside)
+        first.with_suffix(".mkv").symlink_to(outside)
+    elif case == "a device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        import stat
+
+        first.with_suffix(".mkv").unlink()
+        os.mknod(first.with_suffix(".mkv"), stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's
+    return first, first.with_suffix(".mkv")
+
+
+NOT_ITS_VIDEO = {
+    "swapped names": "recording id",
+    "cut to its length": "recording id",
+    "re-encoded smaller": "it is 64x64, the episode was captured at 256x256",
+    "a FIFO": "a FIFO",
+    "a link out of the folder": "a symbolic link out of its folder",
+    "a device": "a device",
+}
+
+
+@pytest.mark.parametrize("case", NOT_ITS_VIDEO)
+def test_a_video_that_is_not_its_episodes_is_refused_by_the_builder_and_the_viewer_naming_both(
+    raw_episodes: Path, tmp_path: Path, case: str
+):
+    """The frame count was the only check: two same-length recordings with their videos swapped
+    built (18 of 26 steps the other fight's frames), a video cut to another episode's length too
+    (354 of 363), one re-encoded at 64x64 was scaled back up in silence, and a FIFO hung the
+    build. Now the recording's id (in the episode and the video's metadata), the capture size
+    and the file itself are checked first: one line naming both files, nothing touched."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    episode, video = not_its_video(raw, case, tmp_path)
+    before = {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in raw.iterdir()}
+    built = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
+    viewed = cli("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd"))
+    for result in (built, viewed):
+        line = one_error_line(result.stderr)
+        assert result.returncode == 2, result.stderr
+        assert str(video) in line and NOT_ITS_VIDEO[case] in line, line
+        assert case in ("a FIFO", "a link out of the folder", "a device") or str(episode) in line, line
+    assert not (tmp_path / "minari/test/video-v0").exists() and not (tmp_path / "fight.rrd").exists()
+    assert {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in raw.iterdir()} == before
+
+
+def test_an_episode_recorded_before_the_recording_id_is_checked_by_what_it_carries(raw_episodes: Path, tmp_path: Path):
+    """Episodes from before ``video_id`` (format 2 as first written) still build; their video is
+    checked by its frame count and its size, which they carry."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    for path in list_episodes(raw):
+        with h5py.File(path, "r+") as f:
+            del f.attrs["video_id"]
+    assert build_dataset(raw, "test/older-v0", root=tmp_path / "minari").total_episodes == 2
+    reencode(list_episodes(raw)[0].with_suffix(".mkv"), (64, 64))
+    with pytest.raises(BuildError, match="it is 64x64, the episode was captured at 256x256"):
+        build_dataset(raw, "test/older-v0", root=tmp_path / "minari", force=True)
+
+
+def test_recover_refuses_a_partial_episodes_video_of_another_recording_naming_both(tmp_path: Path):
+    """Two recordings a crash left unfinished, their videos' names swapped: each would have been
+    recovered with the other's picture."""
+    from test_recording import meta, sample
+
+    out = tmp_path / "raw"
+    partials = []
+    for name in ("20200101-000000-000000", "20200101-000100-000000"):
+        writer = EpisodeWriter(tmp_path / "live", meta(), name=None, lock_step=True)
+        for i in range(40):
+            writer.append(sample(i))
+        writer.flush()
+        writer._video.close()  # the video whole, the episode left partial: as a kill after a flush
+        out.mkdir(exist_ok=True)
+        target = out / f"{name}_human.h5.partial"
+        target.write_bytes(writer.path.read_bytes())
+        target.with_name(f"{name}_human.mkv.partial").write_bytes(writer.video_path.read_bytes())
+        writer.discard()
+        partials.append(target)
+    first, second = (p.with_name(p.name.replace(".h5.", ".mkv.")) for p in partials)
+    spare = first.with_name("spare")
+    first.rename(spare)
+    second.rename(first)
+    spare.rename(second)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    result = cli("capture.recover", str(out))
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2 and "Traceback" not in result.stderr, result.stderr
+    for partial, line in zip(partials, errors):
+        video = partial.with_name(partial.name.replace(".h5.", ".mkv."))
+        assert str(partial) in line and str(video) in line and "recording id" in line, line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_a_codec_the_ffmpeg_build_lacks_is_one_line_before_anything_is_recorded(tmp_path: Path, monkeypatch):
     from capture.record import RecordSettings, record
     from capture.video import CODECS, VideoCodec, VideoError
@@ -905,6 +1055,78 @@ def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp
         float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line
     ]
     assert all(0 < floor < 1 for floor in recommended), floors.stdout
+
+
+def spoil_times(name: str, rows: slice | int, value):
+    def spoil(f: h5py.File) -> None:
+        data = f[name][()]
+        if name == "events":
+            data["t"][rows] = value(data["t"])
+        else:
+            data[rows] = value(data)
+        f[name][...] = data
+
+    return spoil
+
+
+EPISODE_SPOILS = {
+    # what an 862 KB file could ask for: (how, what the one line says)
+    "10^11 sample times": (
+        lambda f: f["t"].resize(10**11, axis=0),
+        "its t declares 100000000000 rows, more than any recording holds (10000000 at most)",
+    ),
+    "3x10^8 mouse rows": (lambda f: f["mouse"].resize(3 * 10**8, axis=0), "its mouse declares 300000000 rows"),
+    "state rows never written": (
+        lambda f: f["state"].resize(f["state"].shape[0] + 5000, axis=0),
+        "its state declares",
+    ),
+    "a NaN sample time": (spoil_times("t", 50, lambda t: math.nan), "its sample times (t) hold no number at row 50"),
+    "a sample time in the past": (
+        spoil_times("t", 60, lambda t: t[10]),
+        "its sample times (t) run backwards at row 60",
+    ),
+    "a sample time days away": (spoil_times("t", -1, lambda t: t[-1] + 1e7), "its sample times (t) span 1e+07 s"),
+    "a NaN input event time": (spoil_times("events", 0, lambda t: math.nan), "its input events' times hold no number"),
+}
+
+
+@pytest.mark.parametrize("spoil", EPISODE_SPOILS)
+def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anything_is_allocated(
+    raw_episodes: Path, tmp_path: Path, spoil: str
+):
+    """10^11 rows declared: a 745 GiB allocation traceback; 3x10^8 mouse rows: built, using
+    3.5 GB; one NaN or far-off sample time: a traceback. Now the builder and the viewer refuse
+    the file in one line naming it, its dataset and the limit, in seconds."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    episode = list_episodes(raw)[-1]
+    how, said = EPISODE_SPOILS[spoil]
+    with h5py.File(episode, "r+") as f:
+        how(f)
+    for command in (
+        ("capture.build_dataset", "--raw", str(raw), "--id", "test/bounds-v0", "--root", str(tmp_path / "minari")),
+        ("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd")),
+    ):
+        started = time.monotonic()
+        result = cli(*command, timeout=60)
+        assert result.returncode == 2 and time.monotonic() - started < 30, result.stderr
+        line = one_error_line(result.stderr)
+        assert str(episode) in line and said in line, line
+
+
+def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
+    from test_recording import meta, sample
+
+    writer = EpisodeWriter(tmp_path / "raw", meta(), lock_step=True)
+    for i in range(40):
+        writer.append(sample(i))
+    writer.flush()
+    writer._abandon()  # as a kill after a flush leaves it
+    with h5py.File(writer.path, "r+", locking=False) as f:
+        f["t"].resize(10**11, axis=0)
+    result = cli("capture.recover", str(tmp_path / "raw"), timeout=60)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and "cannot be recovered" in line and "declares 100000000000 rows" in line, line
+    assert writer.path.exists() and not list_episodes(tmp_path / "raw")
 
 
 @pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
@@ -1374,13 +1596,37 @@ PARAM_FAULTS = [
         "../../escape",
         "params.yaml dataset.id = '../../escape': must look like namespace/name-vN",
     ),
-    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
+    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number from 1 to 100000"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
     ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
     ("demos", "demos.player", "robot", "params.yaml demos.player = 'robot': must be one of expert, person"),
-    ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number at least 1"),
+    ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number from 1 to 100000"),
     ("evaluate", "evaluate.parallel", -1, "params.yaml evaluate.parallel = -1: must be a whole number from 1"),
     ("evaluate", "evaluate.deterministic", "yes", "params.yaml evaluate.deterministic = 'yes': must be true or false"),
+    (
+        "evaluate",
+        "evaluate.fights",
+        10**9,
+        "params.yaml evaluate.fights = 1000000000: must be a whole number from 1 to 100000",
+    ),
+    (
+        "evaluate",
+        "evaluate.first_seed",
+        -1,
+        "params.yaml evaluate.first_seed = -1: must be a whole number from 0 to 4294967295",
+    ),
+    (
+        "evaluate",
+        "evaluate.first_seed",
+        2**32 - 1,
+        f"params.yaml evaluate.first_seed = 4294967295: must be at most {2**32 - 100}: 100 fights count up from it",
+    ),
+    (
+        "demos",
+        "demos.episodes",
+        10**9,
+        "params.yaml demos.episodes = 1000000000: must be a whole number from 1 to 100000",
+    ),
 ]
 
 
@@ -1399,6 +1645,65 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
     status, _, err = main_here("elden_il.pipeline", stage, capsys=capsys)
     assert status == 2
     assert one_error_line(err).startswith(f"error: {message}")
+
+
+EVAL_REPORT = {
+    "backend": "sim",
+    "fights": 3,
+    "policies": {
+        name: {
+            "win_rate": 0.5,
+            "win_rate_ci95": [0.1, 0.9],
+            "boss_damage_dealt": 0.5,
+            "player_damage_taken": 0.5,
+            "episode_length": 20.0,
+        }
+        for name in ("random", "bc", "finetuned")
+    },
+}
+NOT_EVALUATIONS = {
+    "truncated": (json.dumps(EVAL_REPORT)[:60], "Unterminated string"),
+    "another stage's report": (json.dumps({"episodes": 2, "steps": 50, "id": "x"}), "no backend and fights"),
+    "a list": ("[1, 2]", "a list, not a mapping"),
+    "a policy without its numbers": (
+        json.dumps({**EVAL_REPORT, "policies": {"bc": {"win_rate": 1.0}}}),
+        "policy 'bc' lacks boss_damage_dealt",
+    ),
+    "not text": ("\udcff", "is not an evaluation's eval.json"),
+}
+
+
+@pytest.mark.parametrize("kind", NOT_EVALUATIONS)
+def test_summary_given_a_file_that_is_no_evaluation_is_one_line(tmp_path: Path, monkeypatch, capsys, kind: str):
+    """``summary --experiment`` with a dataset.json or a truncated copy: KeyError or
+    JSONDecodeError tracebacks."""
+    reports = tmp_path / "datasets/reports"
+    reports.mkdir(parents=True)
+    (reports / "eval.json").write_text(json.dumps(EVAL_REPORT))
+    text, said = NOT_EVALUATIONS[kind]
+    other = tmp_path / "other.json"
+    other.write_bytes(text.encode("utf-8", "surrogateescape"))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "summary", "--experiment", f"other={other}", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and f"{other} is not an evaluation's eval.json" in line and said in line, line
+    assert main_here("elden_il.pipeline", "summary", "--markdown", capsys=capsys)[0] == 0
+
+
+def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alone(tmp_path: Path, monkeypatch, capsys):
+    """A symlinked ``datasets/demos/sim``: an ``rmtree`` traceback (it refuses links), after which
+    the stage would have replaced the link. Outputs are replaced whole, the link with them."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    (tmp_path / "datasets/demos").mkdir(parents=True)
+    (tmp_path / "datasets/demos/sim").symlink_to(elsewhere)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and "datasets/demos/sim is a symbolic link" in line and str(elsewhere) in line, line
+    assert (tmp_path / "datasets/demos/sim").is_symlink() and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
 
 
 # ---------------------------------------------------------------------------- command lines
@@ -1441,6 +1746,17 @@ CLI_FAULTS = [
     (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
     (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
     (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
+    (
+        ["env.sim.duel", "--fights", "1000000000"],
+        "argument --fights: '1000000000' must be a whole number from 1 to 100000",
+    ),
+    (["env.sim.duel", "--fights", "0"], "argument --fights: '0' must be a whole number from 1 to 100000"),
+    (["env.sim.duel", "--first-seed", "-1"], "argument --first-seed: '-1' must be a whole number from 0 to 4294967295"),
+    (
+        ["env.sim.duel", "--first-seed", "4294967295", "--fights", "2"],
+        "--first-seed 4294967295 with --fights 2: the last seed would pass 4294967295",
+    ),
+    (["capture.build_dataset", "--id", "a/margit-v0"], "must look like namespace/name-vN"),
 ]
 
 

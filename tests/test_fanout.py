@@ -187,6 +187,67 @@ def test_an_unreachable_ray_address_is_one_line():
     assert time.monotonic() - started < 60
 
 
+class Silent:
+    """A loopback port that accepts connections and never says a word (a port forward to
+    nothing, a stuck proxy)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.server.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.held:
+            connection.close()
+
+
+@pytest.mark.parametrize("listener", ["silent", "simulator"])
+def test_a_port_that_accepts_but_is_no_ray_head_is_one_line_within_30_s(tmp_path: Path, listener: str):
+    """RAY_ADDRESS at a loopback port that accepts TCP but is not Ray: ``ray.init`` waited 300 s
+    and more with no line. Ray's own first call, made with a deadline, tells a head from
+    anything else."""
+    from env.sim.launcher import SimServer
+
+    if listener == "silent":
+        silent = Silent()
+        address, stop = f"127.0.0.1:{silent.port}", silent.close
+    else:
+        server = SimServer(size=(84, 84), log_path=tmp_path / "server.log")
+        server.__enter__()
+        address, stop = server.host, lambda: server.__exit__(None, None, None)
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"],
+            cwd=ROOT,
+            env={**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        took = time.monotonic() - started
+    finally:
+        stop()
+    assert result.returncode == 2 and took < 30, (took, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: RAY_ADDRESS={address}: something listens there, but no Ray head"
+    ), result.stderr
+    assert ("Siphon or simulator server" in lines[0]) == (listener == "simulator"), lines[0]
+
+
 @pytest.mark.slow
 def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster: str

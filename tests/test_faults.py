@@ -64,6 +64,7 @@ import pytest
 import yaml
 from conftest import TINY_NETWORK, main_here, save_untrained, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.config import EnvConfig
 from env.observations import FrameSpec
@@ -2097,6 +2098,56 @@ def test_streams_nobody_reads_cannot_starve_taps(stub):
     stream = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=10)
     assert next(stream).data
     stream.cancel()
+
+
+def many_attributes(arrays: int, scalars: int, array_length: int = 4) -> pb2.SetProcessConfigRequest:
+    """A config of ``scalars`` int attributes side by side in one object and ``arrays`` arrays
+    over them, each ``array_length`` bytes from the next attribute on."""
+
+    def attribute(name: str, kind: str, offset: int, length: int) -> pb2.ProcessAttributeProto:
+        return pb2.ProcessAttributeProto(
+            name=name, type=kind, pattern="AA BB CC", offsets=[0x10, offset], length=length, method="aobscan"
+        )
+
+    attributes = [attribute(f"S{i}", "int", 4 * i, 4) for i in range(scalars)]
+    attributes += [attribute(f"A{j}", "array", 4 * j, array_length) for j in range(arrays)]
+    return pb2.SetProcessConfigRequest(process_name="eldenring.exe", process_window_name="w", attributes=attributes)
+
+
+def test_a_config_of_thousands_of_arrays_is_answered_at_once_and_others_are_served_meanwhile(
+    stub, sim_server: SimServer
+):
+    """Arrays were matched against scalars one pair at a time: 4,000 of each took 38.9 s, and two
+    such requests held both worker threads, so GetServerStatus from anyone else missed its
+    30-second deadline. Matching is by object and offset now, and what a config can ask for is
+    bounded (attributes, array lengths, the attributes all arrays hold, the request's bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from env.sim.server import MAX_ARRAY_BYTES, MAX_ARRAY_FIELDS, MAX_REQUEST
+
+    requests = [many_attributes(4000, 4000), many_attributes(4000, 4000, array_length=MAX_ARRAY_BYTES)]
+    with grpc.insecure_channel(sim_server.host) as channel, ThreadPoolExecutor(2) as pool:
+        other = pb2_grpc.SiphonServiceStub(channel)  # a second client
+        started = time.monotonic()
+        heavy = [pool.submit(stub.SetProcessConfig, request, timeout=30) for request in requests]
+        status = other.GetServerStatus(pb2.GetServerStatusRequest(), timeout=2)
+        one, many = (future.result() for future in heavy)
+        took = time.monotonic() - started
+    assert status.success and took < 5, took
+    assert not one.success and "S0: no such attribute" in one.message  # matched, and refused for its names
+    assert not many.success and f"the simulator serves at most {MAX_ARRAY_FIELDS}" in many.message, many.message[:300]
+
+    huge = stub.SetProcessConfig(many_attributes(1, 1, array_length=400_000_000), timeout=5)
+    assert (
+        not huge.success
+        and f"an array of length 400000000: the simulator serves arrays of 1 to {MAX_ARRAY_BYTES}" in huge.message
+    )
+    with pytest.raises(grpc.RpcError) as too_big:
+        stub.SetProcessConfig(
+            pb2.SetProcessConfigRequest(process_name="x" * (MAX_REQUEST + 1), process_window_name="w"), timeout=5
+        )
+    assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert answers(stub)  # the config the fixture set still serves
 
 
 def test_taps_are_bounded_and_refused_beyond_the_limit(stub):

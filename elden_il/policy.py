@@ -297,8 +297,11 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
         observation,
         action,
         lr_schedule=lambda _: 0.0,  # no optimizer step is taken on a loaded policy unless it is trained again
-        share_features_extractor=description["share_features_extractor"],
-        **policy_kwargs(size_from_json(description["network"], NetworkSize, str(where))),
+        **{
+            **policy_kwargs(size_from_json(description["network"], NetworkSize, str(where))),
+            "share_features_extractor": description["share_features_extractor"],
+            "ortho_init": False,  # every weight is read from the file: initialising them first is time lost
+        },
     )
     _read_weights(policy, folder / WEIGHTS_FILE)
     policy = policy.to(get_device(device))

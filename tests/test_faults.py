@@ -14,9 +14,16 @@ recover on a full disk                          says the disk is full (not "cann
   (its lock files deleted by the user too)
 Ctrl-C while recording                          finished fights kept, no fragment under a step,
                                                 exit 130
-Ctrl-C during ``dvc repro``'s demos stage       the stage fails (130) saying how many of how
-                                                many; a rerun records them all
+Ctrl-C or SIGTERM in any stage or command      130 / 143 and one line; the last finished run's
+  (one a library swallows too)                  outputs as they were; a killed run's staging
+                                                folder removed by the next
 rebuild of a dataset fails half-way             the old dataset is left as it was
+a shared policy or dataset made to run code     nothing runs: one line (policies are data; the
+                                                dataset's env spec checked before use)
+a video that is not its episode's (swapped,     refused before decoding, one line naming both
+  cut, re-encoded, a FIFO or a link out)        files
+rows, times, fights, seeds, array lengths a     bounded before anything is allocated, one line
+  file, a flag or a client asks for             naming the file or flag and the limit
 bad ``params.yaml`` values                      one line naming the key and what is allowed, 2
 bad command-line values                         one argparse line, exit 2, no traceback
 unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
@@ -794,6 +801,39 @@ def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(
         del f[member]
     with pytest.raises(DatasetError, match=f"test/damaged-v0': in .*{message}.*dvc repro dataset"):
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
+
+
+@pytest.mark.parametrize("where", ["entry_point", "additional_wrappers"])
+def test_a_dataset_whose_env_spec_names_other_code_is_refused_before_anything_is_made(
+    raw_episodes: Path, tmp_path: Path, where: str
+):
+    """The guide's ``dataset.recover_environment()`` on a shared dataset built whatever its env
+    spec named: ``os:system`` with a command ran it. ``check_env_spec``, which the recipe calls
+    first, refuses any entry point or wrapper but the project's own, in one line."""
+    from elden_il.data import DatasetError, check_env_spec, open_dataset
+
+    root = tmp_path / "minari"
+    check_env_spec(build_dataset(raw_episodes, "test/shared-v0", root=root))  # the project's own: fine
+    marker = tmp_path / "payload-ran"
+    path = root / "test/shared-v0/data/metadata.json"
+    metadata = json.loads(path.read_text())
+    spec = json.loads(metadata["env_spec"])
+    command = {"entry_point": "os:system", "kwargs": {"command": f"touch {shlex.quote(str(marker))}"}}
+    if where == "entry_point":
+        spec.update(command)
+    else:
+        spec["additional_wrappers"] = [{"name": "x", "entry_point": "os:system", "kwargs": command["kwargs"]}]
+    metadata["env_spec"] = json.dumps(spec)
+    path.write_text(json.dumps(metadata))
+    dataset = open_dataset("test/shared-v0", root)
+    with pytest.raises(DatasetError) as refused:
+        check_env_spec(dataset)
+    line = str(refused.value)
+    assert "\n" not in line and "'os:system'" in line and "recover_environment() would import and run that" in line
+    assert not marker.exists()
+    with pytest.raises(Exception):  # noqa: B017 - what it makes is no env
+        dataset.recover_environment()
+    assert marker.exists() == (where == "entry_point"), "the spec is live: only the check kept it from running"
 
 
 def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):

@@ -62,9 +62,6 @@ class KLToPriorPolicy(ActorCriticPolicy):
         super().__init__(*args, **kwargs)
         self.detach_critic = detach_critic
 
-    def _get_constructor_parameters(self) -> dict:
-        return {**super()._get_constructor_parameters(), "detach_critic": self.detach_critic}
-
     def evaluate_actions(self, obs, actions):
         prior_logits = None
         if isinstance(obs, dict) and PRIOR_LOGITS in obs:

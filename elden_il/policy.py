@@ -227,19 +227,19 @@ def policy_folder(path: str | Path) -> Path:
     folder = path if path.is_dir() or path.suffix not in (".json", ".safetensors", ".zip") else path.parent
     if (folder / WEIGHTS_FILE).is_file() and (folder / DESCRIPTION_FILE).is_file():
         return folder
-    if path.suffix == ".zip" or (folder / PICKLED_FILE).exists():
-        zipped = path if path.suffix == ".zip" else folder / PICKLED_FILE
-        raise EldenILError(
+    zipped = path if path.suffix == ".zip" else folder / PICKLED_FILE
+    if zipped.exists():
+        raise PolicyFileError(
             f"{zipped} is a policy in SB3's zip format, a pickle: reading it runs whatever code its maker put in "
             f"it, so it is not read. If you made it or trust who did, convert its folder once: `python -m "
             f"elden_il.sb3_zip convert {folder} --trust-pickle`; or retrain it (`dvc repro`)"
         )
     if (folder / CONFIG_FILE).is_file():
-        raise EldenILError(
+        raise PolicyFileError(
             f"the policy folder {folder} is incomplete ({CONFIG_FILE} without {WEIGHTS_FILE} and {DESCRIPTION_FILE}: "
             "its training was stopped): rerun the stage that trains it (`dvc repro`)"
         )
-    raise EldenILError(
+    raise PolicyFileError(
         f"no policy at {path}: train one (`dvc repro`) or give a folder with {WEIGHTS_FILE}, {DESCRIPTION_FILE} "
         f"and {CONFIG_FILE} (as datasets/models/bc)"
     )
@@ -343,7 +343,7 @@ def _read_weights(policy: ActorCriticPolicy, path: Path) -> None:
         load_model(policy, str(path), strict=True)
     except (SafetensorError, RuntimeError, OSError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise EldenILError(
+        raise PolicyFileError(
             f"{path} does not hold this policy's weights ({reason[:300]}): the folder's files belong to different "
             "policies, or it is damaged; retrain it (`dvc repro`)"
         ) from None

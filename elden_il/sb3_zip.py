@@ -24,7 +24,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from env.cli import run_command
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
-from env.errors import ConfigError, EldenILError
+from env.errors import ConfigError, DataError
 
 from capture.staging import staged_folder
 
@@ -79,10 +79,10 @@ def read_sb3_zip_trusting_its_code(path: Path, device: str = "cpu") -> ActorCrit
             return PPO.load(str(path), device=device).policy
         return ActorCriticPolicy.load(str(path), device=device)
     except zipfile.BadZipFile:
-        raise EldenILError(f"{path} is not an SB3 zip (not a zip file)") from None
+        raise DataError(f"{path} is not an SB3 zip (not a zip file)") from None
     except (RuntimeError, ValueError, KeyError, EOFError, OSError, AttributeError, ImportError) as e:
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise EldenILError(f"{path} is not a saved SB3 policy ({reason})") from None
+        raise DataError(f"{path} is not a saved SB3 policy ({reason})") from None
 
 
 def convert(folder: Path, trust_pickle: bool) -> None:

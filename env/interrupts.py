@@ -85,13 +85,20 @@ def check() -> None:
 
 @contextmanager
 def deferred() -> Iterator[None]:
-    """SIGINT and SIGTERM held back for the ``with`` body and delivered after it (POSIX; where
-    signals cannot be masked, or off the main thread, the body runs as it is)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    """SIGINT and SIGTERM held back for the ``with`` body and delivered after it, to whatever
+    handles them then. By swapping the handlers for ones that only note the signal: masking the
+    signal in this thread is not enough, as another thread of the process may take it, and
+    Python then runs the handler in this thread all the same. Off the main thread (where Python
+    allows no handler) the body runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in SIGNALS}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)

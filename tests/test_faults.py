@@ -502,6 +502,26 @@ def test_sigterm_is_an_interrupt_with_its_own_exit_status(capsys):
     assert signal.getsignal(signal.SIGTERM) == found
 
 
+def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
+    """The two renames that swap an output in must not be cut apart (the old output would be left
+    aside in the staging folder, which is then removed): a signal arriving between them, taken by
+    any thread of the process, is held until both are done, then delivered."""
+    import threading
+
+    from env import interrupts
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            other = threading.Thread(target=lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+            other.start()
+            other.join()
+            os.kill(os.getpid(), signal.SIGINT)  # to the process: whichever thread takes it
+            time.sleep(0.2)  # where the handler would have run
+            done.append(True)
+    assert done == [True]
+
+
 def snapshot_files(folder: Path, leave_out: tuple[str, ...] = ()) -> dict[str, bytes]:
     """Every file under ``folder`` by its path there, with its bytes (not those under ``leave_out``)."""
     return {
@@ -887,7 +907,7 @@ def damage_video(video: Path, damage: str) -> None:
         video.write_bytes(b"not a video at all")
 
 
-SHORT = "frames but its episode has"
+SHORT = "samples, and frame i is sample i"
 VIDEO_DAMAGES = {  # what the line may say: damage the demuxer skips over leaves the video short of frames
     "truncated": (SHORT, "breaks off into unreadable data"),
     "corrupt": (SHORT, "breaks off into unreadable data"),

@@ -551,8 +551,12 @@ def stage_process(project: Path, stage: str, params: str = "params.yaml") -> sub
 @pytest.fixture(scope="module")
 def reproduced_stages(tmp_path_factory) -> Path:
     """A project folder where every stage of the tiny pipeline has run once, in order."""
+    from test_pipeline import TINY as TINY_PIPELINE  # this file's TINY is params.yaml as it is
+
     project = tmp_path_factory.mktemp("stages")
-    (project / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 3}}))
+    (project / "params.yaml").write_text(
+        yaml.safe_dump({**TINY_PIPELINE, "demos": {**TINY_PIPELINE["demos"], "episodes": 3}})
+    )
     for stage in STAGES:
         process = stage_process(project, stage)
         _, err = process.communicate(timeout=600)

@@ -83,7 +83,7 @@ def main() -> None:
                 started = time.perf_counter()
                 train_bc(demos, replace(params.bc, seed=seed), out)
                 trained_s = time.perf_counter() - started
-                actor = PolicyActor(out / "policy.zip", deterministic=params.evaluate.deterministic)
+                actor = PolicyActor(out, deterministic=params.evaluate.deterministic)
                 config = actor.loaded.config
                 started = time.perf_counter()
                 records, _ = run_fights(lambda config=config: EldenRingEnv(make_game(config), config), actor, seeds)

@@ -40,8 +40,8 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     config = EnvConfig.load(models / "bc")
     actors = {
         "random": RandomActor(),
-        "bc": PolicyActor(models / "bc" / "policy.zip", True),
-        "finetuned": PolicyActor(models / "finetuned" / "policy.zip", True),
+        "bc": PolicyActor(models / "bc", True),
+        "finetuned": PolicyActor(models / "finetuned", True),
         "expert": expert_actor(config),
     }
     seeds = list(range(ev["first_seed"], ev["first_seed"] + fights))

@@ -58,7 +58,7 @@ def main() -> None:
         config = ft.FinetuneConfig(**{**settings, "total_steps": steps, "subprocesses": subprocesses})
         with tempfile.TemporaryDirectory() as tmp:
             started = time.perf_counter()
-            metrics = ft.finetune(args.policy / "policy.zip", config, env_config, Path(tmp))
+            metrics = ft.finetune(args.policy, config, env_config, Path(tmp))
             seconds = time.perf_counter() - started
         where = "subprocesses" if subprocesses else "main process"
         results["runs"][where] = {"seconds": seconds, "env_steps_per_s": metrics["env_steps_per_second"]}

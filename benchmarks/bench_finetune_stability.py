@@ -117,7 +117,7 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     out = {}
     for mode, deterministic in (("deterministic", True), ("sampled", False)):
         torch.manual_seed(0)  # the sampling
-        actor = PolicyActor(policy_dir / "policy.zip", deterministic=deterministic)
+        actor = PolicyActor(policy_dir, deterministic=deterministic)
         started = time.perf_counter()
         records, _ = run_fights(lambda: make_env(config), actor, seeds, parallel=8)
         out[mode] = summarize(records, time.perf_counter() - started)
@@ -134,16 +134,20 @@ def run_outputs(folder: Path, fights: int, first_seed: int) -> dict:
     }
 
 
-def train_variant(bc_policy: bytes, variant: tuple[str, Any], env_config: Any, fights: int, first_seed: int) -> dict:
-    """One variant, fine-tuned from the BC policy (its zip's bytes: a cluster's node may not
-    have its file) and judged on the held-out fights; a job of its own, so that variants fan out
+def train_variant(
+    bc_policy: dict[str, bytes], variant: tuple[str, Any], env_config: Any, fights: int, first_seed: int
+) -> dict:
+    """One variant, fine-tuned from the BC policy (its folder's files: a cluster's node may not
+    have them) and judged on the held-out fights; a job of its own, so that variants fan out
     over a Ray cluster (``env.fanout``)."""
     from elden_il.finetune import finetune
 
     _, config = variant
     with tempfile.TemporaryDirectory() as tmp:
-        bc = Path(tmp) / "bc.zip"
-        bc.write_bytes(bc_policy)
+        bc = Path(tmp) / "bc"
+        bc.mkdir()
+        for name, data in bc_policy.items():
+            (bc / name).write_bytes(data)
         started = time.perf_counter()
         finetune(bc, config, env_config, Path(tmp) / "run")
         seconds = time.perf_counter() - started
@@ -200,7 +204,7 @@ def main() -> None:
         metavar=("NAME", "FOLDER"),
         dest="runs",
         help="a fine-tuning already run, not trained again: the folder it saved "
-        "(learning_curve.json, updates.json, policy.zip; repeat for more)",
+        "(learning_curve.json, updates.json and the policy; repeat for more)",
     )
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
@@ -275,7 +279,7 @@ def main() -> None:
         partial(train_variant, env_config=env_config, fights=args.fights, first_seed=args.first_seed),
         variants,
         lambda variant: f"the variant {variant[0]}",
-        shared=(args.policy / "policy.zip").read_bytes(),
+        shared={p.name: p.read_bytes() for p in args.policy.iterdir() if p.is_file()},
     )
     for (name, config), run in zip(variants, trained):
         judge(name, run, config.total_steps, {k: v for k, v in vars(config).items() if k != "hosts"})

@@ -513,7 +513,7 @@ def train_and_evaluate(
     for seed in seeds:
         policy = work / f"bc-{name}-{seed}"
         train_bc(demos, replace(bc_config, seed=seed), policy)
-        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy / "policy.zip", True), held_out)
+        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy, True), held_out)
         wins_by_seed.append(sum(r.win for r in records))
         log.info(
             "%s, training seed %d: %d of %d held-out fights won",

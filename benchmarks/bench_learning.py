@@ -62,7 +62,7 @@ def main() -> None:
         bc = train_bc(demos, BCConfig(epochs=2, patience=5), tmp / "bc")
         results["bc_train_samples_per_s"] = bc["train_samples_per_second"]
         ft = finetune(
-            tmp / "bc" / "policy.zip",
+            tmp / "bc",
             FinetuneConfig(
                 total_steps=2048,
                 num_envs=2,
@@ -81,7 +81,7 @@ def main() -> None:
         make = lambda: make_env(config)  # noqa: E731
         for parallel in (1, 8):
             t = time.perf_counter()
-            run_fights(make, PolicyActor(tmp / "bc" / "policy.zip", True), list(range(16)), parallel=parallel)
+            run_fights(make, PolicyActor(tmp / "bc", True), list(range(16)), parallel=parallel)
             results[f"eval_fights_per_minute_parallel_{parallel}"] = 16 / (time.perf_counter() - t) * 60
     report(results, args.json)
 

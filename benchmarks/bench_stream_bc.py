@@ -53,7 +53,7 @@ class JpegFrames:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", default="datasets/models/bc", help="a saved policy's folder or policy.zip")
+    parser.add_argument("--policy", default="datasets/models/bc", help="a saved policy's folder")
     parser.add_argument("--fights", type=int, default=100)
     parser.add_argument("--first-seed", type=int, default=1_000_000, help="held out: the pipeline's evaluation seeds")
     parser.add_argument("--quality", type=int, nargs="+", default=[85, 50], help="JPEG qualities to try")

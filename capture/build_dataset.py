@@ -47,6 +47,7 @@ from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
 
+from capture.bounds import check_times
 from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
@@ -267,6 +268,15 @@ def finite_state(episode: Episode) -> Episode:
     return replace(episode, state=state)
 
 
+def usable(episode: Episode) -> Episode:
+    """The episode as the builder uses it: its sample and event times checked (``capture.bounds``),
+    the samples every per-sample dataset holds, short runs of failed memory reads held at the
+    last value."""
+    check_times(episode.path, episode.t)
+    check_times(episode.path, episode.events["t"], "input events' times", ordered=False)
+    return finite_state(common_prefix(episode))
+
+
 def _spans(runs: list[np.ndarray]) -> str:
     """Sample indices as ranges: ``40-49, 120``."""
     return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else f"{run[0]}" for run in runs)
@@ -379,7 +389,7 @@ def build_dataset(
             raise BuildError(
                 f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}"
             )
-        episode = finite_state(common_prefix(episode))
+        episode = usable(episode)
         try:
             steps = episode_steps(episode, config, builder, actions, align_to_presses)
         except EpisodeError as e:  # its video, or a format 1 episode asked for another frame

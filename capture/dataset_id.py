@@ -13,11 +13,12 @@ from typing import Any
 
 from env.fields import Rule
 
-_ID = re.compile(r"[A-Za-z0-9_-]+(/[A-Za-z0-9_-]+)*-v[0-9]+")
+_ID = re.compile(r"([A-Za-z0-9_-]{2,}(/[A-Za-z0-9_-]+)*/)?[A-Za-z0-9_-]+-v[0-9]+")
+"""Minari's own form, less what it refuses after the build (a one-letter namespace: ``a/x-v0``)."""
 
 DATASET_ID = Rule(
     lambda v: isinstance(v, str) and _ID.fullmatch(v) is not None,
-    "must look like namespace/name-vN (letters, digits, _ and -, e.g. eldenil/margit-v0)",
+    "must look like namespace/name-vN (letters, digits, _ and -, a namespace of two or more, e.g. eldenil/margit-v0)",
 )
 
 

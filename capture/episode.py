@@ -48,6 +48,7 @@ uint8, with ``frame_size`` and ``frame_crop`` attributes): they still read, at t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -56,6 +57,7 @@ import shutil
 import sys
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -72,7 +74,9 @@ from env.errors import DataError
 from env.observations import FrameSpec
 
 from capture import files
-from capture.footage import frames_at
+from capture.bounds import check_rows
+from capture.files import plain_file_problem
+from capture.footage import VideoOf, frames_at
 from capture.inputs import EVENT_DTYPE
 from capture.lock import FileLock
 from capture.video import SUFFIX as VIDEO_SUFFIX
@@ -162,7 +166,7 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
-def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None, video: str) -> None:
+def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | None, video: str, video_id: str) -> None:
     a, k = len(meta.attribute_names), len(meta.key_names)
     for name in ("t", "frame_t"):
         f.create_dataset(name, (0,), np.float64, maxshape=(None,), chunks=(1024,))
@@ -186,6 +190,7 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
         "sample_rate_hz": meta.sample_rate_hz,
         "window_size": list(meta.window_size),
         "video": video,
+        "video_id": video_id,
         "video_codec": meta.codec.name,
         "video_lossless": meta.codec.lossless,
         "source": meta.source,
@@ -200,6 +205,16 @@ def _create_datasets(f: h5py.File, meta: EpisodeMeta, started_at_unix: float | N
         "stats": "{}",
     }
     f.attrs.update(attrs)  # every attribute exists before SWMR starts (SWMR forbids new ones)
+
+
+def recording_id(meta: EpisodeMeta, name: str | None) -> str:
+    """The id an episode and its video both carry (``capture.footage.VideoOf``): random, or for
+    an episode of a given ``name`` (a reproducible recording) made from that name and ``meta``,
+    so that the same recording gives the same bytes."""
+    if name is None:
+        return uuid.uuid4().hex
+    described = json.dumps([name, repr(meta)], sort_keys=True)
+    return hashlib.sha256(described.encode()).hexdigest()[:32]
 
 
 def _append(dataset: h5py.Dataset, rows: np.ndarray) -> None:
@@ -263,11 +278,17 @@ class EpisodeWriter:
             self._check_space(0)
             if not self._lock.acquire(create=True):
                 raise EpisodeError(f"{self.path} is already being recorded by another process")
+            self.video_id = recording_id(meta, None if started_at_unix is not None else name)
             self._video = EpisodeVideo(
-                self.video_path, meta.window_size, meta.sample_rate_hz, meta.codec, wait=lock_step
+                self.video_path,
+                meta.window_size,
+                meta.sample_rate_hz,
+                meta.codec,
+                wait=lock_step,
+                video_id=self.video_id,
             )
             self._file = h5py.File(self.path, "w", libver="latest", locking=False)
-            _create_datasets(self._file, meta, started_at_unix, self.final_video.name)
+            _create_datasets(self._file, meta, started_at_unix, self.final_video.name, self.video_id)
             self._file.swmr_mode = True
         self._pending: list[Sample] = []
         self._repeated: list[bool] = []  # per pending sample: its frame repeats the one before
@@ -557,6 +578,13 @@ class Episode:
         (``x.h5`` -> ``x.mkv``), so an episode renamed with its video still finds it."""
         return None if self.format < 2 else video_path(self.path)
 
+    def video_of(self) -> VideoOf:
+        """What this episode says of its video (format 2): its frame count (one per sample
+        recorded, before any trim), its size and its recording's id."""
+        recorded = json.loads(self.attrs.get("stats") or "{}").get("n_samples", len(self))
+        video_id = self.attrs.get("video_id")
+        return VideoOf(self.path, int(recorded), self.master_size, str(video_id) if video_id else None)
+
     @property
     def master_size(self) -> tuple[int, int] | None:
         """(width, height) of the picture it keeps: the video's, or format 1's stored frames'."""
@@ -581,9 +609,8 @@ class Episode:
         the spec it was recorded with). ``EpisodeError`` naming the file where they cannot be."""
         if self.format >= 2:
             check_master(self.path, self.master_size, spec)
-            recorded = json.loads(self.attrs.get("stats") or "{}").get("n_samples", len(self))  # before any trim
             try:
-                return frames_at(self.video, int(recorded), indices, spec)
+                return frames_at(self.video, self.video_of(), indices, spec)
             except VideoError as e:
                 raise EpisodeError(str(e)) from None
         if self.stored_frames != spec:
@@ -620,11 +647,15 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
         raise EpisodeError(
             f"{path} is unfinished (a recorder stopped while writing it): run `python -m capture.recover {path}`"
         )
+    if (problem := plain_file_problem(path)) is not None:
+        raise EpisodeError(f"{path} is {problem}: it is not read; move it out of the folder")
     try:
         with h5py.File(path, "r") as f:
             if not f.attrs.get("finished", False):
                 raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
             stored = ("frames",) if frames and "frames" in f else ()  # format 1's frames
+            for name in (*stored, *PER_SAMPLE, "events", *(m for m in MARKS if m in f)):
+                check_rows(path, f[name])  # before anything is allocated
             data = {name: f[name][()] for name in (*stored, *PER_SAMPLE, "events")}
             n = len(data["t"])
             data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}

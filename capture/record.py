@@ -127,7 +127,7 @@ class RecordSettings:
     policy: Path | None = field(
         default=None,
         metadata=flag(
-            "let this trained policy play (its folder, e.g. datasets/models/bc, or its policy.zip); press any bound key "
+            "let this trained policy play (its folder, e.g. datasets/models/bc); press any bound key "
             "to take over: those samples are marked as interventions",
             type=Path,
         ),

@@ -28,6 +28,7 @@ import numpy as np
 from env.cli import ERROR_EXIT, run_command
 
 from capture import files
+from capture.bounds import BoundsError, check_rows
 from capture.episode import (
     MARKS,
     PAD,
@@ -39,7 +40,8 @@ from capture.episode import (
     require_space,
     video_path,
 )
-from capture.footage import count_frames, keep_first
+from capture.files import plain_file_problem
+from capture.footage import VideoOf, count_frames, keep_first
 from capture.lock import FileLock
 from capture.torn import intact_rows, recorded_length, torn_copy
 from capture.video import VideoError
@@ -59,6 +61,8 @@ def recover(partial: Path) -> Path:
         raise EpisodeError(f"{partial} is not a partial episode (*.h5.partial)")
     if not partial.exists():
         raise EpisodeError(f"{partial} does not exist")
+    if (problem := plain_file_problem(partial)) is not None:
+        raise EpisodeError(f"{partial} is {problem}: it is not read, and left as it is")
     lock = FileLock(partial)
     try:
         if not lock.acquire():
@@ -107,13 +111,15 @@ def _recover(partial: Path) -> Path:
             # marks and a controller's columns (later formats) are kept as far as they reach; past
             # a tear that took them, they read as absent (no intervention, a pad at rest)
             optional = tuple(name for name in (*MARKS, *PAD) if name in source)
+            for name in (*per_sample, *optional, "events"):
+                check_rows(partial, source[name])  # before anything is allocated
             lengths = [rows_before_tear(source[name]) for name in per_sample]
             if min(lengths) == 0:
                 raise OSError(
                     "nothing before the tear can be read: the file was cut short before its first samples were indexed"
                 )
-            if "video" in source.attrs:  # format 2: its frames are the video's
-                lengths.append(count_frames(video) if video else 0)
+            if "video" in source.attrs:  # format 2: its frames are the video's, if it is the episode's
+                lengths.append(count_frames(video, _expected_video(partial, source)) if video else 0)
                 if lengths[-1] == 0:
                     raise OSError(
                         f"its video {partial_video_path(partial).name} holds no whole frame (the recorder "
@@ -155,7 +161,7 @@ def _recover(partial: Path) -> Path:
         if video is not None and _staging(video).exists():
             files.replace(_staging(video), video_path(target))
         finalize(staging, target, "recovered", stats, recovered=True)
-    except (OSError, KeyError, VideoError) as e:
+    except (OSError, KeyError, VideoError, BoundsError) as e:
         staging.unlink(missing_ok=True)
         if video is not None:
             _staging(video).unlink(missing_ok=True)
@@ -177,6 +183,14 @@ def _video_of(partial: Path, target: Path) -> Path | None:
         if video.exists():
             return video
     return None
+
+
+def _expected_video(partial: Path, source: h5py.File) -> VideoOf:
+    """What a partial episode says of its video: its size and recording id (its length is what
+    recovery finds out)."""
+    width, height = (int(v) for v in source.attrs["window_size"])
+    video_id = source.attrs.get("video_id")
+    return VideoOf(partial, 0, (width, height), str(video_id) if video_id else None)
 
 
 def _open(partial: Path, torn: Path, recorded: int | None) -> tuple[h5py.File, Callable[[h5py.Dataset], int]]:

@@ -16,7 +16,9 @@ queue waits, and every frame is encoded.
 
 Frame ``i`` is sample ``i``; its presentation time is that sample's time on the recorder's
 clock, in milliseconds since the episode's first sample (raised by a millisecond where two
-samples fall within one, as Matroska counts whole milliseconds).
+samples fall within one, as Matroska counts whole milliseconds). The file's metadata carries the
+recording's id (``VIDEO_ID_TAG``), which the episode carries too: a video beside the wrong
+episode (renamed, swapped, cut to its length) is told apart by it (``capture.footage.VideoOf``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 
 FORMAT = "matroska"
 SUFFIX = ".mkv"
+VIDEO_ID_TAG = "ELDEN_IL_VIDEO_ID"
+"""The Matroska tag holding the recording's id, the episode's ``video_id`` attribute."""
 TIME_BASE = Fraction(1, 1000)
 QUEUE_FRAMES = 30
 """Frames waiting for the encoder at most: a second at 30 Hz (80 MB of 1280x720 frames), enough
@@ -109,7 +113,8 @@ class EpisodeVideo:
     """Writes one episode's video at ``path``; ``add`` one frame per sample, then ``close``.
 
     ``wait``: a full queue waits (lock-step) rather than repeating the previous frame (live).
-    Errors of the encoder thread (a full disk) are kept and raised by ``check`` and ``close``."""
+    ``video_id``: the recording's id, written into the file's metadata. Errors of the encoder
+    thread (a full disk) are kept and raised by ``check`` and ``close``."""
 
     def __init__(
         self,
@@ -119,6 +124,7 @@ class EpisodeVideo:
         setting: VideoCodec,
         wait: bool = False,
         max_queue: int = QUEUE_FRAMES,
+        video_id: str | None = None,
     ) -> None:
         self.path = path
         self.size = (int(size[0]), int(size[1]))
@@ -137,6 +143,8 @@ class EpisodeVideo:
             )
         except OSError as e:
             raise VideoError(f"{path} cannot be created ({e.strerror or e}): check the folder is writable") from None
+        if video_id is not None:
+            self._container.metadata[VIDEO_ID_TAG] = video_id  # in the header, written before the first frame
         stream = self._container.add_stream(setting.encoder, options=setting.encoder_options())
         stream.width, stream.height = self.size
         stream.pix_fmt = setting.pix_fmt

@@ -25,9 +25,9 @@ from env.errors import ConfigError, DataError
 from env.fields import STEP_MS
 from env.profile import load_profile
 
-from capture.build_dataset import recorded_picture
+from capture.build_dataset import recorded_picture, usable
 from capture.episode import PARTIAL, Episode, read_episode
-from capture.view_episode import log_samples, step_view, usable
+from capture.view_episode import log_samples, step_view
 from capture.view_steps import Disagreements, StepView, log_policy, log_steps
 from capture.viewer import open_file, recording, rerun, view_command
 
@@ -105,7 +105,7 @@ def _overlay(rr: Any, stream: Any, view: StepView, policy: Any) -> Disagreements
         stream,
         view,
         policy.probabilities(view.observations),
-        f"policy {policy.path.parent.name}",
+        f"policy {policy.path.name}",
     )
     log.info(
         "the policy's most likely action differs from the one taken at %d of %d steps",
@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--policy",
         type=Path,
         default=None,
-        help="a saved policy (its folder or policy.zip): its action probabilities at every step",
+        help="a saved policy's folder (as datasets/models/bc): its action probabilities at every step",
     )
     parser.add_argument(
         "--save",

@@ -30,7 +30,7 @@ from env.observations import (
 )
 from env.profile import Profile, load_profile
 
-from capture.build_dataset import common_prefix, episode_steps, finite_state, samples_at
+from capture.build_dataset import episode_steps, samples_at
 from capture.episode import Episode, EpisodeError
 from capture.footage import as_mp4
 from capture.video import VideoError
@@ -47,12 +47,6 @@ HUD = {
 """The bars of the game's HUD, as fractions of their maximum: what the person saw of both fighters."""
 HELD_ROW = 0.8
 """How high a held key's line rises above its row (rows are one apart), so rows never touch."""
-
-
-def usable(episode: Episode) -> Episode:
-    """The episode as the dataset builder would use it: samples every dataset holds, short runs
-    of failed memory reads held at the last value (``capture.build_dataset``)."""
-    return finite_state(common_prefix(episode))
 
 
 def step_view(episode: Episode, config: EnvConfig) -> StepView | None:
@@ -132,16 +126,13 @@ def _log_picture(rr: Any, stream: Any, episode: Episode, indexes: list) -> None:
             stream.log("video", rr.Image(frame))
         stream.reset_time()
         return
+    of = episode.video_of()
     try:
-        asset = rr.AssetVideo(contents=as_mp4(episode.video), media_type="video/mp4")
+        asset = rr.AssetVideo(contents=as_mp4(episode.video, of), media_type="video/mp4")
+        stamps = asset.read_frame_timestamps_nanos()
+        of.check_count(episode.video, len(stamps))
     except VideoError as e:
         raise EpisodeError(str(e)) from None
-    stamps = asset.read_frame_timestamps_nanos()
-    if len(stamps) < len(episode):
-        raise EpisodeError(
-            f"{episode.video} holds {len(stamps)} frames but its episode has {len(episode)} samples: "
-            "frame i is sample i, so this video is not the episode's (or was cut)"
-        )
     stream.log("video", asset, static=True)
     stream.send_columns(
         "video",

@@ -26,6 +26,8 @@ from typing import Any
 
 from env.errors import DataError, SetupError
 
+from capture.staging import staged_paths
+
 log = logging.getLogger(__name__)
 
 APPLICATION_ID = "elden-il"
@@ -144,7 +146,19 @@ def open_file(path: Path) -> None:
 @contextmanager
 def recording(name: str, save: Path | None = None, blueprint: Any = None) -> Iterator[Any]:
     """A Rerun ``RecordingStream`` named ``name``: written to ``save`` (an ``.rrd``), or else
-    streamed to a new viewer on this machine as it is logged. Whole when the block ends."""
+    streamed to a new viewer on this machine as it is logged. Whole when the block ends: a
+    ``save`` file is put in place only then (``capture.staging``), so a failure or an interrupt
+    half-way leaves none, or the one there before."""
+    if save is None:
+        with _recording(name, None, blueprint) as stream:
+            yield stream
+        return
+    with staged_paths(save) as (built,), _recording(name, built, blueprint) as stream:
+        yield stream
+
+
+@contextmanager
+def _recording(name: str, save: Path | None, blueprint: Any) -> Iterator[Any]:
     rr = rerun()
     analytics = turn_off_analytics()
     stream = rr.RecordingStream(APPLICATION_ID)

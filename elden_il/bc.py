@@ -25,7 +25,7 @@ from capture.staging import staged_folder
 
 from elden_il.data import Demonstrations
 from elden_il.params import BCConfig
-from elden_il.policy import NetworkSize, make_policy
+from elden_il.policy import NetworkSize, make_policy, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def train_bc(
     on_epoch: Callable[[dict], None] | None = None,
     size: NetworkSize = NetworkSize(),
 ) -> dict:
-    """Train, checkpoint the best policy to ``out / 'policy.zip'`` (with the env config it is
-    for beside it), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
+    """Train, checkpoint the best policy to ``out`` (``save_policy``: with the env config it is
+    for), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
     weigh each step's loss; rows of weight 0 are left out of training and validation altogether
     (still there as frame-stack and action-history context), so steps weighted 0 train exactly
     as if they were not in the dataset. ``on_epoch`` gets each epoch's record as it ends (the
@@ -86,7 +86,6 @@ def _train_bc(
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
-    demos.config.save(out)
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
 
@@ -118,7 +117,7 @@ def _train_bc(
         score = val_loss if len(val_idx) else record["train_loss"]
         if score < best - 1e-4:
             best, stale = score, 0
-            policy.save(str(out / "policy.zip"))
+            save_policy(policy, demos.config, out)
         else:
             stale += 1
             if stale >= config.patience:

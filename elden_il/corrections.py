@@ -162,7 +162,7 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
 
     seeds = list(range(config.first_eval_seed, config.first_eval_seed + config.eval_fights))
     actors = {
-        name: PolicyActor(path / "policy.zip", deterministic=True)
+        name: PolicyActor(path, deterministic=True)
         for name, path in (("bc", bc_path), ("bc+corrections", corrected_path), ("bc+more demos", more_path))
     }
     results = evaluate(actors, lambda: make_env(config.env), seeds)

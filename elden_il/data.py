@@ -125,6 +125,43 @@ def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
         ) from e
 
 
+def check_env_spec(dataset: Any) -> None:
+    """Refuse a dataset whose env spec would make anything but this project's env, before
+    anything is made: ``dataset.recover_environment()`` imports and calls whatever its spec's
+    entry point names (``os:system`` in a shared dataset ran its maker's command) and applies
+    the wrappers it lists the same way. A dataset ``capture.build_dataset`` built names the
+    project's own entry point and no wrapper. Call this on a dataset from anyone else before
+    ``recover_environment()``."""
+    from gymnasium.envs.registration import EnvSpec
+
+    from capture.build_dataset import ENV_ID
+
+    ours = gym.spec(ENV_ID)
+    for key in ("env_spec", "eval_env_spec"):
+        text = dataset.storage.metadata.get(key)
+        if text is None:
+            continue
+        try:
+            spec = EnvSpec.from_json(text)
+        except (ValueError, TypeError, KeyError) as e:
+            raise DatasetError(f"dataset {dataset.id!r}: its {key} is not an env spec ({e}): {REBUILD}") from None
+        found = [
+            f"{what} {value!r}"
+            for what, value, wanted in (
+                ("entry point", spec.entry_point, ours.entry_point),
+                ("vector entry point", spec.vector_entry_point, ours.vector_entry_point),
+                ("wrappers", [w.entry_point for w in spec.additional_wrappers], []),
+            )
+            if value != wanted
+        ]
+        if found:
+            raise DatasetError(
+                f"dataset {dataset.id!r}: its {key} names {'; '.join(found)}, not this project's env "
+                f"({ours.entry_point}): recover_environment() would import and run that; build the env from "
+                "the dataset's EnvConfig instead (elden_il.data.dataset_config and env.factory.make_env)"
+            )
+
+
 MINARI_METADATA = ("dataset_id", "data_format", "observation_space", "action_space", "total_episodes")
 """What Minari needs in a dataset's ``metadata.json`` to load it as ``capture.build_dataset``
 wrote it; without one it fails on an ``assert`` saying nothing, or a bare ``KeyError``."""

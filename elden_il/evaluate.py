@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 class PolicyActor(Actor):
-    """A saved policy (either of SB3's formats, see ``load_policy``) playing its fights."""
+    """A saved policy (its folder, read by ``load_policy``) playing its fights."""
 
     def __init__(self, path: Path, deterministic: bool) -> None:
         from elden_il.policy import load_policy

@@ -14,9 +14,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import re
+import multiprocessing
+import signal
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -34,8 +34,10 @@ from env.errors import GameError
 from env.factory import env_fns
 from env.fanout import cluster_address
 
+from capture.staging import staged_folder
+
 from elden_il.params import FinetuneConfig
-from elden_il.policy import POLICY_FILE, network_size, policy_kwargs
+from elden_il.policy import load_policy, network_size, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -59,9 +61,6 @@ class KLToPriorPolicy(ActorCriticPolicy):
     def __init__(self, *args, detach_critic: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.detach_critic = detach_critic
-
-    def _get_constructor_parameters(self) -> dict:
-        return {**super()._get_constructor_parameters(), "detach_critic": self.detach_critic}
 
     def evaluate_actions(self, obs, actions):
         prior_logits = None
@@ -258,6 +257,10 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
 
     def seeded(make, i: int):
         def thunk():
+            # in a SubprocVecEnv worker, Ctrl-C in the terminal is the main process's to handle
+            # (its workers end with it): the worker's own would print a traceback per env
+            if multiprocessing.parent_process() is not None:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             env = make()
             env.reset(seed=config.seed * 1000 + i)
             return env
@@ -285,17 +288,41 @@ def finetune(
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
 ) -> dict:
-    """PPO from the BC checkpoint with a KL penalty to it, in the env ``env_config`` describes
-    (the one the BC policy was trained for); saves the PPO model as ``out/policy.zip`` (SB3's
-    algorithm zip: ``PPO.load`` reads it; ``elden_il.policy.load_policy`` too) and its env config.
-    ``on_episode`` gets each training episode's learning-curve row as it ends.
+    """PPO from the BC policy saved at ``bc_policy_path`` (``load_policy``) with a KL penalty to
+    it, in the env ``env_config`` describes (the one the BC policy was trained for); saves the
+    fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
+    leaves the previous one) with its curves. ``on_episode`` gets each training episode's
+    learning-curve row as it ends."""
+    started = time.perf_counter()
+    model, curve = train(load_policy(bc_policy_path).policy, config, env_config, out, on_episode)
+    seconds = time.perf_counter() - started
+    save_run(model, curve, env_config, out)
+    wins = [r["win"] for r in curve.rows]
+    return {
+        "timesteps": model.num_timesteps,
+        "env_steps_per_second": model.num_timesteps / seconds,
+        "episodes": len(curve.rows),
+        "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
+        "config": asdict(config),
+    }
 
-    The KL prior is not saved: a ``PPO.load``-ed model trains on with ``ent_coef`` as a plain
-    entropy bonus unless ``model.rollout_buffer.set_prior(bc_policy)`` is called again."""
+
+def train(
+    bc: ActorCriticPolicy,
+    config: FinetuneConfig,
+    env_config: EnvConfig,
+    out: Path,
+    on_episode: Callable[[dict], None] | None = None,
+) -> tuple[PPO, LearningCurve]:
+    """The PPO model fine-tuned from ``bc`` (a fresh model given its weights, and ``bc`` frozen
+    as the KL prior), and its curves; ``finetune`` without the saving. A game lost mid-run
+    saves the model as it stood in ``out / PARTIAL_RUN`` and says so in its one line.
+
+    The KL prior is not part of the model: a model trained on after this uses ``ent_coef`` as a
+    plain entropy bonus unless ``model.rollout_buffer.set_prior(bc_policy)`` is called again."""
     fns = seeded_env_fns(config, env_config)
     vec = local_or_ray_vec_env(fns, config.subprocesses)
     vec = VecMonitor(vec, info_keywords=("win",))
-    bc = ActorCriticPolicy.load(str(bc_policy_path))
     model = PPO(
         KLToPriorPolicy,
         vec,
@@ -321,7 +348,6 @@ def finetune(
     model.policy.load_state_dict(bc.state_dict())
     model.rollout_buffer.set_prior(bc)
     curve = LearningCurve(on_episode)
-    started = time.perf_counter()
     callbacks = [
         ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs),
         KLDecay(config.kl_decay_steps),
@@ -333,83 +359,25 @@ def finetune(
         # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
         # until then is kept where load_policy reads it, and the one line says so
         kept = out / PARTIAL_RUN
-        save_run(model, curve, env_config, kept, config.clip_range)
+        save_run(model, curve, env_config, kept)
         e.args = (
             f"{e} (fine-tuning stopped at step {model.num_timesteps} of {config.total_steps}, after "
             f"{len(curve.updates)} update{'' if len(curve.updates) == 1 else 's'}; the model as it stood is "
             f"saved in {kept})",
         )
         raise
-    seconds = time.perf_counter() - started
     vec.close()
-    save_run(model, curve, env_config, out, config.clip_range)
-    wins = [r["win"] for r in curve.rows]
-    return {
-        "timesteps": model.num_timesteps,
-        "env_steps_per_second": model.num_timesteps / seconds,
-        "episodes": len(curve.rows),
-        "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
-        "config": asdict(config),
-    }
-
-
-WALL_CLOCK = ["start_time", "ep_info_buffer"]
-"""What SB3 saves that the wall clock decides (a run's start, each episode's elapsed time):
-nothing a loaded model needs."""
-MADE_ON_LOAD = ["lr_schedule"]
-"""What ``PPO.load`` makes again from the saved floats (the schedule from ``learning_rate``), so
-need not be saved: SB3 cloudpickles it, on SB3 2.6 as a lambda's code, which carries the path of
-the SB3 install it came from (a virtualenv inside the checkout: another folder, other bytes)."""
-ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
-ADDRESS = re.compile(r" at 0x[0-9a-f]+", re.IGNORECASE)
-"""Where a Python object's default ``str()`` names its memory address in this process."""
+    return model, curve
 
 
 PARTIAL_RUN = "partial"
 """Where, under its output folder, a fine-tuning run that lost its game keeps what it trained."""
 
 
-def save_run(model: PPO, curve: LearningCurve, env_config: EnvConfig, out: Path, clip_range: float) -> None:
-    """The model, the env config it trains in and its curves, in ``out`` (a policy folder)."""
-    env_config.save(out)
-    save_model(model, out / POLICY_FILE, clip_range)
-    (out / "learning_curve.json").write_text(json.dumps(curve.rows))
-    (out / "updates.json").write_text(json.dumps(curve.updates))
-
-
-def save_model(model: PPO, path: Path, clip_range: float) -> None:
-    """``model.save`` such that the same run saves the same bytes from any checkout on any run
-    (DVC tracks the file: a fresh clone's rerun must leave ``dvc.lock`` as it was): the wall
-    clock's attributes left out, the schedules saved as the constants they are (``clip_range``,
-    which ``PPO.load`` turns into its schedule as PPO's constructor does; the learning rate's is
-    ``MADE_ON_LOAD``), no memory address in the ``data`` member (``readable_data``), and every
-    entry of the zip dated alike, where SB3 dates them now."""
-    schedule = model.clip_range
-    model.clip_range = clip_range
-    try:
-        model.save(path, exclude=[*WALL_CLOCK, *MADE_ON_LOAD])
-    finally:
-        model.clip_range = schedule
-    with zipfile.ZipFile(path) as archive:
-        entries = [(info, archive.read(info)) for info in archive.infolist()]
-    staging = path.with_name(path.name + ".tmp")
-    with zipfile.ZipFile(staging, "w") as archive:
-        for info, data in entries:
-            dated = zipfile.ZipInfo(info.filename, ZIP_EPOCH)
-            dated.compress_type, dated.external_attr = info.compress_type, info.external_attr
-            archive.writestr(dated, readable_data(data) if info.filename == "data" else data)
-    staging.replace(path)
-
-
-def readable_data(data: bytes) -> bytes:
-    """SB3's ``data`` member without memory addresses. Beside each object it cloudpickles, SB3
-    writes the object's attributes for people to read, as their ``str()`` where they are not
-    JSON: for our policy and buffer classes, their methods, ``<function ... at 0x7f...>``, an
-    address that differs on every run. ``PPO.load`` reads only the pickle (``:serialized:``)."""
-    items = json.loads(data)
-    for item in items.values():
-        if isinstance(item, dict) and ":serialized:" in item:
-            for key, value in item.items():
-                if key != ":serialized:" and isinstance(value, str):
-                    item[key] = ADDRESS.sub("", value)
-    return json.dumps(items, indent=4).encode()
+def save_run(model: PPO, curve: LearningCurve, env_config: EnvConfig, out: Path) -> None:
+    """The policy, the env config it acts in and its curves, as the policy folder ``out``,
+    written whole (``capture.staging``): a run stopped while saving leaves the old folder."""
+    with staged_folder(out) as folder:
+        save_policy(model.policy, env_config, folder)
+        (folder / "learning_curve.json").write_text(json.dumps(curve.rows))
+        (folder / "updates.json").write_text(json.dumps(curve.updates))

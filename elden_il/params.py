@@ -23,7 +23,10 @@ from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError
 from env.factory import BACKENDS
 from env.fields import (
+    FIGHTS,
     FLAG,
+    MAX_SEED,
+    SEED,
     STEP_MS,
     TEXT,
     FieldError,
@@ -62,9 +65,9 @@ class DemosParams:
     """sim: the autopilot recorded against the in-process simulator; raw: your own recordings."""
     raw_dir: str | None = checked("datasets/raw", optional(TEXT))
     """raw only: the folder of your recordings (``python -m capture.record``)."""
-    episodes: int = checked(40, whole(1))
+    episodes: int = checked(40, FIGHTS)
     """sim only: how many demonstration fights to record."""
-    seed: int = checked(0, whole(0))
+    seed: int = checked(0, SEED)
     """sim only: the first fight's seed (the next ones count up)."""
     rate_hz: float = checked(30, number(0, 1000, above=True))
     """sim only: samples per second of the recordings."""
@@ -179,12 +182,22 @@ class FinetuneConfig:
         check_fields(self)
 
 
+def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> None:
+    """Refuse seeds past the last one (``first_seed`` and the ``fights - 1`` after it)."""
+    if first_seed + fights - 1 > MAX_SEED:
+        raise FieldError(
+            name,
+            first_seed,
+            f"must be at most {MAX_SEED - fights + 1}: {fights} fights count up from it to {MAX_SEED} at most",
+        )
+
+
 @dataclass(frozen=True)
 class EvaluateParams:
     """``evaluate``: every policy on the same held-out fights."""
 
-    fights: int = checked(100, whole(1))
-    first_seed: int = checked(1_000_000, whole(0))
+    fights: int = checked(100, FIGHTS)
+    first_seed: int = checked(1_000_000, SEED)
     """Held out: demonstrations and training use small seeds."""
     backend: str = checked("sim", one_of(*BACKENDS))
     """sim: in-process; sim_server: python -m env.sim over gRPC; siphon: a real host."""
@@ -197,6 +210,7 @@ class EvaluateParams:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_seed_range(self.first_seed, self.fights)
 
     @property
     def seeds(self) -> list[int]:

@@ -44,7 +44,7 @@ from elden_il.policy import LoadedPolicy, load_policy
 def policy_driver(path: Path, quiet_s: float, scripted_human: bool) -> MakeDriver:
     """Load the policy at ``path`` now, before any game starts (a missing or broken policy is
     one line, with nothing started), and return what makes its driver once the game is up."""
-    loaded = load_policy(path, device="cpu")  # the one loader: BC's zip and the fine-tuned PPO's alike
+    loaded = load_policy(path, device="cpu")  # the one loader: BC's policy and the fine-tuned one alike
 
     def make(game: Game, inputs: InputLog, hotkeys: Hotkeys) -> PolicyDriver:
         return PolicyDriver(game, inputs, loaded, quiet_s, scripted_human, hotkeys)

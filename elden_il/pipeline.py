@@ -22,7 +22,7 @@ import argparse
 import csv
 import json
 import logging
-import shutil
+import os
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 from env.cli import run_command
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
+
+from capture.staging import staged_folder, staged_paths
 
 from elden_il.params import PipelineParams, load_params
 
@@ -54,8 +56,11 @@ on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` mo
 
 
 def write_json(path: Path, data: Any) -> None:
+    """``data`` as JSON at ``path``, whole or not at all (written beside it, then renamed)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2))
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(data, indent=2))
+    os.replace(partial, path)
 
 
 def split_report(report: dict) -> tuple[dict, dict]:
@@ -75,11 +80,13 @@ def split_report(report: dict) -> tuple[dict, dict]:
     return metrics, run
 
 
-def write_report(stage: str, report: dict) -> None:
-    """``reports/<stage>.json``, the stage's metrics, and ``reports/<stage>.run.json``, the rest."""
+def write_report(stage: str, report: dict, paths: tuple[Path, Path] | None = None) -> None:
+    """``reports/<stage>.json``, the stage's metrics, and ``reports/<stage>.run.json``, the rest
+    (or the two ``paths``: where a stage builds them before swapping them in)."""
     metrics, run = split_report(report)
-    write_json(REPORTS / f"{stage}.json", metrics)
-    write_json(REPORTS / f"{stage}.run.json", run)
+    metrics_path, run_path = paths or (REPORTS / f"{stage}.json", REPORTS / f"{stage}.run.json")
+    write_json(metrics_path, metrics)
+    write_json(run_path, run)
 
 
 # --------------------------------------------------------------------------------------- stages
@@ -104,27 +111,28 @@ def demo_recording(params: PipelineParams, out: Path) -> RecordSettings:
 
 
 def stage_demos(params: PipelineParams) -> None:
+    """Record the demonstrations into ``DEMOS_DIR``, swapped in whole once all are recorded: an
+    interrupted run leaves the demonstrations of the last finished one."""
     demos = params.demos
-    if DEMOS_DIR.exists():
-        shutil.rmtree(DEMOS_DIR)
-    DEMOS_DIR.mkdir(parents=True)
-    if demos.source == "raw":
-        log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
-        return
-    from capture.record import record
+    with staged_folder(DEMOS_DIR) as folder:
+        if demos.source == "raw":
+            log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
+            return
+        from capture.record import record
 
-    wanted = demos.episodes
-    try:
-        record(demo_recording(params, DEMOS_DIR))
-    except Interrupted as e:
-        # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
-        # done; a rerun starts over (removing these), and records the same bytes again
-        got = len(list(DEMOS_DIR.glob("*.h5")))
-        raise Interrupted(
-            f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
-            "episodes demos.episodes asks for: it failed; run it again (`dvc repro`) to record them all",
-            e.signum,
-        ) from None
+        wanted = demos.episodes
+        try:
+            record(demo_recording(params, folder))
+        except Interrupted as e:
+            # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
+            # done, and they are not put in place; a rerun records the same bytes again
+            got = len(list(folder.glob("*.h5")))
+            raise Interrupted(
+                f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
+                f"episodes demos.episodes asks for: it failed, and {DEMOS_DIR} is as it was before; run it "
+                "again (`dvc repro`) to record them all",
+                e.signum,
+            ) from None
 
 
 def stage_dataset(params: PipelineParams) -> None:
@@ -195,8 +203,8 @@ def stage_evaluate(params: PipelineParams) -> None:
     deterministic = ev.deterministic
     actors = {
         "random": RandomActor(),
-        "bc": PolicyActor(MODELS / "bc" / "policy.zip", deterministic),
-        "finetuned": PolicyActor(MODELS / "finetuned" / "policy.zip", deterministic),
+        "bc": PolicyActor(MODELS / "bc", deterministic),
+        "finetuned": PolicyActor(MODELS / "finetuned", deterministic),
     }
     if backend == "siphon":
         log.info("the scripted expert knows only the simulator's moves: not evaluated against a real game")
@@ -216,18 +224,21 @@ def stage_evaluate(params: PipelineParams) -> None:
         )
 
     parallel = 1 if backend != "sim" else ev.parallel
-    recordings = REPORTS / "recordings"
-    shutil.rmtree(recordings, ignore_errors=True)  # not an output DVC clears: none left of another run's policies
-    results = evaluate(actors, make, seeds, gif_dir=REPORTS / "gifs", recording_dir=recordings, parallel=parallel)
-    write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results})
-    write_policy_table(results, REPORTS / "eval_policies.csv")
+    # every output built aside and swapped in together once all fights are played: an interrupted
+    # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
+    # are not an output DVC clears: none is left of another run's policies
+    outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
+    with staged_paths(*(REPORTS / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
+        results = evaluate(actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel)
+        write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
+        write_policy_table(results, table)
+        comparison_chart(results, plots / "comparison.png")
+        learning_curves(
+            MODELS / "bc" / "history.json",
+            MODELS / "finetuned" / "learning_curve.json",
+            plots / "learning_curves.png",
+        )
     show_summary()
-    comparison_chart(results, REPORTS / "plots" / "comparison.png")
-    learning_curves(
-        MODELS / "bc" / "history.json",
-        MODELS / "finetuned" / "learning_curve.json",
-        REPORTS / "plots" / "learning_curves.png",
-    )
 
 
 POLICY_COLUMNS = (
@@ -267,12 +278,50 @@ LEARNED = ("bc", "finetuned")
 """The policies an experiment trains, and all the table shows of it: random and the expert learn nothing."""
 
 
+MAX_REPORT_BYTES = 10_000_000
+"""An eval.json is a few kilobytes; a larger file is no evaluation's and is not read."""
+RESULT_NUMBERS = ("win_rate", "boss_damage_dealt", "player_damage_taken", "episode_length")
+
+
 def load_report(path: Path) -> dict:
-    """An evaluation's ``eval.json``."""
+    """An evaluation's ``eval.json``, or one line saying the file is none."""
     try:
-        return json.loads(path.read_text())
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            raise EldenILError(f"{path} is larger than an evaluation's eval.json ({MAX_REPORT_BYTES} bytes at most)")
+        report = json.loads(path.read_text())
     except FileNotFoundError:
         raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise EldenILError(
+            f"{path} is not an evaluation's eval.json ({e}): give the datasets/reports/eval.json an evaluation "
+            "wrote (a truncated copy cannot be read: copy it again)"
+        ) from None
+    problem = report_problem(report)
+    if problem is not None:
+        raise EldenILError(
+            f"{path} is not an evaluation's eval.json ({problem}): give the datasets/reports/eval.json an "
+            "evaluation wrote"
+        )
+    return report
+
+
+def report_problem(report: Any) -> str | None:
+    """What an evaluation's report lacks that the results table reads, or None."""
+    if not isinstance(report, dict):
+        return f"a {type(report).__name__}, not a mapping"
+    if not isinstance(report.get("backend"), str) or not isinstance(report.get("fights"), int):
+        return "no backend and fights"
+    policies = report.get("policies")
+    if not isinstance(policies, dict) or not policies:
+        return "no policies"
+    for name, result in policies.items():
+        if not isinstance(result, dict):
+            return f"policy {name!r} has no results"
+        missing = [k for k in RESULT_NUMBERS if not isinstance(result.get(k), int | float)]
+        interval = result.get("win_rate_ci95")
+        if missing or not (isinstance(interval, list) and len(interval) == 2):
+            return f"policy {name!r} lacks {', '.join(missing) or 'win_rate_ci95'}"
+    return None
 
 
 def summary_rows(

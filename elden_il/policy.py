@@ -4,12 +4,17 @@ stable-baselines3 actor-critic so that behaviour cloning and RL fine-tuning trai
 SB3 feeds image observations channel-first (it transposes them with ``VecTransposeImage``), so
 the policy is built on that transposed space; offline batches go through the policy's own
 ``obs_to_tensor``, which applies the same transpose: behaviour cloning sees exactly what PPO will.
+
+A policy is saved as data (``save_policy``): its weights in safetensors and what rebuilds its
+network in JSON, beside the env config it acts in. SB3's own files are pickles, which run
+whatever code their maker put in them when read; a policy folder can be shared and loaded
+(``load_policy``, the one loader every command uses) without trusting its maker.
+``elden_il.sb3_zip`` writes SB3's zip for SB3's own tools, and converts old folders.
 """
 
 from __future__ import annotations
 
-import pickle
-import zipfile
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,12 +32,20 @@ from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 from env.errors import EldenILError
 
+from elden_il.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json
+
 if TYPE_CHECKING:
     from env.elden_env import EldenRingEnv
 
-POLICY_FILE = "policy.zip"
-"""A saved policy's file in its folder: SB3's policy-only zip (behaviour cloning) or SB3's
-algorithm zip (``PPO.save``: the fine-tuned model, which ``PPO.load`` reads as it is)."""
+WEIGHTS_FILE = "policy.safetensors"
+"""A saved policy's weights, in safetensors: tensors and their names only, nothing that runs."""
+DESCRIPTION_FILE = "policy.json"
+"""What rebuilds the network the weights belong to, as plain JSON (``elden_il.policy_json``)."""
+PICKLED_FILE = "policy.zip"
+"""Where SB3's zips (pickles) were saved before: never read here (``elden_il.sb3_zip`` converts them)."""
+FORMAT = 1
+MAX_DESCRIPTION_BYTES = 1_000_000
+"""A policy.json is a few kilobytes; a larger one is not read."""
 
 
 def policy_space(space: spaces.Dict) -> spaces.Dict:
@@ -206,74 +219,146 @@ class LoadedPolicy:
         )
 
 
-def policy_path(path: str | Path) -> Path:
-    """The policy file of a saved policy given as its folder (``datasets/models/bc``) or its
-    ``policy.zip``; one line if there is none, or only the env config a stopped training wrote."""
+def policy_folder(path: str | Path) -> Path:
+    """The folder of a saved policy given as the folder (``datasets/models/bc``) or one of its
+    files; one line if it holds none, only the env config a stopped training wrote, or a policy
+    in SB3's pickle format, which is never read here (it can run code)."""
     path = Path(path)
-    if path.is_dir():
-        path = path / POLICY_FILE
-    if path.is_file():
-        return path
-    if path.name == POLICY_FILE and (path.parent / CONFIG_FILE).is_file():
-        raise EldenILError(
-            f"the policy folder {path.parent} is incomplete ({CONFIG_FILE} without {path.name}: "
+    folder = path if path.is_dir() or path.suffix not in (".json", ".safetensors", ".zip") else path.parent
+    if (folder / WEIGHTS_FILE).is_file() and (folder / DESCRIPTION_FILE).is_file():
+        return folder
+    zipped = path if path.suffix == ".zip" else folder / PICKLED_FILE
+    if zipped.exists():
+        raise PolicyFileError(
+            f"{zipped} is a policy in SB3's zip format, a pickle: reading it runs whatever code its maker put in "
+            f"it, so it is not read. If you made it or trust who did, convert its folder once: `python -m "
+            f"elden_il.sb3_zip convert {folder} --trust-pickle`; or retrain it (`dvc repro`)"
+        )
+    if (folder / CONFIG_FILE).is_file():
+        raise PolicyFileError(
+            f"the policy folder {folder} is incomplete ({CONFIG_FILE} without {WEIGHTS_FILE} and {DESCRIPTION_FILE}: "
             "its training was stopped): rerun the stage that trains it (`dvc repro`)"
         )
-    raise EldenILError(
-        f"no policy at {path}: train one (`dvc repro`) or give a folder with {POLICY_FILE} "
-        f"and {CONFIG_FILE} (as datasets/models/bc), or the {POLICY_FILE} itself"
+    raise PolicyFileError(
+        f"no policy at {path}: train one (`dvc repro`) or give a folder with {WEIGHTS_FILE}, {DESCRIPTION_FILE} "
+        f"and {CONFIG_FILE} (as datasets/models/bc)"
     )
 
 
-def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
-    """The policy saved at ``path`` (a ``policy.zip`` or the folder holding it) with its env
-    config; with ``env``, refuse it unless it is the env the policy was trained for.
+def save_policy(policy: ActorCriticPolicy, config: EnvConfig, folder: Path) -> None:
+    """Save ``policy`` and the env config it acts in as data that cannot run code: its weights
+    (safetensors), what rebuilds its network (JSON) and ``config`` (``env_config.json``). The
+    same weights give the same bytes on every run and in every checkout (DVC tracks them)."""
+    from safetensors.torch import save_file
 
-    Both of SB3's formats load: the policy-only zip (``ActorCriticPolicy.save``, behaviour
-    cloning) and the algorithm zip (``PPO.save``, fine-tuning), told apart by the ``data``
-    member only the latter holds."""
-    path = policy_path(path)
-    config = EnvConfig.load(path.parent)
-    policy = _read_policy(path, device)
+    folder.mkdir(parents=True, exist_ok=True)
+    config.save(folder)
+    description = {
+        "format": FORMAT,
+        "network": size_to_json(network_size(policy)),
+        "share_features_extractor": bool(policy.share_features_extractor),
+        "observation_space": space_to_json(policy.observation_space),
+        "action_space": space_to_json(policy.action_space),
+    }
+    (folder / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
+    save_file(_unique_tensors(policy.state_dict()), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+
+
+def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Each tensor once, under its first name in sorted order: SB3 names the shared features
+    extractor three times (``features_extractor``, ``pi_`` and ``vf_features_extractor``).
+    safetensors' own ``save_model`` records those aliases in a map whose order varies run to
+    run; ``load_model`` finds them again from the network itself."""
+    unique: dict[str, torch.Tensor] = {}
+    seen: set[tuple] = set()
+    for name in sorted(state):
+        tensor = state[name]
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape), tensor.dtype)
+        if key not in seen:
+            seen.add(key)
+            unique[name] = tensor.detach().cpu().contiguous()
+    return unique
+
+
+def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> LoadedPolicy:
+    """The policy saved at ``path`` (its folder, or a file in it) with its env config; with
+    ``env``, refuse it unless it is the env the policy was trained for. Reads JSON and
+    safetensors only: nothing in a policy folder, whoever made it, can run code here."""
+    from stable_baselines3.common.utils import get_device
+
+    folder = policy_folder(path)
+    config = EnvConfig.load(folder)
+    where = folder / DESCRIPTION_FILE
+    description = _read_description(where)
+    observation = space_from_json(description["observation_space"], str(where))
+    action = space_from_json(description["action_space"], str(where))
+    check_spaces(observation, action, config, where)
+    policy = ActorCriticPolicy(
+        observation,
+        action,
+        lr_schedule=lambda _: 0.0,  # no optimizer step is taken on a loaded policy unless it is trained again
+        **{
+            **policy_kwargs(size_from_json(description["network"], NetworkSize, str(where))),
+            "share_features_extractor": description["share_features_extractor"],
+            "ortho_init": False,  # every weight is read from the file: initialising them first is time lost
+        },
+    )
+    _read_weights(policy, folder / WEIGHTS_FILE)
+    policy = policy.to(get_device(device))
     policy.set_training_mode(False)
-    check_spaces(policy, config, path)
-    loaded = LoadedPolicy(policy, config, path)
+    loaded = LoadedPolicy(policy, config, folder)
     if env is not None:
         loaded.check_env(env)
     return loaded
 
 
-UNREADABLE = (RuntimeError, ValueError, KeyError, EOFError, OSError, pickle.UnpicklingError)
-"""What SB3 and torch raise for a zip that holds no saved policy: not torch's archive layout
-(``RuntimeError``), a ``data`` member that is not JSON (``ValueError``), a member missing
-(``KeyError``), a truncated pickle (``EOFError``, ``UnpicklingError``), a member unreadable (``OSError``)."""
-
-
-def _read_policy(path: Path, device: str) -> ActorCriticPolicy:
-    """The policy in either of SB3's zips, or one line saying the file holds none."""
+def _read_description(path: Path) -> dict[str, Any]:
+    """policy.json, checked for every key it must have and none it must not."""
     try:
-        if _is_algorithm_zip(path):
-            from stable_baselines3 import PPO
+        if path.stat().st_size > MAX_DESCRIPTION_BYTES:
+            raise PolicyFileError(
+                f"{path} is larger than a policy's description ({MAX_DESCRIPTION_BYTES} bytes at most)"
+            )
+        description = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise PolicyFileError(f"{path} is not a policy's description ({e}): retrain it (`dvc repro`)") from None
+    keys = {"format", "network", "share_features_extractor", "observation_space", "action_space"}
+    if not isinstance(description, dict) or set(description) != keys:
+        got = sorted(description) if isinstance(description, dict) else type(description).__name__
+        raise PolicyFileError(f"{path} is not a policy's description (keys {got}, not {sorted(keys)}): retrain it")
+    if description["format"] != FORMAT or not isinstance(description["share_features_extractor"], bool):
+        raise PolicyFileError(
+            f"{path} is format {description['format']!r}, this version reads format {FORMAT}: use the version that "
+            "saved it, or retrain it"
+        )
+    return description
 
-            return PPO.load(str(path), device=device).policy
-        return ActorCriticPolicy.load(str(path), device=device)
-    except UNREADABLE as e:
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        raise EldenILError(
-            f"{path} is not a saved policy ({reason}): give the policy.zip that training wrote, "
-            "or retrain it (`dvc repro`)"
+
+def _read_weights(policy: ActorCriticPolicy, path: Path) -> None:
+    """Load the weights at ``path`` into ``policy``, every tensor by name and shape, or one line."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_model
+
+    try:
+        load_model(policy, str(path), strict=True)
+    except (SafetensorError, RuntimeError, OSError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise PolicyFileError(
+            f"{path} does not hold this policy's weights ({reason[:300]}): the folder's files belong to different "
+            "policies, or it is damaged; retrain it (`dvc repro`)"
         ) from None
 
 
-def check_spaces(policy: ActorCriticPolicy, config: EnvConfig, path: Path) -> None:
-    """Refuse a policy saved for other spaces than the env its ``env_config.json`` describes (a
-    policy of another env, a config copied from another run): it would fail on the first
-    observation, or act on the wrong one. Names each space that differs, the policy's and the config's."""
+def check_spaces(observation: gym.Space, action: gym.Space, config: EnvConfig, path: Path) -> None:
+    """Refuse a policy saved for other spaces (its ``observation`` as the policy sees it, and
+    ``action``) than the env its ``env_config.json`` describes (a policy of another env, a config
+    copied from another run): it would fail on the first observation, or act on the wrong one.
+    Names each space that differs, the policy's and the config's."""
     from env.profile import load_profile
 
-    observation, action = config.spaces(load_profile(config.profile))
-    differences = _space_differences("observation", policy.observation_space, policy_space(observation))
-    differences += _space_differences("action", policy.action_space, action)
+    wanted_observation, wanted_action = config.spaces(load_profile(config.profile))
+    differences = _space_differences("observation", observation, policy_space(wanted_observation))
+    differences += _space_differences("action", action, wanted_action)
     if differences:
         raise EldenILError(
             f"{path} was saved for other spaces than its {CONFIG_FILE} describes "
@@ -292,13 +377,3 @@ def _space_differences(name: str, saved: gym.Space, wanted: gym.Space) -> list[s
             if saved.spaces.get(key) != wanted.spaces.get(key)
         ]
     return [] if saved == wanted else [f"{name} space: {saved} vs {wanted}"]
-
-
-def _is_algorithm_zip(path: Path) -> bool:
-    """True for SB3's algorithm zip (``BaseAlgorithm.save``: a ``data`` JSON member); a
-    policy-only zip is a ``torch.save`` archive, without one."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            return "data" in archive.namelist()
-    except zipfile.BadZipFile:
-        raise EldenILError(f"{path} is not a saved policy (not a zip file): retrain it (`dvc repro`)") from None

@@ -143,9 +143,7 @@ def _train_and_evaluate(
         started = time.perf_counter()
         train_bc(demos, replace(bc_config, seed=seed), Path(tmp))
         trained = time.perf_counter() - started
-        records, _ = run_fights(
-            lambda: make_env(demos.config), PolicyActor(Path(tmp) / "policy.zip", True), held_out, parallel=8
-        )
+        records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(Path(tmp), True), held_out, parallel=8)
     win_rate = sum(r.win for r in records) / len(records)
     log.info("%d fights, seed %d: win rate %.0f %%", n, seed, 100 * win_rate)
     return {"train_seconds": trained, "records": records, "win_rate": win_rate}

@@ -9,11 +9,13 @@ import argparse
 import dataclasses
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from env import interrupts
 from env.errors import ConfigError, EldenILError, Interrupted
 from env.fields import RULE, Rule
 from env.keys import normalize_key
@@ -59,20 +61,53 @@ def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any
 def run_command(work: Callable[[], int | None]) -> int:
     """Run a command's ``work`` and return the process's exit status: ``work``'s own (None is
     0); for an ``EldenILError`` its message as one ``error:`` line on stderr and ``ERROR_EXIT``;
-    for an interrupted run what it kept, and the shell's 128 + signal, so that a script or DVC
-    never takes the run as done. Anything else is a bug and keeps its traceback."""
-    try:
-        return work() or 0
-    except Interrupted as e:
-        print(f"error: {e}", file=sys.stderr)
-        return e.exit_code
-    except EldenILError as e:
-        print(f"error: {e}", file=sys.stderr)
-        if e.exit_at_once:
-            sys.stderr.flush()
-            logging.shutdown()
-            os._exit(ERROR_EXIT)
-        return ERROR_EXIT
+    for an interrupted run (Ctrl-C, SIGTERM: ``env.interrupts``) one line, and the shell's 128 +
+    signal, so that a script or DVC never takes the run as done, even where a library swallowed
+    the interrupt. Anything else is a bug and keeps its traceback."""
+    with interrupts.watched() as watch:
+        try:
+            try:
+                status = work() or 0
+                interrupts.check()  # an interrupt some library caught and printed as "ignored"
+                return status
+            finally:
+                if watch is not None:
+                    watch.stopping = True  # a second Ctrl-C lets the line below be said
+        except KeyboardInterrupt:
+            e = Interrupted(interrupted_line(_signum(watch)), _signum(watch))
+            print(f"error: {e}", file=sys.stderr)
+            return e.exit_code
+        except Interrupted as e:
+            print(f"error: {e}", file=sys.stderr)
+            return e.exit_code
+        except EldenILError as e:
+            if watch is not None and watch.received is not None:  # what the interrupt broke, said as the interrupt
+                stopped = Interrupted(interrupted_line(watch.received), watch.received)
+                print(f"error: {stopped}", file=sys.stderr)
+                return stopped.exit_code
+            print(f"error: {e}", file=sys.stderr)
+            if e.exit_at_once:
+                sys.stderr.flush()
+                logging.shutdown()
+                os._exit(ERROR_EXIT)
+            return ERROR_EXIT
+
+
+def _signum(watch: interrupts.Watch | None) -> int:
+    """The signal that stopped the command: the first one it received (Ctrl-C where it ran
+    without handlers, off the main thread)."""
+    return watch.received if watch is not None and watch.received is not None else signal.SIGINT
+
+
+def interrupted_line(signum: int) -> str:
+    """What an interrupted command says: what stopped it, and that nothing half-made was put in
+    place (every output is built aside and swapped in whole: ``capture.staging``)."""
+    name = signal.Signals(signum).name
+    how = " (Ctrl-C)" if signum == signal.SIGINT else ""
+    return (
+        f"interrupted by {name}{how} before it finished: nothing half-written replaced what was there "
+        "before; run it again to finish"
+    )
 
 
 def parse_size(text: str) -> tuple[int, int]:

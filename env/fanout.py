@@ -37,6 +37,8 @@ RETRIES = 3
 CONNECT_TIMEOUT_S = 5.0
 """How long a head's address may take to accept a TCP connection: Ray itself waits minutes for
 a GCS that is not there, printing warnings, before it gives up."""
+HANDSHAKE_TIMEOUT_S = 10.0
+"""How long a head may take to answer Ray's first call (``_check_speaks_ray``)."""
 
 
 TOKEN_HINT = "RAY_AUTH_MODE=token here and the head's ~/.ray/auth_token copied to this machine"
@@ -97,6 +99,44 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
+def _check_speaks_ray(address: str) -> None:
+    """The first call Ray makes of a head, made here with a deadline: the GCS's ``GetClusterId``
+    (``HOST:PORT``) or the client server's ``PING`` (``ray://``). A port that accepts connections
+    but is no Ray head (another server, a proxy, a port forward to nothing) left ``ray.init``
+    waiting 300 s and more without a word. A head that asks for a token has answered: Ray's own
+    connect says what it needs."""
+    import grpc
+
+    target = address.removeprefix("ray://")
+    try:
+        with grpc.insecure_channel(target) as channel:
+            if address.startswith("ray://"):
+                from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+
+                ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(
+                    ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING),
+                    timeout=HANDSHAKE_TIMEOUT_S,
+                )
+            else:
+                from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+                gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetClusterId(
+                    gcs_service_pb2.GetClusterIdRequest(), timeout=HANDSHAKE_TIMEOUT_S
+                )
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+            return
+        why = (
+            "it speaks gRPC but not Ray's calls: another server, such as a Siphon or simulator server?"
+            if e.code() == grpc.StatusCode.UNIMPLEMENTED
+            else f"it did not answer Ray's handshake within {HANDSHAKE_TIMEOUT_S:g} s"
+        )
+        raise FanoutError(
+            f"{ADDRESS_VARIABLE}={address}: something listens there, but no Ray head ({why}); point it at a "
+            f"head's address (`ray start --head` prints it), or unset {ADDRESS_VARIABLE} to run in this process"
+        ) from None
+
+
 def connect() -> Any:
     """The ``ray`` module, connected to the cluster ``RAY_ADDRESS`` names (once per process);
     usage statistics off."""
@@ -117,6 +157,7 @@ def connect() -> Any:
     if not ray.is_initialized():
         if head is not None:
             _check_reachable(head)
+            _check_speaks_ray(head)
         try:
             ray.init(address=address, logging_level=logging.WARNING)
         except ConnectionError as e:

@@ -33,7 +33,7 @@ from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 from env.siphon.config import load_siphon_config
 
-from elden_il.policy import NetworkSize, make_policy
+from elden_il.policy import NetworkSize, make_policy, save_policy
 
 ROOT = Path(__file__).parents[1]
 
@@ -46,6 +46,13 @@ paths as the pipeline's network, at a fraction of its cost to build and train.""
 def untrained_policy(config: EnvConfig) -> ActorCriticPolicy:
     """A fresh ``TINY_NETWORK`` policy for ``config``'s spaces."""
     return make_policy(*config.spaces(load_profile(config.profile)), TINY_NETWORK)
+
+
+def save_untrained(folder: Path, config: EnvConfig, saved_for: EnvConfig | None = None) -> Path:
+    """A policy folder holding an untrained policy for ``saved_for``'s spaces (``config``'s by
+    default), with ``config`` as its env config: where a BC policy would be."""
+    save_policy(untrained_policy(saved_for or config), config, folder)
+    return folder
 
 
 REAL_SERVER_TEST_ARGS = (

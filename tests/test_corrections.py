@@ -137,9 +137,9 @@ def test_the_dataset_keeps_the_mark_per_step(work: Path):
 
 def _trained(demos, weights, out: Path) -> dict[str, torch.Tensor]:
     train_bc(demos, BCConfig(epochs=1, batch_size=64), out, weights, size=TINY_NETWORK)
-    from stable_baselines3.common.policies import ActorCriticPolicy
+    from elden_il.policy import load_policy
 
-    return ActorCriticPolicy.load(str(out / "policy.zip"), device="cpu").state_dict()
+    return load_policy(out, device="cpu").policy.state_dict()
 
 
 def test_bc_with_corrections_weighted_zero_trains_exactly_as_without_them(work: Path, tmp_path: Path):

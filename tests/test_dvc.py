@@ -130,7 +130,8 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/errors.py",
     "env/fields.py",
     "env/cli.py",
-    "env/game.py",  # errors, checks, interfaces
+    "env/interrupts.py",
+    "env/game.py",  # errors, checks, interfaces, signals
     "env/elden_env.py",
     "env/floors.py",
     "env/play.py",
@@ -141,7 +142,9 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "capture/__init__.py",
     "capture/dataset_id.py",
     "capture/files.py",
-    "capture/lock.py",  # names, publishing, locks
+    "capture/lock.py",
+    "capture/staging.py",  # names, publishing (whole, or not at all), locks
+    "capture/bounds.py",  # what a file read back may ask for
     "capture/labels.py",
     "capture/takeover.py",
     "capture/silence.py",  # a policy or a person at the keys

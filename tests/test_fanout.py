@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import untrained_policy
+from conftest import save_untrained
 
 from env.config import EnvConfig
 from env.errors import EldenILError
@@ -87,9 +87,8 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
     from elden_il.evaluate import PolicyActor, evaluate
 
     torch.manual_seed(0)
-    CONFIG.save(tmp_path)
-    untrained_policy(CONFIG).save(str(tmp_path / "policy.zip"))
-    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path / "policy.zip", True)}
+    save_untrained(tmp_path, CONFIG)
+    actors = {"random": RandomActor(), "policy": PolicyActor(tmp_path, True)}
     seeds = list(range(100, 106))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     here = evaluate(actors, make, seeds, parallel=3)
@@ -188,6 +187,67 @@ def test_an_unreachable_ray_address_is_one_line():
     assert time.monotonic() - started < 60
 
 
+class Silent:
+    """A loopback port that accepts connections and never says a word (a port forward to
+    nothing, a stuck proxy)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.held: list = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                self.held.append(self.server.accept()[0])
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.server.close()
+        for connection in self.held:
+            connection.close()
+
+
+@pytest.mark.parametrize("listener", ["silent", "simulator"])
+def test_a_port_that_accepts_but_is_no_ray_head_is_one_line_within_30_s(tmp_path: Path, listener: str):
+    """RAY_ADDRESS at a loopback port that accepts TCP but is not Ray: ``ray.init`` waited 300 s
+    and more with no line. Ray's own first call, made with a deadline, tells a head from
+    anything else."""
+    from env.sim.launcher import SimServer
+
+    if listener == "silent":
+        silent = Silent()
+        address, stop = f"127.0.0.1:{silent.port}", silent.close
+    else:
+        server = SimServer(size=(84, 84), log_path=tmp_path / "server.log")
+        server.__enter__()
+        address, stop = server.host, lambda: server.__exit__(None, None, None)
+    try:
+        started = time.monotonic()
+        result = subprocess.run(
+            [sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"],
+            cwd=ROOT,
+            env={**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        took = time.monotonic() - started
+    finally:
+        stop()
+    assert result.returncode == 2 and took < 30, (took, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: RAY_ADDRESS={address}: something listens there, but no Ray head"
+    ), result.stderr
+    assert ("Siphon or simulator server" in lines[0]) == (listener == "simulator"), lines[0]
+
+
 @pytest.mark.slow
 def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster: str
@@ -223,9 +283,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     from elden_il.params import FinetuneConfig, read_section
 
     config = replace(CONFIG, max_steps=20)  # short fights: a few dozen steps hold several
-    bc = tmp_path / "bc"
-    config.save(bc)
-    untrained_policy(config).save(str(bc / "policy.zip"))
+    bc = save_untrained(tmp_path / "bc", config)
     tiny = {
         "total_steps": 64,
         "num_envs": 1,
@@ -236,9 +294,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
         "value_warmup_steps": 32,
     }
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
-    finetune(
-        bc / "policy.zip", read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved"
-    )
+    finetune(bc, read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved")
 
     results, chart = tmp_path / "results.json", tmp_path / "curves.png"
     ray = {"RAY_ADDRESS": request.getfixturevalue("cluster")} if where == "on the cluster" else {}

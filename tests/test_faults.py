@@ -14,9 +14,16 @@ recover on a full disk                          says the disk is full (not "cann
   (its lock files deleted by the user too)
 Ctrl-C while recording                          finished fights kept, no fragment under a step,
                                                 exit 130
-Ctrl-C during ``dvc repro``'s demos stage       the stage fails (130) saying how many of how
-                                                many; a rerun records them all
+Ctrl-C or SIGTERM in any stage or command      130 / 143 and one line; the last finished run's
+  (one a library swallows too)                  outputs as they were; a killed run's staging
+                                                folder removed by the next
 rebuild of a dataset fails half-way             the old dataset is left as it was
+a shared policy or dataset made to run code     nothing runs: one line (policies are data; the
+                                                dataset's env spec checked before use)
+a video that is not its episode's (swapped,     refused before decoding, one line naming both
+  cut, re-encoded, a FIFO or a link out)        files
+rows, times, fights, seeds, array lengths a     bounded before anything is allocated, one line
+  file, a flag or a client asks for             naming the file or flag and the limit
 bad ``params.yaml`` values                      one line naming the key and what is allowed, 2
 bad command-line values                         one argparse line, exit 2, no traceback
 unrecovered ``.partial`` next to episodes       the builder names it and says how to recover it
@@ -44,6 +51,7 @@ import logging
 import math
 import os
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -61,8 +69,9 @@ import minari
 import numpy as np
 import pytest
 import yaml
-from conftest import TINY_NETWORK, main_here, untrained_policy
+from conftest import TINY_NETWORK, main_here, save_untrained, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
+from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.config import EnvConfig
 from env.observations import FrameSpec
@@ -438,35 +447,262 @@ def test_ctrl_c_keeps_whole_fights_only_and_says_it_was_interrupted(tmp_path: Pa
     assert not list(tmp_path.glob("*.partial*"))
 
 
-@pytest.mark.slow
-def test_an_interrupted_demos_stage_fails_and_its_rerun_records_every_episode(tmp_path: Path):
-    """Ctrl-C during ``dvc repro`` reaches the demos stage's process group: the stage must fail
-    (DVC then records nothing as done) with fewer episodes than params ask for, and run again
-    it records them all."""
-    from test_pipeline import TINY
+class SwallowsAnInterrupt:
+    """Sent Ctrl-C while Python runs its ``__del__``: the ``KeyboardInterrupt`` cannot leave it,
+    so Python prints "Exception ignored" and goes on. So did a weakref's callback while the
+    dataset stage imported Minari: the build finished and exited 0."""
 
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 4}}))
-    demos = tmp_path / "datasets/demos/sim"
-    command = [sys.executable, "-m", "elden_il.pipeline", "demos"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # this checkout's code, run from the project's folder
-    stage = subprocess.Popen(
-        command,
-        cwd=tmp_path,
-        env=env,
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 1
+        while time.monotonic() < deadline:  # the handler runs in here
+            pass
+
+
+def test_an_interrupt_a_library_swallows_still_stops_the_command_and_puts_nothing_in_place(tmp_path: Path, capsys):
+    from env.cli import run_command
+
+    from capture.staging import staged_folder
+
+    target = tmp_path / "out"
+    target.mkdir()
+    (target / "old").write_text("the last finished run's")
+    went_on = []
+
+    def work() -> None:
+        with staged_folder(target) as folder:
+            (folder / "new").write_text("half of this run's")
+            SwallowsAnInterrupt()  # made and dropped at once: its __del__ runs here
+            went_on.append(True)  # as the build went on
+
+    assert run_command(work) == 130 and went_on
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "error: interrupted by SIGINT (Ctrl-C) before it finished: nothing half-written replaced what was there "
+        "before; run it again to finish"
+    ], err
+    assert snapshot_files(target) == {"old": b"the last finished run's"}
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_sigterm_is_an_interrupt_with_its_own_exit_status(capsys):
+    """SIGTERM used to end a command on the spot (no line, its staging left); now it stops it as
+    Ctrl-C does, with the shell's 128 + 15, and the handlers found are back afterwards."""
+    from env.cli import run_command
+
+    found = signal.getsignal(signal.SIGTERM)
+
+    def work() -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+
+    started = time.monotonic()
+    assert run_command(work) == 143 and time.monotonic() - started < 4
+    assert capsys.readouterr().err.startswith("error: interrupted by SIGTERM before it finished")
+    assert signal.getsignal(signal.SIGTERM) == found
+
+
+def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
+    """The two renames that swap an output in must not be cut apart (the old output would be left
+    aside in the staging folder, which is then removed): a signal arriving between them, taken by
+    any thread of the process, is held until both are done, then delivered."""
+    import threading
+
+    from env import interrupts
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.deferred():
+            other = threading.Thread(target=lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+            other.start()
+            other.join()
+            os.kill(os.getpid(), signal.SIGINT)  # to the process: whichever thread takes it
+            time.sleep(0.2)  # where the handler would have run
+            done.append(True)
+    assert done == [True]
+
+
+def snapshot_files(folder: Path, leave_out: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """Every file under ``folder`` by its path there, with its bytes (not those under ``leave_out``)."""
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not any(str(p.relative_to(folder)).startswith(out) for out in leave_out)
+    }
+
+
+# ------------------------------------------------------------------ every stage, interrupted
+STAGES = ("demos", "dataset", "bc", "finetune", "evaluate")
+
+
+def stage_process(project: Path, stage: str, params: str = "params.yaml") -> subprocess.Popen:
+    """``python -m elden_il.pipeline STAGE`` in ``project``, as DVC runs it (a process group of its own)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "elden_il.pipeline", stage, "--params", params],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    err = wait_then_interrupt(stage, lambda: len(list_episodes(demos)) >= 1)
-    assert stage.returncode == 130, err
-    line = err.strip().splitlines()[-1]
-    assert "Traceback" not in err and line.startswith("error: ") and "of the 4" in line and "dvc repro" in line, err
-    assert 1 <= len(list_episodes(demos)) < 4 and all(seconds(p) >= STEP_S for p in list_episodes(demos))
 
-    rerun = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr
-    assert [p.name for p in list_episodes(demos)] == [f"0000{i}-seed{i}_autopilot.h5" for i in range(4)]
+
+@pytest.fixture(scope="module")
+def reproduced_stages(tmp_path_factory) -> Path:
+    """A project folder where every stage of the tiny pipeline has run once, in order."""
+    from test_pipeline import TINY as TINY_PIPELINE  # this file's TINY is params.yaml as it is
+
+    project = tmp_path_factory.mktemp("stages")
+    (project / "params.yaml").write_text(
+        yaml.safe_dump({**TINY_PIPELINE, "demos": {**TINY_PIPELINE["demos"], "episodes": 3}})
+    )
+    for stage in STAGES:
+        process = stage_process(project, stage)
+        _, err = process.communicate(timeout=600)
+        assert process.returncode == 0, (stage, err)
+    return project
+
+
+LONGER = {
+    "demos": {"demos": {"episodes": 40}},
+    "bc": {"bc": {"epochs": 500, "patience": 500}},
+    "finetune": {"finetune": {"total_steps": 50_000}},
+    "evaluate": {"evaluate": {"fights": 200}},
+}
+"""Each stage's params made to run long enough to be interrupted mid-way (a rerun with them
+would write other outputs: an interrupted one must write none)."""
+OUTPUTS = {
+    "demos": ("datasets/demos", ()),
+    "dataset": ("datasets/minari", ()),
+    "bc": ("datasets/models/bc", ()),
+    "finetune": ("datasets/models/finetuned", ()),
+    "evaluate": ("datasets/reports", ("live",)),
+}
+"""Where each stage writes (and what there is no output of its own)."""
+MID_WAY = {
+    "demos": lambda p: any(p.glob("datasets/demos/.building-sim-*/sim/*.h5")),
+    "dataset": lambda p: any(p.glob("datasets/minari/.building-*")),
+    "bc": lambda p: any(p.glob("datasets/models/.building-bc-*")),
+    "finetune": lambda p: (p / "datasets/reports/live/finetune/plots/metrics/episode_return.tsv").exists(),
+    "evaluate": lambda p: any(p.glob("datasets/reports/.building-gifs-*")),
+}
+"""When each stage is part way through writing its output."""
+
+
+def longer_params(project: Path, stage: str) -> str:
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    for section, values in LONGER.get(stage, {}).items():
+        params[section].update(values)
+    (project / "longer.yaml").write_text(yaml.safe_dump(params))
+    return "longer.yaml"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "stage, signum",
+    [*((stage, signal.SIGINT) for stage in STAGES), ("bc", signal.SIGTERM), ("evaluate", signal.SIGTERM)],
+    ids=[*(f"{stage}-SIGINT" for stage in STAGES), "bc-SIGTERM", "evaluate-SIGTERM"],
+)
+def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it_was(
+    reproduced_stages: Path, stage: str, signum: int
+):
+    """Ctrl-C (SIGINT to the stage's process group, as a terminal sends it) or SIGTERM (as a
+    scheduler or ``kill`` sends it) part way through each stage: exit 130 or 143, one line, no
+    traceback (fine-tuning printed 84 lines with 2 tracebacks; the evaluation exited 1 with one
+    and left new GIFs beside the old eval.json, the old recordings deleted), and the output of
+    the last finished run byte for byte as it was, with no staging folder left."""
+    project = reproduced_stages
+    folder, leave_out = OUTPUTS[stage]
+    shutil.rmtree(project / "datasets/reports/live/finetune", ignore_errors=True)  # its curves start anew
+    before = snapshot_files(project / folder, leave_out)
+    process = stage_process(project, stage, longer_params(project, stage))
+    deadline = time.monotonic() + 300
+    while not MID_WAY[stage](project):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+        time.sleep(0.01)
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    err = process.communicate(timeout=120)[1]
+    assert process.returncode == 128 + signum, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    line = one_error_line(err)
+    name = signal.Signals(signum).name
+    if stage == "demos":  # how many of how many, so the user knows why DVC recorded nothing as done
+        assert line.startswith(f"error: the demos stage was interrupted by {name} with "), line
+        assert "of the 40 episodes" in line and "as it was before" in line and "dvc repro" in line, line
+    else:
+        assert line.startswith(f"error: interrupted by {name}"), line
+    assert snapshot_files(project / folder, leave_out) == before
+    assert not list((project / "datasets").rglob(".building-*"))
+
+
+@pytest.mark.slow
+def test_a_killed_stage_leaves_its_output_and_the_next_run_removes_its_staging_folder(reproduced_stages: Path):
+    """SIGKILL lets nothing clean up: the policy folder being built stays behind (8-19 MB a
+    build, which no later run removed), the old policy as it was. The next run removes it."""
+    project = reproduced_stages
+    before = snapshot_files(project / "datasets/models/bc")
+    process = stage_process(project, "bc", longer_params(project, "bc"))
+    deadline = time.monotonic() + 300
+    while not MID_WAY["bc"](project):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+        time.sleep(0.01)
+    process.kill()
+    process.communicate(timeout=60)
+    assert list((project / "datasets/models").glob(".building-bc-*")), "SIGKILL leaves the staging folder"
+    assert snapshot_files(project / "datasets/models/bc") == before
+    rerun = stage_process(project, "bc")
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err
+    assert not list((project / "datasets/models").glob(".building-*"))
+    assert snapshot_files(project / "datasets/models/bc") == before  # the same params: the same bytes
+
+
+@pytest.mark.parametrize(
+    "command, signum",
+    [
+        ("capture.build_dataset", signal.SIGINT),
+        ("capture.build_dataset", signal.SIGTERM),
+        ("env.sim.duel", signal.SIGINT),
+    ],
+    ids=["build_dataset-SIGINT", "build_dataset-SIGTERM", "duel-SIGINT"],
+)
+def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
+    raw_episodes: Path, tmp_path: Path, command: str, signum: int
+):
+    """The commands beside the recorder (which keeps its fights: above): the dataset builder part
+    way through writing (the old dataset stays: ``test_every_stage_interrupted...``) and a long
+    duel, each stopped by a real signal."""
+    root = tmp_path / "minari"
+    args = {
+        "capture.build_dataset": ["--raw", str(raw_episodes), "--id", "test/stopped-v0", "--root", str(root)],
+        "env.sim.duel": ["--policy", "random", "--fights", "500", "--quiet"],
+    }[command]
+    process = subprocess.Popen(
+        [sys.executable, "-m", command, *args],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    started = time.monotonic()
+    ready = {
+        "capture.build_dataset": lambda: any(root.glob(".building-*")),
+        "env.sim.duel": lambda: time.monotonic() - started > 3,
+    }[command]
+    deadline = started + 120
+    while not ready():
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+        time.sleep(0.01)
+    os.killpg(process.pid, signum) if signum == signal.SIGINT else process.send_signal(signum)
+    err = process.communicate(timeout=60)[1]
+    assert process.returncode == 128 + signum, err
+    assert one_error_line(err).startswith(f"error: interrupted by {signal.Signals(signum).name}"), err
+    assert not (root / "test/stopped-v0").exists() and not list(root.glob(".building-*"))
 
 
 # ------------------------------------------------------------------------------ atomic rebuild
@@ -591,6 +827,39 @@ def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
 
 
+@pytest.mark.parametrize("where", ["entry_point", "additional_wrappers"])
+def test_a_dataset_whose_env_spec_names_other_code_is_refused_before_anything_is_made(
+    raw_episodes: Path, tmp_path: Path, where: str
+):
+    """The guide's ``dataset.recover_environment()`` on a shared dataset built whatever its env
+    spec named: ``os:system`` with a command ran it. ``check_env_spec``, which the recipe calls
+    first, refuses any entry point or wrapper but the project's own, in one line."""
+    from elden_il.data import DatasetError, check_env_spec, open_dataset
+
+    root = tmp_path / "minari"
+    check_env_spec(build_dataset(raw_episodes, "test/shared-v0", root=root))  # the project's own: fine
+    marker = tmp_path / "payload-ran"
+    path = root / "test/shared-v0/data/metadata.json"
+    metadata = json.loads(path.read_text())
+    spec = json.loads(metadata["env_spec"])
+    command = {"entry_point": "os:system", "kwargs": {"command": f"touch {shlex.quote(str(marker))}"}}
+    if where == "entry_point":
+        spec.update(command)
+    else:
+        spec["additional_wrappers"] = [{"name": "x", "entry_point": "os:system", "kwargs": command["kwargs"]}]
+    metadata["env_spec"] = json.dumps(spec)
+    path.write_text(json.dumps(metadata))
+    dataset = open_dataset("test/shared-v0", root)
+    with pytest.raises(DatasetError) as refused:
+        check_env_spec(dataset)
+    line = str(refused.value)
+    assert "\n" not in line and "'os:system'" in line and "recover_environment() would import and run that" in line
+    assert not marker.exists()
+    with pytest.raises(Exception):  # noqa: B017 - what it makes is no env
+        dataset.recover_environment()
+    assert marker.exists() == (where == "entry_point"), "the spec is live: only the check kept it from running"
+
+
 def test_a_bug_while_loading_a_dataset_keeps_its_own_error(tmp_path: Path):
     """Only a missing or damaged dataset becomes a DatasetError; a caller's bug (an id that is no
     string) is not dressed up as one."""
@@ -642,7 +911,7 @@ def damage_video(video: Path, damage: str) -> None:
         video.write_bytes(b"not a video at all")
 
 
-SHORT = "frames but its episode has"
+SHORT = "samples, and frame i is sample i"
 VIDEO_DAMAGES = {  # what the line may say: damage the demuxer skips over leaves the video short of frames
     "truncated": (SHORT, "breaks off into unreadable data"),
     "corrupt": (SHORT, "breaks off into unreadable data"),
@@ -666,6 +935,156 @@ def test_a_damaged_video_is_one_line_naming_it_and_nothing_is_lost(raw_episodes:
     assert video.name in line and any(said in line for said in VIDEO_DAMAGES[damage]), line
     assert "move" in line or "put" in line, line  # what to do
     assert {p.name: p.read_bytes() for p in raw.iterdir()} == before, "nothing recorded is touched"
+
+
+def swap_videos(first: Path, second: Path) -> None:
+    """Swap the videos of two episodes by name, as a person tidying files may."""
+    a, b = first.with_suffix(".mkv"), second.with_suffix(".mkv")
+    spare = a.with_name("spare.mkv")
+    a.rename(spare)
+    b.rename(a)
+    spare.rename(b)
+
+
+def reencode(video: Path, size: tuple[int, int]) -> None:
+    """The video decoded and encoded again at ``size``, every frame, its metadata kept (as
+    ``ffmpeg -i x.mkv -s 64x64 y.mkv`` does)."""
+    import av
+
+    from capture.footage import decoded
+
+    frames = list(decoded(video))
+    with av.open(str(video)) as old:
+        metadata = dict(old.metadata)
+    with av.open(str(video), "w", format="matroska") as out:
+        out.metadata.update(metadata)
+        stream = out.add_stream("libx264", options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = *size, "yuv420p"
+        for i, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(width=size[0], height=size[1])
+            frame.pts = i
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+
+
+def not_its_video(raw: Path, case: str, tmp_path: Path) -> tuple[Path, Path]:
+    """Spoil the folder ``raw`` of two same-length episodes as ``case`` says; (the episode, the
+    video beside it that is not its own)."""
+    from capture.footage import count_frames, keep_first
+
+    first, second = list_episodes(raw)
+    if case == "swapped names":  # two 4 s timeouts: the same length, each the other's picture
+        assert len(read_episode(first, frames=False)) == len(read_episode(second, frames=False))
+        swap_videos(first, second)
+    elif case == "cut to its length":  # a longer fight's video, cut to this episode's frame count
+        longer = tmp_path / "longer"
+        assert (
+            record_lock_step(longer, "--max-episodes", "1", "--max-episode-seconds", "6", "--seed", "7").returncode == 0
+        )
+        (longer_video,) = longer.glob("*.mkv")
+        n = count_frames(first.with_suffix(".mkv"))
+        assert count_frames(longer_video) > n
+        keep_first(longer_video, first.with_suffix(".mkv"), n)
+    elif case == "re-encoded smaller":  # every frame there, at 64x64 while the episode says 256x256
+        reencode(first.with_suffix(".mkv"), (64, 64))
+    elif case == "a FIFO":
+        first.with_suffix(".mkv").unlink()
+        os.mkfifo(first.with_suffix(".mkv"))
+    elif case == "a link out of the folder":
+        outside = tmp_path / "elsewhere.mkv"
+        first.with_suffix(".mkv").rename(outside)
+        first.with_suffix(".mkv").symlink_to(outside)
+    elif case == "a device":
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        import stat
+
+        first.with_suffix(".mkv").unlink()
+        os.mknod(first.with_suffix(".mkv"), stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's
+    return first, first.with_suffix(".mkv")
+
+
+NOT_ITS_VIDEO = {
+    "swapped names": "recording id",
+    "cut to its length": "recording id",
+    "re-encoded smaller": "it is 64x64, the episode was captured at 256x256",
+    "a FIFO": "a FIFO",
+    "a link out of the folder": "a symbolic link out of its folder",
+    "a device": "a device",
+}
+
+
+@pytest.mark.parametrize("case", NOT_ITS_VIDEO)
+def test_a_video_that_is_not_its_episodes_is_refused_by_the_builder_and_the_viewer_naming_both(
+    raw_episodes: Path, tmp_path: Path, case: str
+):
+    """The frame count was the only check: two same-length recordings with their videos swapped
+    built (18 of 26 steps the other fight's frames), a video cut to another episode's length too
+    (354 of 363), one re-encoded at 64x64 was scaled back up in silence, and a FIFO hung the
+    build. Now the recording's id (in the episode and the video's metadata), the capture size
+    and the file itself are checked first: one line naming both files, nothing touched."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    episode, video = not_its_video(raw, case, tmp_path)
+    before = {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in raw.iterdir()}
+    built = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
+    viewed = cli("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd"))
+    for result in (built, viewed):
+        line = one_error_line(result.stderr)
+        assert result.returncode == 2, result.stderr
+        assert str(video) in line and NOT_ITS_VIDEO[case] in line, line
+        assert case in ("a FIFO", "a link out of the folder", "a device") or str(episode) in line, line
+    assert not (tmp_path / "minari/test/video-v0").exists() and not (tmp_path / "fight.rrd").exists()
+    assert {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in raw.iterdir()} == before
+
+
+def test_an_episode_recorded_before_the_recording_id_is_checked_by_what_it_carries(raw_episodes: Path, tmp_path: Path):
+    """Episodes from before ``video_id`` (format 2 as first written) still build; their video is
+    checked by its frame count and its size, which they carry."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    for path in list_episodes(raw):
+        with h5py.File(path, "r+") as f:
+            del f.attrs["video_id"]
+    assert build_dataset(raw, "test/older-v0", root=tmp_path / "minari").total_episodes == 2
+    reencode(list_episodes(raw)[0].with_suffix(".mkv"), (64, 64))
+    with pytest.raises(BuildError, match="it is 64x64, the episode was captured at 256x256"):
+        build_dataset(raw, "test/older-v0", root=tmp_path / "minari", force=True)
+
+
+def test_recover_refuses_a_partial_episodes_video_of_another_recording_naming_both(tmp_path: Path):
+    """Two recordings a crash left unfinished, their videos' names swapped: each would have been
+    recovered with the other's picture."""
+    from test_recording import meta, sample
+
+    out = tmp_path / "raw"
+    partials = []
+    for name in ("20200101-000000-000000", "20200101-000100-000000"):
+        writer = EpisodeWriter(tmp_path / "live", meta(), name=None, lock_step=True)
+        for i in range(40):
+            writer.append(sample(i))
+        writer.flush()
+        writer._video.close()  # the video whole, the episode left partial: as a kill after a flush
+        out.mkdir(exist_ok=True)
+        target = out / f"{name}_human.h5.partial"
+        target.write_bytes(writer.path.read_bytes())
+        target.with_name(f"{name}_human.mkv.partial").write_bytes(writer.video_path.read_bytes())
+        writer.discard()
+        partials.append(target)
+    first, second = (p.with_name(p.name.replace(".h5.", ".mkv.")) for p in partials)
+    spare = first.with_name("spare")
+    first.rename(spare)
+    second.rename(first)
+    spare.rename(second)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    result = cli("capture.recover", str(out))
+    assert result.returncode == 2, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2 and "Traceback" not in result.stderr, result.stderr
+    for partial, line in zip(partials, errors):
+        video = partial.with_name(partial.name.replace(".h5.", ".mkv."))
+        assert str(partial) in line and str(video) in line and "recording id" in line, line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
 
 def test_a_codec_the_ffmpeg_build_lacks_is_one_line_before_anything_is_recorded(tmp_path: Path, monkeypatch):
@@ -701,6 +1120,78 @@ def test_a_short_run_of_nan_state_is_held_over_and_named(raw_episodes: Path, tmp
         float(line.split("=")[1].split("#")[0]) for line in floors.stdout.splitlines() if "_floor = " in line
     ]
     assert all(0 < floor < 1 for floor in recommended), floors.stdout
+
+
+def spoil_times(name: str, rows: slice | int, value):
+    def spoil(f: h5py.File) -> None:
+        data = f[name][()]
+        if name == "events":
+            data["t"][rows] = value(data["t"])
+        else:
+            data[rows] = value(data)
+        f[name][...] = data
+
+    return spoil
+
+
+EPISODE_SPOILS = {
+    # what an 862 KB file could ask for: (how, what the one line says)
+    "10^11 sample times": (
+        lambda f: f["t"].resize(10**11, axis=0),
+        "its t declares 100000000000 rows, more than any recording holds (10000000 at most)",
+    ),
+    "3x10^8 mouse rows": (lambda f: f["mouse"].resize(3 * 10**8, axis=0), "its mouse declares 300000000 rows"),
+    "state rows never written": (
+        lambda f: f["state"].resize(f["state"].shape[0] + 5000, axis=0),
+        "its state declares",
+    ),
+    "a NaN sample time": (spoil_times("t", 50, lambda t: math.nan), "its sample times (t) hold no number at row 50"),
+    "a sample time in the past": (
+        spoil_times("t", 60, lambda t: t[10]),
+        "its sample times (t) run backwards at row 60",
+    ),
+    "a sample time days away": (spoil_times("t", -1, lambda t: t[-1] + 1e7), "its sample times (t) span 1e+07 s"),
+    "a NaN input event time": (spoil_times("events", 0, lambda t: math.nan), "its input events' times hold no number"),
+}
+
+
+@pytest.mark.parametrize("spoil", EPISODE_SPOILS)
+def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anything_is_allocated(
+    raw_episodes: Path, tmp_path: Path, spoil: str
+):
+    """10^11 rows declared: a 745 GiB allocation traceback; 3x10^8 mouse rows: built, using
+    3.5 GB; one NaN or far-off sample time: a traceback. Now the builder and the viewer refuse
+    the file in one line naming it, its dataset and the limit, in seconds."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    episode = list_episodes(raw)[-1]
+    how, said = EPISODE_SPOILS[spoil]
+    with h5py.File(episode, "r+") as f:
+        how(f)
+    for command in (
+        ("capture.build_dataset", "--raw", str(raw), "--id", "test/bounds-v0", "--root", str(tmp_path / "minari")),
+        ("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd")),
+    ):
+        started = time.monotonic()
+        result = cli(*command, timeout=60)
+        assert result.returncode == 2 and time.monotonic() - started < 30, result.stderr
+        line = one_error_line(result.stderr)
+        assert str(episode) in line and said in line, line
+
+
+def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
+    from test_recording import meta, sample
+
+    writer = EpisodeWriter(tmp_path / "raw", meta(), lock_step=True)
+    for i in range(40):
+        writer.append(sample(i))
+    writer.flush()
+    writer._abandon()  # as a kill after a flush leaves it
+    with h5py.File(writer.path, "r+", locking=False) as f:
+        f["t"].resize(10**11, axis=0)
+    result = cli("capture.recover", str(tmp_path / "raw"), timeout=60)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and "cannot be recovered" in line and "declares 100000000000 rows" in line, line
+    assert writer.path.exists() and not list_episodes(tmp_path / "raw")
 
 
 @pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
@@ -747,45 +1238,88 @@ def test_a_timestep_of_zero_is_one_line(tmp_path: Path, capsys, command: str):
 POLICY_CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 
-def save_policy(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
+def policy_folder(folder: Path, config: EnvConfig = POLICY_CONFIG, saved_for: EnvConfig = POLICY_CONFIG) -> Path:
     """An untrained policy for ``saved_for``'s spaces in ``folder``, with ``config`` as its env_config.json."""
-    config.save(folder)
-    untrained_policy(saved_for).save(str(folder / "policy.zip"))
-    return folder
+    return save_untrained(folder, config, saved_for)
 
 
-def write_zip(path: Path, member: str) -> None:
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr(member, "not a policy")
+def edit_description(folder: Path, change) -> None:
+    path = folder / "policy.json"
+    description = json.loads(path.read_text())
+    change(description)
+    path.write_text(json.dumps(description))
 
 
-def cartpole(path: Path) -> None:
+def cartpole_spaces(description: dict) -> None:
     import gymnasium as gym
-    from stable_baselines3 import PPO
 
-    PPO("MlpPolicy", gym.make("CartPole-v1"), n_steps=64).save(path)
+    from elden_il.policy_json import space_to_json
+
+    cartpole = gym.make("CartPole-v1")
+    description["observation_space"] = space_to_json(cartpole.observation_space)
+    description["action_space"] = space_to_json(cartpole.action_space)
+
+
+def other_weights(folder: Path) -> None:
+    """The weights of a wider network than the folder's description says."""
+    from dataclasses import replace
+
+    from env.profile import load_profile
+
+    from elden_il.policy import make_policy, save_policy
+
+    wider = make_policy(*POLICY_CONFIG.spaces(load_profile("sim_margit")), replace(TINY_NETWORK, cnn_dim=64))
+    save_policy(wider, POLICY_CONFIG, folder / "wider")
+    (folder / "wider" / "policy.safetensors").replace(folder / "policy.safetensors")
+    shutil.rmtree(folder / "wider")
+
+
+def only_the_config(folder: Path) -> None:
+    for name in ("policy.safetensors", "policy.json"):
+        (folder / name).unlink()
+
+
+def sb3_zip(folder: Path) -> None:
+    """The folder as policies were saved before they were data: SB3's zip, a pickle."""
+    only_the_config(folder)
+    untrained_policy(POLICY_CONFIG).save(str(folder / "policy.zip"))
 
 
 SIZE_64 = POLICY_CONFIG.replace(frame_size=(64, 64))
 BAD_POLICIES = {
     # name: (how to spoil a good policy folder, the one line's expected text)
-    "garbage bytes": (
-        lambda d: (d / "policy.zip").write_bytes(os.urandom(4096)),
-        "is not a saved policy (not a zip file)",
+    "garbage weights": (
+        lambda d: (d / "policy.safetensors").write_bytes(os.urandom(4096)),
+        "does not hold this policy's weights",
     ),
-    "an empty file": (lambda d: (d / "policy.zip").write_bytes(b""), "is not a saved policy (not a zip file)"),
-    "a random zip": (lambda d: write_zip(d / "policy.zip", "notes.txt"), "is not a saved policy"),
-    "a zip with a bad data member": (lambda d: write_zip(d / "policy.zip", "data"), "is not a saved policy"),
-    "a CartPole policy": (lambda d: cartpole(d / "policy.zip"), "was saved for other spaces than its env_config.json"),
+    "empty weights": (lambda d: (d / "policy.safetensors").write_bytes(b""), "does not hold this policy's weights"),
+    "weights of another network": (other_weights, "does not hold this policy's weights"),
+    "a description that is not JSON": (
+        lambda d: (d / "policy.json").write_text("{not json"),
+        "is not a policy's description",
+    ),
+    "a description naming a class to import": (
+        lambda d: edit_description(d, lambda x: x.update(policy_class="os:system")),
+        "is not a policy's description (keys",
+    ),
+    "a network a billion wide": (
+        lambda d: edit_description(d, lambda x: x["network"].update(cnn_dim=10**9)),
+        "network cnn_dim = 1000000000 is no size this network takes",
+    ),
+    "a CartPole policy's spaces": (
+        lambda d: edit_description(d, cartpole_spaces),
+        "was saved for other spaces than its env_config.json",
+    ),
     "84x84 config, 64x64 policy": (
-        lambda d: save_policy(d, POLICY_CONFIG, SIZE_64),
+        lambda d: policy_folder(d, POLICY_CONFIG, SIZE_64),
         "observation frame: Box(0, 255, (3, 64, 64), uint8) vs Box(0, 255, (3, 84, 84), uint8)",
     ),
     "64x64 config, 84x84 policy": (
-        lambda d: save_policy(d, SIZE_64, POLICY_CONFIG),
+        lambda d: policy_folder(d, SIZE_64, POLICY_CONFIG),
         "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)",
     ),
-    "env_config.json without policy.zip": (lambda d: (d / "policy.zip").unlink(), "is incomplete"),
+    "env_config.json without the policy": (only_the_config, "is incomplete"),
+    "an SB3 zip (a pickle)": (sb3_zip, "is a policy in SB3's zip format, a pickle"),
 }
 
 
@@ -793,7 +1327,7 @@ BAD_POLICIES = {
 def bad_policies(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("policies")
     for i, (spoil, _) in enumerate(BAD_POLICIES.values()):
-        spoil(save_policy(root / str(i)))
+        spoil(policy_folder(root / str(i)))
     return root
 
 
@@ -822,14 +1356,13 @@ def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):
-    """The pipeline's fine-tuned policy (SB3's algorithm zip) plays in the recorder, loaded as
-    the evaluation loads it."""
+    """The pipeline's fine-tuned policy plays in the recorder, loaded as the evaluation loads it."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
 
-    save_policy(tmp_path / "bc")
+    policy_folder(tmp_path / "bc")
     finetune(
-        tmp_path / "bc/policy.zip",
+        tmp_path / "bc",
         FinetuneConfig(
             total_steps=32, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0
         ),
@@ -856,9 +1389,130 @@ def test_a_fine_tuned_policy_records(tmp_path: Path):
     assert read_episode(episode, frames=False).attrs["source"] == "policy"
 
 
+class RunsACommand:
+    """Unpickled, it runs a shell command: what a shared pickle can hold."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def pickled_policies(root: Path, marker: Path) -> dict[str, Path]:
+    """Policy folders, each with an env_config.json and a ``policy.zip`` made to create
+    ``marker`` when read: SB3's algorithm zip (the fine-tuned kind: ``PPO.load`` unpickles its
+    ``data`` member's objects with cloudpickle) and SB3's policy-only zip (the BC kind: a
+    ``torch.save`` archive, read with ``torch.load(weights_only=False)``)."""
+    import base64
+    import pickle
+
+    import torch
+
+    payload = RunsACommand(f"touch {shlex.quote(str(marker))}")
+    algorithm, policy_only = root / "algorithm", root / "policy_only"
+    for folder in (algorithm, policy_only):
+        POLICY_CONFIG.save(folder)
+    data = {
+        "policy_class": {
+            ":type:": "<class 'abc.ABCMeta'>",
+            ":serialized:": base64.b64encode(pickle.dumps(payload)).decode(),
+        }
+    }
+    with zipfile.ZipFile(algorithm / "policy.zip", "w") as archive:
+        archive.writestr("data", json.dumps(data))
+        archive.writestr("_stable_baselines3_version", "2.9.2")
+    torch.save(payload, policy_only / "policy.zip")
+    return {"algorithm": algorithm, "policy-only": policy_only}
+
+
+@pytest.mark.parametrize("kind", ["algorithm", "policy-only"])
+def test_a_policy_made_to_run_a_command_runs_nothing_in_any_command_that_loads_policies(
+    raw_episodes: Path, tmp_path: Path, monkeypatch, capsys, kind: str
+):
+    """A shared policy's pickle ran its maker's command, then handed back the real object, so
+    every command ended normally: load_policy, the viewer, the recorder, the evaluate stage (once
+    per policy) and the finetune stage (twice). Now a policy folder is read as data only: each
+    command says in one line what the zip is and how to convert one you trust, and the command
+    is never run. Read by the one function named for trusting it, the same file does run it."""
+    from env.errors import EldenILError
+
+    from elden_il.policy import load_policy
+    from elden_il.sb3_zip import read_sb3_zip_trusting_its_code
+
+    marker = tmp_path / "payload-ran"
+    folder = pickled_policies(tmp_path / "policies", marker)[kind]
+    with pytest.raises(EldenILError) as refused:
+        load_policy(folder)
+    assert "a pickle" in str(refused.value) and "--trust-pickle" in str(refused.value)
+
+    project = tmp_path / "project"
+    for name in ("bc", "finetuned"):
+        shutil.copytree(folder, project / "datasets/models" / name)
+    (project / "params.yaml").write_text(yaml.safe_dump(TINY))
+    monkeypatch.chdir(project)
+    episode = list_episodes(raw_episodes)[0]
+    commands = [
+        ("capture.view", str(episode), "--policy", str(folder), "--save", str(tmp_path / "x.rrd")),
+        (
+            "capture.record",
+            "--backend",
+            "sim",
+            "--policy",
+            str(folder),
+            "--scripted-human",
+            "--no-status",
+            "--max-episodes",
+            "1",
+            "--out",
+            str(tmp_path / "raw"),
+        ),
+        ("elden_il.pipeline", "evaluate"),
+        ("elden_il.pipeline", "finetune"),
+        ("elden_il.sb3_zip", "export", str(folder), str(tmp_path / "exported.zip")),
+        ("elden_il.sb3_zip", "convert", str(folder)),  # without --trust-pickle
+    ]
+    for command in commands:
+        status, _, err = main_here(*command, capsys=capsys)
+        assert status == 2, (command, err)
+        assert "pickle" in one_error_line(err), (command, err)
+        assert not marker.exists(), command
+    assert not (tmp_path / "raw").exists() or not list((tmp_path / "raw").glob("*.h5"))
+
+    with pytest.raises(Exception):  # noqa: B017 - the payload hands back no policy
+        read_sb3_zip_trusting_its_code(folder / "policy.zip")
+    assert marker.exists(), "the payload is live: only load_policy's refusal kept it from running"
+
+
+def test_an_old_policy_folder_converts_once_with_trust_and_then_loads_as_data(tmp_path: Path, capsys):
+    """Folders saved before policies were data (SB3's zip and env_config.json) are converted by
+    one command, in place, keeping their other files; the converted policy acts as the zip did."""
+    import torch
+
+    from elden_il.policy import load_policy
+
+    folder = tmp_path / "bc"
+    POLICY_CONFIG.save(folder)
+    torch.manual_seed(0)
+    old = untrained_policy(POLICY_CONFIG)
+    old.save(str(folder / "policy.zip"))
+    (folder / "history.json").write_text("[]")
+    status, out, err = main_here("elden_il.sb3_zip", "convert", str(folder), "--trust-pickle", capsys=capsys)
+    assert status == 0, err
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "env_config.json",
+        "history.json",
+        "policy.json",
+        "policy.safetensors",
+    ]
+    loaded = load_policy(folder, device="cpu").policy
+    assert all(torch.equal(a, b) for a, b in zip(old.state_dict().values(), loaded.state_dict().values()))
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".building")]
+
+
 def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(raw_episodes: Path, tmp_path: Path):
     """Ctrl-C during training (here: in the first epoch's callback, before any checkpoint) leaves
-    no env_config.json without its policy.zip: the old folder as it was, and no staging left."""
+    no env_config.json without its policy: the old folder as it was, and no staging left."""
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations
     from elden_il.params import BCConfig
@@ -1007,13 +1661,37 @@ PARAM_FAULTS = [
         "../../escape",
         "params.yaml dataset.id = '../../escape': must look like namespace/name-vN",
     ),
-    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number at least 1"),
+    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number from 1 to 100000"),
     ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
     ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
     ("demos", "demos.player", "robot", "params.yaml demos.player = 'robot': must be one of expert, person"),
-    ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number at least 1"),
+    ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number from 1 to 100000"),
     ("evaluate", "evaluate.parallel", -1, "params.yaml evaluate.parallel = -1: must be a whole number from 1"),
     ("evaluate", "evaluate.deterministic", "yes", "params.yaml evaluate.deterministic = 'yes': must be true or false"),
+    (
+        "evaluate",
+        "evaluate.fights",
+        10**9,
+        "params.yaml evaluate.fights = 1000000000: must be a whole number from 1 to 100000",
+    ),
+    (
+        "evaluate",
+        "evaluate.first_seed",
+        -1,
+        "params.yaml evaluate.first_seed = -1: must be a whole number from 0 to 4294967295",
+    ),
+    (
+        "evaluate",
+        "evaluate.first_seed",
+        2**32 - 1,
+        f"params.yaml evaluate.first_seed = 4294967295: must be at most {2**32 - 100}: 100 fights count up from it",
+    ),
+    (
+        "demos",
+        "demos.episodes",
+        10**9,
+        "params.yaml demos.episodes = 1000000000: must be a whole number from 1 to 100000",
+    ),
 ]
 
 
@@ -1032,6 +1710,65 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
     status, _, err = main_here("elden_il.pipeline", stage, capsys=capsys)
     assert status == 2
     assert one_error_line(err).startswith(f"error: {message}")
+
+
+EVAL_REPORT = {
+    "backend": "sim",
+    "fights": 3,
+    "policies": {
+        name: {
+            "win_rate": 0.5,
+            "win_rate_ci95": [0.1, 0.9],
+            "boss_damage_dealt": 0.5,
+            "player_damage_taken": 0.5,
+            "episode_length": 20.0,
+        }
+        for name in ("random", "bc", "finetuned")
+    },
+}
+NOT_EVALUATIONS = {
+    "truncated": (json.dumps(EVAL_REPORT)[:60], "Unterminated string"),
+    "another stage's report": (json.dumps({"episodes": 2, "steps": 50, "id": "x"}), "no backend and fights"),
+    "a list": ("[1, 2]", "a list, not a mapping"),
+    "a policy without its numbers": (
+        json.dumps({**EVAL_REPORT, "policies": {"bc": {"win_rate": 1.0}}}),
+        "policy 'bc' lacks boss_damage_dealt",
+    ),
+    "not text": ("\udcff", "is not an evaluation's eval.json"),
+}
+
+
+@pytest.mark.parametrize("kind", NOT_EVALUATIONS)
+def test_summary_given_a_file_that_is_no_evaluation_is_one_line(tmp_path: Path, monkeypatch, capsys, kind: str):
+    """``summary --experiment`` with a dataset.json or a truncated copy: KeyError or
+    JSONDecodeError tracebacks."""
+    reports = tmp_path / "datasets/reports"
+    reports.mkdir(parents=True)
+    (reports / "eval.json").write_text(json.dumps(EVAL_REPORT))
+    text, said = NOT_EVALUATIONS[kind]
+    other = tmp_path / "other.json"
+    other.write_bytes(text.encode("utf-8", "surrogateescape"))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "summary", "--experiment", f"other={other}", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and f"{other} is not an evaluation's eval.json" in line and said in line, line
+    assert main_here("elden_il.pipeline", "summary", "--markdown", capsys=capsys)[0] == 0
+
+
+def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alone(tmp_path: Path, monkeypatch, capsys):
+    """A symlinked ``datasets/demos/sim``: an ``rmtree`` traceback (it refuses links), after which
+    the stage would have replaced the link. Outputs are replaced whole, the link with them."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.txt").write_text("mine")
+    (tmp_path / "datasets/demos").mkdir(parents=True)
+    (tmp_path / "datasets/demos/sim").symlink_to(elsewhere)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and "datasets/demos/sim is a symbolic link" in line and str(elsewhere) in line, line
+    assert (tmp_path / "datasets/demos/sim").is_symlink() and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
 
 
 # ---------------------------------------------------------------------------- command lines
@@ -1074,6 +1811,17 @@ CLI_FAULTS = [
     (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
     (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
     (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
+    (
+        ["env.sim.duel", "--fights", "1000000000"],
+        "argument --fights: '1000000000' must be a whole number from 1 to 100000",
+    ),
+    (["env.sim.duel", "--fights", "0"], "argument --fights: '0' must be a whole number from 1 to 100000"),
+    (["env.sim.duel", "--first-seed", "-1"], "argument --first-seed: '-1' must be a whole number from 0 to 4294967295"),
+    (
+        ["env.sim.duel", "--first-seed", "4294967295", "--fights", "2"],
+        "--first-seed 4294967295 with --fights 2: the last seed would pass 4294967295",
+    ),
+    (["capture.build_dataset", "--id", "a/margit-v0"], "must look like namespace/name-vN"),
 ]
 
 
@@ -1430,6 +2178,56 @@ def test_streams_nobody_reads_cannot_starve_taps(stub):
     stream = stub.StreamFrames(pb2.StreamFramesRequest(format="raw"), timeout=10)
     assert next(stream).data
     stream.cancel()
+
+
+def many_attributes(arrays: int, scalars: int, array_length: int = 4) -> pb2.SetProcessConfigRequest:
+    """A config of ``scalars`` int attributes side by side in one object and ``arrays`` arrays
+    over them, each ``array_length`` bytes from the next attribute on."""
+
+    def attribute(name: str, kind: str, offset: int, length: int) -> pb2.ProcessAttributeProto:
+        return pb2.ProcessAttributeProto(
+            name=name, type=kind, pattern="AA BB CC", offsets=[0x10, offset], length=length, method="aobscan"
+        )
+
+    attributes = [attribute(f"S{i}", "int", 4 * i, 4) for i in range(scalars)]
+    attributes += [attribute(f"A{j}", "array", 4 * j, array_length) for j in range(arrays)]
+    return pb2.SetProcessConfigRequest(process_name="eldenring.exe", process_window_name="w", attributes=attributes)
+
+
+def test_a_config_of_thousands_of_arrays_is_answered_at_once_and_others_are_served_meanwhile(
+    stub, sim_server: SimServer
+):
+    """Arrays were matched against scalars one pair at a time: 4,000 of each took 38.9 s, and two
+    such requests held both worker threads, so GetServerStatus from anyone else missed its
+    30-second deadline. Matching is by object and offset now, and what a config can ask for is
+    bounded (attributes, array lengths, the attributes all arrays hold, the request's bytes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from env.sim.server import MAX_ARRAY_BYTES, MAX_ARRAY_FIELDS, MAX_REQUEST
+
+    requests = [many_attributes(4000, 4000), many_attributes(4000, 4000, array_length=MAX_ARRAY_BYTES)]
+    with grpc.insecure_channel(sim_server.host) as channel, ThreadPoolExecutor(2) as pool:
+        other = pb2_grpc.SiphonServiceStub(channel)  # a second client
+        started = time.monotonic()
+        heavy = [pool.submit(stub.SetProcessConfig, request, timeout=30) for request in requests]
+        status = other.GetServerStatus(pb2.GetServerStatusRequest(), timeout=2)
+        one, many = (future.result() for future in heavy)
+        took = time.monotonic() - started
+    assert status.success and took < 5, took
+    assert not one.success and "S0: no such attribute" in one.message  # matched, and refused for its names
+    assert not many.success and f"the simulator serves at most {MAX_ARRAY_FIELDS}" in many.message, many.message[:300]
+
+    huge = stub.SetProcessConfig(many_attributes(1, 1, array_length=400_000_000), timeout=5)
+    assert (
+        not huge.success
+        and f"an array of length 400000000: the simulator serves arrays of 1 to {MAX_ARRAY_BYTES}" in huge.message
+    )
+    with pytest.raises(grpc.RpcError) as too_big:
+        stub.SetProcessConfig(
+            pb2.SetProcessConfigRequest(process_name="x" * (MAX_REQUEST + 1), process_window_name="w"), timeout=5
+        )
+    assert too_big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert answers(stub)  # the config the fixture set still serves
 
 
 def test_taps_are_bounded_and_refused_beyond_the_limit(stub):

@@ -1,6 +1,6 @@
 """The env and the policies as Gymnasium and Stable-Baselines3 users expect them: the spec's
 episode limit, rendering apart from the observation, ``play()`` from the keyboard,
-``RecordVideo``, ``PPO.load`` on the fine-tuned model, and ``load_policy`` refusing the wrong env."""
+``RecordVideo``, ``PPO.load`` on the fine-tuned model exported as SB3's zip, and ``load_policy`` refusing the wrong env."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import cv2
 import gymnasium
 import numpy as np
 import pytest
-from conftest import untrained_policy
+from conftest import save_untrained
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
@@ -118,21 +118,24 @@ def finetuned(tmp_path_factory) -> Path:
 
     tmp = tmp_path_factory.mktemp("models")
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-    untrained_policy(config).save(str(tmp / "bc.zip"))
+    save_untrained(tmp / "bc", config)
     settings = FinetuneConfig(
         total_steps=64, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0
     )
-    finetune(tmp / "bc.zip", settings, config, tmp / "finetuned")
+    finetune(tmp / "bc", settings, config, tmp / "finetuned")
     return tmp / "finetuned"
 
 
-def test_ppo_load_reads_the_finetuned_model_as_it_is(finetuned: Path):
+def test_ppo_load_reads_the_finetuned_model_exported_as_sb3s_zip(finetuned: Path, tmp_path: Path):
+    """SB3 users keep their path: the fine-tuned policy, exported, is the zip ``PPO.load`` reads."""
     import torch
     from stable_baselines3 import PPO
 
     from elden_il.policy import load_policy
+    from elden_il.sb3_zip import export_sb3
 
-    model = PPO.load(finetuned / "policy.zip")
+    export_sb3(finetuned, tmp_path / "ppo.zip")
+    model = PPO.load(tmp_path / "ppo.zip")
     loaded = load_policy(finetuned)
     assert loaded.config == EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
     for a, b in zip(model.policy.state_dict().values(), loaded.policy.state_dict().values()):
@@ -148,22 +151,23 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
     from elden_il.policy import load_policy
 
     with pytest.raises(DatasetError) as refused:
-        load_policy(finetuned / "policy.zip", env=gymnasium.make(ENV_ID))
+        load_policy(finetuned / "policy.safetensors", env=gymnasium.make(ENV_ID))
     message = str(refused.value)
     assert "action_history: 4 vs None" in message and "max_steps: 20 vs 900" in message
-    assert str(finetuned / "policy.zip") in message and "frame_size" not in message
+    assert str(finetuned) in message and "frame_size" not in message
 
 
-def test_load_policy_reads_a_policy_only_zip_and_says_what_is_missing(tmp_path: Path):
+def test_load_policy_reads_a_policy_folder_and_says_what_is_missing(tmp_path: Path):
     from env.errors import EldenILError
 
     from elden_il.policy import load_policy
 
     config = EnvConfig(profile="sim_margit")
-    untrained_policy(config).save(str(tmp_path / "policy.zip"))
+    save_untrained(tmp_path, config)
+    (tmp_path / "env_config.json").unlink()
     with pytest.raises(EldenILError, match="env_config.json is missing"):
-        load_policy(tmp_path / "policy.zip")
+        load_policy(tmp_path / "policy.safetensors")
     config.save(tmp_path)
-    assert load_policy(tmp_path / "policy.zip", env=make_env(config)).config == config
+    assert load_policy(tmp_path / "policy.json", env=make_env(config)).config == config
     with pytest.raises(EldenILError, match="no policy at"):
-        load_policy(tmp_path / "nothing.zip")
+        load_policy(tmp_path / "nothing")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import untrained_policy
+from conftest import save_untrained
 
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -119,9 +119,7 @@ def test_the_live_env_the_in_process_env_and_a_recording_of_a_1280x720_window_sh
 @pytest.mark.slow
 def test_a_policy_for_a_1280x720_window_refuses_a_live_window_of_another_size(tmp_path: Path):
     config = EnvConfig(profile="sim_margit", capture_size=WINDOW)
-    untrained_policy(config).save(str(tmp_path / "policy.zip"))
-    config.save(tmp_path)
-    policy = load_policy(tmp_path)
+    policy = load_policy(save_untrained(tmp_path, config))
     with SimServer(seed=0, size=(320, 180), log_path=tmp_path / "server.log") as server:
         env = policy.make_env(backend="siphon", host=server.host)
         try:

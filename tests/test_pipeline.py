@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REAL_SERVER_TEST_ARGS, main_here, untrained_policy
+from conftest import REAL_SERVER_TEST_ARGS, main_here, save_untrained
 
 from env.sim.launcher import ARGS_VARIABLE
 
@@ -211,7 +211,7 @@ def test_evaluation_over_the_simulator_server_through_a_param(project: Path):
     and scans, the harder of the two (every test taking the sim_server fixture runs both). A fight
     lasts as long as the trained policy's env allows (TINY's max_steps, 25 steps of 200 ms: 5 s in
     real time), so each policy plays one fight, on a server of its own."""
-    if not (project / "datasets/models/finetuned/policy.zip").exists():
+    if not (project / "datasets/models/finetuned/policy.safetensors").exists():
         assert run(project, "dvc", "repro").returncode == 0
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["evaluate"].update(backend="sim_server", fights=1)
@@ -337,7 +337,7 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     from elden_il.params import FinetuneConfig
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
-    untrained_policy(config).save(str(tmp_path / "bc.zip"))
+    save_untrained(tmp_path / "bc", config)
     with SimServer(size=(84, 84)) as server, server.player():
         settings = FinetuneConfig(
             total_steps=64,
@@ -348,13 +348,13 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
             n_epochs=1,
             value_warmup_steps=0,
         )
-        metrics = finetune(tmp_path / "bc.zip", settings, config, tmp_path / "finetuned")
+        metrics = finetune(tmp_path / "bc", settings, config, tmp_path / "finetuned")
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
-    assert (tmp_path / "finetuned" / "policy.zip").stat().st_size > 0
+    assert (tmp_path / "finetuned" / "policy.safetensors").stat().st_size > 0
     assert EnvConfig.load(tmp_path / "finetuned") == config
 
     with pytest.raises(ConfigError, match="backend 'siphon' needs hosts"):
-        finetune(tmp_path / "bc.zip", FinetuneConfig(backend="siphon"), config, tmp_path / "x")
+        finetune(tmp_path / "bc", FinetuneConfig(backend="siphon"), config, tmp_path / "x")
 
 
 @pytest.mark.slow
@@ -376,7 +376,7 @@ def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_wha
     from benchmarks.bench_link import HERE_IF, NAMESPACE, THERE_IP, emulated_link
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
-    untrained_policy(config).save(str(tmp_path / "bc.zip"))
+    save_untrained(tmp_path / "bc", config)
 
     fights = []
 
@@ -395,7 +395,7 @@ def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_wha
         )
         with pytest.raises(GameError) as lost:
             finetune(
-                tmp_path / "bc.zip",
+                tmp_path / "bc",
                 settings,
                 config,
                 tmp_path / "finetuned",

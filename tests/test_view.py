@@ -26,7 +26,7 @@ from capture.record import RecordSettings, record
 from capture.view import main, show_dataset, show_episode
 
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy
+from elden_il.policy import load_policy, save_policy
 
 MASTER = (160, 90)
 DATASET = "test/view-v0"
@@ -84,7 +84,7 @@ def dataset(fight: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def save_policy(folder: Path, config: EnvConfig) -> Path:
+def leaning_policy(folder: Path, config: EnvConfig) -> Path:
     """An untrained policy for ``config`` saved as behaviour cloning saves one, leaning towards
     idling and attacking (the autopilot's commonest actions) so that it agrees at some steps and
     not at others: fixed choices, which is all a count of disagreements needs."""
@@ -94,15 +94,13 @@ def save_policy(folder: Path, config: EnvConfig) -> Path:
         with torch.no_grad():
             policy.action_net.bias[names.index("idle")] += 3.0
             policy.action_net.bias[names.index("attack")] += 3.0
-    folder.mkdir(parents=True, exist_ok=True)
-    policy.save(str(folder / "policy.zip"))
-    config.save(folder)
+    save_policy(policy, config, folder)
     return folder
 
 
 @pytest.fixture(scope="module")
 def policy(dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return save_policy(tmp_path_factory.mktemp("bc"), load_demonstrations(DATASET, dataset).config)
+    return leaning_policy(tmp_path_factory.mktemp("bc"), load_demonstrations(DATASET, dataset).config)
 
 
 def test_a_raw_episode_shows_every_sample_its_keys_and_its_steps(fight: Path, tmp_path: Path):
@@ -221,11 +219,11 @@ def test_bad_input_is_one_line_naming_what_to_do(
 ):
     partial = tmp_path / "cut_human.h5.partial"
     shutil.copy(fight, partial)
-    other_env = save_policy(
+    other_env = leaning_policy(
         tmp_path / "other",
         load_demonstrations(DATASET, dataset).config.replace(frame_size=(64, 64)),
     )
-    other_picture = save_policy(tmp_path / "720p", EnvConfig(profile="sim_margit", capture_size=(1280, 720)))
+    other_picture = leaning_policy(tmp_path / "720p", EnvConfig(profile="sim_margit", capture_size=(1280, 720)))
     save = ["--save", str(tmp_path / "x.rrd")]
     cases = [
         (

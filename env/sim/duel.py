@@ -13,10 +13,11 @@ import argparse
 import time
 from collections.abc import Callable
 
-from env.cli import run_command
+from env.cli import ruled, run_command
 from env.config import EnvConfig
 from env.factory import make_env
 from env.fanout import play_fights
+from env.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
 from env.play import Actor, FightRecord, NamingActor, RandomActor, summarize
 from env.sim.expert import ScriptedExpert, expert_actor
 
@@ -46,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--policy", nargs="+", choices=sorted(ACTORS), default=["expert"], help="which policies fight (default: expert)"
     )
-    parser.add_argument("--fights", type=int, default=10, help="fights per policy (default 10)")
-    parser.add_argument("--first-seed", type=int, default=0, help="seed of the first fight")
+    parser.add_argument(
+        "--fights", type=ruled(int, FIGHTS), default=10, help=f"fights per policy, 1 to {MAX_FIGHTS} (default 10)"
+    )
+    parser.add_argument("--first-seed", type=ruled(int, SEED), default=0, help="seed of the first fight (default 0)")
     parser.add_argument("--quiet", action="store_true", help="print only the summary per policy")
     args = parser.parse_args(argv)
-    if args.fights < 1:
-        parser.error(f"--fights must be at least 1, got {args.fights}")
+    if args.first_seed + args.fights - 1 > MAX_SEED:
+        parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
     return run_command(
         lambda: show_duels(args.policy, list(range(args.first_seed, args.first_seed + args.fights)), args.quiet)
     )

@@ -49,11 +49,21 @@ from env.sim.renderer import Renderer
 from env.sim.world import Lifecycle, Phase, World
 from env.siphon.client import grpc_address, is_loopback
 from env.siphon.config import AttributeSpec
-from env.siphon.packed_reads import Block, fields_in
+from env.siphon.packed_reads import Block, ObjectIndex
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE = 100 * 1024 * 1024
+"""The largest message the server sends (a frame)."""
+MAX_REQUEST = 4 * 1024 * 1024
+"""The largest request it takes: a config of ``MAX_CONFIG_ATTRIBUTES`` long names fits ten times over."""
+MAX_CONFIG_ATTRIBUTES = 10_000
+"""Attributes one SetProcessConfig may name (the game's TOML has 33)."""
+MAX_ARRAY_BYTES = 4096
+"""The longest array attribute served: every read of it allocates its length (a 400 MB one
+peaked at 1.25 GB). The client's packed reads ask for 128 bytes at most."""
+MAX_ARRAY_FIELDS = 65_536
+"""Scalar attributes all of a config's arrays may hold together, counted before any is matched."""
 MAX_WAIT_MS = 10_000
 """The longest a tap may take, its hold and every delay between keys together (Siphon presses
 the keys one delay apart, holds, and releases them one delay apart)."""
@@ -210,6 +220,12 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             return pb2.SetProcessConfigResponse(
                 success=False, message="the config has no attributes: add [attributes.<Name>] tables"
             )
+        if len(request.attributes) > MAX_CONFIG_ATTRIBUTES:
+            return pb2.SetProcessConfigResponse(
+                success=False,
+                message=f"the config has {len(request.attributes)} attributes: the simulator takes at most "
+                f"{MAX_CONFIG_ATTRIBUTES} (the game's own has 33)",
+            )
         problems = []
         scalars = [_spec(a) for a in request.attributes if a.type != "array"]
         for attr in scalars:
@@ -218,10 +234,26 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                 problems.append(f"{attr.name}: no such attribute")
             elif attr.type != known.type:
                 problems.append(f"{attr.name}: type {attr.type!r}, the simulator's is {known.type!r}")
+        array_specs = [_spec(a) for a in request.attributes if a.type == "array"]
+        too_long = [a for a in array_specs if not 1 <= a.length <= MAX_ARRAY_BYTES]
+        if too_long:
+            return pb2.SetProcessConfigResponse(
+                success=False,
+                message=f"{too_long[0].name}: an array of length {too_long[0].length}: the simulator serves arrays "
+                f"of 1 to {MAX_ARRAY_BYTES} bytes ({len(too_long)} array(s) out of that range)",
+            )
+        index = ObjectIndex(scalars)
+        held = sum(index.count_in(a) for a in array_specs)
+        if held > MAX_ARRAY_FIELDS:
+            return pb2.SetProcessConfigResponse(
+                success=False,
+                message=f"the config's arrays hold {held} attributes in all: the simulator serves at most "
+                f"{MAX_ARRAY_FIELDS} (an array holds the few attributes next to each other in one object)",
+            )
         arrays = {}
-        for attr in (_spec(a) for a in request.attributes if a.type == "array"):
+        for attr in array_specs:
             try:
-                arrays[attr.name] = Block(attr, fields_in(attr, scalars))
+                arrays[attr.name] = Block(attr, index.fields_in(attr))
             except ValueError as e:
                 problems.append(f"{attr.name}: {e}")
                 continue
@@ -658,7 +690,7 @@ def serve(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
         options=[
             ("grpc.max_send_message_length", MAX_MESSAGE),
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_receive_message_length", MAX_REQUEST),
             # gRPC shares a port by default (SO_REUSEPORT): a second server would then take part
             # of the connections, and a client could reconnect to a different world unawares.
             ("grpc.so_reuseport", 0),

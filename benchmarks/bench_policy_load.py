@@ -1,0 +1,99 @@
+"""How long loading a policy takes: SB3's zips (what ``load_policy`` read before policies were
+data) against the policy folder (safetensors and JSON, what it reads now), side by side.
+
+The pipeline's network (``NetworkSize()``) for the pipeline's env, saved three ways from the same
+weights: SB3's policy-only zip (behaviour cloning's old file, ``ActorCriticPolicy.load``), SB3's
+PPO zip (fine-tuning's old file, ``PPO.load``) and the policy folder (``load_policy``). Each is
+loaded ``--repeat`` times in this process, in turns, so the three share the machine's state;
+the median and the fastest are reported, with each file's size. The commands load a policy once,
+at their start: what this measures is a command's wait, not a hot loop.
+
+    .venv/bin/python -m benchmarks.bench_policy_load [--repeat 20] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from env.config import EnvConfig
+from env.profile import load_profile
+
+from elden_il.params import load_params
+from elden_il.policy import NetworkSize, load_policy, make_policy, save_policy
+from elden_il.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
+
+from benchmarks.machine import describe
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(repeat: int) -> dict:
+    config: EnvConfig = load_params(ROOT / "params.yaml").env_config().replace(profile="sim_margit")
+    torch.manual_seed(0)
+    policy = make_policy(*config.spaces(load_profile(config.profile)), NetworkSize())
+    with tempfile.TemporaryDirectory() as tmp:
+        folder, policy_only, ppo = Path(tmp) / "policy", Path(tmp) / "policy_only.zip", Path(tmp) / "ppo.zip"
+        save_policy(policy, config, folder)
+        policy.save(str(policy_only))
+        export_sb3(folder, ppo)
+        loads = {
+            "SB3 policy-only zip (ActorCriticPolicy.load, BC's old file)": lambda: read_sb3_zip_trusting_its_code(
+                policy_only
+            ),
+            "SB3 PPO zip (PPO.load, fine-tuning's old file)": lambda: read_sb3_zip_trusting_its_code(ppo),
+            "policy folder (load_policy: safetensors + JSON)": lambda: load_policy(folder, device="cpu"),
+        }
+        sizes = {
+            list(loads)[0]: policy_only.stat().st_size,
+            list(loads)[1]: ppo.stat().st_size,
+            list(loads)[2]: sum(p.stat().st_size for p in folder.iterdir()),
+        }
+        times: dict[str, list[float]] = {name: [] for name in loads}
+        for _ in range(repeat):
+            for name, load in loads.items():
+                started = time.perf_counter()
+                load()
+                times[name].append(time.perf_counter() - started)
+    return {
+        "machine": describe(),
+        "repeat": repeat,
+        "parameters": sum(p.numel() for p in policy.parameters()),
+        "loads": {
+            name: {
+                "median_ms": 1000 * statistics.median(times[name]),
+                "fastest_ms": 1000 * min(times[name]),
+                "bytes": sizes[name],
+            }
+            for name in loads
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=20, help="loads of each file (default: %(default)s)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    results = measure(args.repeat)
+    print(f"{results['machine']}; {results['parameters']:,} parameters, {args.repeat} loads each")
+    baseline = next(iter(results["loads"].values()))["median_ms"]
+    print(f"{'file':<62} {'median ms':>10} {'fastest ms':>11} {'size':>10} {'vs BC zip':>10}")
+    for name, r in results["loads"].items():
+        print(
+            f"{name:<62} {r['median_ms']:>10.1f} {r['fastest_ms']:>11.1f} {r['bytes'] / 1e6:>8.2f} MB "
+            f"{baseline / r['median_ms']:>9.2f}x"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""What an episode file may ask a reader to allocate, and the sample times it may hold.
+
+An HDF5 dataset says how many rows it has, and reading it allocates them all; rows resized
+into existence but never written cost the file nothing. So an 862 KB episode declaring 10^11
+sample times asked for 745 GiB, and one with 3x10^8 mouse rows built, using 3.5 GB. Every
+dataset an episode is read from is checked first: no more rows than any recording holds
+(``MAX_SAMPLES``: days of samples), and, where its rows are stored as they are (the recorder
+writes them so), no more than the file holds data for. A sample time that is not a number, runs
+backwards, or lies days from the others would make a step grid of any length: refused too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from env.errors import DataError
+
+MAX_SAMPLES = 10_000_000
+"""Samples (or input events) one episode may hold: over 90 hours at 30 Hz, where a fight lasts minutes."""
+MAX_SPAN_S = 24 * 3600.0
+"""The longest an episode's samples may span."""
+
+
+class BoundsError(DataError):
+    """An episode file that asks for more than a recording holds; the message names it and the limit."""
+
+
+def check_rows(path: Path, dataset: h5py.Dataset, limit: int = MAX_SAMPLES) -> int:
+    """The rows of ``dataset`` (of the episode file ``path``), or ``BoundsError`` before any is read."""
+    rows = int(dataset.shape[0]) if dataset.shape else 0
+    name = dataset.name.lstrip("/")
+    if rows > limit:
+        raise BoundsError(
+            f"{path}: its {name} declares {rows} rows, more than any recording holds ({limit} at most): the file "
+            "is damaged or no recording; move it out of the folder"
+        )
+    if dataset.chunks is not None and dataset.id.get_create_plist().get_nfilters() == 0:  # rows stored as they are
+        try:
+            held = dataset.id.get_storage_size()
+        except (RuntimeError, OSError):  # its chunk index unreadable (a torn file): what reads it says so
+            return rows
+        if dataset.nbytes > held:
+            per_row = max(1, dataset.nbytes // max(1, rows))
+            raise BoundsError(
+                f"{path}: its {name} declares {rows} rows but the file holds data for {held // per_row} at most: "
+                "it is damaged (rows added that were never written); move it out of the folder"
+            )
+    return rows
+
+
+def check_times(path: Path, t: np.ndarray, what: str = "sample times (t)", ordered: bool = True) -> None:
+    """Refuse times that are not finite numbers, run backwards (where ``ordered``: samples are;
+    input events from several threads need not be) or span more than ``MAX_SPAN_S``, naming the
+    first bad row."""
+    if not len(t):
+        return
+    bad = np.flatnonzero(~np.isfinite(t))
+    if len(bad):
+        raise BoundsError(
+            f"{path}: its {what} hold no number at row {int(bad[0])} ({len(bad)} row(s) in all): a recording's "
+            "clock always gives one; the file is damaged: move it out of the folder"
+        )
+    backwards = np.flatnonzero(np.diff(t) < 0) if ordered else []
+    if len(backwards):
+        row = int(backwards[0]) + 1
+        raise BoundsError(
+            f"{path}: its {what} run backwards at row {row} ({t[row - 1]:.6g} s, then {t[row]:.6g} s): one clock "
+            "only counts up; the file is damaged: move it out of the folder"
+        )
+    span = float(t.max() - t.min())
+    if span > MAX_SPAN_S:
+        raise BoundsError(
+            f"{path}: its {what} span {span:.6g} s, more than an episode lasts ({MAX_SPAN_S:g} s at most): the "
+            "file is damaged: move it out of the folder"
+        )

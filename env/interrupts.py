@@ -1,0 +1,104 @@
+"""Ctrl-C and SIGTERM as interrupts that cannot be lost.
+
+Python turns SIGINT into a ``KeyboardInterrupt`` raised wherever the main thread happens to be.
+Where that is a callback Python calls on its own (a weakref's, a ``__del__``, a C library's log
+hook), the exception cannot propagate: Python prints "Exception ignored ... KeyboardInterrupt"
+and goes on, and a dataset build stopped that way once finished and exited 0. SIGTERM, by
+default, ends the process on the spot, its staging folders left behind and no line said.
+
+So every command (``env.cli.run_command``) runs under ``watched()``: both signals raise
+``KeyboardInterrupt`` and are also *recorded* (and Python's "Exception ignored" traceback for
+one that could not propagate is left out: the command says it in its one line). What publishes an output (``capture.staging``)
+calls ``check()`` first, and the runner calls it again once the work returns: an interrupt
+whose exception was swallowed still stops the swap and still ends the command with the
+shell's 128 + signal. ``deferred()`` holds signals back for the few instructions that must not
+be cut in half (the two renames of a swap).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Watch:
+    """The signals received while a command runs; the first decides its exit status."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.stopping = False
+
+    def handler(self, signum: int, _frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        if not self.stopping:  # once the command is on its way out, its cleanup is let finish
+            raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if a signal came, even one whose exception was swallowed."""
+        if self.received is not None and not self.stopping:
+            raise KeyboardInterrupt
+
+
+_current: Watch | None = None
+
+
+@contextmanager
+def watched() -> Iterator[Watch | None]:
+    """SIGINT and SIGTERM recorded and raised as ``KeyboardInterrupt`` for the ``with`` body;
+    the handlers found are back afterwards. Outside the main thread (where Python allows no
+    handler) nothing changes and the body gets None."""
+    global _current
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    watch, outer, hook = Watch(), _current, sys.unraisablehook
+    previous = {sig: signal.signal(sig, watch.handler) for sig in SIGNALS}
+    _current = watch
+
+    def unraisable(info: Any) -> None:
+        if not (isinstance(info.exc_value, KeyboardInterrupt) and watch.received is not None):
+            hook(info)
+
+    sys.unraisablehook = unraisable
+    try:
+        yield watch
+    finally:
+        _current = outer
+        sys.unraisablehook = hook
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def check() -> None:
+    """Raise ``KeyboardInterrupt`` if the running command was sent a signal (see ``Watch.check``);
+    nothing outside a command."""
+    if _current is not None:
+        _current.check()
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM held back for the ``with`` body and delivered after it, to whatever
+    handles them then. By swapping the handlers for ones that only note the signal: masking the
+    signal in this thread is not enough, as another thread of the process may take it, and
+    Python then runs the handler in this thread all the same. Off the main thread (where Python
+    allows no handler) the body runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(held):
+            signal.raise_signal(signum)

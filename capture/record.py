@@ -22,6 +22,7 @@ from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError, GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
+from env.interrupts import SIGNALS
 from env.fields import STEP_MS, check_fields, checked, number, whole
 from env.profile import Profile, load_profile
 from env.siphon.client import NoFrame, ReadRefused
@@ -526,7 +527,7 @@ def record(settings: RecordSettings, status: bool = False, make_driver: MakeDriv
 
     # while recording, a signal quits as F8 does; afterwards the caller's handlers are back (a
     # program that records in-process, a benchmark say, must still stop on SIGTERM)
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in SIGNALS}
     try:
         with RecorderStatus(settings.rate, enabled=status) as display:
             recorder.run(display)

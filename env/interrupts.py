@@ -24,7 +24,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGBREAK = 21
+"""Windows' Ctrl+Break (``signal.SIGBREAK``, which Python defines there alone): a console's
+second interrupt, beside Ctrl+C."""
+
+
+def interrupt_signals(platform: str = sys.platform) -> tuple[int, ...]:
+    """The signals that interrupt a command on ``platform``: Ctrl-C and SIGTERM, and on Windows
+    Ctrl+Break too (SIGTERM can be handled there, though only the process itself raises it)."""
+    signals = (signal.SIGINT, signal.SIGTERM)
+    return (*signals, getattr(signal, "SIGBREAK", SIGBREAK)) if platform == "win32" else signals
+
+
+SIGNALS = interrupt_signals()
 
 
 class Watch:

@@ -688,3 +688,31 @@ def test_the_windows_lock_scheme_marks_a_live_recording_with_a_file_beside_it(tm
     assert lock_path(partial, scheme).exists()  # a crash leaves the lock file ...
     assert not is_being_written(partial, scheme)  # ... whose lock nobody holds
     assert not lock_path(partial, scheme).exists() and partial.read_bytes() == b"samples"  # cleaned up, data kept
+
+
+def test_on_windows_ctrl_break_stops_a_recording_as_ctrl_c_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A Windows console has two interrupts, Ctrl+C and Ctrl+Break (SIGBREAK); the recorder keeps
+    what it recorded on either. Windows' set of signals, on this OS: its SIGBREAK number (21, a
+    job-control signal here, sent to this process alone) quits the recording as F8 does and says
+    the run was interrupted."""
+    import os
+    import signal
+    import threading
+
+    from env import interrupts
+    from env.errors import Interrupted
+
+    from capture import record as recorder
+
+    windows = interrupts.interrupt_signals("win32")
+    assert windows[:2] == (signal.SIGINT, signal.SIGTERM) and windows[2] == getattr(signal, "SIGBREAK", 21)
+    assert interrupts.interrupt_signals("linux") == (signal.SIGINT, signal.SIGTERM)
+    monkeypatch.setattr(recorder, "SIGNALS", windows)
+    settings = recorder.RecordSettings(
+        env=EnvConfig(profile="sim_margit"), backend="sim", autopilot=True, max_episode_seconds=600, out=tmp_path
+    )
+    threading.Timer(3.0, os.kill, (os.getpid(), windows[2])).start()  # Ctrl+Break, three seconds in
+    with pytest.raises(Interrupted) as stopped:
+        recorder.record(settings)
+    assert stopped.value.exit_code == 128 + windows[2] and "episode(s) saved" in str(stopped.value)
+    assert list_episodes(tmp_path), "the fights recorded before the interrupt are kept"

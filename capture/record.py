@@ -22,8 +22,8 @@ from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError, GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
-from env.interrupts import SIGNALS
 from env.fields import STEP_MS, check_fields, checked, number, whole
+from env.interrupts import SIGNALS
 from env.profile import Profile, load_profile
 from env.siphon.client import NoFrame, ReadRefused
 

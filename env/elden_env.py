@@ -8,7 +8,9 @@ Timing in real time is scheduled on absolute deadlines, so no drift accumulates;
 finds its deadline already past is an overrun, reported in ``info`` and never hidden, and the
 schedule restarts from there rather than rushing to catch up. With ``pause_between_steps`` the
 game is frozen while the agent thinks and runs only for the step itself, so a slow agent loses
-no game time (and the live path becomes exactly reproducible). A config's ``game_speed`` above 1
+no game time (and the live path becomes exactly reproducible); a snapshot's timestamp is then the
+game's time, ``timestep_ms`` a step, not the machine's (a policy that times the boss's moves, as
+the scripted expert does, would otherwise count the pauses). A config's ``game_speed`` above 1
 runs each step that many times faster than real time (the game paused between steps): a step is
 still ``timestep_ms`` of game time, in a fraction of the wall time.
 """
@@ -205,6 +207,9 @@ class EldenRingEnv(gym.Env):
             overrun = self._play(command)
             state, frame = self.game.observe(self._names)
             self._check_picture(frame)
+            if self.pause_between_steps and self.game.realtime:
+                # the game ran this step's timestep and no more: its clock, whatever the wall's
+                state = GameState(state.attributes, self._state.timestamp + self.timestep)
         except BaseException:
             self._release_keys()
             raise

@@ -190,18 +190,21 @@ def test_a_step_is_its_timestep_of_game_time_at_every_game_speed(sim_server: Sim
     )
     try:
         env.reset(seed=5)
-        ticks, walls = [env.state["SimTick"]], []
+        ticks, walls, stamps = [env.state["SimTick"]], [], [env.state.timestamp]
         for _ in range(30):
             started = time.monotonic()
             env.step(1)  # walk
             walls.append(time.monotonic() - started)
             ticks.append(env.state["SimTick"])
+            stamps.append(env.state.timestamp)
             assert env.state["gameSpeedVal"] == 0.0  # paused while the policy thinks
     finally:
         env.close()
     per_step = np.diff(ticks)
     assert abs(per_step.mean() - 12) <= 0.5 and per_step.min() >= 10 and per_step.max() <= 15, per_step
     assert np.median(walls) > 0.2 / speed - 0.01  # never a shortcut: the game gets its time
+    # what a policy that times the boss (the scripted expert) reads: the game's time, not the wall's
+    assert np.allclose(np.diff(stamps), 0.2)
 
 
 def test_a_frame_shows_what_a_memory_write_changed_while_paused(stub, sim_server: SimServer):

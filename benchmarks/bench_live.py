@@ -31,7 +31,6 @@ from env.actions import ActionTable
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
-from env.observations import ObservationBuilder
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
@@ -127,7 +126,7 @@ def env_overhead(
             envs[name] = EldenRingEnv(SiphonGame(servers[name].host, config), EnvConfig(timestep_ms=0, max_steps=10**9))
             stack.callback(envs[name].close)
             envs[name].reset(seed=0)
-        builder = ObservationBuilder(EnvConfig(), ActionTable(profile, "discrete"))
+        builder = EnvConfig().observation_builder(ActionTable(profile, "discrete"))
         naive = PysiphonClient(servers["naive"].host)
         stack.callback(naive.close)
         with redirect_stdout(io.StringIO()):  # pysiphon prints its progress

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 
 from env.errors import GameError
+from env.game import Unreadable
 from env.profile import Profile
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
-from env.siphon.client import NoFrame, ReadRefused
 from env.siphon.game import SiphonGame
 
 from capture.episode import EpisodeMeta, EpisodeWriter, read_episode
@@ -149,7 +149,7 @@ def record_from(
         while time.monotonic() < end:
             try:
                 sample, _, _, events = sampler.next_sample()
-            except (ReadRefused, NoFrame):
+            except Unreadable:
                 # the idle player died: back into the fight, as the recorder restarts it
                 # (restart_when_recording), or the rest of the run would sample a loading screen
                 add_up(counted, sampler.stats)

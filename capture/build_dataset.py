@@ -375,7 +375,7 @@ def build_dataset(
     profile = load_profile(config.profile or recorded_profile)
     config = recorded_picture(config, window).replace(profile=profile.ref)
     actions = config.actions(profile)
-    builder = ObservationBuilder(config, actions)
+    builder = config.observation_builder(actions)
     if (root / dataset_id).exists() and not force:
         raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
 

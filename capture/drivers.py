@@ -23,13 +23,19 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from env.errors import SetupError
+from env.errors import ConfigError, SetupError
 from env.game import Game, GameState
 
 from capture.episode import Sample
 from capture.inputs import InputLog
 from capture.pad_listener import PadListener, PadSink
 from capture.silence import InputSilence
+
+
+class RecordError(ConfigError):
+    """A recording that cannot start as asked (two players at once, a policy for another
+    profile); the message says how to ask instead."""
+
 
 Hotkeys = Mapping[str, Callable[[], None]]
 """The recorder's own keys (start/stop, discard, quit): a key name and what it asks for."""

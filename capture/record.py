@@ -20,15 +20,15 @@ from pathlib import Path
 
 from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse_size, ruled, run_command
 from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
-from env.errors import ConfigError, GameError, Interrupted
+from env.errors import GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
 from env.fields import STEP_MS, check_fields, checked, number, whole
+from env.game import Unreadable
 from env.interrupts import SIGNALS
 from env.profile import Profile, load_profile
-from env.siphon.client import NoFrame, ReadRefused
 
 from capture.autopilot import PLAYERS, Autopilot
-from capture.drivers import MakeDriver, PersonDriver
+from capture.drivers import MakeDriver, PersonDriver, RecordError
 from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
@@ -202,10 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
     p.add_argument("--log-level", default="INFO")
     return p
-
-
-class RecordError(ConfigError):
-    """A recording that cannot start as asked; the message says how to ask instead."""
 
 
 def recorded_env(settings: RecordSettings) -> EnvConfig:
@@ -456,7 +452,7 @@ class Recorder:
         while not self.requests.quit.is_set():
             try:
                 return self.sampler.next_sample()
-            except (ReadRefused, NoFrame) as e:
+            except Unreadable as e:
                 if self.writer is not None:
                     self._finish_episode("unreadable")
                     self.tracker.stop()

@@ -24,7 +24,6 @@ from env.observations import (
     BOSS_ANIMATIONS,
     PLAYER_ANIMATIONS,
     AnimationVocabulary,
-    ObservationBuilder,
     history_window,
     stack_window,
 )
@@ -55,7 +54,7 @@ def step_view(episode: Episode, config: EnvConfig) -> StepView | None:
     rewards a dataset built for ``config`` would hold; None if shorter than one step."""
     profile = load_profile(config.profile)
     actions = config.actions(profile)
-    steps = episode_steps(episode, config, ObservationBuilder(config, actions), actions)
+    steps = episode_steps(episode, config, config.observation_builder(actions), actions)
     if steps is None:
         return None
     count = len(steps.actions)
@@ -99,7 +98,7 @@ def log_samples(rr: Any, stream: Any, episode: Episode, config: EnvConfig) -> No
                 indexes=indexes(),
                 columns=rr.Scalars.columns(scalars=fraction),
             )
-    observed = ObservationBuilder(config, config.actions(profile)).scalars(columns)
+    observed = config.observation_builder(config.actions(profile)).scalars(columns)
     stream.send_columns(
         "fighters/distance",
         indexes=indexes(),

@@ -27,15 +27,13 @@ import numpy as np
 import torch
 
 from env.game import Game, GameState
-from env.observations import ObservationBuilder
 from env.profile import load_profile
 
 from capture.autopilot import DecisionClock, KeyDriver
-from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, need_display
+from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, RecordError, need_display
 from capture.episode import Sample
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
-from capture.record import RecordError
 from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
 
 from elden_il.policy import LoadedPolicy, load_policy
@@ -76,7 +74,7 @@ class PolicyDriver(Driver):
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
         self.keys = KeyDriver(game, inputs, config.tap_ms)
         self.actions = config.actions(profile)
-        self.builder = ObservationBuilder(config, self.actions)
+        self.builder = config.observation_builder(self.actions)
         self.heard = HeardActions(profile, inputs.key_names)
         self.labeler = StepLabeler(self.actions)
         # Lock-step, the scripted human's keys go straight to the game; in real time they are

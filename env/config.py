@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from env.actions import ActionTable
 from env.errors import ConfigError, DataError
 from env.fields import FieldError, is_int, is_number
-from env.observations import FrameSpec, observation_space
+from env.observations import FrameSpec, ObservationBuilder, observation_space
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Dict as DictSpace
@@ -169,6 +169,11 @@ class EnvConfig:
 
     def actions(self, profile: Profile) -> ActionTable:
         return ActionTable(profile, self.action_mode)
+
+    def observation_builder(self, actions: ActionTable) -> ObservationBuilder:
+        """What makes this env's observations from a game's states and frames, for ``actions``
+        (its action table, whose idle action pads the action history)."""
+        return ObservationBuilder(self.frame_spec, self.frame_stack, self.action_history, actions)
 
     def spaces(self, profile: Profile) -> tuple[DictSpace, Space]:
         """(observation space, action space) of the env, without building one."""

@@ -33,7 +33,6 @@ from env.fields import is_int
 from env.floors import FloorWatch
 from env.game import Frame, Game, GameState
 from env.keys import pygame_key
-from env.observations import ObservationBuilder
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
 
@@ -116,7 +115,7 @@ class EldenRingEnv(gym.Env):
 
         self.actions = self.config.actions(self.profile)
         self.action_space = self.actions.space
-        self._obs = ObservationBuilder(self.config, self.actions)
+        self._obs = self.config.observation_builder(self.actions)
         self.observation_space = self._obs.space
         unknown = [a for a in state_attributes if a not in self.profile.siphon.attributes]
         if unknown:

@@ -9,9 +9,11 @@ shell's 128 + signal); anything else escaping a command is a bug, and keeps its 
 The groups, and the modules that raise their subclasses:
 
 - ``ConfigError``: fix a setting (a profile or Siphon TOML, params.yaml, a flag, an env config).
-  ``env.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.record.RecordError``.
+  ``env.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.drivers.RecordError``.
 - ``GameError``: the game or its server (start it, wait for it, reconnect, get back to the
-  fight). ``env.siphon.client.SiphonError`` and its kinds (the transport; ``env.siphon.stream.StreamLost``), ``env.siphon.arena.BossKilled``,
+  fight). ``env.game.Unreadable`` (nothing to read right now: a loading screen, the boss gone,
+  no frame yet; both backends raise it, and a recorder waits it out),
+  ``env.siphon.client.SiphonError`` and its kinds (the transport; ``env.siphon.stream.StreamLost``), ``env.siphon.arena.BossKilled``,
   ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited`` (the simulator).
 - ``DataError``: a recording or a dataset that cannot be used as it is (recover it, record again,
   rebuild). ``capture.episode.EpisodeError`` and ``DiskError``, ``capture.video.VideoError``,

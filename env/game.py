@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from env.errors import GameError
 from env.profile import Profile
 
 AttributeValue = int | float | bool
@@ -49,6 +50,12 @@ class GameState(Mapping[str, AttributeValue]):
 
     def __len__(self) -> int:
         return len(self.attributes)
+
+
+class Unreadable(GameError):
+    """The game cannot be read right now, with nothing broken: the loading screen after a death,
+    a boss killed for good, no frame of the window yet. Both backends raise it; a caller that can
+    wait (the recorder) pauses and reads again, one that cannot says so."""
 
 
 @dataclass(frozen=True, slots=True)

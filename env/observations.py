@@ -22,7 +22,6 @@ from env.fields import FieldError
 
 if TYPE_CHECKING:
     from env.actions import ActionTable
-    from env.config import EnvConfig
     from env.profile import Profile
 
 MIN_FRAME_SIDE, MAX_FRAME_SIDE = 8, 4096
@@ -199,11 +198,13 @@ class ObservationBuilder:
     dataset's episodes, and a test replays recordings through the env to hold both to it.
     """
 
-    def __init__(self, config: EnvConfig, actions: ActionTable) -> None:
+    def __init__(
+        self, frame: FrameSpec, frame_stack: int | None, action_history: int | None, actions: ActionTable
+    ) -> None:
         profile = actions.profile
-        self.frame = config.frame_spec
-        self.frame_stack = config.frame_stack
-        self.action_history = config.action_history
+        self.frame = frame
+        self.frame_stack = frame_stack
+        self.action_history = action_history
         self.idle = actions.idle
         self.player_anims = AnimationVocabulary(profile.player_animations, PLAYER_ANIMATIONS)
         self.boss_anims = AnimationVocabulary(profile.boss_animations, BOSS_ANIMATIONS)

@@ -23,9 +23,10 @@ from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 
 from capture.build_dataset import build_dataset
+from capture.drivers import RecordError
 from capture.episode import list_episodes, read_episode
 from capture.inputs import KEY_DOWN, InputLog
-from capture.record import Recorder, RecordError, RecordSettings, record
+from capture.record import Recorder, RecordSettings, record
 from capture.takeover import Takeover
 
 from elden_il.bc import train_bc

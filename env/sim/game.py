@@ -18,7 +18,7 @@ import numpy as np
 
 from env import fight
 from env.errors import GameError
-from env.game import AttributeValue, Frame, GameState
+from env.game import AttributeValue, Frame, GameState, Unreadable
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
@@ -60,13 +60,13 @@ class SimGame:
         return self.world.time
 
     def read_state(self, names: Sequence[str] | None = None) -> GameState:
-        """Every attribute now, or ``GameError`` where the game has none to read (the loading
+        """Every attribute now, or ``Unreadable`` where the game has none to read (the loading
         screen after a death, a boss killed for good), as the served game answers then."""
         world = self.world
         try:
             values = {name: memory.read(world, name) for name in names or self.profile.attribute_names}
         except memory.MemoryError_ as e:
-            raise GameError(f"reading game memory failed: {e}") from None
+            raise Unreadable(f"reading game memory failed: {e}") from None
         return GameState(values, world.time)
 
     def capture_frame(self) -> Frame:

@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from env.errors import GameError
 from env.fight import AT_DEATH
-from env.siphon.client import ReadRefused
-
-if TYPE_CHECKING:
-    from env.siphon.game import SiphonGame
+from env.game import Game
+from env.siphon.client import ReadRefused, SiphonClient
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +40,17 @@ class BossKilled(GameError):
     """The boss died for real; the message says how to get the fight back (a manual step)."""
 
 
-def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
+class SiphonHost(Game, Protocol):
+    """What getting back into the fight needs of a game: a Siphon server's, with its client for
+    reads that must not wait on a snapshot, a teleport, and whether the boss was seen dead."""
+
+    client: SiphonClient
+    boss_seen_dead: bool
+
+    def teleport(self, target: tuple[float, float, float]) -> None: ...
+
+
+def back_into_the_fight(game: SiphonHost, timeout: float) -> None:
     """Return when the player is in the arena with the boss targeted, or raise ``GameError``
     (``BossKilled`` for a real kill) saying what to do."""
     deadline = time.monotonic() + timeout
@@ -79,7 +87,7 @@ def back_into_the_fight(game: SiphonGame, timeout: float) -> None:
     )
 
 
-def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
+def _wait_out_loading(game: SiphonHost, deadline: float) -> None:
     """Wait while the player is dead ("YOU DIED": HP 0, reads still work; a write of HP does not
     undo it) or the game shows a loading screen (reads refused), until the player is back."""
     said = False
@@ -101,7 +109,7 @@ def _wait_out_loading(game: SiphonGame, deadline: float) -> None:
         time.sleep(0.25)
 
 
-def _boss_targeted(game: SiphonGame) -> bool:
+def _boss_targeted(game: SiphonHost) -> bool:
     """Whether NPC reads follow the boss, alive. Raises ``BossKilled`` if it is at 0 HP."""
     wanted = game.profile.boss_npc_id
     names = ["NpcHp", "NpcMaxHp", *(["NpcId"] if wanted is not None else [])]
@@ -116,7 +124,7 @@ def _boss_targeted(game: SiphonGame) -> bool:
     return True
 
 
-def _lock_on(game: SiphonGame) -> bool:
+def _lock_on(game: SiphonHost) -> bool:
     game.tap_keys(list(game.profile.keys_for("lock_on")), 50)
     game.wait_until(game.now() + 0.5)
     return _boss_targeted(game)

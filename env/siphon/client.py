@@ -28,7 +28,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import GameError
-from env.game import AttributeValue
+from env.game import AttributeValue, Unreadable
 from env.keys import is_mouse_button, normalize_key
 from env.siphon.config import AttributeSpec, SiphonConfig
 from env.siphon.packed_reads import Block, ReadPlan, plan_blocks
@@ -44,7 +44,7 @@ class SiphonError(GameError):
     """A Siphon call failed; the message names the call, the server and what to do."""
 
 
-class ReadRefused(SiphonError):
+class ReadRefused(SiphonError, Unreadable):
     """The server answered but could not read (or write) an attribute: ``success=false``. On the
     game this is what a loading screen looks like (every pointer chain leads nowhere for a few
     seconds), and what a boss killed for good looks like: not a lost server."""
@@ -58,7 +58,7 @@ FORGOT_CONFIG = ("not initialized", "no config")
 """How a server that lost its config answers (the simulator's and Siphon's wording)."""
 
 
-class NoFrame(SiphonError):
+class NoFrame(SiphonError, Unreadable):
     """The server has no usable frame of the game window (it answers success with 0 bytes)."""
 
 

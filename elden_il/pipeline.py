@@ -47,12 +47,22 @@ MODELS = Path("datasets/models")
 REPORTS = Path("datasets/reports")
 LIVE = REPORTS / "live"
 RUN_ONLY = frozenset(
-    {"config", "env_config", "id", "device", "train_samples_per_second", "env_steps_per_second", "fights_per_minute"}
+    {
+        "config",
+        "env_config",
+        "id",
+        "device",
+        "checkout",
+        "train_samples_per_second",
+        "env_steps_per_second",
+        "fights_per_minute",
+    }
 )
-"""Report keys, at any depth, that are not results: copies of params and timings of this run on
-this machine. They go to ``<stage>.run.json``, not the metrics DVC tracks: a metric that changes
-on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` modified and widen
-``dvc metrics show`` for nothing."""
+"""Report keys, at any depth, that are not results: copies of params, the git commit the code
+was at (``capture.provenance``) and timings of this run on this machine. They go to
+``<stage>.run.json``, not the metrics DVC tracks: a metric that changes on every rerun (a speed)
+or that repeats params.yaml or git would leave ``dvc.lock`` modified and widen ``dvc metrics
+show`` for nothing."""
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -137,12 +147,14 @@ def stage_demos(params: PipelineParams) -> None:
 
 def stage_dataset(params: PipelineParams) -> None:
     from capture.build_dataset import build_dataset
+    from capture.provenance import provenance
 
     demos = params.demos
     raw = DEMOS_DIR if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
     dataset = build_dataset(raw, name, params.env_config(), root=MINARI_ROOT, force=True)
-    write_report("dataset", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
+    report = {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name}
+    write_report("dataset", {**report, "checkout": provenance().to_dict()})
 
 
 def stage_bc(params: PipelineParams) -> None:

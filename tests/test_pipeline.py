@@ -79,7 +79,7 @@ def project(tmp_path_factory) -> Path:
     for name in ("env", "capture", "elden_il"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
-    for ignore in (".gitignore", *(p.relative_to(ROOT) for p in (ROOT / "datasets").rglob(".gitignore"))):
+    for ignore in (".gitignore", ".dvcignore", *(p.relative_to(ROOT) for p in (ROOT / "datasets").rglob(".gitignore"))):
         (root / ignore).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / ignore, root / ignore)
     (root / "datasets" / "raw").mkdir(parents=True, exist_ok=True)
@@ -164,6 +164,32 @@ def test_a_fresh_clone_elsewhere_reproduces_the_same_dvc_lock(project: Path, rep
     assert sorted(p.name for p in (clone / "datasets/reports/recordings").iterdir()) == [
         f"{name}.rrd" for name in ("bc", "expert", "finetuned", "random")
     ]
+
+
+@pytest.mark.slow
+def test_a_commit_to_the_datasets_code_leaves_a_dvc_lock_that_a_fresh_clone_reproduces(
+    project: Path, reproduced, tmp_path: Path
+):
+    """A change to the code that builds datasets, run (``dvc repro``) and committed with the
+    dvc.lock it wrote, is what a fresh clone writes again. The dataset used to carry the commit
+    its code was at, which git decides and no dependency DVC hashes: run before the commit, it
+    said "the previous commit, plus uncommitted changes"; the clone wrote the new commit, another
+    dataset. Python writes bytecode here as a user's Python does, beside the code the stages depend
+    on (the project's .dvcignore leaves it out of DVC's hashes)."""
+    bytecode = {"PYTHONDONTWRITEBYTECODE": ""}  # empty: Python writes it
+    changed, clone = tmp_path / "changed", tmp_path / "clone"
+    assert run(tmp_path, "git", "clone", "-q", "--branch", REPRODUCED, str(project), str(changed)).returncode == 0
+    with (changed / "elden_il/pipeline.py").open("a") as f:
+        f.write("\n# a comment: the code changed, what it builds did not\n")
+    rebuilt = run(changed, "dvc", "repro", "dataset", extra_env=bytecode)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert list((changed / "env/sim").glob("__pycache__/*.pyc")), "no bytecode written: the .dvcignore goes untested"
+    commit(changed)
+    assert run(tmp_path, "git", "clone", "-q", str(changed), str(clone)).returncode == 0
+    again = run(clone, "dvc", "repro", "dataset", extra_env=bytecode)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Running stage 'dataset'" in again.stdout
+    assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 
 def commit(project: Path) -> None:

@@ -177,7 +177,12 @@ def stage_bc(params: PipelineParams) -> None:
     corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(LIVE / "bc") as live:
         metrics = train_bc(
-            demos, params.bc, MODELS / "bc", sample_weights(demos) if corrected else None, on_epoch=live.bc_epoch
+            demos,
+            params.bc,
+            MODELS / "bc",
+            sample_weights(demos) if corrected else None,
+            on_epoch=live.bc_epoch,
+            size=params.network,
         )
     write_report("bc", metrics)
 

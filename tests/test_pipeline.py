@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REAL_SERVER_TEST_ARGS, main_here, save_untrained
+from conftest import REAL_SERVER_TEST_ARGS, TINY_NETWORK, main_here, save_untrained
 
 from env.sim.launcher import ARGS_VARIABLE
 
@@ -22,6 +22,7 @@ TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
     "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
     "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
+    "network": {field: list(v) if isinstance(v, tuple) else v for field, v in vars(TINY_NETWORK).items()},
     "bc": {
         "epochs": 1,
         "batch_size": 64,

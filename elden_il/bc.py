@@ -86,6 +86,7 @@ def _train_bc(
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
+    shifts = torch.Generator().manual_seed(config.seed)
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
 
@@ -96,7 +97,7 @@ def _train_bc(
         started = time.perf_counter()
         for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
-            log_prob = log_likelihood(policy, demos, index, dev)
+            log_prob = log_likelihood(policy, demos, index, dev, config.augment_shift, shifts)
             if weights is None:
                 loss = -log_prob.mean()
             else:
@@ -141,12 +142,46 @@ def _train_bc(
 
 
 def log_likelihood(
-    policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device
+    policy: ActorCriticPolicy,
+    demos: Demonstrations,
+    index: np.ndarray,
+    dev: torch.device,
+    shift: int = 0,
+    generator: torch.Generator | None = None,
 ) -> torch.Tensor:
+    """The log-probability of each demonstrated action at ``index``; with ``shift``, of the
+    frames each moved at random by up to that many pixels (``random_shift``)."""
     obs, _ = policy.obs_to_tensor(demos.batch(index))
+    if shift:
+        for key, (h_axis, w_axis) in FRAME_AXES.items():
+            if key in obs:
+                obs[key] = random_shift(obs[key], shift, h_axis, w_axis, generator)
     actions = torch.as_tensor(demos.actions[index], device=dev)
     _, log_prob, _ = policy.evaluate_actions(obs, actions)
     return log_prob
+
+
+FRAME_AXES = {"frame": (2, 3), "frame_stack": (2, 3)}
+"""Where each image key's rows and columns are in the policy's tensors: the frame channel-first
+(N, C, H, W), the stack as the env gives it (N, k, H, W, C)."""
+
+
+def random_shift(
+    images: torch.Tensor, pad: int, h_axis: int, w_axis: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """Each image of the batch (axis 0) moved by a whole number of pixels from ``-pad`` to ``pad``
+    along its rows and its columns, drawn anew per image, the pixels at its edge repeated into the
+    gap: DrQ's and RAD's random shift (pad by repeating the edge, crop back at random). Every
+    frame of one stack moves alike. By two gathers along the row and column axes."""
+    n = images.shape[0]
+    for axis in (h_axis, w_axis):
+        size = images.shape[axis]
+        offset = torch.randint(-pad, pad + 1, (n,), generator=generator)
+        index = (torch.arange(size)[None, :] + offset[:, None]).clamp_(0, size - 1).to(images.device)
+        view = [n] + [1] * (images.ndim - 1)
+        view[axis] = size
+        images = images.gather(axis, index.view(view).expand(images.shape))
+    return images
 
 
 @torch.no_grad()

@@ -171,6 +171,9 @@ class BCConfig:
     """The share of whole episodes held out to pick the best epoch."""
     patience: int = checked(3, whole(1))
     """Epochs without a better validation loss before stopping."""
+    augment_shift: int = checked(0, whole(0, 32))
+    """Random shifts (DrQ, RAD): each training frame moved by up to this many pixels each way, its
+    edge pixels repeated into the gap, a new shift every time it is drawn; 0: the frames as they are."""
     seed: int = checked(0, whole(0, 2**32 - 1))
 
     def __post_init__(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from env.elden_env import EldenRingEnv
 from env.fanout import play_fights
@@ -53,12 +54,17 @@ def evaluate(
     parallel: int = 8,
 ) -> dict:
     """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
-    ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there."""
+    ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there. A progress bar
+    counts the fights (on a terminal)."""
     results = {}
+    bar = tqdm(total=len(actors) * len(seeds), desc="evaluation", unit="fight", disable=None)
     for name, actor in actors.items():
         started = time.perf_counter()
         record_first = gif_dir is not None or recording_dir is not None
-        records, tape = play_fights(make_env, actor, seeds, parallel, record_first=record_first)
+        bar.set_postfix_str(name)
+        records, tape = play_fights(
+            make_env, actor, seeds, parallel, record_first=record_first, on_fight=lambda _: bar.update()
+        )
         results[name] = summarize(records, time.perf_counter() - started)
         log.info("%s: %s", name, results[name])
         if tape is None or not tape.frames:
@@ -67,6 +73,7 @@ def evaluate(
             write_gif(tape.frames, gif_dir / f"{name}.gif")
         if recording_dir is not None:
             write_recording(tape, name, actor, recording_dir / f"{name}.rrd")
+    bar.close()
     return results
 
 

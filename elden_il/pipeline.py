@@ -27,6 +27,8 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 from env.cli import run_command
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
@@ -128,11 +130,14 @@ def stage_demos(params: PipelineParams) -> None:
         if demos.source == "raw":
             log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
             return
+        from tqdm import tqdm
+
         from capture.record import record
 
         wanted = demos.episodes
         try:
-            record(demo_recording(params, folder))
+            with tqdm(total=wanted, desc="demonstrations", unit="fight", disable=None) as bar:
+                record(demo_recording(params, folder), on_saved=lambda _: bar.update())
         except Interrupted as e:
             # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
             # done, and they are not put in place; a rerun records the same bytes again
@@ -446,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
-    return run_command(lambda: STAGES[args.stage](load_params(args.params)))
+    with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
+        return run_command(lambda: STAGES[args.stage](load_params(args.params)))
 
 
 if __name__ == "__main__":

@@ -248,19 +248,25 @@ def play_fights(
     parallel: int = 8,
     record_first: bool = False,
     retries: int = RETRIES,
+    on_fight: Callable[[Any], None] | None = None,
 ) -> tuple[list, Any]:
     """``env.play.run_fights``, fanned out over the cluster when ``RAY_ADDRESS`` is set: the
     seeds in a few contiguous chunks per cluster CPU (a lost worker reruns little; the cluster
     stays busy to the end), each chunk one task playing ``parallel`` fights at a time. The
-    records are the same, fight for fight, as in one process: a fight is decided by its seed."""
+    records are the same, fight for fight, as in one process: a fight is decided by its seed.
+    ``on_fight`` gets each record: as its fight ends in one process, once all are in on a cluster."""
     from env.play import run_fights
 
     if cluster_address() is None:
-        return run_fights(make_env, actor, seeds, parallel, record_first)
+        return run_fights(make_env, actor, seeds, parallel, record_first, on_fight)
     chunks = np.array_split(np.asarray(seeds), min(len(seeds), 2 * cluster_cpus()))
     jobs = [
         _FightJob(make_env, actor, [int(s) for s in chunk], parallel, record_first and i == 0)
         for i, chunk in enumerate(chunks)
     ]
     played = fan_out(_play, jobs, _describe, retries)
-    return [r for records, _ in played for r in records], played[0][1]
+    records = [r for chunk, _ in played for r in chunk]
+    if on_fight is not None:
+        for record in records:
+            on_fight(record)
+    return records, played[0][1]

@@ -93,6 +93,7 @@ class FightFeatures(BaseFeaturesExtractor):
         super().__init__(observation_space, cnn_dim + state_dim)
         self.stacked = stacked
         layers: list[nn.Module] = []
+        frame = f"{w}x{h}"
         for out, kernel, stride in zip(cnn_channels, cnn_kernels, cnn_strides, strict=True):
             layers += [nn.Conv2d(channels, out, kernel, stride=stride), nn.ReLU()]
             channels = out
@@ -100,8 +101,8 @@ class FightFeatures(BaseFeaturesExtractor):
             if h < 1 or w < 1:
                 raise ConfigError(
                     f"the network's convolutions (kernels {list(cnn_kernels)}, strides {list(cnn_strides)}) leave "
-                    f"nothing of a {observation_space['frame' if not stacked else 'frame_stack'].shape} frame: "
-                    "use fewer, smaller or less strided convolutions (params.yaml network), or a larger dataset.frame_size"
+                    f"nothing of a {frame} frame: use fewer, smaller or less strided convolutions (params.yaml "
+                    "network), or a larger dataset.frame_size"
                 )
         self.cnn = nn.Sequential(*layers, nn.Flatten())
         n_flat = channels * h * w

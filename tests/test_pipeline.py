@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -448,3 +449,21 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
 
     records, _ = run_fights(make, expert_actor(), [1000000, 1000001], parallel=2)
     assert all(r.boss_damage_dealt > 0.1 for r in records), records
+
+
+def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: Path):
+    """What their progress bars count: each recorded fight as it is saved, each evaluation fight
+    as it ends (in the order they end, each once)."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.play import RandomActor, run_fights
+
+    from capture.record import RecordSettings, record
+
+    config = EnvConfig(profile="sim_margit", max_steps=20)
+    saved: list[Path] = []
+    settings = RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=2)
+    assert record(replace(settings, out=tmp_path / "raw"), on_saved=saved.append) == saved and len(saved) == 2
+    ended = []
+    records, _ = run_fights(lambda: make_env(config), RandomActor(), [5, 6, 7], parallel=2, on_fight=ended.append)
+    assert sorted(ended, key=lambda r: r.seed) == records

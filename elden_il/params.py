@@ -248,6 +248,9 @@ class EvaluateParams:
     """The most likely action (false: sample from the policy)."""
     parallel: int = checked(8, whole(1, 256))
     """sim only: fights run side by side, decisions batched."""
+    workers: int = checked(2, whole(1, 256))
+    """sim only: processes of this machine the fights are spread over (1: this process alone);
+    each plays ``parallel`` fights side by side. Ray's ``RAY_ADDRESS`` spreads them over a cluster instead."""
 
     def __post_init__(self) -> None:
         check_fields(self)

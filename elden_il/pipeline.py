@@ -245,13 +245,15 @@ def stage_evaluate(params: PipelineParams) -> None:
             render_mode="rgb_array",
         )
 
-    parallel = 1 if backend != "sim" else ev.parallel
+    parallel, workers = (ev.parallel, ev.workers) if backend == "sim" else (1, 1)
     # every output built aside and swapped in together once all fights are played: an interrupted
     # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
     # are not an output DVC clears: none is left of another run's policies
     outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
     with staged_paths(*(REPORTS / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
-        results = evaluate(actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel)
+        results = evaluate(
+            actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel, workers=workers
+        )
         write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
         write_policy_table(results, table)
         comparison_chart(results, plots / "comparison.png")

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
@@ -241,30 +241,34 @@ def in_processes(
     """``[job(*args) for args in arguments]`` over ``workers`` fresh processes of this machine,
     in the arguments' order; ``on_result`` gets each result as it comes in. Spawned, not forked
     (a fork of a process whose torch has started its thread pool can hang), each with one torch
-    thread: the processes are the parallelism. Jobs travel by cloudpickle, so closures do too
-    (an env factory that captures its config)."""
+    thread (the processes are the parallelism) and deaf to Ctrl-C: this process hears it, and
+    stops them all at once (``Pool.terminate``) rather than letting them finish their queue.
+    Jobs travel by cloudpickle, so closures do too (an env factory that captures its config)."""
     import cloudpickle
 
     results: list[Any] = [None] * len(arguments)
-    with ProcessPoolExecutor(min(workers, len(arguments)), get_context("spawn"), _one_thread) as pool:
-        futures = {pool.submit(_call_pickled, cloudpickle.dumps((job, *args))): i for i, args in enumerate(arguments)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            on_result(results[futures[future]])
+    pickled = [(i, cloudpickle.dumps((job, *args))) for i, args in enumerate(arguments)]
+    with get_context("spawn").Pool(min(workers, len(arguments)), _worker_start) as pool:
+        for i, result in pool.imap_unordered(_call_pickled, pickled):
+            results[i] = result
+            on_result(result)
     return results
 
 
-def _one_thread() -> None:
-    """A worker process's start: one thread for torch (and the BLAS under it), set before it is imported."""
+def _worker_start() -> None:
+    """A worker process's start: one thread for torch (and the BLAS under it), set before it is
+    imported; SIGINT ignored (the parent stops the pool)."""
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _call_pickled(pickled: bytes) -> Any:
+def _call_pickled(indexed: tuple[int, bytes]) -> tuple[int, Any]:
     import cloudpickle
 
+    i, pickled = indexed
     job, *args = cloudpickle.loads(pickled)
-    return job(*args)
+    return i, job(*args)
 
 
 @dataclass(frozen=True)

@@ -116,12 +116,12 @@ class Runner:
         text = json.dumps({"code": code, "params": params, "upstream": upstream}, sort_keys=True)
         return hashlib.md5(text.encode()).hexdigest()[:12]
 
-    def run(self, tree: dict, base_tree: dict) -> dict[str, dict]:
-        """Every stage of ``tree``; each stage's folder, times and whether it ran now."""
+    def run(self, tree: dict, base_tree: dict, until: str = STAGES[-1]) -> dict[str, dict]:
+        """Every stage of ``tree`` up to ``until``; each stage's folder, times and whether it ran now."""
         outputs: dict[str, Path] = {}  # a datasets/ path -> where it is
         keys: dict[str, str] = {}
         done: dict[str, dict] = {}
-        for stage in STAGES:
+        for stage in STAGES[: STAGES.index(until) + 1]:
             spec = self.dvc[stage]
             upstream = {dep: keys[dep] for dep in spec["deps"] if dep in keys}
             key = self.key(stage, tree, upstream)
@@ -172,7 +172,9 @@ def children_cpu_s() -> float:
 
 def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> dict[str, dict]:
     """Each saved policy (or ``expert``) on ``seeds``, deterministic, in the env its policy (or
-    the first one) was trained for: as the pipeline's evaluation plays them."""
+    the first one) was trained for: as the pipeline's evaluation plays them. A policy is judged
+    once per set of seeds: the result is kept beside it (its folder's ``judged-*.json``) for
+    the next variant that shares it."""
     from env.config import EnvConfig
     from env.factory import make_env
     from env.play import run_fights, summarize
@@ -182,6 +184,10 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
 
     results = {}
     for name, folder in policies.items():
+        kept = folder / f"judged-{seeds[0]}-{len(seeds)}.json"
+        if name != "expert" and kept.exists():
+            results[name] = json.loads(kept.read_text())
+            continue
         config = EnvConfig.load(folder)
         actor = expert_actor(config) if name == "expert" else PolicyActor(folder, deterministic=True)
         cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
@@ -199,6 +205,8 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
             "cpu_s": after.ru_utime + after.ru_stime - cpu.ru_utime - cpu.ru_stime,
             "wins": [r.win for r in records],
         }
+        if name != "expert":
+            kept.write_text(json.dumps(results[name]))
     return results
 
 
@@ -225,12 +233,16 @@ def table(results: dict) -> str:
         runs = list(variant["runs"].values())
         if not runs:
             continue
-        per_seed = ", ".join(f"{run['eval']['finetuned']['win_rate']:.0%}" for run in runs)
-        bc, finetune = (sum(run["stages"][stage]["wall_s"] for run in runs) / len(runs) for stage in ("bc", "finetune"))
-        evaluate = sum(run["eval"][p]["wall_s"] for run in runs for p in ("bc", "finetuned")) / len(runs)
+        tuned = all("finetuned" in run["eval"] for run in runs)
+        per_seed = ", ".join(f"{run['eval']['finetuned']['win_rate']:.0%}" for run in runs) if tuned else "-"
+        bc, finetune = (
+            sum(run["stages"][stage]["wall_s"] for run in runs if stage in run["stages"]) / len(runs)
+            for stage in ("bc", "finetune")
+        )
+        evaluate = sum(run["eval"][p]["wall_s"] for run in runs for p in run["eval"]) / len(runs)
         lines.append(
             f"| {name} | {' '.join(variant['settings']) or '-'} | {', '.join(variant['runs'])} "
-            f"| {pooled(runs, 'bc')} | {pooled(runs, 'finetuned')} | {per_seed} "
+            f"| {pooled(runs, 'bc')} | {pooled(runs, 'finetuned') if tuned else '-'} | {per_seed} "
             f"| {bc:.0f} | {finetune:.0f} | {evaluate:.0f} |"
         )
     low, high = expert["win_rate_ci95"]
@@ -265,6 +277,9 @@ def main() -> None:
         help="the recorded demonstrations of params.yaml's demos section (default: the pipeline's, `dvc repro demos`)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here (default: OUT/results.json)")
+    parser.add_argument(
+        "--bc-only", action="store_true", help="stop after behaviour cloning: its policy alone fights (a quicker look)"
+    )
     args = parser.parse_args()
     import torch
 
@@ -289,25 +304,22 @@ def main() -> None:
             if variant["runs"].get(label, {}).get("fights") == fights:
                 continue
             print(f"{name}, {label}:", flush=True)
-            stages = runner.run(with_seed(tree, seed, words[1:]), base)
-            models = {
-                "bc": Path(stages["bc"]["folder"]) / "datasets/models/bc",
-                "finetuned": Path(stages["finetune"]["folder"]) / "datasets/models/finetuned",
-            }
+            stages = runner.run(with_seed(tree, seed, words[1:]), base, "bc" if args.bc_only else "finetune")
+            models = {"bc": Path(stages["bc"]["folder"]) / "datasets/models/bc"}
+            if not args.bc_only:
+                models["finetuned"] = Path(stages["finetune"]["folder"]) / "datasets/models/finetuned"
             run = {"fights": fights, "stages": stages, "eval": evaluate_run(models, seeds, evaluate.parallel)}
             run["metrics"] = {
                 stage: json.loads((Path(stages[stage]["folder"]) / f"datasets/reports/{stage}.json").read_text())
                 for stage in ("bc", "finetune")
+                if stage in stages
             }
             variant["runs"][label] = run
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, indent=1))
             if results.get("expert", {}).get("fights") != fights:  # in the env of a policy: it plays from state
                 results["expert"] = evaluate_run({"expert": models["bc"]}, seeds, evaluate.parallel)["expert"]
-            print(
-                f"    BC {run['eval']['bc']['win_rate']:.0%}, fine-tuned {run['eval']['finetuned']['win_rate']:.0%}",
-                flush=True,
-            )
+            print("    " + ", ".join(f"{p} {r['win_rate']:.0%}" for p, r in run["eval"].items()), flush=True)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, indent=1))
     path.parent.mkdir(parents=True, exist_ok=True)

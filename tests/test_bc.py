@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -39,33 +40,34 @@ def demos(tmp_path_factory: pytest.TempPathFactory):
     return demonstrations(build_dataset(root / "raw", "test/bc-v0", CONFIG, root=root / "minari"))
 
 
-def shift_of(moved: torch.Tensor, image: torch.Tensor, pad: int, h_axis: int, w_axis: int) -> tuple[int, int]:
-    """The one (rows, columns) shift within ``pad`` that makes ``image`` into ``moved`` (edges repeated)."""
-    found = []
-    h, w = image.shape[h_axis], image.shape[w_axis]
-    for dy in range(-pad, pad + 1):
-        for dx in range(-pad, pad + 1):
-            rows = (torch.arange(h) + dy).clamp(0, h - 1)
-            cols = (torch.arange(w) + dx).clamp(0, w - 1)
-            if torch.equal(image.index_select(h_axis, rows).index_select(w_axis, cols), moved):
-                found.append((dy, dx))
+def shift_of(moved: np.ndarray, frame: np.ndarray, pad: int) -> tuple[int, int]:
+    """The one (rows, columns) shift within ``pad`` that makes ``frame`` (H, W, C) into ``moved``,
+    its edges repeated."""
+    h, w = frame.shape[:2]
+    found = [
+        (dy, dx)
+        for dy in range(-pad, pad + 1)
+        for dx in range(-pad, pad + 1)
+        if np.array_equal(frame[np.clip(np.arange(h) + dy, 0, h - 1)][:, np.clip(np.arange(w) + dx, 0, w - 1)], moved)
+    ]
     assert len(found) == 1, found
     return found[0]
 
 
 def test_a_random_shift_moves_each_frame_whole_and_a_stacks_frames_alike():
-    generator = torch.Generator().manual_seed(3)
-    frames = torch.randint(0, 256, (16, 3, 12, 10), dtype=torch.uint8, generator=generator)  # (N, C, H, W)
-    moved = random_shift(frames, 2, 2, 3, torch.Generator().manual_seed(0))
-    shifts = [shift_of(moved[n], frames[n], 2, 1, 2) for n in range(len(frames))]
+    rng = np.random.default_rng(3)
+    frames = rng.integers(0, 256, (16, 12, 10, 3), dtype=np.uint8)  # (N, H, W, C), as the env gives them
+    moved = random_shift(frames, 2, np.random.default_rng(0))
+    assert moved.shape == frames.shape and moved.dtype == np.uint8
+    shifts = [shift_of(moved[n], frames[n], 2) for n in range(len(frames))]
     assert len(set(shifts)) > 4  # drawn per frame, over the whole range
-    assert torch.equal(moved, random_shift(frames, 2, 2, 3, torch.Generator().manual_seed(0)))  # seeded
+    assert np.array_equal(moved, random_shift(frames, 2, np.random.default_rng(0)))  # seeded
 
-    stacks = torch.randint(0, 256, (8, 4, 12, 10, 3), dtype=torch.uint8, generator=generator)  # (N, k, H, W, C)
-    moved = random_shift(stacks, 2, 2, 3, torch.Generator().manual_seed(1))
+    stacks = rng.integers(0, 256, (8, 4, 12, 10, 3), dtype=np.uint8)  # (N, k, H, W, C)
+    moved = random_shift(stacks, 2, np.random.default_rng(1))
     for n in range(len(stacks)):
-        first = shift_of(moved[n, 0], stacks[n, 0], 2, 0, 1)
-        assert all(shift_of(moved[n, i], stacks[n, i], 2, 0, 1) == first for i in range(1, 4))
+        first = shift_of(moved[n, 0], stacks[n, 0], 2)
+        assert all(shift_of(moved[n, i], stacks[n, i], 2) == first for i in range(1, 4))
 
 
 def test_behaviour_cloning_with_random_shifts_learns_from_moved_frames_reproducibly(demos, tmp_path: Path):

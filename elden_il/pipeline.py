@@ -454,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
     stop_on_signals(args.stage)
+    # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
+    # machine whose cores other work keeps busy, spinning threads made a training step several
+    # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
         return run_command(lambda: STAGES[args.stage](load_params(args.params)))
 

@@ -142,7 +142,7 @@ class Runner:
     def stage(self, stage: str, folder: Path, tree: dict, spec: dict, outputs: dict[str, Path]) -> dict:
         marker = folder / "stage.json"
         if marker.exists():
-            return {**json.loads(marker.read_text()), "shared": True}
+            return {**json.loads(marker.read_text()), "folder": str(folder), "shared": True}
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "params.yaml").write_text(yaml.safe_dump(tree, sort_keys=False))
         for dep in spec["deps"]:
@@ -291,7 +291,7 @@ def main() -> None:
     seeds = list(range(evaluate.first_seed, evaluate.first_seed + fights))
     if not (args.demos / "sim").is_dir():
         raise SystemExit(f"no recorded demonstrations in {args.demos}: run `dvc repro demos` first")
-    runner = Runner(args.out, args.demos)
+    runner = Runner(args.out.resolve(), args.demos.resolve())
     path = args.json or args.out / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {"variants": {}}
     results.update(machine=describe(), threads=torch.get_num_threads(), first_seed=evaluate.first_seed)

@@ -453,30 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
-    stop_on_signals(args.stage)
     # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
     # machine whose cores other work keeps busy, spinning threads made a training step several
     # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
         return run_command(lambda: STAGES[args.stage](load_params(args.params)))
-
-
-def stop_on_signals(stage: str) -> None:
-    """Ctrl-C or SIGTERM stops ``stage`` where it is, as one line and the shell's 128 + signal
-    (``Interrupted``), so that DVC takes the stage as failed: no traceback, and no worker process
-    left finishing its queue (``env.fanout.in_processes``). What a stage writes whole (a policy
-    folder, a dataset) is as it was; the demos stage keeps its own handler while it records."""
-
-    def interrupted(signum: int, _frame: object) -> None:
-        raise Interrupted(
-            f"the {stage} stage was interrupted by {signal.Signals(signum).name}: it did not finish; "
-            "run it again (`dvc repro`)",
-            signum,
-        )
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, interrupted)
 
 
 if __name__ == "__main__":

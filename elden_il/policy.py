@@ -33,7 +33,6 @@ from env.config import EnvConfig
 from env.errors import ConfigError, EldenILError
 
 from elden_il.params import NetworkSize
-
 from elden_il.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json
 
 if TYPE_CHECKING:

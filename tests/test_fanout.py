@@ -110,11 +110,10 @@ def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path:
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     torch.manual_seed(0)
-    CONFIG.save(tmp_path)
-    untrained_policy(CONFIG).save(str(tmp_path / "policy.zip"))
+    save_untrained(tmp_path / "policy", CONFIG)
     actors = {
         "random": RandomActor(),
-        "policy": PolicyActor(tmp_path / "policy.zip", True),
+        "policy": PolicyActor(tmp_path / "policy", True),
         "expert": expert_actor(CONFIG),
     }
     config = CONFIG  # captured: the closure travels by value

@@ -21,8 +21,9 @@ temporary folder (a crash loses it all) and needs jax.
 The dataset describes its env: the ``EnvConfig`` it was built for is its Minari env spec
 (``dataset.recover_environment()`` rebuilds that env) and, with the source episodes, its
 ``elden_il`` metadata, which training and evaluation read back. Its Minari description says in
-words what was recorded and how to load it, and its ``code_permalink`` is pinned to the commit
-that built it (``capture.provenance``).
+words what was recorded and how to load it, its ``code_permalink`` is the project's repository
+and its ``elden_il`` metadata holds the digest of the code that built it
+(``capture.provenance``): the same code writes the same bytes from any checkout, at any commit.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from capture.dataset_id import check_dataset_id
 from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
 from capture.labels import HeardActions, StepLabeler, press_phase
 from capture.lock import is_being_written
-from capture.provenance import REPOSITORY, provenance
+from capture.provenance import REPOSITORY, code_digest
 from capture.staging import staged
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 ENV_ID = "EldenIL/Margit-v0"
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
-source episodes, the raw folder, the frame compression and the code (commit) that built it."""
+source episodes, the raw folder, the frame compression and the digest of the code that built it."""
 AUTHOR = "elden-il"
 CONTACT = f"{REPOSITORY}/issues"
 """A dataset's Minari ``author_email``, which Minari asks for as "an author email, or some other
@@ -418,13 +419,12 @@ def build_dataset(
         sources.append(path.name)
     if not buffers:
         raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
-    code = provenance()
     about = {
         "env_config": config.to_dict(),
         "source_episodes": sources,
         "raw_dir": str(raw_dir),
         "frame_compression": str(compression),
-        "code": code.to_dict(),
+        "code": {"digest": code_digest()},
     }
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]
@@ -441,7 +441,7 @@ def build_dataset(
                 algorithm_name="human or autopilot play (capture.record)",
                 author=AUTHOR,
                 author_email=CONTACT,
-                code_permalink=code.permalink,
+                code_permalink=REPOSITORY,
                 description=describe(dataset_id, config, outcomes, compression),
                 jpeg_encoding=False,
             ).storage

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 from env.observations import FrameSpec
 
@@ -75,8 +76,22 @@ def decoded(path: Path, of: VideoOf | None = None) -> Iterator[np.ndarray]:
     """Every frame of the video at ``path`` in order, RGB at its master size; ``VideoError`` for
     a file that is missing, is no video, breaks off into garbage, or (``of``) is not the video
     that episode says it has."""
+    rgb = RGB()
     for frame in _frames(path, of):
-        yield frame.to_ndarray(format="rgb24")
+        yield rgb(frame)
+
+
+class RGB:
+    """A decoded frame as an RGB array, by one converter kept for a whole video. PyAV's
+    ``frame.to_ndarray(format="rgb24")`` sets a converter up anew for every frame, which costs
+    many times the conversion itself (BENCHMARKS.md, the default pipeline's stages); kept, it
+    gives the same pixels, bit for bit."""
+
+    def __init__(self) -> None:
+        self._reformatter = VideoReformatter()
+
+    def __call__(self, frame: av.VideoFrame) -> np.ndarray:
+        return self._reformatter.reformat(frame, format="rgb24").to_ndarray()
 
 
 def _open(path: Path, **options) -> av.container.InputContainer:
@@ -145,11 +160,12 @@ def frames_at(path: Path, of: VideoOf, indices: np.ndarray, spec: FrameSpec) -> 
     episode's: its id and size, and exactly its frame count (frame i is sample i)."""
     out = np.empty((len(indices), *spec.shape), np.uint8)
     wanted = np.asarray(indices)
+    rgb = RGB()
     k, n = 0, 0
     for n, decoded_frame in enumerate(_frames(path, of), start=1):
         i = n - 1
         if k < len(wanted) and wanted[k] == i:
-            frame = spec.process(decoded_frame.to_ndarray(format="rgb24"))
+            frame = spec.process(rgb(decoded_frame))
             while k < len(wanted) and wanted[k] == i:
                 out[k] = frame
                 k += 1

@@ -1,20 +1,23 @@
-"""Which code built a dataset: a ``code_permalink`` pinned to the git commit.
+"""Which code built a dataset: the digest of that code, and, for people, the commit it is at.
 
-A dataset's Minari ``code_permalink`` should lead to the exact code that built it, so that the
-preprocessing (crop, resize, step grid, labels) can be read and rerun. In a git checkout that is
-the repository URL at the newest commit that changed the code that builds datasets (``CODE``),
-marked when that code has uncommitted changes (the commit alone then does not say what built
-it); outside one (an installed wheel, a tarball) it is the repository URL alone.
+A dataset must say which code built it, so that its preprocessing (crop, resize, step grid,
+labels) can be read and rerun; and what the ``dataset`` stage writes must follow from what
+``dvc.yaml`` says it depends on, and from nothing else, or a fresh clone's ``dvc repro`` writes
+other bytes than the committed ``dvc.lock`` records. So the dataset carries ``code_digest()``:
+SHA-256 over the path and bytes of each file of ``CODE``, which is exactly what that stage
+depends on (``tests/test_dvc.py`` holds the two equal). It changes when, and only when, one of
+those files does, and then DVC reruns the stage anyway; the same code gives the same digest in
+any checkout, at any commit, on any machine.
 
-That code's commit, not ``HEAD``'s: committing results (``dvc.lock``, reports) or changing
-other code makes a new ``HEAD``, and a dataset rebuilt by unchanged code must stay
-byte-identical, or every fresh ``dvc repro`` would retrain everything and leave the checkout
-modified. ``CODE`` is exactly what the ``dataset`` stage of ``dvc.yaml`` depends on
-(``tests/test_dvc.py`` holds them equal): when the permalink changes, DVC rebuilds anyway.
+The git commit the checkout is at, and whether that code differs from it (``provenance()``),
+follow from git's history, not from those files: a commit that changes nothing the stage reads
+would change them. They never enter the dataset; the pipeline writes them into its untracked run
+report (``datasets/reports/dataset.run.json``), for people.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import subprocess
 from dataclasses import dataclass
@@ -42,12 +45,34 @@ CODE = (
     "env/profiles",
 )
 """What builds a dataset, relative to the checkout."""
+IGNORED = "__pycache__"
+"""Folders under ``CODE`` that Python writes and nothing reads as code: left out of the digest,
+as the project's ``.dvcignore`` leaves them out of DVC's hashes."""
+
+
+def code_digest(checkout: Path = CHECKOUT) -> str:
+    """``sha256:<hex>`` over each file of ``CODE`` (the files of a folder, sorted), its path
+    relative to ``checkout`` and its bytes: what a dataset built by that code carries."""
+    digest = hashlib.sha256()
+    for name in CODE:
+        path = checkout / name
+        files = (
+            sorted(p for p in path.rglob("*") if p.is_file() and IGNORED not in p.parts) if path.is_dir() else [path]
+        )
+        for file in files:
+            relative = file.relative_to(checkout).as_posix().encode()
+            content = file.read_bytes()
+            digest.update(b"%d:%s%d:" % (len(relative), relative, len(content)))
+            digest.update(content)
+    return f"sha256:{digest.hexdigest()}"
 
 
 @dataclass(frozen=True)
 class Provenance:
+    """Where the checkout is in git: for people reading a run's report, never for a dataset."""
+
     commit: str | None  # None outside a git checkout
-    dirty: bool  # tracked files differ from the commit
+    dirty: bool  # the code of CODE differs from the commit
 
     @property
     def permalink(self) -> str:
@@ -61,13 +86,13 @@ class Provenance:
 
 
 def provenance(checkout: Path = CHECKOUT) -> Provenance:
-    """The newest commit that changed ``CODE`` in ``checkout`` and whether that code has
-    uncommitted changes; no commit when it is not a git checkout or git is missing."""
+    """The commit ``checkout`` is at and whether ``CODE`` has uncommitted changes; no commit
+    when it is not a git checkout or git is missing."""
     try:
-        commit = _git(checkout, "log", "-1", "--format=%H", "--", *CODE) or None
+        commit = _git(checkout, "rev-parse", "HEAD") or None
         dirty = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no", "--", *CODE))
     except (OSError, subprocess.SubprocessError):
-        log.debug("%s is not a git checkout: the permalink has no commit", checkout)
+        log.debug("%s is not a git checkout: no commit", checkout)
         return Provenance(None, False)
     return Provenance(commit, dirty)
 

@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -270,10 +271,16 @@ def driver_maker(settings: RecordSettings) -> MakeDriver:
 class Recorder:
     """Samples the game, cuts the stream into episodes and writes them; one ``Driver`` plays:
     the one ``settings`` name, or the one ``make_driver`` makes (another way of playing while
-    recording, with no change here)."""
+    recording, with no change here). ``on_saved`` gets each episode's path once it is saved."""
 
-    def __init__(self, settings: RecordSettings, make_driver: MakeDriver | None = None) -> None:
+    def __init__(
+        self,
+        settings: RecordSettings,
+        make_driver: MakeDriver | None = None,
+        on_saved: Callable[[Path], None] | None = None,
+    ) -> None:
         self.settings = settings
+        self.on_saved = on_saved
         check_players(settings)
         if not settings.autopilot:
             check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
@@ -365,6 +372,8 @@ class Recorder:
         self.driver.episode_over()
         self.saved.append(path)
         log.info("episode saved (%s): %s", outcome, path)
+        if self.on_saved is not None:
+            self.on_saved(path)
         empty_discarded(self.settings.out)  # a discard is undoable until the next episode is saved
 
     def _drop(self, writer: EpisodeWriter) -> None:
@@ -507,14 +516,19 @@ class Recorder:
         self.game.close()
 
 
-def record(settings: RecordSettings, status: bool = False, make_driver: MakeDriver | None = None) -> list[Path]:
+def record(
+    settings: RecordSettings,
+    status: bool = False,
+    make_driver: MakeDriver | None = None,
+    on_saved: Callable[[Path], None] | None = None,
+) -> list[Path]:
     """Record as ``settings`` say until done (``max_episodes``), quit (F8) or the game is lost;
-    returns the episodes saved. Raises ``EldenILError`` for what the user can fix (no server, a
+    returns the episodes saved, each also handed to ``on_saved`` as it is saved (a progress bar). Raises ``EldenILError`` for what the user can fix (no server, a
     broken profile), ``GameError`` when the game is lost mid-recording, after closing the episode
     in progress, and ``Interrupted`` after SIGINT or SIGTERM, once the episode in progress is
     closed as F8 closes it: what was recorded is kept, but the recording is not done."""
     settings.out.mkdir(parents=True, exist_ok=True)
-    recorder = Recorder(settings, make_driver)
+    recorder = Recorder(settings, make_driver, on_saved)
     received: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from numpy.lib.stride_tricks import sliding_window_view
 from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
@@ -86,6 +87,7 @@ def _train_bc(
     optimizer = torch.optim.AdamW(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     train_idx, val_idx = split_episodes(demos, config.validation_fraction, config.seed, weights)
     rng = np.random.default_rng(config.seed)
+    shifts = np.random.default_rng([config.seed, SHIFTS])
     history: list[dict] = []
     best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
 
@@ -96,7 +98,7 @@ def _train_bc(
         started = time.perf_counter()
         for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
-            log_prob = log_likelihood(policy, demos, index, dev)
+            log_prob = log_likelihood(policy, demos, index, dev, config.augment_shift, shifts)
             if weights is None:
                 loss = -log_prob.mean()
             else:
@@ -141,12 +143,46 @@ def _train_bc(
 
 
 def log_likelihood(
-    policy: ActorCriticPolicy, demos: Demonstrations, index: np.ndarray, dev: torch.device
+    policy: ActorCriticPolicy,
+    demos: Demonstrations,
+    index: np.ndarray,
+    dev: torch.device,
+    shift: int = 0,
+    rng: np.random.Generator | None = None,
 ) -> torch.Tensor:
-    obs, _ = policy.obs_to_tensor(demos.batch(index))
+    """The log-probability of each demonstrated action at ``index``; with ``shift``, of the
+    frames each moved at random by up to that many pixels (``random_shift``, drawn from ``rng``)."""
+    batch = demos.batch(index)
+    if shift:
+        if rng is None:
+            raise ValueError("random shifts need the generator that draws them (rng)")
+        for key in FRAME_KEYS & batch.keys():
+            batch[key] = random_shift(batch[key], shift, rng)
+    obs, _ = policy.obs_to_tensor(batch)
     actions = torch.as_tensor(demos.actions[index], device=dev)
     _, log_prob, _ = policy.evaluate_actions(obs, actions)
     return log_prob
+
+
+SHIFTS = 1
+"""The stream of ``bc.seed``'s random numbers that draws the shifts (the episodes' order is stream 0's)."""
+FRAME_KEYS = frozenset({"frame", "frame_stack"})
+"""The observation keys that hold pictures, as the env gives them: (N, H, W, C) and (N, k, H, W, C)."""
+
+
+def random_shift(frames: np.ndarray, pad: int, rng: np.random.Generator) -> np.ndarray:
+    """Each picture of the batch (axis 0; a frame, or a stack of frames moving alike) moved by a
+    whole number of pixels from ``-pad`` to ``pad`` along its rows and its columns, drawn anew per
+    picture, the pixels at its edge repeated into the gap: DrQ's and RAD's random shift (pad by
+    repeating the edge, crop back at random). The crops are windows of one padded copy
+    (``sliding_window_view``), gathered in one indexing."""
+    n = len(frames)
+    flat = frames.reshape(-1, *frames.shape[-3:])  # (N * k, H, W, C)
+    alike = len(flat) // n  # the frames of one stack
+    dy, dx = (np.repeat(rng.integers(0, 2 * pad + 1, n), alike) for _ in range(2))
+    padded = np.pad(flat, ((0, 0), (pad, pad), (pad, pad), (0, 0)), mode="edge")
+    windows = sliding_window_view(padded, flat.shape[1:3], axis=(1, 2))  # (N * k, 2 pad + 1, 2 pad + 1, C, H, W)
+    return windows[np.arange(len(flat)), dy, dx].transpose(0, 2, 3, 1).reshape(frames.shape)
 
 
 @torch.no_grad()

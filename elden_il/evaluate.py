@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from env.elden_env import EldenRingEnv
-from env.fanout import play_fights
+from env.fanout import play_many
 from env.play import Actor, FightTape, summarize
 
 log = logging.getLogger(__name__)
@@ -51,16 +51,26 @@ def evaluate(
     gif_dir: Path | None = None,
     recording_dir: Path | None = None,
     parallel: int = 8,
+    workers: int = 1,
 ) -> dict:
     """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
-    ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there."""
+    ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there. Every actor's
+    fights in one go, over ``workers`` processes of this machine when more than one
+    (``env.fanout.play_many``: the same records); a progress bar counts them (on a terminal)."""
     results = {}
-    for name, actor in actors.items():
-        started = time.perf_counter()
-        record_first = gif_dir is not None or recording_dir is not None
-        records, tape = play_fights(make_env, actor, seeds, parallel, record_first=record_first)
-        results[name] = summarize(records, time.perf_counter() - started)
+    record_first = gif_dir is not None or recording_dir is not None
+    with tqdm(total=len(actors) * len(seeds), desc="evaluation", unit="fight", disable=None) as bar:
+        played = play_many(
+            [(make_env, actor, seeds) for actor in actors.values()],
+            parallel,
+            record_first,
+            on_fight=lambda _: bar.update(),
+            workers=workers,
+        )
+    for (name, actor), fights in zip(actors.items(), played):
+        results[name] = summarize(fights.records, fights.seconds)  # fights a minute, per process
         log.info("%s: %s", name, results[name])
+        tape = fights.tape
         if tape is None or not tape.frames:
             continue
         if gif_dir is not None:

@@ -114,6 +114,44 @@ class EnvParams:
     """A fight is cut (truncated) after this many steps."""
 
 
+def layers(low: int, high: int, most: int, least: int = 1) -> Rule:
+    """A list of ``least`` to ``most`` whole numbers, each from ``low`` to ``high`` (a layer each)."""
+    return Rule(
+        lambda v: isinstance(v, tuple) and least <= len(v) <= most and all(is_int(x) and low <= x <= high for x in v),
+        f"must be a list of {least} to {most} whole numbers, each from {low} to {high}",
+    )
+
+
+@dataclass(frozen=True)
+class NetworkSize:
+    """``network``: the policy network's size and shape. Behaviour cloning makes it and fine-tuning
+    continues it (``elden_il.policy.network_size`` reads it back from the saved policy), so a
+    changed size retrains from behaviour cloning on. Plain ints and tuples of ints: a saved policy
+    keeps them as its extractor's arguments. A narrow one runs every code path of training, saving
+    and loading at a fraction of the cost (the tests' networks)."""
+
+    cnn_channels: tuple[int, ...] = checked((32, 64, 64), layers(1, 1024, 6))
+    """Each convolution's output channels, one entry per convolution."""
+    cnn_kernels: tuple[int, ...] = checked((8, 4, 3), layers(1, 32, 6))
+    """Each convolution's square kernel, in pixels."""
+    cnn_strides: tuple[int, ...] = checked((4, 2, 1), layers(1, 16, 6))
+    """Each convolution's stride."""
+    cnn_dim: int = checked(512, whole(1, 65_536))
+    """The frame's features, after the convolutions."""
+    state_dim: int = checked(128, whole(1, 65_536))
+    """The game state's features."""
+    hidden: tuple[int, ...] = checked((256,), layers(1, 65_536, 4, least=0))
+    """The actor's and the critic's own layers, each."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("cnn_kernels", "cnn_strides"):
+            if len(getattr(self, name)) != len(self.cnn_channels):
+                raise FieldError(
+                    name, list(getattr(self, name)), "must have one entry per convolution, as cnn_channels has"
+                )
+
+
 HOSTS = Rule(
     lambda v: isinstance(v, tuple) and all(isinstance(h, str) and ":" in h for h in v),
     'must be a list of "host:port" strings',
@@ -133,6 +171,9 @@ class BCConfig:
     """The share of whole episodes held out to pick the best epoch."""
     patience: int = checked(3, whole(1))
     """Epochs without a better validation loss before stopping."""
+    augment_shift: int = checked(0, whole(0, 32))
+    """Random shifts (DrQ, RAD): each training frame moved by up to this many pixels each way, its
+    edge pixels repeated into the gap, a new shift every time it is drawn; 0: the frames as they are."""
     seed: int = checked(0, whole(0, 2**32 - 1))
 
     def __post_init__(self) -> None:
@@ -207,6 +248,9 @@ class EvaluateParams:
     """The most likely action (false: sample from the policy)."""
     parallel: int = checked(8, whole(1, 256))
     """sim only: fights run side by side, decisions batched."""
+    workers: int = checked(2, whole(1, 256))
+    """sim only: processes of this machine the fights are spread over (1: this process alone);
+    each plays ``parallel`` fights side by side. Ray's ``RAY_ADDRESS`` spreads them over a cluster instead."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -224,6 +268,7 @@ class PipelineParams:
     demos: DemosParams = field(default_factory=DemosParams)
     dataset: DatasetParams = field(default_factory=DatasetParams)
     env: EnvParams = field(default_factory=EnvParams)
+    network: NetworkSize = field(default_factory=NetworkSize)
     bc: BCConfig = field(default_factory=BCConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
@@ -256,6 +301,7 @@ SECTIONS: dict[str, type] = {
     "demos": DemosParams,
     "dataset": DatasetParams,
     "env": EnvParams,
+    "network": NetworkSize,
     "bc": BCConfig,
     "finetune": FinetuneConfig,
     "evaluate": EvaluateParams,

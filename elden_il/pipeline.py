@@ -27,6 +27,8 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 from env.cli import run_command
 from env.config import EnvConfig
 from env.errors import EldenILError, Interrupted
@@ -47,12 +49,22 @@ MODELS = Path("datasets/models")
 REPORTS = Path("datasets/reports")
 LIVE = REPORTS / "live"
 RUN_ONLY = frozenset(
-    {"config", "env_config", "id", "device", "train_samples_per_second", "env_steps_per_second", "fights_per_minute"}
+    {
+        "config",
+        "env_config",
+        "id",
+        "device",
+        "checkout",
+        "train_samples_per_second",
+        "env_steps_per_second",
+        "fights_per_minute",
+    }
 )
-"""Report keys, at any depth, that are not results: copies of params and timings of this run on
-this machine. They go to ``<stage>.run.json``, not the metrics DVC tracks: a metric that changes
-on every rerun (a speed) or that repeats params.yaml would leave ``dvc.lock`` modified and widen
-``dvc metrics show`` for nothing."""
+"""Report keys, at any depth, that are not results: copies of params, the git commit the code
+was at (``capture.provenance``) and timings of this run on this machine. They go to
+``<stage>.run.json``, not the metrics DVC tracks: a metric that changes on every rerun (a speed)
+or that repeats params.yaml or git would leave ``dvc.lock`` modified and widen ``dvc metrics
+show`` for nothing."""
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -118,11 +130,14 @@ def stage_demos(params: PipelineParams) -> None:
         if demos.source == "raw":
             log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
             return
+        from tqdm import tqdm
+
         from capture.record import record
 
         wanted = demos.episodes
         try:
-            record(demo_recording(params, folder))
+            with tqdm(total=wanted, desc="demonstrations", unit="fight", disable=None) as bar:
+                record(demo_recording(params, folder), on_saved=lambda _: bar.update())
         except Interrupted as e:
             # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
             # done, and they are not put in place; a rerun records the same bytes again
@@ -137,12 +152,14 @@ def stage_demos(params: PipelineParams) -> None:
 
 def stage_dataset(params: PipelineParams) -> None:
     from capture.build_dataset import build_dataset
+    from capture.provenance import provenance
 
     demos = params.demos
     raw = DEMOS_DIR if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
     dataset = build_dataset(raw, name, params.env_config(), root=MINARI_ROOT, force=True)
-    write_report("dataset", {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name})
+    report = {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name}
+    write_report("dataset", {**report, "checkout": provenance().to_dict()})
 
 
 def stage_bc(params: PipelineParams) -> None:
@@ -165,7 +182,12 @@ def stage_bc(params: PipelineParams) -> None:
     corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(LIVE / "bc") as live:
         metrics = train_bc(
-            demos, params.bc, MODELS / "bc", sample_weights(demos) if corrected else None, on_epoch=live.bc_epoch
+            demos,
+            params.bc,
+            MODELS / "bc",
+            sample_weights(demos) if corrected else None,
+            on_epoch=live.bc_epoch,
+            size=params.network,
         )
     write_report("bc", metrics)
 
@@ -223,13 +245,15 @@ def stage_evaluate(params: PipelineParams) -> None:
             render_mode="rgb_array",
         )
 
-    parallel = 1 if backend != "sim" else ev.parallel
+    parallel, workers = (ev.parallel, ev.workers) if backend == "sim" else (1, 1)
     # every output built aside and swapped in together once all fights are played: an interrupted
     # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
     # are not an output DVC clears: none is left of another run's policies
     outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
     with staged_paths(*(REPORTS / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
-        results = evaluate(actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel)
+        results = evaluate(
+            actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel, workers=workers
+        )
         write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
         write_policy_table(results, table)
         comparison_chart(results, plots / "comparison.png")
@@ -429,7 +453,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
-    return run_command(lambda: STAGES[args.stage](load_params(args.params)))
+    # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
+    # machine whose cores other work keeps busy, spinning threads made a training step several
+    # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
+        return run_command(lambda: STAGES[args.stage](load_params(args.params)))
 
 
 if __name__ == "__main__":

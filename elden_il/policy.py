@@ -30,8 +30,9 @@ from torch import nn
 
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
-from env.errors import EldenILError
+from env.errors import ConfigError, EldenILError
 
+from elden_il.params import NetworkSize
 from elden_il.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json
 
 if TYPE_CHECKING:
@@ -59,34 +60,27 @@ def policy_space(space: spaces.Dict) -> spaces.Dict:
     return spaces.Dict(keys)
 
 
-@dataclass(frozen=True)
-class NetworkSize:
-    """How wide the policy network is. The defaults are the pipeline's network (the Nature CNN's
-    channels); a narrow one runs every code path of training, saving and loading at a fraction
-    of the cost, for checks of that plumbing rather than of how well a policy learns. A saved
-    policy keeps its size (SB3 saves the extractor's arguments), and fine-tuning continues the
-    network it is given (``network_size``)."""
-
-    cnn_channels: tuple[int, int, int] = (32, 64, 64)
-    """The three convolutions' output channels."""
-    cnn_dim: int = 512
-    """The frame's features, after the convolutions."""
-    state_dim: int = 128
-    """The game state's features."""
-    hidden: tuple[int, ...] = (256,)
-    """The actor's and the critic's own layers, each."""
+SAVED_BEFORE_SIZES = NetworkSize(
+    cnn_channels=(32, 64, 64), cnn_kernels=(8, 4, 3), cnn_strides=(4, 2, 1), cnn_dim=512, state_dim=128, hidden=(256,)
+)
+"""The network of policies saved before a policy kept all of its size (the Nature CNN's channels):
+SB3 rebuilds their extractor from ``FightFeatures``' own defaults, which are this one's, so they
+still load as they were trained."""
 
 
 class FightFeatures(BaseFeaturesExtractor):
-    """Nature-CNN over the frame or frame stack, plus an MLP over HP, distance, animations and
-    the recent actions. Works on both the env's spaces after SB3's preprocessing."""
+    """A CNN over the frame or frame stack (``NetworkSize``'s convolutions, then one dense layer),
+    plus an MLP over HP, distance, animations and the recent actions. Works on both the env's
+    spaces after SB3's preprocessing."""
 
     def __init__(
         self,
         observation_space: spaces.Dict,
-        cnn_channels: tuple[int, int, int] = NetworkSize.cnn_channels,
-        cnn_dim: int = NetworkSize.cnn_dim,
-        state_dim: int = NetworkSize.state_dim,
+        cnn_channels: tuple[int, ...] = SAVED_BEFORE_SIZES.cnn_channels,
+        cnn_dim: int = SAVED_BEFORE_SIZES.cnn_dim,
+        state_dim: int = SAVED_BEFORE_SIZES.state_dim,
+        cnn_kernels: tuple[int, ...] = SAVED_BEFORE_SIZES.cnn_kernels,
+        cnn_strides: tuple[int, ...] = SAVED_BEFORE_SIZES.cnn_strides,
     ) -> None:
         stacked = "frame_stack" in observation_space.spaces
         if stacked:
@@ -97,18 +91,20 @@ class FightFeatures(BaseFeaturesExtractor):
             channels = c
         super().__init__(observation_space, cnn_dim + state_dim)
         self.stacked = stacked
-        c1, c2, c3 = cnn_channels
-        self.cnn = nn.Sequential(
-            nn.Conv2d(channels, c1, 8, stride=4),
-            nn.ReLU(),
-            nn.Conv2d(c1, c2, 4, stride=2),
-            nn.ReLU(),
-            nn.Conv2d(c2, c3, 3, stride=1),
-            nn.ReLU(),
-            nn.Flatten(),
-        )
-        with torch.no_grad():
-            n_flat = self.cnn(torch.zeros(1, channels, h, w)).shape[1]
+        layers: list[nn.Module] = []
+        frame = f"{w}x{h}"
+        for out, kernel, stride in zip(cnn_channels, cnn_kernels, cnn_strides, strict=True):
+            layers += [nn.Conv2d(channels, out, kernel, stride=stride), nn.ReLU()]
+            channels = out
+            h, w = (h - kernel) // stride + 1, (w - kernel) // stride + 1
+            if h < 1 or w < 1:
+                raise ConfigError(
+                    f"the network's convolutions (kernels {list(cnn_kernels)}, strides {list(cnn_strides)}) leave "
+                    f"nothing of a {frame} frame: use fewer, smaller or less strided convolutions (params.yaml "
+                    "network), or a larger dataset.frame_size"
+                )
+        self.cnn = nn.Sequential(*layers, nn.Flatten())
+        n_flat = channels * h * w
         self.cnn_head = nn.Sequential(nn.Linear(n_flat, cnn_dim), nn.ReLU())
         self.history_classes = 0
         state_in = 3 + int(observation_space["player_animation"].n) + int(observation_space["boss_animation"].n)
@@ -161,26 +157,29 @@ def make_policy(
 
 def policy_kwargs(size: NetworkSize = NetworkSize()) -> dict[str, Any]:
     """The same architecture for BC and for PPO (``PPO(..., policy_kwargs=policy_kwargs())``).
-    SB3 saves these with the policy: the extractor is given only the sizes that differ from the
-    pipeline's, so a pipeline policy saves exactly what it did without them (DVC tracks its bytes)."""
-    extractor = {
-        name: getattr(size, name)
-        for name in ("cnn_channels", "cnn_dim", "state_dim")
-        if getattr(size, name) != getattr(NetworkSize, name)
-    }
+    SB3 saves these with the policy, the extractor's every size among them: a saved policy says
+    what it is, whatever the pipeline's default is when it is loaded."""
+    extractor = {name: getattr(size, name) for name in EXTRACTOR_SIZES}
     return {
         "features_extractor_class": FightFeatures,
-        **({"features_extractor_kwargs": extractor} if extractor else {}),
+        "features_extractor_kwargs": extractor,
         "net_arch": {"pi": list(size.hidden), "vf": list(size.hidden)},
         "activation_fn": nn.ReLU,
         "ortho_init": True,
     }
 
 
+EXTRACTOR_SIZES = ("cnn_channels", "cnn_kernels", "cnn_strides", "cnn_dim", "state_dim")
+"""``NetworkSize``'s fields that ``FightFeatures`` takes; ``hidden`` is SB3's ``net_arch``."""
+
+
 def network_size(policy: ActorCriticPolicy) -> NetworkSize:
     """The size ``policy`` was made with (``policy_kwargs``), read from the policy itself: so
-    fine-tuning continues the network behaviour cloning trained, whatever its size."""
-    return NetworkSize(**policy.features_extractor_kwargs, hidden=tuple(policy.net_arch["pi"]))
+    fine-tuning continues the network behaviour cloning trained, whatever its size. A size its
+    extractor was not given is ``FightFeatures``' default (``SAVED_BEFORE_SIZES``)."""
+    given = {name: getattr(SAVED_BEFORE_SIZES, name) for name in EXTRACTOR_SIZES}
+    given.update({name: tuple(v) if isinstance(v, list) else v for name, v in policy.features_extractor_kwargs.items()})
+    return NetworkSize(**given, hidden=tuple(policy.net_arch["pi"]))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Fan-out: many independent jobs (fights, training runs) on a Ray cluster when Ray's own
-``RAY_ADDRESS`` is set, one after another in this process when it is not.
+``RAY_ADDRESS`` is set; when it is not, one after another in this process, or side by side in
+``workers`` processes of this machine (its cores, which one Python process running the
+simulator cannot keep busy).
 
 One switch, Ray's own: ``RAY_ADDRESS=auto`` (a cluster started on this machine with
 ``ray start --head``), ``HOST:6379`` (a head's GCS) or ``ray://HOST:10001`` (Ray Client). Unset,
@@ -15,10 +17,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -182,15 +187,26 @@ def fan_out(
     describe: Callable[[T], str] = str,
     retries: int = RETRIES,
     shared: Any = None,
+    workers: int = 1,
+    on_result: Callable[[R], None] | None = None,
 ) -> list[R]:
-    """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here,
-    or as Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset)
-    travels to each node once, not once per job. Results come back in the items' order. An
-    error raised by a job propagates as itself; a job whose worker died ``retries + 1`` times is
-    reported, with every other lost job, by a ``FanoutError`` naming it (``describe(item)``)."""
+    """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here
+    (over ``workers`` processes of this machine when more than one, ``in_processes``), or as
+    Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset) travels to
+    each node once, not once per job. Results come back in the items' order; ``on_result`` gets
+    each as it comes in (a progress bar). An error raised by a job propagates as itself; a job
+    whose Ray worker died ``retries + 1`` times is reported, with every other lost job, by a
+    ``FanoutError`` naming it (``describe(item)``)."""
     front = () if shared is None else (shared,)
+    report = on_result or (lambda _: None)
     if cluster_address() is None:
-        return [job(*front, item) for item in items]
+        if workers > 1 and len(items) > 1:
+            return in_processes(job, [(*front, item) for item in items], workers, report)
+        results = []
+        for item in items:
+            results.append(job(*front, item))
+            report(results[-1])
+        return results
     ray = connect()
     from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, WorkerCrashedError
 
@@ -202,6 +218,7 @@ def fan_out(
     for item, ref in zip(items, refs):
         try:
             results.append(ray.get(ref))
+            report(results[-1])
         except (WorkerCrashedError, NodeDiedError, ObjectLostError, OwnerDiedError) as e:
             lost.append(describe(item))
             log.warning("lost %s: %s", describe(item), type(e).__name__)
@@ -218,6 +235,42 @@ def _call(job: Callable[..., R], *args: Any) -> R:
     return job(*args)
 
 
+def in_processes(
+    job: Callable[..., R], arguments: Sequence[tuple], workers: int, on_result: Callable[[R], None]
+) -> list[R]:
+    """``[job(*args) for args in arguments]`` over ``workers`` fresh processes of this machine,
+    in the arguments' order; ``on_result`` gets each result as it comes in. Spawned, not forked
+    (a fork of a process whose torch has started its thread pool can hang), each with one torch
+    thread (the processes are the parallelism) and deaf to Ctrl-C: this process hears it, and
+    stops them all at once (``Pool.terminate``) rather than letting them finish their queue.
+    Jobs travel by cloudpickle, so closures do too (an env factory that captures its config)."""
+    import cloudpickle
+
+    results: list[Any] = [None] * len(arguments)
+    pickled = [(i, cloudpickle.dumps((job, *args))) for i, args in enumerate(arguments)]
+    with get_context("spawn").Pool(min(workers, len(arguments)), _worker_start) as pool:
+        for i, result in pool.imap_unordered(_call_pickled, pickled):
+            results[i] = result
+            on_result(result)
+    return results
+
+
+def _worker_start() -> None:
+    """A worker process's start: one thread for torch (and the BLAS under it), set before it is
+    imported; SIGINT ignored (the parent stops the pool)."""
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[variable] = "1"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _call_pickled(indexed: tuple[int, bytes]) -> tuple[int, Any]:
+    import cloudpickle
+
+    i, pickled = indexed
+    job, *args = cloudpickle.loads(pickled)
+    return i, job(*args)
+
+
 @dataclass(frozen=True)
 class _FightJob:
     make_env: Callable[[], Any]
@@ -227,10 +280,12 @@ class _FightJob:
     record_first: bool
 
 
-def _play(job: _FightJob) -> tuple[list, Any]:
+def _play(job: _FightJob, on_fight: Callable[[Any], None] | None = None) -> Played:
     from env.play import run_fights
 
-    return run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first)
+    started = time.perf_counter()
+    records, tape = run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first, on_fight)
+    return Played(records, tape, time.perf_counter() - started)
 
 
 def _describe(job: _FightJob) -> str:
@@ -248,19 +303,59 @@ def play_fights(
     parallel: int = 8,
     record_first: bool = False,
     retries: int = RETRIES,
+    on_fight: Callable[[Any], None] | None = None,
+    workers: int = 1,
 ) -> tuple[list, Any]:
-    """``env.play.run_fights``, fanned out over the cluster when ``RAY_ADDRESS`` is set: the
-    seeds in a few contiguous chunks per cluster CPU (a lost worker reruns little; the cluster
-    stays busy to the end), each chunk one task playing ``parallel`` fights at a time. The
-    records are the same, fight for fight, as in one process: a fight is decided by its seed."""
-    from env.play import run_fights
+    """``env.play.run_fights``: ``play_many`` for one player, its records and first fight's tape."""
+    played = play_many([(make_env, actor, seeds)], parallel, record_first, retries, on_fight, workers)[0]
+    return played.records, played.tape
 
-    if cluster_address() is None:
-        return run_fights(make_env, actor, seeds, parallel, record_first)
-    chunks = np.array_split(np.asarray(seeds), min(len(seeds), 2 * cluster_cpus()))
-    jobs = [
-        _FightJob(make_env, actor, [int(s) for s in chunk], parallel, record_first and i == 0)
-        for i, chunk in enumerate(chunks)
-    ]
-    played = fan_out(_play, jobs, _describe, retries)
-    return [r for records, _ in played for r in records], played[0][1]
+
+@dataclass(frozen=True)
+class Played:
+    """One player's fights: their records in seed order, the first fight's tape (or None), and
+    the seconds its fights took, summed over the processes that played them."""
+
+    records: list
+    tape: Any
+    seconds: float
+
+
+def play_many(
+    plays: Sequence[tuple[Callable[[], Any], Any, list[int]]],
+    parallel: int = 8,
+    record_first: bool = False,
+    retries: int = RETRIES,
+    on_fight: Callable[[Any], None] | None = None,
+    workers: int = 1,
+) -> list[Played]:
+    """``env.play.run_fights`` for each (env factory, actor, seeds) of ``plays``. Fanned out over the cluster when ``RAY_ADDRESS`` is set (each
+    play's seeds in a few contiguous chunks per cluster CPU: a lost worker reruns little, the
+    cluster stays busy to the end), or else over ``workers`` processes of this machine (each
+    play's seeds in ``workers`` chunks, every play's chunks in one pool of processes); each chunk
+    plays ``parallel`` fights at a time. The records are the same, fight for fight, as in one
+    process: a fight is decided by its seed. ``on_fight`` gets each record as its fight ends in
+    one process, as its chunk ends elsewhere."""
+
+    local = cluster_address() is None
+    if local and workers <= 1:
+        return [_play(_FightJob(make, actor, seeds, parallel, record_first), on_fight) for make, actor, seeds in plays]
+    pieces = workers if local else 2 * cluster_cpus()
+    jobs, owner = [], []
+    for p, (make, actor, seeds) in enumerate(plays):
+        for i, chunk in enumerate(np.array_split(np.asarray(seeds), min(len(seeds), pieces))):
+            jobs.append(_FightJob(make, actor, [int(s) for s in chunk], parallel, record_first and i == 0))
+            owner.append(p)
+
+    def counted(played: Played) -> None:
+        if on_fight is not None:
+            for record in played.records:
+                on_fight(record)
+
+    done = fan_out(_play, jobs, _describe, retries, workers=workers, on_result=counted)
+    out = []
+    for p in range(len(plays)):
+        mine = [played for played, o in zip(done, owner) if o == p]
+        records = [r for played in mine for r in played.records]
+        out.append(Played(records, mine[0].tape, sum(played.seconds for played in mine)))
+    return out

@@ -126,9 +126,11 @@ def run_fights(
     seeds: list[int],
     parallel: int = 8,
     record_first: bool = False,
+    on_fight: Callable[[FightRecord], None] | None = None,
 ) -> tuple[list[FightRecord], FightTape | None]:
     """One fight per seed, ``parallel`` at a time with batched decisions; with ``record_first``
-    the first fight's ``FightTape`` (else None). Results do not depend on ``parallel``."""
+    the first fight's ``FightTape`` (else None). Results do not depend on ``parallel``.
+    ``on_fight`` gets each fight's record as it ends (a progress bar)."""
     envs = [make_env() for _ in range(max(1, min(parallel, len(seeds))))]
     if record_first and envs[0].render_mode != "rgb_array":
         for env in envs:
@@ -170,6 +172,8 @@ def run_fights(
                         info["episode_length"],
                         info["episode_reward"],
                     )
+                    if on_fight is not None:
+                        on_fight(records[seed])
                     del running[slot]
                     if queue:
                         begin(slot)

@@ -114,9 +114,10 @@ def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
     }
 
 
-def test_the_dataset_permalinks_code_is_what_the_dataset_stage_depends_on():
-    """A dataset's permalink pins the newest commit of the code that builds it; DVC must rebuild
-    whenever that changes, and only then, or a fresh `dvc repro` retrains and dirties dvc.lock."""
+def test_the_datasets_code_digest_covers_what_the_dataset_stage_depends_on():
+    """A dataset carries the digest of the code that builds it: a digest of exactly the stage's
+    code dependencies, so that what the stage writes follows from them alone (DVC reruns it
+    whenever the digest would change, and a fresh `dvc repro` writes what dvc.lock records)."""
     from capture.provenance import CODE
 
     stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["dataset"]
@@ -187,7 +188,9 @@ def test_the_demos_stage_depends_on_the_code_that_decides_what_it_records(tmp_pa
 
 def test_the_committed_dvc_lock_was_written_by_the_code_and_params_committed_with_it():
     """A stage's code or params changed without `dvc repro` (or, for a change that writes the
-    same outputs, `dvc commit`) leaves a dvc.lock that a fresh clone's `dvc repro` rewrites."""
+    same outputs, `dvc commit`) leaves a dvc.lock that a fresh clone's `dvc repro` rewrites.
+    Whether the outputs it records are what the committed code writes, `.ci/run` checks by
+    running the stages whose bytes every machine writes alike again."""
     status = run(ROOT, "dvc", "status", "--json")
     assert status.returncode == 0, status.stdout + status.stderr
     stale = {

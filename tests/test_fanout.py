@@ -100,6 +100,38 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
         }
 
 
+def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Without Ray, ``workers`` processes of this machine play every actor's fights, the env
+    factory a closure as the pipeline's is: the same records, fight for fight, and the same first
+    fight for its GIF, as in this process."""
+    import torch
+
+    from elden_il.evaluate import PolicyActor, evaluate
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    torch.manual_seed(0)
+    save_untrained(tmp_path / "policy", CONFIG)
+    actors = {
+        "random": RandomActor(),
+        "policy": PolicyActor(tmp_path / "policy", True),
+        "expert": expert_actor(CONFIG),
+    }
+    config = CONFIG  # captured: the closure travels by value
+
+    def closure():
+        return make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES, render_mode="rgb_array")
+
+    seeds = list(range(100, 107))
+    gifs = {n: tmp_path / n for n in ("here", "there")}
+    here = evaluate(actors, closure, seeds, gif_dir=gifs["here"], parallel=2)
+    there = evaluate(actors, closure, seeds, gif_dir=gifs["there"], parallel=2, workers=2)
+    for name in actors:
+        assert {k: v for k, v in there[name].items() if k != "fights_per_minute"} == {
+            k: v for k, v in here[name].items() if k != "fights_per_minute"
+        }
+        assert (gifs["there"] / f"{name}.gif").read_bytes() == (gifs["here"] / f"{name}.gif").read_bytes()
+
+
 def started_by_this_process(pid: int) -> bool:
     """Whether ``pid`` descends from this process: a worker of the cluster this test started, not
     of another test's Ray running beside it (pytest-xdist's other worker)."""

@@ -705,6 +705,67 @@ def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
     assert not (root / "test/stopped-v0").exists() and not list(root.glob(".building-*"))
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that are still running."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while we looked
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.slow
+def test_an_interrupted_evaluate_stage_stops_its_worker_processes_and_fails_in_one_line(tmp_path: Path):
+    """Ctrl-C while the evaluate stage's fights play in processes of their own: the stage stops
+    at once with them, in one line and exit 130 (with a pool that let its workers finish their
+    queue, the stage went on playing first)."""
+    from test_pipeline import TINY
+
+    for name in ("bc", "finetuned"):
+        policy_folder(tmp_path / "datasets/models" / name)
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({**TINY, "evaluate": {**TINY["evaluate"], "fights": 400, "workers": 2}})
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    stage = subprocess.Popen(
+        [sys.executable, "-m", "elden_il.pipeline", "evaluate"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    started = {}
+
+    def workers_playing() -> bool:
+        workers = [p for p in children(stage.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+        if len(workers) == 2:
+            started.setdefault("at", time.monotonic())
+            started["workers"] = workers
+        return "at" in started and time.monotonic() - started["at"] > 3  # past their start, into the fights
+
+    err = wait_then_interrupt(stage, workers_playing, timeout=120)
+    assert stage.returncode == 130, err
+    line = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and line.startswith("error: interrupted by SIGINT"), err
+    deadline = time.monotonic() + 5
+    while any(running(p) for p in started["workers"]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(running(p) for p in started["workers"])
+
+
+def running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 # ------------------------------------------------------------------------------ atomic rebuild
 @pytest.fixture(scope="module")
 def raw_episodes(tmp_path_factory) -> Path:

@@ -8,7 +8,9 @@ converters must present what the env shows, not only the stored keys.
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,11 +22,12 @@ from env.factory import make_env
 
 from capture.build_dataset import build_dataset
 from capture.compression import NONE
-from capture.provenance import REPOSITORY, Provenance, provenance
+from capture.provenance import CODE, REPOSITORY, Provenance, code_digest, provenance
 from capture.record import RecordSettings, record
 
 from elden_il.data import demonstrations, load_demonstrations
 
+ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=3)
 FIGHT_SEED = 7
 
@@ -66,7 +69,7 @@ def test_compressed_frames_read_back_bit_identical_and_smaller(built: Path):
     assert minari.load_dataset("test/interop-v0").storage.metadata["dataset_size"] < 1 + size["interop"] / 1e6
 
 
-def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tmp_path: Path):
+def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path):
     import minari
 
     metadata = minari.load_dataset("test/interop-v0").storage.metadata
@@ -82,39 +85,52 @@ def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path, tm
         "gzip 6",
     ):
         assert words in description, words
-    here = provenance()
-    assert here.commit is not None and re.fullmatch(r"[0-9a-f]{40}", here.commit)
-    assert metadata["code_permalink"].startswith(f"{REPOSITORY}/tree/{here.commit}")
-    assert metadata["code_permalink"].endswith("(plus uncommitted changes)") == here.dirty
-    assert provenance(tmp_path).permalink == REPOSITORY  # not a git checkout: the repository alone
+    assert metadata["code_permalink"] == REPOSITORY
+    assert json.loads(metadata["elden_il"])["code"] == {"digest": code_digest()}
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", code_digest())
 
 
-def test_the_permalink_is_the_codes_commit_so_committing_results_keeps_datasets_identical(tmp_path: Path):
-    """Committing dvc.lock makes a new HEAD; a dataset rebuilt by the same code must not change."""
+def test_the_code_digest_follows_the_code_that_builds_datasets_and_nothing_else(tmp_path: Path):
+    """A dataset carries the digest of the code the dataset stage depends on: the same code gives
+    the same digest at any commit and in any checkout (committing dvc.lock or other code changes
+    nothing), and any change to that code changes it. The commit a checkout is at is git's, for
+    the run report only."""
+    here = tmp_path / "checkout"
+    assert provenance(here).permalink == REPOSITORY  # not a git checkout: no commit
+    for name in CODE:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, here / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (here / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / name, here / name)
+    copied = code_digest(here)
+    assert copied == code_digest()  # another folder, not a git checkout: the same code, the same digest
 
     def git(*args: str) -> str:
         return subprocess.run(
-            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            ["git", "-C", str(here), "-c", "user.name=t", "-c", "user.email=t@t", *args],
             check=True,
             capture_output=True,
             text=True,
         ).stdout.strip()
 
     git("init", "-q")
-    (tmp_path / "capture").mkdir()
-    (tmp_path / "capture" / "build_dataset.py").write_text("x = 1\n")
     git("add", "."), git("commit", "-qm", "code")
-    code = git("rev-parse", "HEAD")
-    (tmp_path / "dvc.lock").write_text("results\n")
-    git("add", "."), git("commit", "-qm", "results")
-    assert provenance(tmp_path) == Provenance(code, dirty=False)
-    (tmp_path / "dvc.lock").write_text("results changed\n")
-    assert not provenance(tmp_path).dirty
-    (tmp_path / "capture" / "other.py").write_text("y = 1\n")  # code that does not build datasets
-    git("add", "."), git("commit", "-qm", "other code")
-    assert provenance(tmp_path) == Provenance(code, dirty=False)
-    (tmp_path / "capture" / "build_dataset.py").write_text("x = 2\n")
-    assert provenance(tmp_path).dirty
+    assert code_digest(here) == copied and provenance(here) == Provenance(git("rev-parse", "HEAD"), dirty=False)
+    (here / "dvc.lock").write_text("results\n")
+    (here / "capture" / "other.py").write_text("y = 1\n")  # code that does not build datasets
+    git("add", "."), git("commit", "-qm", "results and other code")
+    assert code_digest(here) == copied and not provenance(here).dirty
+    (here / "env" / "profiles" / "__pycache__").mkdir()
+    (here / "env" / "profiles" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"bytecode")  # Python's, not code
+    assert code_digest(here) == copied
+    for changed in ("capture/build_dataset.py", "env/profiles/sim_margit/profile.toml"):
+        original = (here / changed).read_bytes()
+        (here / changed).write_bytes(original + b"\n")
+        assert code_digest(here) != copied and provenance(here).dirty, changed
+        (here / changed).write_bytes(original)
+    (here / "env" / "profiles" / "sim_margit" / "new.toml").write_text("")  # a new file in a folder it reads
+    assert code_digest(here) != copied
 
 
 def test_torchrl_buffer_holds_the_real_steps(built: Path):

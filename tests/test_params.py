@@ -53,7 +53,10 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
         ("bc: [1, 2]\n", "params.yaml bc must be a mapping of keys (epochs, batch_size"),
         ("bc:\n  epoch: 3\n", "params.yaml bc: unknown keys ['epoch']"),
         ("training:\n  epochs: 3\n", "params.yaml: unknown sections ['training']"),
-        ("- demos\n", "params.yaml must be a mapping of sections (demos, dataset, env, bc, finetune, evaluate)"),
+        (
+            "- demos\n",
+            "params.yaml must be a mapping of sections (demos, dataset, env, network, bc, finetune, evaluate)",
+        ),
         ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
     ],
 )

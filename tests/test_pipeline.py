@@ -9,11 +9,12 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REAL_SERVER_TEST_ARGS, main_here, save_untrained
+from conftest import REAL_SERVER_TEST_ARGS, TINY_NETWORK, main_here, save_untrained
 
 from env.sim.launcher import ARGS_VARIABLE
 
@@ -22,6 +23,7 @@ TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
     "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
     "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
+    "network": {field: list(v) if isinstance(v, tuple) else v for field, v in vars(TINY_NETWORK).items()},
     "bc": {
         "epochs": 1,
         "batch_size": 64,
@@ -79,7 +81,7 @@ def project(tmp_path_factory) -> Path:
     for name in ("env", "capture", "elden_il"):
         shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
-    for ignore in (".gitignore", *(p.relative_to(ROOT) for p in (ROOT / "datasets").rglob(".gitignore"))):
+    for ignore in (".gitignore", ".dvcignore", *(p.relative_to(ROOT) for p in (ROOT / "datasets").rglob(".gitignore"))):
         (root / ignore).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / ignore, root / ignore)
     (root / "datasets" / "raw").mkdir(parents=True, exist_ok=True)
@@ -164,6 +166,32 @@ def test_a_fresh_clone_elsewhere_reproduces_the_same_dvc_lock(project: Path, rep
     assert sorted(p.name for p in (clone / "datasets/reports/recordings").iterdir()) == [
         f"{name}.rrd" for name in ("bc", "expert", "finetuned", "random")
     ]
+
+
+@pytest.mark.slow
+def test_a_commit_to_the_datasets_code_leaves_a_dvc_lock_that_a_fresh_clone_reproduces(
+    project: Path, reproduced, tmp_path: Path
+):
+    """A change to the code that builds datasets, run (``dvc repro``) and committed with the
+    dvc.lock it wrote, is what a fresh clone writes again. The dataset used to carry the commit
+    its code was at, which git decides and no dependency DVC hashes: run before the commit, it
+    said "the previous commit, plus uncommitted changes"; the clone wrote the new commit, another
+    dataset. Python writes bytecode here as a user's Python does, beside the code the stages depend
+    on (the project's .dvcignore leaves it out of DVC's hashes)."""
+    bytecode = {"PYTHONDONTWRITEBYTECODE": ""}  # empty: Python writes it
+    changed, clone = tmp_path / "changed", tmp_path / "clone"
+    assert run(tmp_path, "git", "clone", "-q", "--branch", REPRODUCED, str(project), str(changed)).returncode == 0
+    with (changed / "elden_il/pipeline.py").open("a") as f:
+        f.write("\n# a comment: the code changed, what it builds did not\n")
+    rebuilt = run(changed, "dvc", "repro", "dataset", extra_env=bytecode)
+    assert rebuilt.returncode == 0, rebuilt.stdout + rebuilt.stderr
+    assert list((changed / "env/sim").glob("__pycache__/*.pyc")), "no bytecode written: the .dvcignore goes untested"
+    commit(changed)
+    assert run(tmp_path, "git", "clone", "-q", str(changed), str(clone)).returncode == 0
+    again = run(clone, "dvc", "repro", "dataset", extra_env=bytecode)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "Running stage 'dataset'" in again.stdout
+    assert run(clone, "git", "status", "--porcelain").stdout == ""
 
 
 def commit(project: Path) -> None:
@@ -421,3 +449,21 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
 
     records, _ = run_fights(make, expert_actor(), [1000000, 1000001], parallel=2)
     assert all(r.boss_damage_dealt > 0.1 for r in records), records
+
+
+def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: Path):
+    """What their progress bars count: each recorded fight as it is saved, each evaluation fight
+    as it ends (in the order they end, each once)."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.play import RandomActor, run_fights
+
+    from capture.record import RecordSettings, record
+
+    config = EnvConfig(profile="sim_margit", max_steps=20)
+    saved: list[Path] = []
+    settings = RecordSettings(env=config, backend="sim", autopilot=True, max_episodes=2, max_episode_seconds=2)
+    assert record(replace(settings, out=tmp_path / "raw"), on_saved=saved.append) == saved and len(saved) == 2
+    ended = []
+    records, _ = run_fights(lambda: make_env(config), RandomActor(), [5, 6, 7], parallel=2, on_fight=ended.append)
+    assert sorted(ended, key=lambda r: r.seed) == records

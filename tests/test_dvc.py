@@ -155,6 +155,8 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/observations.py",  # frames are cropped and resized when a dataset is built, not when recorded
     "elden_il/__init__.py",
     "capture/shadowing.py",
+    "capture/pad_listener.py",
+    "env/gamepad.py",  # a game controller's listener: the autopilot plays on keys, its pad stays at rest
 }
 """Modules the demos stage imports that decide nothing in the files it records."""
 

@@ -27,10 +27,11 @@ import numpy as np
 
 from env.config import EnvConfig
 from env.factory import make_env
-from env.play import wilson_interval
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
+
+from elden_il.fights import expert_actor, wilson_interval
 
 from benchmarks.machine import describe
 

@@ -489,13 +489,13 @@ def train_and_evaluate(
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
     from env.factory import make_env
-    from env.play import run_fights, wilson_interval
 
     from capture.build_dataset import build_dataset
 
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights, wilson_interval
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"

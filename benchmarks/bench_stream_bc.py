@@ -23,8 +23,9 @@ import cv2
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
 from env.game import Frame, Game, GameState
-from env.play import run_fights, summarize
 from env.siphon.stream import jpeg_to_rgb
+
+from elden_il.fights import run_fights, summarize
 
 from benchmarks.machine import describe
 

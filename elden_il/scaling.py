@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from env.cli import ruled, run_command
-from env.fanout import fan_out
 from env.fields import whole
 
 from capture.autopilot import PLAYERS
 
+from elden_il.fanout import fan_out
 from elden_il.params import PipelineParams
 
 if TYPE_CHECKING:
@@ -52,12 +52,11 @@ def study(
     """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
-    from env.play import wilson_interval
-
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
 
     from elden_il.data import demonstrations, open_dataset
+    from elden_il.fights import wilson_interval
 
     config = params.env_config()
     bc_config = params.bc
@@ -130,12 +129,12 @@ def _train_and_evaluate(
 ) -> dict:
     """One policy of the study: BC on the first ``n`` fights with training seed ``seed``
     (``unit``), then its held-out fights. A job of its own, so the study fans out over a Ray
-    cluster (``env.fanout``) unit by unit."""
+    cluster (``elden_il.fanout``) unit by unit."""
     from env.factory import make_env
-    from env.play import run_fights
 
     from elden_il.bc import train_bc
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights
 
     n, seed = unit
     demos = everything.first_episodes(n)

@@ -441,8 +441,9 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
     """Held bits press once: the expert's repeated attacks must release a step in between, or
     in multi_binary mode it would swing once and never again (it dealt no damage at all)."""
     from env.factory import make_env
-    from env.play import run_fights
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
+
+    from elden_il.fights import expert_actor, run_fights
 
     def make():
         return make_env(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
@@ -456,9 +457,10 @@ def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: 
     as it ends (in the order they end, each once)."""
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import RandomActor, run_fights
 
     from capture.record import RecordSettings, record
+
+    from elden_il.fights import RandomActor, run_fights
 
     config = EnvConfig(profile="sim_margit", max_steps=20)
     saved: list[Path] = []

@@ -35,6 +35,8 @@ import numpy as np
 import torch
 import yaml
 
+from elden_il.params import FIRST_HELD_OUT_SEED
+
 from benchmarks.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +211,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
     parser.add_argument(
-        "--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)"
+        "--first-seed", type=int, default=FIRST_HELD_OUT_SEED, help="seed of the first held-out fight (the pipeline's)"
     )
     parser.add_argument(
         "--start",

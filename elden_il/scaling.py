@@ -34,7 +34,7 @@ from env.fields import whole
 from capture.autopilot import PLAYERS
 
 from elden_il.fanout import fan_out
-from elden_il.params import PipelineParams
+from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams
 
 if TYPE_CHECKING:
     from elden_il.data import Demonstrations
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OUT = Path("datasets/studies/scaling")
-HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
 
 
 def study(
@@ -60,7 +59,7 @@ def study(
 
     config = params.env_config()
     bc_config = params.bc
-    held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
+    held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
     results: dict = {
         "player": player,
         "fights": fights,

@@ -177,10 +177,10 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
     the next variant that shares it."""
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import run_fights, summarize
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import expert_actor, run_fights, summarize
 
     results = {}
     for name, folder in policies.items():
@@ -212,7 +212,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
 
 def pooled(runs: list[dict], policy: str) -> str:
     """A policy's win rate over every run's fights, with its Wilson interval."""
-    from env.play import wilson_interval
+    from elden_il.fights import wilson_interval
 
     wins = [w for run in runs for w in run["eval"][policy]["wins"]]
     low, high = wilson_interval(sum(wins), len(wins))

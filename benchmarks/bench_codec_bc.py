@@ -26,11 +26,11 @@ import numpy as np
 
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
-from env.play import run_fights, summarize, wilson_interval
 
 from capture.build_dataset import build_dataset
 from capture.record import record
 
+from elden_il.fights import run_fights, summarize, wilson_interval
 from elden_il.params import PipelineParams, load_params
 from elden_il.pipeline import demo_recording
 

@@ -31,10 +31,10 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
 
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import RandomActor
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.fights import RandomActor, expert_actor
 
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     config = EnvConfig.load(models / "bc")
@@ -103,7 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from env.fanout import keep_to_loopback
+    from elden_il.fanout import keep_to_loopback
 
     keep_to_loopback()
     if args.torch_threads:

@@ -17,7 +17,7 @@ A fine-tuning already run (the pipeline's, say) is judged the same way without t
 ``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
 
 Each variant (its training and its held-out fights) is one job: with Ray's ``RAY_ADDRESS`` set,
-the variants train side by side on that cluster (``env.fanout``), with the same results.
+the variants train side by side on that cluster (``elden_il.fanout``), with the same results.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ import numpy as np
 import torch
 import yaml
 
+from elden_il.params import FIRST_HELD_OUT_SEED
+
 from benchmarks.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     """Win rate of the fights that ended in each ``width``-step window, with its interval."""
-    from env.play import wilson_interval
+    from elden_il.fights import wilson_interval
 
     out = []
     for start in range(0, steps, width):
@@ -108,9 +110,9 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import run_fights, summarize
 
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights, summarize
 
     config = EnvConfig.load(policy_dir)
     seeds = list(range(first_seed, first_seed + fights))
@@ -139,7 +141,7 @@ def train_variant(
 ) -> dict:
     """One variant, fine-tuned from the BC policy (its folder's files: a cluster's node may not
     have them) and judged on the held-out fights; a job of its own, so that variants fan out
-    over a Ray cluster (``env.fanout``)."""
+    over a Ray cluster (``elden_il.fanout``)."""
     from elden_il.finetune import finetune
 
     _, config = variant
@@ -209,7 +211,7 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
     parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
     parser.add_argument(
-        "--first-seed", type=int, default=1_000_000, help="seed of the first held-out fight (the pipeline's)"
+        "--first-seed", type=int, default=FIRST_HELD_OUT_SEED, help="seed of the first held-out fight (the pipeline's)"
     )
     parser.add_argument(
         "--start",
@@ -222,8 +224,8 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
     from env.config import EnvConfig
-    from env.fanout import fan_out
 
+    from elden_il.fanout import fan_out
     from elden_il.params import load_params
 
     base = load_params(ROOT / "params.yaml").finetune

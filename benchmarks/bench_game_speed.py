@@ -27,16 +27,17 @@ import numpy as np
 
 from env.config import EnvConfig
 from env.factory import make_env
-from env.play import wilson_interval
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
+
+from elden_il.fights import expert_actor, wilson_interval
+from elden_il.params import FIRST_HELD_OUT_SEED
 
 from benchmarks.machine import describe
 
 log = logging.getLogger("bench_game_speed")
 
-HELD_OUT = 1_000_000
 REAL_SERVER = "--real-server"
 """The real-server mode with its own default timings (a 10 ms scan per attribute call)."""
 
@@ -101,8 +102,10 @@ def run(speeds: list[float], steps: int, fights: int, compare: float, server_arg
     with SimServer(size=(320, 180), extra_args=server_args) as server, server.player():
         for speed in speeds:
             log.info("%gx: %d steps", speed, steps)
-            results["timing"].append(play(server.host, speed, list(range(HELD_OUT, HELD_OUT + 1000)), step_limit=steps))
-        seeds = list(range(HELD_OUT, HELD_OUT + fights))
+            results["timing"].append(
+                play(server.host, speed, list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + 1000)), step_limit=steps)
+            )
+        seeds = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + fights))
         for speed in (1.0, compare) if fights else ():
             log.info("the expert at %gx: %d fights", speed, fights)
             results["expert"].append(play(server.host, speed, seeds))

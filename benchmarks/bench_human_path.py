@@ -49,13 +49,12 @@ from env.cli import parse_size
 
 from capture.autopilot import PLAYERS
 
-from elden_il.params import PipelineParams, load_params
+from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams, load_params
 
 from benchmarks.machine import describe
 
 log = logging.getLogger("bench_human_path")
 
-HELD_OUT = 1_000_000
 WINDOW = (1280, 720)
 """The play window's size: what a person records from on the simulator."""
 RECORDINGS = {
@@ -489,13 +488,13 @@ def train_and_evaluate(
     """Build ``raw`` into a dataset, train BC once per seed, evaluate each policy on the held-out
     fights in the dataset's env; the row for the table."""
     from env.factory import make_env
-    from env.play import run_fights, wilson_interval
 
     from capture.build_dataset import build_dataset
 
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights, wilson_interval
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"
@@ -508,7 +507,7 @@ def train_and_evaluate(
         align_to_presses=name != "person-fixed-grid",
     )
     demos = demonstrations(open_dataset(dataset_id, work / "minari"))
-    held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
+    held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
     wins_by_seed = []
     for seed in seeds:
         policy = work / f"bc-{name}-{seed}"

@@ -24,7 +24,6 @@ def main() -> None:
     args = parser.parse_args()
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import run_fights
 
     from capture.build_dataset import build_dataset
     from capture.episode import list_episodes, read_episode
@@ -33,6 +32,7 @@ def main() -> None:
     from elden_il.bc import train_bc
     from elden_il.data import load_demonstrations
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights
     from elden_il.finetune import finetune
     from elden_il.params import BCConfig, FinetuneConfig
 

@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from env.fanout import keep_to_loopback
+    from elden_il.fanout import keep_to_loopback
 
     keep_to_loopback()
     import ray

@@ -37,10 +37,12 @@ from env.config import EnvConfig
 from env.errors import GameError
 from env.factory import make_env
 from env.profile import load_profile
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer, someone_locks_on
 from env.sim.world import Phase
 from env.siphon.arena import BossKilled
+
+from elden_il.fights import expert_actor
 
 from benchmarks.machine import describe
 

@@ -23,8 +23,10 @@ import cv2
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
 from env.game import Frame, Game, GameState
-from env.play import run_fights, summarize
 from env.siphon.stream import jpeg_to_rgb
+
+from elden_il.fights import run_fights, summarize
+from elden_il.params import FIRST_HELD_OUT_SEED
 
 from benchmarks.machine import describe
 
@@ -55,7 +57,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", default="datasets/models/bc", help="a saved policy's folder")
     parser.add_argument("--fights", type=int, default=100)
-    parser.add_argument("--first-seed", type=int, default=1_000_000, help="held out: the pipeline's evaluation seeds")
+    parser.add_argument(
+        "--first-seed", type=int, default=FIRST_HELD_OUT_SEED, help="held out: the pipeline's evaluation seeds"
+    )
     parser.add_argument("--quality", type=int, nargs="+", default=[85, 50], help="JPEG qualities to try")
     parser.add_argument("--json", help="also write the results here")
     args = parser.parse_args()

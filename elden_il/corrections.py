@@ -11,7 +11,7 @@ then spend a budget of labelled steps two ways and retrain BC on each augmented 
 * **more demonstrations**: further expert fights (the next seeds) until at least as many
   demonstration steps as there were intervention steps.
 
-The base BC and both retrained policies fight the same held-out seeds (``env.play``); the
+The base BC and both retrained policies fight the same held-out seeds (``elden_il.fights``); the
 report gives each one's win rate with its Wilson 95 % interval, damage dealt and taken, the
 steps it added (labelled, and recorded in all) and the wall time it took. Nothing of the
 default ``dvc repro`` pipeline is touched.
@@ -34,7 +34,7 @@ from env.config import EnvConfig
 from env.errors import ConfigError
 from env.fields import check_fields, checked, number, whole
 
-from elden_il.params import BCConfig
+from elden_il.params import FIRST_HELD_OUT_SEED, BCConfig
 
 log = logging.getLogger("elden_il.corrections")
 
@@ -53,7 +53,7 @@ class CorrectionsConfig:
     )
     takeover_quiet: float = checked(0.6, number(0, 60), "seconds with no key held before the policy plays again")
     eval_fights: int = checked(50, whole(1, 100_000), "held-out fights per policy")
-    first_eval_seed: int = checked(1_000_000, whole(0))  # held out: recordings use small seeds
+    first_eval_seed: int = checked(FIRST_HELD_OUT_SEED, whole(0))  # held out: recordings use small seeds
     seed: int = checked(0, whole(0, 100_000), "first demonstration fight's seed")
     bc: BCConfig = field(default_factory=lambda: BCConfig(epochs=6))
     env: EnvConfig = field(default_factory=lambda: EnvConfig(profile=PROFILE, action_history=4))

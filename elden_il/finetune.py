@@ -32,10 +32,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from env.config import EnvConfig
 from env.errors import GameError
 from env.factory import env_fns
-from env.fanout import cluster_address
 
 from capture.staging import staged_folder
 
+from elden_il.fanout import cluster_address
 from elden_il.params import FinetuneConfig
 from elden_il.policy import load_policy, network_size, policy_kwargs, save_policy
 

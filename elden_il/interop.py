@@ -27,9 +27,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from env.play import Actor
-
 from elden_il.data import DatasetError, Demonstrations, demonstrations, open_dataset
+from elden_il.fights import Actor
 
 FRAME_KEYS = ("frame", "frame_stack")
 
@@ -84,7 +83,7 @@ class D3rlpyObservation(gym.ObservationWrapper):
 
 
 class D3rlpyActor(Actor):
-    """Plays a trained d3rlpy algorithm in ``env.play.run_fights`` over ``D3rlpyObservation``
+    """Plays a trained d3rlpy algorithm in ``elden_il.fights.run_fights`` over ``D3rlpyObservation``
     envs, one batched ``predict`` for every running fight."""
 
     def __init__(self, algo: Any) -> None:

@@ -39,6 +39,7 @@ from env.fields import (
     optional,
     whole,
 )
+from env.observations import FRAME_SIZE
 
 from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
@@ -47,6 +48,12 @@ from capture.video import CODECS, DEFAULT_CODEC
 
 class ParamsError(ConfigError):
     """params.yaml is missing, malformed, or has a bad value; the message says which and why."""
+
+
+FIRST_HELD_OUT_SEED = 1_000_000
+"""The first seed of the evaluation's fights: demonstrations and training use small seeds, so
+fights from here on are ones no policy has seen. Studies and benchmarks that compare with the
+pipeline's evaluation start here too."""
 
 
 MASTER_SIZE = Rule(
@@ -93,7 +100,7 @@ class DatasetParams:
     """discrete: one action of the profile's table per step; multi_binary: each key held or not."""
     timestep_ms: float = checked(200, STEP_MS)
     """Game time per env step (also when the autopilot decides); a dataset's steps need a length."""
-    frame_size: tuple[int, int] = (84, 84)
+    frame_size: tuple[int, int] = FRAME_SIZE
     """The observation's frame, [width, height]."""
     frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
     """[left, top, right, bottom] fractions of the recorded picture kept before resizing."""
@@ -238,7 +245,7 @@ class EvaluateParams:
     """``evaluate``: every policy on the same held-out fights."""
 
     fights: int = checked(100, FIGHTS)
-    first_seed: int = checked(1_000_000, SEED)
+    first_seed: int = checked(FIRST_HELD_OUT_SEED, SEED)
     """Held out: demonstrations and training use small seeds."""
     backend: str = checked("sim", one_of(*BACKENDS))
     """sim: in-process; sim_server: python -m env.sim over gRPC; siphon: a real host."""

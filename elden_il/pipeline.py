@@ -205,11 +205,11 @@ def stage_finetune(params: PipelineParams) -> None:
 
 def stage_evaluate(params: PipelineParams) -> None:
     from env.factory import make_env
-    from env.play import RandomActor
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
 
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.fights import RandomActor, expert_actor
     from elden_il.plots import comparison_chart, learning_curves
 
     ev = params.evaluate

@@ -20,7 +20,7 @@ from stable_baselines3.common.vec_env import SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import CloudpickleWrapper, VecEnv
 from stable_baselines3.common.vec_env.subproc_vec_env import _worker
 
-from env.fanout import connect
+from elden_il.fanout import connect
 
 
 class _EnvHost:
@@ -69,7 +69,7 @@ class _ActorPipe:
 
 class RayVecEnv(SubprocVecEnv):
     """``SubprocVecEnv`` with each sub-env in a Ray actor of ``cpus`` CPUs on the cluster
-    ``RAY_ADDRESS`` names (``env.fanout.connect``)."""
+    ``RAY_ADDRESS`` names (``elden_il.fanout.connect``)."""
 
     def __init__(self, env_fns: list[Callable[[], gym.Env]], cpus: float = 1.0) -> None:
         ray = connect()

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from env.cli import ruled, run_command
-from env.fanout import fan_out
 from env.fields import whole
 
 from capture.autopilot import PLAYERS
 
-from elden_il.params import PipelineParams
+from elden_il.fanout import fan_out
+from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams
 
 if TYPE_CHECKING:
     from elden_il.data import Demonstrations
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OUT = Path("datasets/studies/scaling")
-HELD_OUT = 1_000_000  # the pipeline's evaluation seeds: demonstrations use small seeds
 
 
 def study(
@@ -52,16 +51,15 @@ def study(
     """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
-    from env.play import wilson_interval
-
     from capture.build_dataset import build_dataset
     from capture.record import RecordSettings, record
 
     from elden_il.data import demonstrations, open_dataset
+    from elden_il.fights import wilson_interval
 
     config = params.env_config()
     bc_config = params.bc
-    held_out = list(range(HELD_OUT, HELD_OUT + eval_fights))
+    held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
     results: dict = {
         "player": player,
         "fights": fights,
@@ -130,12 +128,12 @@ def _train_and_evaluate(
 ) -> dict:
     """One policy of the study: BC on the first ``n`` fights with training seed ``seed``
     (``unit``), then its held-out fights. A job of its own, so the study fans out over a Ray
-    cluster (``env.fanout``) unit by unit."""
+    cluster (``elden_il.fanout``) unit by unit."""
     from env.factory import make_env
-    from env.play import run_fights
 
     from elden_il.bc import train_bc
     from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights
 
     n, seed = unit
     demos = everything.first_episodes(n)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from env.actions import ActionTable
 from env.errors import ConfigError, DataError
 from env.fields import FieldError, is_int, is_number
-from env.observations import FrameSpec, ObservationBuilder, observation_space
+from env.observations import FRAME_SIZE, FrameSpec, ObservationBuilder, observation_space
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Dict as DictSpace
@@ -53,7 +53,7 @@ class EnvConfig:
     """``discrete`` (the profile's action table) or ``multi_binary`` (one bit per keybind)."""
     timestep_ms: float = 200.0
     """Game time per env step."""
-    frame_size: tuple[int, int] = (84, 84)
+    frame_size: tuple[int, int] = FRAME_SIZE
     """Observation frame (width, height)."""
     frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
     """(left, top, right, bottom) fractions of the game's frame kept before resizing."""

@@ -19,7 +19,7 @@ The groups, and the modules that raise their subclasses:
   rebuild). ``capture.episode.EpisodeError`` and ``DiskError``, ``capture.video.VideoError``,
   ``capture.build_dataset.BuildError``, ``elden_il.data.DatasetError``.
 - ``SetupError``: something this machine lacks or cannot reach (install it, start it).
-  ``env.sim.display.DisplayError`` (Xvfb), ``env.fanout.FanoutError`` (a Ray cluster),
+  ``env.sim.display.DisplayError`` (Xvfb), ``elden_il.fanout.FanoutError`` (a Ray cluster),
   ``capture.viewer.ViewError`` (Rerun's viewer).
 - ``Interrupted``: a run stopped by a signal.
 """

@@ -30,6 +30,10 @@ PLAYER_ANIMATIONS = 100
 BOSS_ANIMATIONS = 200
 FULL_FRAME = (0.0, 0.0, 1.0, 1.0)
 """The crop that keeps the whole frame."""
+FRAME_SIZE = (84, 84)
+"""The observation frame's (width, height) unless a config asks for another: the size Atari agents
+learn from, small enough for a CNN on a CPU. The simulator's window defaults to it, so its frames
+need no resizing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +44,7 @@ class FrameSpec:
     the top tenth; ``size`` is (width, height) of the result.
     """
 
-    size: tuple[int, int] = (84, 84)
+    size: tuple[int, int] = FRAME_SIZE
     crop: tuple[float, float, float, float] = FULL_FRAME
 
     def __post_init__(self) -> None:

@@ -26,12 +26,12 @@ import pytest
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 from stable_baselines3.common.policies import ActorCriticPolicy
 
+from env.attribute_config import load_siphon_config
 from env.config import EnvConfig
 from env.profile import load_profile
 from env.sim import display
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
-from env.siphon.config import load_siphon_config
 
 from elden_il.policy import NetworkSize, make_policy, save_policy
 

@@ -1,7 +1,7 @@
 """Difficulty is honest, over seeded in-process fights through the env, the way evaluation plays
 them: 200 fights for the policies that lose at once; for the expert, whose fights last, the 100
 held-out fights of the evaluation, which must also give exactly the evaluation's expert row (one
-fight loop, one win rate). BENCHMARKS.md quotes ``python -m env.sim.duel`` on seeds 0-199."""
+fight loop, one win rate). BENCHMARKS.md quotes ``python -m elden_il.duel`` on seeds 0-199."""
 
 from __future__ import annotations
 
@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from env.config import EnvConfig
-from env.play import summarize
-from env.sim.duel import duel
+
+from elden_il.duel import duel
+from elden_il.fights import summarize
 
 ROOT = Path(__file__).parents[1]
 
@@ -39,7 +40,7 @@ def test_attacking_every_step_rarely_wins():
 @pytest.fixture(scope="module")
 def evaluation() -> dict:
     """The evaluation's report (``datasets/reports/eval.json``, the README's table) and the scripted
-    expert's records on its held-out seeds (params.yaml's), played as ``python -m env.sim.duel``
+    expert's records on its held-out seeds (params.yaml's), played as ``python -m elden_il.duel``
     plays them, with the summary of those records."""
     evaluate = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     report = json.loads((ROOT / "datasets/reports/eval.json").read_text())
@@ -58,7 +59,7 @@ def test_the_scripted_expert_wins_most_but_not_all_fights(evaluation: dict):
 @pytest.mark.slow
 def test_the_difficulty_check_on_the_evaluation_seeds_gives_the_evaluations_expert_row(evaluation: dict):
     """The expert is quoted twice: the evaluation's row (the README's table) and the difficulty
-    check. Both come from one fight loop, so `python -m env.sim.duel` on the evaluation's seeds
+    check. Both come from one fight loop, so `python -m elden_il.duel` on the evaluation's seeds
     gives exactly its row."""
     expert = evaluation["report"]["policies"]["expert"]
     assert {key: evaluation["expert"][key] for key in expert} == expert  # the results; the speed is not in eval.json
@@ -69,8 +70,9 @@ def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before(
     must count from the fight's start, or a fight's outcome would depend on the batch size and
     on which fights a worker happened to play before it (fan-out would change results)."""
     from env.factory import make_env
-    from env.play import run_fights
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
+
+    from elden_il.fights import expert_actor, run_fights
 
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
 

@@ -135,7 +135,6 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/game.py",  # errors, checks, interfaces, signals
     "env/elden_env.py",
     "env/floors.py",
-    "env/play.py",
     "env/rewards.py",  # imported beside make_game and the expert, not run
     "env/siphon/__init__.py",
     "env/siphon/client.py",

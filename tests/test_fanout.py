@@ -1,4 +1,4 @@
-"""Fan-out over Ray (``env.fanout``): the same fights, fight for fight, on a real two-node
+"""Fan-out over Ray (``elden_il.fanout``): the same fights, fight for fight, on a real two-node
 cluster as in one process; a worker killed mid-evaluation has its fights rerun, or named when
 they are lost for good; an unreachable ``RAY_ADDRESS`` is one line.
 
@@ -27,10 +27,11 @@ from conftest import save_untrained
 from env.config import EnvConfig
 from env.errors import EldenILError
 from env.factory import make_env
-from env.fanout import FanoutError, keep_to_loopback, play_fights
-from env.play import RandomActor
-from env.sim.duel import duel
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
+
+from elden_il.duel import duel
+from elden_il.fanout import FanoutError, keep_to_loopback
+from elden_il.fights import RandomActor, expert_actor, play_fights
 
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
@@ -204,7 +205,7 @@ def test_an_unreachable_ray_address_is_one_line():
         port = s.getsockname()[1]  # nothing listens on it once closed
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"],
+        [sys.executable, "-m", "elden_il.duel", "--fights", "2", "--quiet"],
         cwd=ROOT,
         env={**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}", "PYTHONPATH": str(ROOT)},
         capture_output=True,
@@ -262,7 +263,7 @@ def test_a_port_that_accepts_but_is_no_ray_head_is_one_line_within_30_s(tmp_path
     try:
         started = time.monotonic()
         result = subprocess.run(
-            [sys.executable, "-m", "env.sim.duel", "--fights", "2", "--quiet"],
+            [sys.executable, "-m", "elden_il.duel", "--fights", "2", "--quiet"],
             cwd=ROOT,
             env={**os.environ, "RAY_ADDRESS": address, "PYTHONPATH": str(ROOT)},
             capture_output=True,
@@ -379,7 +380,7 @@ def test_rllib_ppo_trains_on_the_registered_env_on_the_cluster(on_cluster: str):
     from ray.rllib.algorithms.ppo import PPOConfig
     from ray.rllib.connectors.env_to_module import FlattenObservations
 
-    from env.fanout import connect
+    from elden_il.fanout import connect
 
     connect()
     config = (

@@ -666,7 +666,7 @@ def test_a_killed_stage_leaves_its_output_and_the_next_run_removes_its_staging_f
     [
         ("capture.build_dataset", signal.SIGINT),
         ("capture.build_dataset", signal.SIGTERM),
-        ("env.sim.duel", signal.SIGINT),
+        ("elden_il.duel", signal.SIGINT),
     ],
     ids=["build_dataset-SIGINT", "build_dataset-SIGTERM", "duel-SIGINT"],
 )
@@ -679,7 +679,7 @@ def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
     root = tmp_path / "minari"
     args = {
         "capture.build_dataset": ["--raw", str(raw_episodes), "--id", "test/stopped-v0", "--root", str(root)],
-        "env.sim.duel": ["--policy", "random", "--fights", "500", "--quiet"],
+        "elden_il.duel": ["--policy", "random", "--fights", "500", "--quiet"],
     }[command]
     process = subprocess.Popen(
         [sys.executable, "-m", command, *args],
@@ -692,7 +692,7 @@ def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
     started = time.monotonic()
     ready = {
         "capture.build_dataset": lambda: any(root.glob(".building-*")),
-        "env.sim.duel": lambda: time.monotonic() - started > 3,
+        "elden_il.duel": lambda: time.monotonic() - started > 3,
     }[command]
     deadline = started + 120
     while not ready():
@@ -1873,13 +1873,16 @@ CLI_FAULTS = [
     (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
     (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),
     (
-        ["env.sim.duel", "--fights", "1000000000"],
+        ["elden_il.duel", "--fights", "1000000000"],
         "argument --fights: '1000000000' must be a whole number from 1 to 100000",
     ),
-    (["env.sim.duel", "--fights", "0"], "argument --fights: '0' must be a whole number from 1 to 100000"),
-    (["env.sim.duel", "--first-seed", "-1"], "argument --first-seed: '-1' must be a whole number from 0 to 4294967295"),
+    (["elden_il.duel", "--fights", "0"], "argument --fights: '0' must be a whole number from 1 to 100000"),
     (
-        ["env.sim.duel", "--first-seed", "4294967295", "--fights", "2"],
+        ["elden_il.duel", "--first-seed", "-1"],
+        "argument --first-seed: '-1' must be a whole number from 0 to 4294967295",
+    ),
+    (
+        ["elden_il.duel", "--first-seed", "4294967295", "--fights", "2"],
         "--first-seed 4294967295 with --fights 2: the last seed would pass 4294967295",
     ),
     (["capture.build_dataset", "--id", "a/margit-v0"], "must look like namespace/name-vN"),

@@ -52,7 +52,7 @@ def test_render_is_off_by_default_and_its_size_does_not_follow_the_observation()
     picture = e.render()
     assert obs["frame"].shape == (48, 64, 3) and picture.shape == (200, 320, 3) and picture.dtype == np.uint8
     assert picture.std() > 10  # a drawn arena, not a blank
-    with pytest.raises(env.siphon.config.ConfigError, match="render_size"):
+    with pytest.raises(env.errors.ConfigError, match="render_size"):
         make_env(render_size=(8, 8))
 
 

@@ -166,9 +166,8 @@ def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(buil
     d3rlpy = pytest.importorskip("d3rlpy", reason="the d3rlpy extra is not installed: pip install -e '.[d3rlpy]'")
     import minari
 
-    from env.play import run_fights
-
     from elden_il.d3rlpy_encoder import FrameAndStateEncoderFactory
+    from elden_il.fights import run_fights
     from elden_il.interop import D3rlpyActor, D3rlpyObservation, to_d3rlpy
 
     dataset = minari.load_dataset("test/interop-v0")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from env.attribute_config import load_siphon_config
 from env.errors import ConfigError
 from env.profile import load_profile
 from env.sim import memory
 from env.sim.world import World
-from env.siphon.config import load_siphon_config
 
 ER_CONFIG = Path(__file__).parents[1] / "env/profiles/eldenring_margit/siphon.toml"
 

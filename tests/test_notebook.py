@@ -18,13 +18,13 @@ from nbclient import NotebookClient
 
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
-from env.play import RandomActor
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
 
 from capture.build_dataset import build_dataset
 from capture.episode import list_episodes
 
 from elden_il.evaluate import evaluate
+from elden_il.fights import RandomActor, expert_actor
 from elden_il.pipeline import write_json
 
 ROOT = Path(__file__).resolve().parents[1]

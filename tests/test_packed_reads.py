@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import REAL_SERVER_TEST_ARGS
 
+from env.attribute_config import AttributeSpec, SiphonConfig
 from env.observations import observed_attributes
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient, SiphonError
-from env.siphon.config import AttributeSpec, SiphonConfig
 from env.siphon.packed_reads import MAX_SPAN, ReadPlan, plan_blocks
 
 P1 = "48 8B 05 ?? ?? ?? ?? 48 85 C0 74 0F 48 39 88"

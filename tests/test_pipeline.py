@@ -441,13 +441,15 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
     """Held bits press once: the expert's repeated attacks must release a step in between, or
     in multi_binary mode it would swing once and never again (it dealt no damage at all)."""
     from env.factory import make_env
-    from env.play import run_fights
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
+
+    from elden_il.fights import expert_actor, run_fights
+    from elden_il.params import FIRST_HELD_OUT_SEED
 
     def make():
         return make_env(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
 
-    records, _ = run_fights(make, expert_actor(), [1000000, 1000001], parallel=2)
+    records, _ = run_fights(make, expert_actor(), [FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + 1], parallel=2)
     assert all(r.boss_damage_dealt > 0.1 for r in records), records
 
 
@@ -456,9 +458,10 @@ def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: 
     as it ends (in the order they end, each once)."""
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.play import RandomActor, run_fights
 
     from capture.record import RecordSettings, record
+
+    from elden_il.fights import RandomActor, run_fights
 
     config = EnvConfig(profile="sim_margit", max_steps=20)
     saved: list[Path] = []

@@ -151,7 +151,9 @@ def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: py
     the env leaves both fighters alive until the next reset."""
     from env.config import EnvConfig
     from env.factory import make_env
-    from env.sim.expert import ScriptedExpert, expert_actor
+    from env.sim.expert import ScriptedExpert
+
+    from elden_il.fights import expert_actor
 
     config = EnvConfig(profile="eldenring_margit", max_steps=900)
     attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)

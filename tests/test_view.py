@@ -182,9 +182,9 @@ def test_a_policy_is_shown_against_the_dataset_and_its_disagreements_counted(
 
 def test_the_evaluation_saves_a_recording_of_each_policys_first_fight(policy: Path, tmp_path: Path):
     from env.factory import make_env
-    from env.play import RandomActor
 
     from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.fights import RandomActor
 
     config = load_policy(policy).config.replace(max_steps=30)
     evaluate(

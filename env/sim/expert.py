@@ -17,8 +17,6 @@ import math
 from collections.abc import Mapping
 
 from env import fight
-from env.config import EnvConfig
-from env.play import NamingActor
 from env.sim.moves import ROLL, BossMove, Strike
 from env.sim.world import MOVES_BY_PHASE
 
@@ -175,9 +173,3 @@ class ScriptedExpert:
     def _heal(self) -> str:
         self._flasks_used += 1
         return "heal"
-
-
-def expert_actor(config: EnvConfig = EnvConfig()) -> NamingActor:
-    """The scripted expert as an actor in the env ``config`` describes (evaluation's reference
-    policy, the difficulty check), deciding once per env step."""
-    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0, config.tap_ms / 1000.0).act)

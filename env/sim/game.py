@@ -20,6 +20,7 @@ from env import fight
 from env.errors import GameError
 from env.game import AttributeValue, Frame, GameState, Unreadable
 from env.keys import normalize_key
+from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
 from env.sim.inputs import InputLatch
@@ -38,7 +39,7 @@ class SimGame:
         self,
         profile: Profile | str = "sim_margit",
         seed: int = 0,
-        window_size: tuple[int, int] = (84, 84),
+        window_size: tuple[int, int] = FRAME_SIZE,
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         unknown = [n for n in self.profile.attribute_names if n not in memory.ATTRIBUTES]

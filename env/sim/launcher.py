@@ -31,6 +31,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.errors import GameError
+from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
 from env.sim.real_server import STATUS_MARK
 from env.sim.world import Phase
@@ -61,7 +62,7 @@ class SimServer:
     def __init__(
         self,
         seed: int = 0,
-        size: tuple[int, int] = (84, 84),
+        size: tuple[int, int] = FRAME_SIZE,
         port: int | None = None,
         extra_args: tuple[str, ...] = (),
         log_path: Path | None = None,
@@ -171,7 +172,7 @@ class SimServerGame(SiphonGame):
         self,
         profile: Profile | str = "sim_margit",
         seed: int = 0,
-        size: tuple[int, int] = (84, 84),
+        size: tuple[int, int] = FRAME_SIZE,
         **server_options: object,
     ) -> None:
         self.server = SimServer(seed=seed, size=size, **server_options)

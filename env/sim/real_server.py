@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from env.siphon.config import AttributeSpec
+from env.attribute_config import AttributeSpec
 
 log = logging.getLogger(__name__)
 

@@ -36,6 +36,7 @@ import numpy as np
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.attribute_config import AttributeSpec
 from env.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.profile import load_profile
@@ -48,7 +49,6 @@ from env.sim.real_server import STATUS_MARK, RealServer, RealServerTimings
 from env.sim.renderer import Renderer
 from env.sim.world import Lifecycle, Phase, World
 from env.siphon.client import grpc_address, is_loopback
-from env.siphon.config import AttributeSpec
 from env.siphon.packed_reads import Block, ObjectIndex
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The Siphon backend: a game behind a Siphon gRPC server (Elden Ring on a Windows PC, or
-``python -m env.sim``), as the ``Game`` protocol (``env.game``) asks for it.
+``python -m env.sim``), as the ``Game`` protocol (``env.game``) asks for it. Siphon's attribute config (the TOML the
+server is configured with) is ``env.attribute_config``: every profile holds one.
 
-- ``config``: Siphon's attribute config (the TOML the server is configured with);
 - ``packed_reads``: neighbouring attributes fetched as one array read;
 - ``client``: a strict, fast client over the gRPC stubs that ship in ``pysiphon``;
 - ``stream``: frames from Siphon's StreamFrames, the newest kept (``frame_source = "stream"``);

@@ -27,10 +27,10 @@ import numpy as np
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.attribute_config import AttributeSpec, SiphonConfig
 from env.errors import GameError
 from env.game import AttributeValue, Unreadable
 from env.keys import is_mouse_button, normalize_key
-from env.siphon.config import AttributeSpec, SiphonConfig
 from env.siphon.packed_reads import Block, ReadPlan, plan_blocks
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 
-from env.siphon.config import AttributeSpec
+from env.attribute_config import AttributeSpec
 
 SIZES = {"int": 4, "float": 4, "bool": 1}
 FORMATS = {"int": "i", "float": "f", "bool": "?"}  # little-endian, as x86-64 game memory is

@@ -1,15 +1,18 @@
 """Whole fights through the env: the one fight loop that evaluation, the difficulty check
-(``python -m env.sim.duel``) and the benchmarks share, so a policy has one win rate.
+(``python -m elden_il.duel``) and the benchmarks share, so a policy has one win rate.
 
 An ``Actor`` chooses actions for a batch of envs at once (one network call for all of them);
 ``run_fights`` plays one fight per seed, ``parallel`` at a time, and ``summarize`` reports the
-win rate with its 95 % interval, damage dealt and taken and episode length.
+win rate with its 95 % interval, damage dealt and taken and episode length. ``play_fights`` and
+``play_many`` spread the fights over processes or a Ray cluster (``elden_il.fanout``), with the
+same records. It sits above the env it plays, in the evaluation layer: the game needs none of it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,6 +21,9 @@ from env.actions import ActionTable
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.game import GameState
+from env.sim.expert import ScriptedExpert
+
+from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out
 
 NamingPolicy = Callable[[GameState], str]
 """A policy that reads game state and names an action of the discrete table (``"roll_left"``)."""
@@ -198,3 +204,97 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
         "episode_reward": float(np.mean([r.episode_reward for r in records])),
         "fights_per_minute": len(records) / seconds * 60.0,
     }
+
+
+def expert_actor(config: EnvConfig = EnvConfig()) -> NamingActor:
+    """The scripted expert as an actor in the env ``config`` describes (evaluation's reference
+    policy, the difficulty check), deciding once per env step."""
+    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0, config.tap_ms / 1000.0).act)
+
+
+@dataclass(frozen=True)
+class _FightJob:
+    make_env: Callable[[], EldenRingEnv]
+    actor: Actor
+    seeds: list[int]
+    parallel: int
+    record_first: bool
+
+
+def _play(job: _FightJob, on_fight: Callable[[FightRecord], None] | None = None) -> Played:
+    started = time.perf_counter()
+    records, tape = run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first, on_fight)
+    return Played(records, tape, time.perf_counter() - started)
+
+
+def _describe(job: _FightJob) -> str:
+    return (
+        f"fights of seeds {job.seeds[0]}..{job.seeds[-1]}"
+        if len(job.seeds) > 1
+        else f"the fight of seed {job.seeds[0]}"
+    )
+
+
+def play_fights(
+    make_env: Callable[[], EldenRingEnv],
+    actor: Actor,
+    seeds: list[int],
+    parallel: int = 8,
+    record_first: bool = False,
+    retries: int = RETRIES,
+    on_fight: Callable[[FightRecord], None] | None = None,
+    workers: int = 1,
+) -> tuple[list[FightRecord], FightTape | None]:
+    """``run_fights``: ``play_many`` for one player, its records and first fight's tape."""
+    played = play_many([(make_env, actor, seeds)], parallel, record_first, retries, on_fight, workers)[0]
+    return played.records, played.tape
+
+
+@dataclass(frozen=True)
+class Played:
+    """One player's fights: their records in seed order, the first fight's tape (or None), and
+    the seconds its fights took, summed over the processes that played them."""
+
+    records: list[FightRecord]
+    tape: FightTape | None
+    seconds: float
+
+
+def play_many(
+    plays: Sequence[tuple[Callable[[], EldenRingEnv], Actor, list[int]]],
+    parallel: int = 8,
+    record_first: bool = False,
+    retries: int = RETRIES,
+    on_fight: Callable[[FightRecord], None] | None = None,
+    workers: int = 1,
+) -> list[Played]:
+    """``run_fights`` for each (env factory, actor, seeds) of ``plays``. Fanned out over the cluster when ``RAY_ADDRESS`` is set (each
+    play's seeds in a few contiguous chunks per cluster CPU: a lost worker reruns little, the
+    cluster stays busy to the end), or else over ``workers`` processes of this machine (each
+    play's seeds in ``workers`` chunks, every play's chunks in one pool of processes); each chunk
+    plays ``parallel`` fights at a time. The records are the same, fight for fight, as in one
+    process: a fight is decided by its seed. ``on_fight`` gets each record as its fight ends in
+    one process, as its chunk ends elsewhere."""
+
+    local = cluster_address() is None
+    if local and workers <= 1:
+        return [_play(_FightJob(make, actor, seeds, parallel, record_first), on_fight) for make, actor, seeds in plays]
+    pieces = workers if local else 2 * cluster_cpus()
+    jobs, owner = [], []
+    for p, (make, actor, seeds) in enumerate(plays):
+        for i, chunk in enumerate(np.array_split(np.asarray(seeds), min(len(seeds), pieces))):
+            jobs.append(_FightJob(make, actor, [int(s) for s in chunk], parallel, record_first and i == 0))
+            owner.append(p)
+
+    def counted(played: Played) -> None:
+        if on_fight is not None:
+            for record in played.records:
+                on_fight(record)
+
+    done = fan_out(_play, jobs, _describe, retries, workers=workers, on_result=counted)
+    out = []
+    for p in range(len(plays)):
+        mine = [played for played, o in zip(done, owner) if o == p]
+        records = [r for played in mine for r in played.records]
+        out.append(Played(records, mine[0].tape, sum(played.seconds for played in mine)))
+    return out

@@ -20,14 +20,10 @@ import os
 import signal
 import socket
 import tempfile
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
-
-import numpy as np
 
 from env.errors import SetupError
 
@@ -269,93 +265,3 @@ def _call_pickled(indexed: tuple[int, bytes]) -> tuple[int, Any]:
     i, pickled = indexed
     job, *args = cloudpickle.loads(pickled)
     return i, job(*args)
-
-
-@dataclass(frozen=True)
-class _FightJob:
-    make_env: Callable[[], Any]
-    actor: Any
-    seeds: list[int]
-    parallel: int
-    record_first: bool
-
-
-def _play(job: _FightJob, on_fight: Callable[[Any], None] | None = None) -> Played:
-    from env.play import run_fights
-
-    started = time.perf_counter()
-    records, tape = run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first, on_fight)
-    return Played(records, tape, time.perf_counter() - started)
-
-
-def _describe(job: _FightJob) -> str:
-    return (
-        f"fights of seeds {job.seeds[0]}..{job.seeds[-1]}"
-        if len(job.seeds) > 1
-        else f"the fight of seed {job.seeds[0]}"
-    )
-
-
-def play_fights(
-    make_env: Callable[[], Any],
-    actor: Any,
-    seeds: list[int],
-    parallel: int = 8,
-    record_first: bool = False,
-    retries: int = RETRIES,
-    on_fight: Callable[[Any], None] | None = None,
-    workers: int = 1,
-) -> tuple[list, Any]:
-    """``env.play.run_fights``: ``play_many`` for one player, its records and first fight's tape."""
-    played = play_many([(make_env, actor, seeds)], parallel, record_first, retries, on_fight, workers)[0]
-    return played.records, played.tape
-
-
-@dataclass(frozen=True)
-class Played:
-    """One player's fights: their records in seed order, the first fight's tape (or None), and
-    the seconds its fights took, summed over the processes that played them."""
-
-    records: list
-    tape: Any
-    seconds: float
-
-
-def play_many(
-    plays: Sequence[tuple[Callable[[], Any], Any, list[int]]],
-    parallel: int = 8,
-    record_first: bool = False,
-    retries: int = RETRIES,
-    on_fight: Callable[[Any], None] | None = None,
-    workers: int = 1,
-) -> list[Played]:
-    """``env.play.run_fights`` for each (env factory, actor, seeds) of ``plays``. Fanned out over the cluster when ``RAY_ADDRESS`` is set (each
-    play's seeds in a few contiguous chunks per cluster CPU: a lost worker reruns little, the
-    cluster stays busy to the end), or else over ``workers`` processes of this machine (each
-    play's seeds in ``workers`` chunks, every play's chunks in one pool of processes); each chunk
-    plays ``parallel`` fights at a time. The records are the same, fight for fight, as in one
-    process: a fight is decided by its seed. ``on_fight`` gets each record as its fight ends in
-    one process, as its chunk ends elsewhere."""
-
-    local = cluster_address() is None
-    if local and workers <= 1:
-        return [_play(_FightJob(make, actor, seeds, parallel, record_first), on_fight) for make, actor, seeds in plays]
-    pieces = workers if local else 2 * cluster_cpus()
-    jobs, owner = [], []
-    for p, (make, actor, seeds) in enumerate(plays):
-        for i, chunk in enumerate(np.array_split(np.asarray(seeds), min(len(seeds), pieces))):
-            jobs.append(_FightJob(make, actor, [int(s) for s in chunk], parallel, record_first and i == 0))
-            owner.append(p)
-
-    def counted(played: Played) -> None:
-        if on_fight is not None:
-            for record in played.records:
-                on_fight(record)
-
-    done = fan_out(_play, jobs, _describe, retries, workers=workers, on_result=counted)
-    out = []
-    for p in range(len(plays)):
-        mine = [played for played, o in zip(done, owner) if o == p]
-        records = [r for played in mine for r in played.records]
-        out.append(Played(records, mine[0].tape, sum(played.seconds for played in mine)))
-    return out

@@ -1,6 +1,9 @@
 """Siphon's attribute config (TOML): which process and window, and each memory attribute's
 pointer chain and type. The same file drives the real server and the simulator.
 
+It sits beside the profile (``env.profile``), not in the Siphon backend: every profile holds
+one, whichever backend plays it, and the backend itself reads profiles.
+
 pysiphon's own parser swallows a malformed file into a failed dict; this one raises
 ``ConfigError`` naming the file, the line and what to fix.
 """

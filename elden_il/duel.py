@@ -1,10 +1,11 @@
-"""``python -m env.sim.duel``: whole fights against the in-process simulator, for the difficulty
+"""``python -m elden_il.duel``: whole fights against the in-process simulator, for the difficulty
 check and a quick look.
 
-Fights are played through the env and the shared fight loop (``env.play``), exactly as
+Fights are played through the env and the shared fight loop (``elden_il.fights``), exactly as
 evaluation plays them, so the expert's win rate here and in ``dvc repro``'s evaluation is one
 number: the same seeds give the same fights. With ``RAY_ADDRESS`` set they are played on that
-Ray cluster (``env.fanout``), with the same results.
+Ray cluster (``elden_il.fanout``), with the same results. It sits above the env, the factory and
+the simulator it plays, in the evaluation layer.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Callable
 from env.cli import ruled, run_command
 from env.config import EnvConfig
 from env.factory import make_env
-from env.fanout import play_fights
 from env.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
-from env.play import Actor, FightRecord, NamingActor, RandomActor, summarize
-from env.sim.expert import ScriptedExpert, expert_actor
+from env.sim.expert import ScriptedExpert
+
+from elden_il.fights import Actor, FightRecord, NamingActor, RandomActor, expert_actor, play_fights, summarize
 
 ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
     "random": lambda config: RandomActor(),
@@ -37,12 +38,12 @@ def duel(policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), paralle
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m env.sim.duel",
+        prog="python -m elden_il.duel",
         description="Play whole fights against the in-process simulator through the env and print each "
         "outcome. The scripted expert should win most fights, a random policy and attack-every-step "
         "almost none: this is the difficulty check.",
-        epilog="example: python -m env.sim.duel --policy expert random --fights 20\n"
-        "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m env.sim.duel ...",
+        epilog="example: python -m elden_il.duel --policy expert random --fights 20\n"
+        "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.duel ...",
     )
     parser.add_argument(
         "--policy", nargs="+", choices=sorted(ACTORS), default=["expert"], help="which policies fight (default: expert)"

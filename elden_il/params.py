@@ -137,13 +137,13 @@ class NetworkSize:
     keeps them as its extractor's arguments. A narrow one runs every code path of training, saving
     and loading at a fraction of the cost (the tests' networks)."""
 
-    cnn_channels: tuple[int, ...] = checked((32, 64, 64), layers(1, 1024, 6))
+    cnn_channels: tuple[int, ...] = checked((16, 32, 32), layers(1, 1024, 6))
     """Each convolution's output channels, one entry per convolution."""
     cnn_kernels: tuple[int, ...] = checked((8, 4, 3), layers(1, 32, 6))
     """Each convolution's square kernel, in pixels."""
     cnn_strides: tuple[int, ...] = checked((4, 2, 1), layers(1, 16, 6))
     """Each convolution's stride."""
-    cnn_dim: int = checked(512, whole(1, 65_536))
+    cnn_dim: int = checked(256, whole(1, 65_536))
     """The frame's features, after the convolutions."""
     state_dim: int = checked(128, whole(1, 65_536))
     """The game state's features."""
@@ -169,7 +169,7 @@ HOSTS = Rule(
 class BCConfig:
     """``bc``: behaviour cloning (a batch of -1 would train to nan)."""
 
-    epochs: int = checked(8, whole(1, 100_000))
+    epochs: int = checked(16, whole(1, 100_000))
     """Passes over the training episodes, at most."""
     batch_size: int = checked(128, whole(1, 1_000_000))
     learning_rate: float = checked(3e-4, number(0, 1, above=True))

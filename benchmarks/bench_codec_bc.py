@@ -81,7 +81,7 @@ def main() -> None:
             for seed in args.seeds:
                 out = root / codec / f"bc-{seed}"
                 started = time.perf_counter()
-                train_bc(demos, replace(params.bc, seed=seed), out)
+                train_bc(demos, replace(params.bc, seed=seed), out, size=params.network)
                 trained_s = time.perf_counter() - started
                 actor = PolicyActor(out, deterministic=params.evaluate.deterministic)
                 config = actor.loaded.config

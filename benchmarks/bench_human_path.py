@@ -511,7 +511,7 @@ def train_and_evaluate(
     wins_by_seed = []
     for seed in seeds:
         policy = work / f"bc-{name}-{seed}"
-        train_bc(demos, replace(bc_config, seed=seed), policy)
+        train_bc(demos, replace(bc_config, seed=seed), policy, size=params.network)
         records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(policy, True), held_out)
         wins_by_seed.append(sum(r.win for r in records))
         log.info(

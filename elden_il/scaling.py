@@ -34,7 +34,7 @@ from env.fields import whole
 from capture.autopilot import PLAYERS
 
 from elden_il.fanout import fan_out
-from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams
+from elden_il.params import FIRST_HELD_OUT_SEED, NetworkSize, PipelineParams
 
 if TYPE_CHECKING:
     from elden_il.data import Demonstrations
@@ -66,6 +66,7 @@ def study(
         "training_seeds": seeds,
         "eval_fights": eval_fights,
         "bc": vars(bc_config),
+        "network": vars(params.network),
         "rows": [],
     }
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +89,7 @@ def study(
         results["record_and_build_seconds"] = time.perf_counter() - started
         units = [(n, seed) for n in fights for seed in seeds]
         trained = fan_out(
-            partial(_train_and_evaluate, bc_config=bc_config, held_out=held_out),
+            partial(_train_and_evaluate, bc_config=bc_config, size=params.network, held_out=held_out),
             units,
             lambda unit: f"BC on {unit[0]} fights, training seed {unit[1]}",
             shared=everything,
@@ -124,7 +125,11 @@ def study(
 
 
 def _train_and_evaluate(
-    everything: Demonstrations, unit: tuple[int, int], bc_config: BCConfig, held_out: list[int]
+    everything: Demonstrations,
+    unit: tuple[int, int],
+    bc_config: BCConfig,
+    size: NetworkSize,
+    held_out: list[int],
 ) -> dict:
     """One policy of the study: BC on the first ``n`` fights with training seed ``seed``
     (``unit``), then its held-out fights. A job of its own, so the study fans out over a Ray
@@ -139,7 +144,7 @@ def _train_and_evaluate(
     demos = everything.first_episodes(n)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        train_bc(demos, replace(bc_config, seed=seed), Path(tmp))
+        train_bc(demos, replace(bc_config, seed=seed), Path(tmp), size=size)
         trained = time.perf_counter() - started
         records, _ = run_fights(lambda: make_env(demos.config), PolicyActor(Path(tmp), True), held_out, parallel=8)
     win_rate = sum(r.win for r in records) / len(records)

@@ -267,7 +267,7 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
 
         return thunk
 
-    fns = env_fns(env_config, config.backend, config.num_envs, config.hosts)
+    fns = env_fns(env_config.replace(game_speed=config.game_speed), config.backend, config.num_envs, config.hosts)
     return [seeded(make, i) for i, make in enumerate(fns)]
 
 

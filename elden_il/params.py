@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
+from env.config import MAX_CAPTURE_SIDE, MAX_GAME_SPEED, MIN_SIM_SIDE, EnvConfig
 from env.errors import ConfigError
 from env.factory import BACKENDS
 from env.fields import (
@@ -198,6 +198,10 @@ class FinetuneConfig:
     siphon: live, one env per entry of hosts."""
     hosts: tuple[str, ...] = checked((), HOSTS)
     """siphon only: "pc1:50051", one per gaming PC (or simulator server)."""
+    game_speed: float = checked(1.0, number(1, MAX_GAME_SPEED))
+    """A live game only (sim_server, siphon): it runs this many times faster than real time during
+    each step, paused between steps (``EnvConfig.game_speed``); the in-process simulator is
+    lock-step at any value."""
     num_envs: int = checked(2, whole(1, 256))
     subprocesses: bool = checked(False, FLAG)
     """The envs in subprocesses (where there are cores to spare; the same results either way)."""
@@ -251,6 +255,8 @@ class EvaluateParams:
     """sim: in-process; sim_server: python -m env.sim over gRPC; siphon: a real host."""
     host: str = checked("127.0.0.1:50051", TEXT)
     """siphon only."""
+    game_speed: float = checked(1.0, number(1, MAX_GAME_SPEED))
+    """A live game only (sim_server, siphon): as ``finetune.game_speed``."""
     deterministic: bool = checked(True, FLAG)
     """The most likely action (false: sample from the policy)."""
     parallel: int = checked(8, whole(1, 256))

@@ -233,12 +233,14 @@ def stage_evaluate(params: PipelineParams) -> None:
     else:
         actors["expert"] = expert_actor(config)
 
+    played = config.replace(game_speed=ev.game_speed)  # how the env runs, not which env: the policies' own
+
     def make():
         if backend == "siphon":
-            return make_env(config, backend=backend, host=ev.host, render_mode="rgb_array")
+            return make_env(played, backend=backend, host=ev.host, render_mode="rgb_array")
         # a simulator server runs in real time: paused while the policies think, so the live path is exact
         return make_env(
-            config,
+            played,
             backend=backend,
             state_attributes=ScriptedExpert.ATTRIBUTES,
             pause_between_steps=backend == "sim_server",

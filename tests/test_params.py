@@ -65,3 +65,24 @@ def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str, message:
     with pytest.raises(ParamsError) as caught:
         load_params(tmp_path / "params.yaml")
     assert message in str(caught.value)
+
+
+def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_env(tmp_path: Path):
+    """``finetune.game_speed`` reaches the envs fine-tuning plays in, while the policy keeps the
+    env config it was cloned for; a speed the env cannot run is refused as one line."""
+    from elden_il.finetune import seeded_env_fns
+    from elden_il.params import FinetuneConfig
+
+    params = PipelineParams(finetune=FinetuneConfig(game_speed=3, num_envs=1))
+    config = params.env_config().replace(profile="sim_margit")
+    env = seeded_env_fns(params.finetune, config)[0]()
+    try:
+        assert env.unwrapped.config.game_speed == 3
+        assert env.unwrapped.config.replace(game_speed=1) == config
+    finally:
+        env.close()
+    for section in ("finetune", "evaluate"):
+        (tmp_path / "params.yaml").write_text(f"{section}:\n  game_speed: 12\n")
+        with pytest.raises(ParamsError) as caught:
+            load_params(tmp_path / "params.yaml")
+        assert f"{section}.game_speed" in str(caught.value) and "from 1 to 10" in str(caught.value)

@@ -40,7 +40,11 @@ MAPPING_HELP = (
 
 def load_sdl():
     """pysdl2's ``sdl2`` module over pysdl2-dll's SDL (silently: pysdl2 warns whenever it picks
-    pysdl2-dll's library by itself), or ``SetupError`` saying what to install."""
+    pysdl2-dll's library by itself), or ``SetupError`` saying what to install.
+
+    SDL is told to leave SIGINT and SIGTERM alone: once started, it takes any of them still at
+    its default and turns it into a quit event, which nothing here reads, so a process reading a
+    pad lived through ``kill``. Ctrl-C and SIGTERM are the program's (``env.interrupts``)."""
     try:
         import sdl2dll
 
@@ -50,6 +54,7 @@ def load_sdl():
         raise SetupError(
             f"reading a game controller needs pysdl2 and pysdl2-dll ({e}): pip install pysdl2 pysdl2-dll"
         ) from None
+    sdl2.SDL_SetHint(sdl2.SDL_HINT_NO_SIGNAL_HANDLERS, b"1")
     return sdl2
 
 

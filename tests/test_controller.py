@@ -128,6 +128,24 @@ def test_a_pad_sdl_has_no_mapping_for_says_how_to_add_one_and_the_mapping_works(
     assert mapped.splitlines()[0].startswith("connected") and "read [False, False]" in mapped
 
 
+def test_reading_a_pad_leaves_ctrl_c_and_sigterm_to_the_program():
+    """SDL, once started, takes SIGINT and SIGTERM for itself wherever they are at their defaults
+    and turns them into a quit event that no one here reads: a process reading a pad (or making a
+    virtual one) then lived through `kill`. Started in a fresh process, as a command starts it."""
+    script = (
+        "import os, signal, time\n"
+        "from env.gamepad import Gamepad\n"
+        "from env.sim.virtual_pad import VirtualPad\n"
+        "pad = VirtualPad()\n"
+        "gamepad = Gamepad()\n"
+        "os.kill(os.getpid(), signal.SIGTERM)\n"
+        "time.sleep(2)\n"
+        "print('lived through SIGTERM')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == -15 and "lived" not in result.stdout, (result.returncode, result.stderr)
+
+
 def test_the_listener_logs_the_pad_on_the_recorders_clock_within_a_poll(pad: VirtualPad):
     log = InputLog(PROFILE.bound_keys)
     listener = PadListener(log)

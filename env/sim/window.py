@@ -11,6 +11,7 @@ controller layout: the stick moves, the buttons are the layout's actions.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 import cv2
@@ -72,6 +73,7 @@ def caption(profile: Profile) -> str:
 
 def play(process: SimProcess, stop: threading.Event, profile: Profile, fps: int = 60) -> None:
     """Run the window in this (the main) thread until it is closed or ``stop`` is set."""
+    os.environ.setdefault("SDL_NO_SIGNAL_HANDLERS", "1")  # Ctrl-C and SIGTERM stay the server's (env.gamepad)
     import pygame
 
     pygame.display.init()  # only the display: no audio device needed (or present, headless)

@@ -511,14 +511,24 @@ def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
     from env import interrupts
 
     done = []
-    with pytest.raises(KeyboardInterrupt):
-        with interrupts.deferred():
-            other = threading.Thread(target=lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
-            other.start()
-            other.join()
-            os.kill(os.getpid(), signal.SIGINT)  # to the process: whichever thread takes it
-            time.sleep(0.2)  # where the handler would have run
-            done.append(True)
+    # Ctrl-C as Python starts a command's process: this test worker ran other tests' libraries
+    # before (Ray, SDL, torch), which may have left SIGINT's disposition or mask otherwise
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts.deferred():
+                other = threading.Thread(
+                    target=lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                )
+                other.start()
+                other.join()
+                os.kill(os.getpid(), signal.SIGINT)  # to the process: whichever thread takes it
+                time.sleep(0.2)  # where the handler would have run
+                done.append(True)
+    finally:
+        if found is not None:
+            signal.signal(signal.SIGINT, found)
     assert done == [True]
 
 

@@ -545,6 +545,14 @@ def snapshot_files(folder: Path, leave_out: tuple[str, ...] = ()) -> dict[str, b
 STAGES = ("demos", "dataset", "bc", "finetune", "evaluate")
 
 
+def shell_status(returncode: int) -> int:
+    """A process's end as a shell reports it (``$?``): its exit status, or 128 + the signal that
+    ended it. A command that has said its one line may end either way, as Python itself does
+    for an unhandled Ctrl-C (it kills itself with SIGINT so that its caller sees the signal):
+    both tell a script or DVC the run did not finish. Seen rarely, on a loaded test worker."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
 def stage_process(project: Path, stage: str, params: str = "params.yaml") -> subprocess.Popen:
     """``python -m elden_il.pipeline STAGE`` in ``project``, as DVC runs it (a process group of its own)."""
     return subprocess.Popen(
@@ -636,7 +644,7 @@ def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it
     else:
         process.send_signal(signum)
     err = process.communicate(timeout=120)[1]
-    assert process.returncode == 128 + signum, err
+    assert shell_status(process.returncode) == 128 + signum, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     line = one_error_line(err)
     name = signal.Signals(signum).name
@@ -710,7 +718,7 @@ def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
         time.sleep(0.01)
     os.killpg(process.pid, signum) if signum == signal.SIGINT else process.send_signal(signum)
     err = process.communicate(timeout=60)[1]
-    assert process.returncode == 128 + signum, err
+    assert shell_status(process.returncode) == 128 + signum, err
     assert one_error_line(err).startswith(f"error: interrupted by {signal.Signals(signum).name}"), err
     assert not (root / "test/stopped-v0").exists() and not list(root.glob(".building-*"))
 

@@ -63,7 +63,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "machine": describe(),
         "demos": {"episodes": params.demos.episodes, "master_size": params.demos.master_size},
-        "frame_size": params.env_config().frame_size,
+        "frame_size": params.env.frame_size,
         "codecs": {},
     }
     frames = {}
@@ -74,7 +74,7 @@ def main() -> None:
             mib = record_demos(params, codec, root / codec / "raw")
             recorded_s = time.perf_counter() - started
             name = f"eldenil/codec-{codec}-v0"
-            build_dataset(root / codec / "raw", name, params.env_config(), root=root / "minari", force=True)
+            build_dataset(root / codec / "raw", name, params.env, root=root / "minari", force=True)
             demos = load_demonstrations(name, root / "minari")
             frames[codec] = demos.obs["frame"]
             row: dict[str, Any] = {"raw_mib": mib, "record_s": recorded_s, "steps": len(demos), "policies": {}}

@@ -271,7 +271,7 @@ def record_as_a_person(
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
-    config = params.env_config()
+    config = params.env
     rate = params.demos.rate_hz
     server_log = out.with_suffix(".server.log")
     with (
@@ -334,7 +334,7 @@ def record_on_a_controller(
 
     from capture.record import RecordSettings, record
 
-    config = params.env_config()
+    config = params.env
     rate = params.demos.rate_hz
     with a_display(), SimServer(seed=0, size=window, log_path=out.with_suffix(".server.log")) as server:
         person = ScriptedPlayer(
@@ -401,7 +401,7 @@ def record_lock_step(
     from capture.record import RecordSettings, record
 
     rate = params.demos.rate_hz
-    config = params.env_config().replace(profile="sim_margit", capture_size=capture_size)
+    config = params.env.replace(profile="sim_margit", capture_size=capture_size)
     record(
         RecordSettings(
             env=config,
@@ -432,7 +432,7 @@ def labelled_steps(raw: Path, params: PipelineParams, align_to_presses: bool) ->
     from capture.labels import HeardActions, StepLabeler
 
     table = ActionTable(load_profile("sim_margit"), "discrete")
-    dt = params.env_config().timestep_ms / 1000
+    dt = params.env.timestep_ms / 1000
     for path in list_episodes(raw):
         episode = read_episode(path, frames=False)
         heard = HeardActions(table.profile, episode.key_names)
@@ -467,7 +467,7 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     from capture.autopilot import make_player
     from capture.build_dataset import samples_at
 
-    config = params.env_config()
+    config = params.env
     results = {}
     for grid, align in GRIDS.items():
         agree = total = 0
@@ -501,7 +501,7 @@ def train_and_evaluate(
     build_dataset(
         raw,
         dataset_id,
-        params.env_config(),
+        params.env,
         root=work / "minari",
         force=True,
         align_to_presses=name != "person-fixed-grid",

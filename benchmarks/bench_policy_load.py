@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def measure(repeat: int) -> dict:
-    config: EnvConfig = load_params(ROOT / "params.yaml").env_config().replace(profile="sim_margit")
+    config: EnvConfig = load_params(ROOT / "params.yaml").env.replace(profile="sim_margit")
     torch.manual_seed(0)
     policy = make_policy(*config.spaces(load_profile(config.profile)), NetworkSize())
     with tempfile.TemporaryDirectory() as tmp:

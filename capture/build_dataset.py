@@ -40,8 +40,8 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import output_folder, parse_crop, parse_size, ruled, run_command
-from env.config import ACTION_MODES, EnvConfig
+from env.cli import add_flags, from_flags, output_folder, run_command
+from env.config import EnvConfig
 from env.errors import DataError
 from env.fields import STEP_MS, FieldError
 from env.observations import FrameSpec, ObservationBuilder, observation_space
@@ -512,49 +512,30 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)",
     )
-    parser.add_argument(
-        "--profile", default=None, help="profile to build with (default: the one the episodes were recorded with)"
-    )
-    parser.add_argument(
-        "--action-mode", choices=ACTION_MODES, default=defaults.action_mode, help="(default: %(default)s)"
-    )
-    parser.add_argument(
-        "--timestep-ms",
-        type=ruled(float, STEP_MS),
-        default=defaults.timestep_ms,
-        help="game time per env step (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--frame-size",
-        type=parse_size,
-        default=None,
-        help=f"observation frame WxH, made from each episode's video (default: {defaults.frame_spec}; "
-        "format 1 episodes: the size they were recorded at, the only one they give)",
-    )
-    parser.add_argument(
-        "--frame-crop",
-        type=parse_crop,
-        default=None,
-        help="LEFT,TOP,RIGHT,BOTTOM fractions of the recorded picture kept before resizing (default: "
-        "all of it; format 1 episodes: the crop they were recorded with)",
-    )
-    parser.add_argument(
-        "--frame-stack",
-        type=int,
-        default=defaults.frame_stack,
-        help="the env's frame stack (rebuilt from the episodes when training; default: none)",
-    )
-    parser.add_argument(
-        "--action-history",
-        type=int,
-        default=defaults.action_history,
-        help="the env's action history (rebuilt from the episodes when training; default: none)",
-    )
-    parser.add_argument(
-        "--max-steps",
-        type=int,
-        default=defaults.max_steps,
-        help="steps before an episode is cut (default: %(default)s)",
+    add_flags(
+        parser,
+        EnvConfig,
+        (
+            "profile",
+            "action_mode",
+            "timestep_ms",
+            "frame_size",
+            "frame_crop",
+            "frame_stack",
+            "action_history",
+            "max_steps",
+        ),
+        profile={"help": "profile to build with (default: the one the episodes were recorded with)"},
+        frame_size={
+            "default": None,
+            "help": f"observation frame WxH, made from each episode's video (default: {defaults.frame_spec}; "
+            "format 1 episodes: the size they were recorded at, the only one they give)",
+        },
+        frame_crop={
+            "default": None,
+            "help": "LEFT,TOP,RIGHT,BOTTOM fractions of the recorded picture kept before resizing (default: "
+            "all of it; format 1 episodes: the crop they were recorded with)",
+        },
     )
     parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
     args = parser.parse_args(argv)
@@ -563,15 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     def work() -> None:
         paths = list_episodes(args.raw)
         recorded = (recorded_with(paths)[1] if paths else None) or defaults.frame_spec  # none: build_dataset says so
-        config = EnvConfig(
-            profile=args.profile,
-            action_mode=args.action_mode,
-            timestep_ms=args.timestep_ms,
-            frame_size=args.frame_size or recorded.size,
-            frame_crop=args.frame_crop or recorded.crop,
-            frame_stack=args.frame_stack,
-            action_history=args.action_history,
-            max_steps=args.max_steps,
+        config = from_flags(
+            EnvConfig, args, frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop
         )
         build_dataset(args.raw, args.id, config, args.root, args.force)
 

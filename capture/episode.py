@@ -617,7 +617,7 @@ class Episode:
             raise EpisodeError(
                 f"{self.path.name} is a format 1 episode: its frames were stored at {self.stored_frames} when "
                 f"recorded, and that is all it can give, not {spec}. Build at {self.stored_frames} "
-                f"({self.stored_frames.flags}; in params.yaml, dataset.frame_size: {list(self.stored_frames.size)}), "
+                f"({self.stored_frames.flags}; in params.yaml, env.frame_size: {list(self.stored_frames.size)}), "
                 "or record again: episodes recorded now keep the whole picture as video, for any size"
             )
         frames = self.frames if self.frames is not None else read_episode(self.path).frames

@@ -19,11 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.cli import add_flags, flag, from_flags, key_names, output_folder, parse_size, ruled, run_command
-from env.config import MAX_CAPTURE_SIDE, MIN_SIM_SIDE, EnvConfig
+from env.cli import add_flags, flag, from_flags, key_names, output_folder, run_command, size_within
+from env.config import PICTURE_SIZE, EnvConfig
 from env.errors import GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
-from env.fields import STEP_MS, check_fields, checked, number, whole
+from env.fields import RULE, check_fields, checked, number, optional, whole
 from env.game import Unreadable
 from env.interrupts import SIGNALS
 from env.profile import Profile, load_profile
@@ -101,11 +101,14 @@ class RecordSettings:
     rate: float = checked(30.0, number(0, 1000, above=True), "samples per second")
     master_size: tuple[int, int] | None = field(
         default=None,
-        metadata=flag(
-            f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
-            "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
-            type=parse_size,
-        ),
+        metadata={
+            RULE: optional(PICTURE_SIZE),
+            **flag(
+                f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
+                "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
+                type=size_within(PICTURE_SIZE),
+            ),
+        },
     )
     video_codec: str = field(
         default=DEFAULT_CODEC,
@@ -179,7 +182,7 @@ class RecordSettings:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RecordSettings:
-        return from_flags(cls, args, env=EnvConfig(profile=args.profile, timestep_ms=args.timestep_ms))
+        return from_flags(cls, args, env=from_flags(EnvConfig, args))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -190,15 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_flags(p, RecordSettings)
-    recorded_for = p.add_argument_group("the env the recordings are for")
-    recorded_for.add_argument(
-        "--profile", default="sim_margit", help="game/boss profile (sim_margit, eldenring_margit, or a folder)"
-    )
-    recorded_for.add_argument(
-        "--timestep-ms",
-        type=ruled(float, STEP_MS),
-        default=EnvConfig().timestep_ms,
-        help="the autopilot decides once per this much game time: the env's timestep (default: %(default)s)",
+    add_flags(
+        p.add_argument_group("the env the recordings are for"),
+        EnvConfig,
+        ("profile", "timestep_ms"),
+        profile={"default": "sim_margit"},
+        timestep_ms={"help": "the autopilot decides once per this much game time: the env's timestep"},
     )
     p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
     p.add_argument("--log-level", default="INFO")
@@ -215,12 +215,7 @@ def recorded_env(settings: RecordSettings) -> EnvConfig:
                 "size; resize the game's window instead, or leave --master-size out"
             )
         return settings.env
-    master = master or settings.env.capture_size or MASTER_SIZE
-    if not all(MIN_SIM_SIDE <= side <= MAX_CAPTURE_SIDE for side in master):
-        raise RecordError(
-            f"--master-size {master[0]}x{master[1]}: each side must be from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE} pixels"
-        )
-    return settings.env.replace(capture_size=tuple(master))
+    return settings.env.replace(capture_size=master or settings.env.capture_size or MASTER_SIZE)
 
 
 def check_players(settings: RecordSettings) -> None:

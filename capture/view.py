@@ -19,10 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from env.cli import parse_crop, parse_size, ruled, run_command
+from env.cli import add_flags, from_flags, run_command
 from env.config import EnvConfig
 from env.errors import ConfigError, DataError
-from env.fields import STEP_MS
 from env.profile import load_profile
 
 from capture.build_dataset import recorded_picture, usable
@@ -217,7 +216,6 @@ The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are t
 
 
 def build_parser() -> argparse.ArgumentParser:
-    defaults = EnvConfig()
     parser = argparse.ArgumentParser(
         prog="python -m capture.view",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
@@ -251,24 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.rrd",
         help="write the recording to this file instead of opening a viewer (where there is no display)",
     )
-    parser.add_argument(
-        "--frame-size",
-        type=parse_size,
-        default=defaults.frame_size,
-        help="a raw episode's observation frame WxH, as a dataset would make it (default: 84x84; "
-        "with --policy: the policy's)",
-    )
-    parser.add_argument(
-        "--frame-crop",
-        type=parse_crop,
-        default=defaults.frame_crop,
-        help="LEFT,TOP,RIGHT,BOTTOM fractions kept before resizing (default: all of it)",
-    )
-    parser.add_argument(
-        "--timestep-ms",
-        type=ruled(float, STEP_MS),
-        default=defaults.timestep_ms,
-        help="a raw episode's env step (default: %(default)s; with --policy: the policy's)",
+    add_flags(
+        parser,
+        EnvConfig,
+        ("timestep_ms", "frame_size", "frame_crop"),
+        timestep_ms={"help": "a raw episode's env step (with --policy: the policy's)"},
+        frame_size={
+            "help": "a raw episode's observation frame WxH, as a dataset would make it (with --policy: the policy's)"
+        },
     )
     return parser
 
@@ -291,7 +279,7 @@ def view(args: argparse.Namespace) -> None:
     elif args.source.suffix == ".rrd":
         open_file(args.source)
     else:
-        config = EnvConfig(frame_size=args.frame_size, frame_crop=args.frame_crop, timestep_ms=args.timestep_ms)
+        config = from_flags(EnvConfig, args)
         show_episode(args.source, args.save, args.policy, config)
     if args.save is not None:
         print(f"saved {args.save}; to view it on a machine with a display: {view_command(args.save)}")

@@ -2,8 +2,8 @@
 
 A field's default *is* the pipeline's default: params.yaml repeats them for the user to read
 and change (``tests/test_params.py`` holds the two equal), so deleting a key from params.yaml
-changes nothing. Each field declares what it accepts (``env.fields.checked``); the env's own
-fields (``dataset``'s and ``env``'s) are checked by ``EnvConfig``, which owns them. Reading a
+changes nothing. Each field declares what it accepts (``env.fields.checked``); the ``env``
+section is not a mirror of the env's settings but ``EnvConfig`` itself, which owns them. Reading a
 file (``load_params``) checks every section at once, so a stage never starts on a bad value, and
 says which key of which file is wrong in one line.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from env.config import MAX_CAPTURE_SIDE, MAX_GAME_SPEED, MIN_SIM_SIDE, EnvConfig
+from env.config import FIELD_NAMES, MAX_GAME_SPEED, PICTURE_SIZE, EnvConfig
 from env.errors import ConfigError
 from env.factory import BACKENDS
 from env.fields import (
@@ -39,7 +39,6 @@ from env.fields import (
     optional,
     whole,
 )
-from env.observations import FRAME_SIZE
 
 from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
@@ -54,14 +53,6 @@ FIRST_HELD_OUT_SEED = 1_000_000
 """The first seed of the evaluation's fights: demonstrations and training use small seeds, so
 fights from here on are ones no policy has seen. Studies and benchmarks that compare with the
 pipeline's evaluation start here too."""
-
-
-MASTER_SIZE = Rule(
-    lambda v: (
-        isinstance(v, tuple) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v)
-    ),
-    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
-)
 
 
 @dataclass(frozen=True)
@@ -80,9 +71,10 @@ class DemosParams:
     """sim only: samples per second of the recordings."""
     player: str = checked("expert", one_of(*PLAYERS))
     """sim only: the scripted expert, or the person-like one (``env.sim.person``)."""
-    master_size: tuple[int, int] = checked((128, 128), MASTER_SIZE)
+    master_size: tuple[int, int] = checked((128, 128), PICTURE_SIZE)
     """sim only: the picture each recording keeps as its video; every frame size up to it is made
-    from it without recording again."""
+    from it without recording again. Smaller than ``capture.record``'s own default on purpose:
+    the pipeline's frames are 84x84, and a smaller picture is cheaper to draw and encode."""
     video_codec: str = checked(DEFAULT_CODEC, one_of(*CODECS))
     """sim only: h264 (lossy, small) or lossless (frames bit for bit the env's)."""
 
@@ -92,33 +84,35 @@ class DemosParams:
 
 @dataclass(frozen=True)
 class DatasetParams:
-    """``dataset``: the dataset's id and the env fields it is built for (``EnvConfig`` checks them)."""
+    """``dataset``: the dataset's name. The env it is built for is params.yaml's ``env``."""
 
     id: str = checked("eldenil/margit-sim-v0", DATASET_ID)
     """The Minari dataset id, namespace/name-vN."""
-    action_mode: str = "discrete"
-    """discrete: one action of the profile's table per step; multi_binary: each key held or not."""
-    timestep_ms: float = checked(200, STEP_MS)
-    """Game time per env step (also when the autopilot decides); a dataset's steps need a length."""
-    frame_size: tuple[int, int] = FRAME_SIZE
-    """The observation's frame, [width, height]."""
-    frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
-    """[left, top, right, bottom] fractions of the recorded picture kept before resizing."""
 
     def __post_init__(self) -> None:
         check_fields(self)
 
 
-@dataclass(frozen=True)
-class EnvParams:
-    """``env``: the env every policy trains and is evaluated in (``EnvConfig`` checks them)."""
+FROM_ELSEWHERE = {
+    "profile": "it is the recordings' own profile, read from them when the dataset is built",
+    "capture_size": "it is the recordings' own picture size, read from them when the dataset is built",
+    "game_speed": "how fast a live game runs is finetune.game_speed and evaluate.game_speed",
+}
+"""``EnvConfig`` fields params.yaml's ``env`` does not set, and where each comes from instead."""
 
-    frame_stack: int | None = None
-    """null, or how many frames to stack."""
-    action_history: int | None = 4
-    """null, or how many past actions to observe."""
-    max_steps: int = 900
-    """A fight is cut (truncated) after this many steps."""
+
+def read_env(values: Any, source: str = "params.yaml") -> EnvConfig:
+    """params.yaml's ``env`` section: the ``EnvConfig`` itself, less the fields that come from
+    elsewhere (``FROM_ELSEWHERE``); its timestep is one a recording can be cut into."""
+    if isinstance(values, dict):
+        for name in sorted(set(values) & set(FROM_ELSEWHERE)):
+            raise ParamsError(f"{source} env.{name} cannot be set here: {FROM_ELSEWHERE[name]}")
+    config = read_section(values, "env", EnvConfig, source)
+    try:
+        STEP_MS.check("timestep_ms", config.timestep_ms)
+    except FieldError as e:
+        raise ParamsError(f"{source} env.{e}") from None
+    return config
 
 
 def layers(low: int, high: int, most: int, least: int = 1) -> Rule:
@@ -280,16 +274,13 @@ class PipelineParams:
 
     demos: DemosParams = field(default_factory=DemosParams)
     dataset: DatasetParams = field(default_factory=DatasetParams)
-    env: EnvParams = field(default_factory=EnvParams)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    """The env the dataset is built for and every policy trains and is evaluated in; its profile
+    and picture (``capture_size``) are the recordings', filled in when the dataset is built."""
     network: NetworkSize = field(default_factory=NetworkSize)
     bc: BCConfig = field(default_factory=BCConfig)
     finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
-
-    def env_config(self) -> EnvConfig:
-        """The env every stage works in; the profile and the picture (``capture_size``) are the
-        recordings', filled in when the dataset is built."""
-        return EnvConfig(**_values(self.dataset, exclude=("id",)), **_values(self.env))
 
     @classmethod
     def from_mapping(cls, raw: Any, source: str = "params.yaml") -> PipelineParams:
@@ -300,26 +291,33 @@ class PipelineParams:
         unknown = sorted(set(raw) - set(SECTIONS))
         if unknown:
             raise ParamsError(f"{source}: unknown sections {unknown}; known: {list(SECTIONS)}")
-        sections = {name: read_section(raw.get(name) or {}, name, kind, source) for name, kind in SECTIONS.items()}
-        params = cls(**sections)
-        try:
-            params.env_config()
-        except FieldError as e:
-            where = "dataset" if e.field in {f.name for f in fields(DatasetParams)} else "env"
-            raise ParamsError(f"{source} {where}.{e}") from None
-        return params
+        moved = sorted(set(raw.get("dataset") or {}) & set(FIELD_NAMES))
+        if moved:
+            raise ParamsError(
+                f"{source} dataset.{moved[0]}: the env's settings are all in the env section now: "
+                f"write env.{moved[0]} (the dataset section keeps only its id)"
+            )
+        return cls(
+            **{
+                name: read_env(raw.get(name) or {}, source)
+                if kind is EnvConfig
+                else read_section(raw.get(name) or {}, name, kind, source)
+                for name, kind in SECTIONS.items()
+            }
+        )
 
 
 SECTIONS: dict[str, type] = {
     "demos": DemosParams,
     "dataset": DatasetParams,
-    "env": EnvParams,
+    "env": EnvConfig,
     "network": NetworkSize,
     "bc": BCConfig,
     "finetune": FinetuneConfig,
     "evaluate": EvaluateParams,
 }
-"""params.yaml's sections, in its order, and the dataclass each is read into."""
+"""params.yaml's sections, in its order, and the dataclass each is read into (``env``'s by
+``read_env``)."""
 
 
 def read_section(values: Any, name: str, kind: type, source: str = "params.yaml") -> Any:
@@ -339,10 +337,6 @@ def read_section(values: Any, name: str, kind: type, source: str = "params.yaml"
         return kind(**values)
     except FieldError as e:
         raise ParamsError(f"{source} {name}.{e}") from None
-
-
-def _values(section: Any, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
-    return {f.name: getattr(section, f.name) for f in fields(section) if f.name not in exclude}
 
 
 def load_params(path: Path = Path("params.yaml")) -> PipelineParams:

@@ -108,7 +108,7 @@ def demo_recording(params: PipelineParams, out: Path) -> RecordSettings:
 
     demos = params.demos
     return RecordSettings(
-        env=params.env_config().replace(profile="sim_margit"),
+        env=params.env.replace(profile="sim_margit"),
         backend="sim",
         autopilot=True,
         player=demos.player,
@@ -157,7 +157,7 @@ def stage_dataset(params: PipelineParams) -> None:
     demos = params.demos
     raw = DEMOS_DIR if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
-    dataset = build_dataset(raw, name, params.env_config(), root=MINARI_ROOT, force=True)
+    dataset = build_dataset(raw, name, params.env, root=MINARI_ROOT, force=True)
     report = {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name}
     write_report("dataset", {**report, "checkout": provenance().to_dict()})
 
@@ -171,9 +171,9 @@ def stage_bc(params: PipelineParams) -> None:
     demos = load_demonstrations(name, MINARI_ROOT)
     # BC trains for the env the dataset was built for (demos.config); params.yaml is read only to
     # refuse a dataset it no longer describes (a stage run by hand after editing it), which is
-    # why dvc.yaml's bc stage declares the dataset and env params too. The profile and the
+    # why dvc.yaml's bc stage declares the env params too. The profile and the
     # picture (the window size captured) are the recordings', which params.yaml leaves to them
-    wanted = params.env_config().replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
+    wanted = params.env.replace(profile=demos.config.profile, capture_size=demos.config.capture_size)
     check_config(
         demos.config, wanted, f"dataset {name!r}", "rebuild it with the params it should follow (`dvc repro dataset`)"
     )

@@ -101,7 +101,7 @@ class FightFeatures(BaseFeaturesExtractor):
                 raise ConfigError(
                     f"the network's convolutions (kernels {list(cnn_kernels)}, strides {list(cnn_strides)}) leave "
                     f"nothing of a {frame} frame: use fewer, smaller or less strided convolutions (params.yaml "
-                    "network), or a larger dataset.frame_size"
+                    "network), or a larger env.frame_size"
                 )
         self.cnn = nn.Sequential(*layers, nn.Flatten())
         n_flat = channels * h * w
@@ -250,6 +250,11 @@ def save_policy(policy: ActorCriticPolicy, config: EnvConfig, folder: Path) -> N
     same weights give the same bytes on every run and in every checkout (DVC tracks them)."""
     from safetensors.torch import save_file
 
+    if config.profile is None:
+        raise ConfigError(
+            "the policy's env config names no profile: name the one it plays on "
+            "(EnvConfig(profile='sim_margit') or 'eldenring_margit'), since its keys and spaces depend on it"
+        )
     folder.mkdir(parents=True, exist_ok=True)
     config.save(folder)
     description = {
@@ -355,6 +360,11 @@ def check_spaces(observation: gym.Space, action: gym.Space, config: EnvConfig, p
     Names each space that differs, the policy's and the config's."""
     from env.profile import load_profile
 
+    if config.profile is None:
+        raise PolicyFileError(
+            f"{path}'s {CONFIG_FILE} names no profile, and the policy's keys and spaces depend on it: "
+            "put the env_config.json it was trained with beside it, or retrain it (`dvc repro`)"
+        )
     wanted_observation, wanted_action = config.spaces(load_profile(config.profile))
     differences = _space_differences("observation", observation, policy_space(wanted_observation))
     differences += _space_differences("action", action, wanted_action)

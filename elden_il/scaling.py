@@ -57,7 +57,7 @@ def study(
     from elden_il.data import demonstrations, open_dataset
     from elden_il.fights import wilson_interval
 
-    config = params.env_config()
+    config = params.env
     bc_config = params.bc
     held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
     results: dict = {

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from env import interrupts
-from env.errors import ConfigError, EldenILError, Interrupted
+from env.errors import EldenILError, Interrupted
 from env.fields import RULE, Rule
 from env.keys import normalize_key
-from env.observations import check_frame_crop, check_frame_size
+from env.observations import FRAME_CROP_RULE, FRAME_SIZE_RULE
 
 ERROR_EXIT = 2
 """Every command's exit status for an error the user can fix (argparse's own for a bad flag)."""
@@ -36,26 +36,42 @@ def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
     return {"flag": {"help": help, **argparse_options}}
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: type) -> None:
-    """One flag per field of the dataclass ``settings`` that declares one (``flag``), in field order."""
+def add_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    settings: type,
+    names: tuple[str, ...] | None = None,
+    **adjusted: dict[str, Any],
+) -> None:
+    """One flag per field of the dataclass ``settings`` that declares one (``flag``), in field
+    order; with ``names``, those fields' only. ``adjusted`` gives a field's flag the argparse
+    options this command says otherwise (``frame_size={"default": None, "help": ...}`` where a
+    command takes the size from its input unless told)."""
     for f in dataclasses.fields(settings):
         options = dict(f.metadata.get("flag", {}))
-        if not options:
+        if not options or (names is not None and f.name not in names):
             continue
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        options = {"default": default, **options, **adjusted.get(f.name, {})}
         if RULE in f.metadata and "type" not in options:  # a ``checked`` field: its own rule, at parse time
             options["type"] = ruled(type(default), f.metadata[RULE])
-        if default is False and "action" not in options:
+        if options["default"] is False and "action" not in options:
             options["action"] = "store_true"
-        elif default is not None and "default:" not in options["help"]:
+            options.pop("type", None)
+        elif options["default"] is not None and "default:" not in options["help"]:
             options["help"] += " (default: %(default)s)"
-        parser.add_argument("--" + f.name.replace("_", "-"), default=default, **options)
+        parser.add_argument("--" + f.name.replace("_", "-"), **options)
 
 
 def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any) -> Settings:
-    """The dataclass ``settings`` filled from its fields' flags in ``args``, and ``others``."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if "flag" in f.metadata}
-    return settings(**values, **others)
+    """The dataclass ``settings`` filled from the flags of its fields that ``args`` holds, and
+    ``others`` (which win over a flag: a value the command worked out from its flag); a field
+    whose flag this command did not add keeps its default."""
+    values = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(settings)
+        if "flag" in f.metadata and hasattr(args, f.name)
+    }
+    return settings(**{**values, **others})
 
 
 def run_command(work: Callable[[], int | None]) -> int:
@@ -110,19 +126,26 @@ def interrupted_line(signum: int) -> str:
     )
 
 
-def parse_size(text: str) -> tuple[int, int]:
-    """``"1280x720"`` -> ``(1280, 720)``, or an argparse error that shows the expected form."""
-    try:
-        width, height = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"size must look like 84x84 or 1280x720 (WIDTHxHEIGHT), got {text!r}"
-        ) from None
-    try:
-        check_frame_size((width, height))
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-    return width, height
+def size_within(rule: Rule) -> Callable[[str], tuple[int, int]]:
+    """An argparse ``type``: ``"1280x720"`` -> ``(1280, 720)`` when ``rule`` accepts it, or an
+    argparse error that shows the expected form or what ``rule`` allows."""
+
+    def parse(text: str) -> tuple[int, int]:
+        try:
+            width, height = (int(v) for v in text.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"size must look like 84x84 or 1280x720 (WIDTHxHEIGHT), got {text!r}"
+            ) from None
+        if not rule.accepts((width, height)):
+            raise argparse.ArgumentTypeError(f"{text!r} {rule.allowed}")
+        return width, height
+
+    return parse
+
+
+parse_size = size_within(FRAME_SIZE_RULE)
+"""A frame size (``env.observations.FRAME_SIZE_RULE``) as ``WIDTHxHEIGHT``."""
 
 
 def parse_crop(text: str) -> tuple[float, float, float, float]:
@@ -135,10 +158,8 @@ def parse_crop(text: str) -> tuple[float, float, float, float]:
         raise argparse.ArgumentTypeError(
             f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}"
         )
-    try:
-        check_frame_crop(crop)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    if not FRAME_CROP_RULE.accepts(crop):
+        raise argparse.ArgumentTypeError(f"{text!r} {FRAME_CROP_RULE.allowed}")
     return crop
 
 

@@ -21,9 +21,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from env.actions import ActionTable
+from env.cli import parse_crop, parse_size, ruled
 from env.errors import ConfigError, DataError
-from env.fields import FieldError, is_int, is_number
-from env.observations import FRAME_SIZE, FrameSpec, ObservationBuilder, observation_space
+from env.fields import FLAG, STEP_MS, Rule, check_fields, checked, is_int, number, one_of
+from env.observations import (
+    FRAME_CROP_RULE,
+    FRAME_SIZE,
+    FRAME_SIZE_RULE,
+    FULL_FRAME,
+    FrameSpec,
+    ObservationBuilder,
+    observation_space,
+)
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Dict as DictSpace
@@ -43,36 +52,101 @@ MAX_CAPTURE_SIDE = 7680
 """An 8K window's width: no game window is captured larger."""
 
 
+def _optional_whole(text: str) -> int | None:
+    """A flag's text as a whole number, or None for ``none``/``null`` (the field's off switch)."""
+    return None if text.lower() in ("none", "null") else int(text)
+
+
+OPTIONAL_COUNT = Rule(
+    lambda v: v is None or (is_int(v) and 1 <= v <= 64), "must be null (off) or a whole number from 1 to 64"
+)
+PICTURE_SIZE = Rule(
+    lambda v: (
+        isinstance(v, tuple) and len(v) == 2 and all(is_int(x) and MIN_SIM_SIDE <= x <= MAX_CAPTURE_SIDE for x in v)
+    ),
+    f"must be [width, height] in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
+)
+"""A picture a game is captured at, or the simulator draws and keeps as a recording's video."""
+CAPTURE_SIZE = Rule(
+    lambda v: v is None or PICTURE_SIZE.accepts(v),
+    f"must be null (the simulator renders at frame_size) or [width, height] of the game's window in pixels, "
+    f"each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
+)
+MAX_GAME_SPEED = 10.0
+"""The fastest a live game is asked to run: SoulsGym trains Dark Souls III at 3x; past a few
+times real time a game's own frame and physics steps grow coarse."""
+
+
 @dataclass(frozen=True)
 class EnvConfig:
-    """The settings that make two envs the same env. Every field is validated on construction."""
+    """The settings that make two envs the same env. Every field is validated on construction
+    (its rule, ``env.fields``), and those a command line sets declare their flag here, once."""
 
-    profile: str | None = None
-    """Profile name (``sim_margit``, ``eldenring_margit``) or folder; None: the backend's default."""
-    action_mode: str = "discrete"
+    profile: str | None = checked(
+        None,
+        Rule(lambda v: v is None or (isinstance(v, str) and bool(v)), "must be a profile name or folder, or null"),
+        "the game's profile: sim_margit, eldenring_margit, or a profile folder",
+        type=str,
+    )
+    """Profile name (``sim_margit``, ``eldenring_margit``) or folder; None: the backend's default
+    (``env.factory``), or for a dataset the recordings' own. A saved policy always names one."""
+    action_mode: str = checked(
+        "discrete",
+        one_of(*ACTION_MODES),
+        "one action of the profile's table per step, or each key held or not",
+        type=str,
+        choices=ACTION_MODES,
+    )
     """``discrete`` (the profile's action table) or ``multi_binary`` (one bit per keybind)."""
-    timestep_ms: float = 200.0
-    """Game time per env step."""
-    frame_size: tuple[int, int] = FRAME_SIZE
+    timestep_ms: float = checked(
+        200.0,
+        Rule(number(0, 60_000).accepts, "must be a number of milliseconds from 0 to 60000"),
+        "game time per env step, in milliseconds",
+        type=ruled(float, STEP_MS),  # a command line steps a recording or decides: a step needs a length
+    )
+    """Game time per env step (0, only in code: no pacing at all, as the live benchmarks time it)."""
+    frame_size: tuple[int, int] = checked(FRAME_SIZE, FRAME_SIZE_RULE, "observation frame WxH", type=parse_size)
     """Observation frame (width, height)."""
-    frame_crop: tuple[float, float, float, float] = (0.0, 0.0, 1.0, 1.0)
+    frame_crop: tuple[float, float, float, float] = checked(
+        FULL_FRAME,
+        FRAME_CROP_RULE,
+        "LEFT,TOP,RIGHT,BOTTOM fractions of the game's picture kept before resizing",
+        type=parse_crop,
+    )
     """(left, top, right, bottom) fractions of the game's frame kept before resizing."""
-    capture_size: tuple[int, int] | None = None
+    capture_size: tuple[int, int] | None = checked(None, CAPTURE_SIZE)
     """(width, height) the game's picture is captured at before crop and resize: the window the
     recordings were made from (a 1280x720 window shows the arena otherwise than an 84x84 render,
     even scaled down). None: the in-process simulator renders straight at ``frame_size`` (what
     lock-step recordings use), and a live game's window is taken at whatever size it has."""
-    frame_stack: int | None = None
+    frame_stack: int | None = checked(
+        None, OPTIONAL_COUNT, "how many recent frames the observation stacks; none: off", type=_optional_whole
+    )
     """None, or how many recent frames the observation's ``frame_stack`` holds."""
-    action_history: int | None = None
-    """None, or how many past actions the observation's ``action_history`` holds."""
-    max_steps: int = 900
+    action_history: int | None = checked(
+        4, OPTIONAL_COUNT, "how many past actions the observation holds; none: off", type=_optional_whole
+    )
+    """None, or how many past actions the observation's ``action_history`` holds: a policy that
+    sees what it just did keeps a combo going and does not spam a roll."""
+    max_steps: int = checked(
+        900,
+        Rule(lambda v: is_int(v) and v >= 1, "must be a whole number of steps, at least 1"),
+        "steps before a fight is cut",
+    )
     """Steps before an episode is truncated (900 x 200 ms = 3 minutes)."""
-    action_persistence: bool = True
+    action_persistence: bool = checked(True, FLAG)
     """Keys stay held across steps (False: released at the end of every step)."""
-    tap_ms: int = 50
+    tap_ms: int = checked(
+        50,
+        Rule(
+            lambda v: is_int(v) and 1 <= v <= MAX_TAP_MS,
+            f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}",
+        ),
+    )
     """How long a tapped key (a roll, an attack) is held down."""
-    game_speed: float = 1.0
+    game_speed: float = checked(
+        1.0, Rule(number(1, MAX_GAME_SPEED).accepts, f"must be a multiple of real time from 1 to {MAX_GAME_SPEED:g}")
+    )
     """How fast a live game runs during a step, as a multiple of real time (written through the
     game's ``gameSpeedVal``): above 1, each step's ``timestep_ms`` of game time passes in less
     wall time, and the game is paused between steps, so the policy's thinking costs no game
@@ -85,7 +159,7 @@ class EnvConfig:
             value = getattr(self, name)
             if isinstance(value, list):
                 object.__setattr__(self, name, tuple(value))
-        _check(self)
+        check_fields(self)
 
     # ------------------------------------------------------------------------ reading, writing
     @classmethod
@@ -185,49 +259,3 @@ FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))
 RUN_ONLY = ("game_speed",)
 """Fields that say how the env is run, not which env it is: two configs that differ only there
 describe the same env, for a dataset and a policy alike (``EnvConfig.differences``)."""
-MAX_GAME_SPEED = 10.0
-"""The fastest a live game is asked to run: SoulsGym trains Dark Souls III at 3x; past a few
-times real time a game's own frame and physics steps grow coarse."""
-
-
-def _check(config: EnvConfig) -> None:
-    """Every field's type and range, with one message naming the field and what is allowed."""
-
-    def fail(name: str, allowed: str) -> None:
-        raise FieldError(name, getattr(config, name), allowed)
-
-    if config.profile is not None and (not isinstance(config.profile, str) or not config.profile):
-        fail("profile", "must be a profile name (sim_margit, eldenring_margit) or a folder, or null for the default")
-    if config.action_mode not in ACTION_MODES:
-        fail("action_mode", f"must be one of {', '.join(ACTION_MODES)}")
-    if not is_number(config.timestep_ms) or not 0 <= config.timestep_ms <= 60_000:
-        fail("timestep_ms", "must be a number of milliseconds from 0 to 60000")
-    size, crop = config.frame_size, config.frame_crop
-    if not (isinstance(size, tuple) and len(size) == 2 and all(is_int(v) for v in size)):
-        fail("frame_size", "must be [width, height] in pixels")
-    if not (isinstance(crop, tuple) and len(crop) == 4 and all(is_number(v) for v in crop)):
-        fail("frame_crop", "must be [left, top, right, bottom] fractions of the frame")
-    config.frame_spec  # noqa: B018 - FrameSpec checks the size's range and the crop's order
-    capture = config.capture_size
-    if capture is not None and not (
-        isinstance(capture, tuple)
-        and len(capture) == 2
-        and all(is_int(v) and MIN_SIM_SIDE <= v <= MAX_CAPTURE_SIDE for v in capture)
-    ):
-        fail(
-            "capture_size",
-            f"must be null (the simulator renders at frame_size) or [width, height] of the "
-            f"game's window in pixels, each from {MIN_SIM_SIDE} to {MAX_CAPTURE_SIDE}",
-        )
-    for name in ("frame_stack", "action_history"):
-        value = getattr(config, name)
-        if value is not None and not (is_int(value) and 1 <= value <= 64):
-            fail(name, "must be null (off) or a whole number from 1 to 64")
-    if not (is_int(config.max_steps) and config.max_steps >= 1):
-        fail("max_steps", "must be a whole number of steps, at least 1")
-    if not isinstance(config.action_persistence, bool):
-        fail("action_persistence", "must be true or false")
-    if not (is_int(config.tap_ms) and 1 <= config.tap_ms <= MAX_TAP_MS):
-        fail("tap_ms", f"must be a whole number of milliseconds from 1 to {MAX_TAP_MS}")
-    if not (is_number(config.game_speed) and 1.0 <= config.game_speed <= MAX_GAME_SPEED):
-        fail("game_speed", f"must be a multiple of real time from 1 to {MAX_GAME_SPEED:g}")

@@ -109,10 +109,11 @@ def optional(rule: Rule) -> Rule:
     return Rule(lambda v: v is None or rule.accepts(v), f"{rule.allowed}, or null")
 
 
-def checked(default: Any, rule: Rule, flag: str | None = None) -> Any:
+def checked(default: Any, rule: Rule, flag: str | None = None, **flag_options: Any) -> Any:
     """A dataclass field with ``default`` that accepts what ``rule`` accepts; with ``flag``, also a
-    command-line flag with that help (``env.cli.add_flags``), held to the same rule."""
-    return field(default=default, metadata={RULE: rule, **({"flag": {"help": flag}} if flag else {})})
+    command-line flag with that help and argparse's ``flag_options`` (``env.cli.add_flags``), held
+    to the same rule (a ``type`` given converts the text, and may hold it to a narrower one)."""
+    return field(default=default, metadata={RULE: rule, **({"flag": {"help": flag, **flag_options}} if flag else {})})
 
 
 def check_fields(instance: Any) -> None:

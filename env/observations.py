@@ -18,7 +18,7 @@ from gymnasium import spaces
 from numpy.typing import ArrayLike
 
 from env.errors import ConfigError
-from env.fields import FieldError
+from env.fields import Rule, is_int, is_number
 
 if TYPE_CHECKING:
     from env.actions import ActionTable
@@ -48,8 +48,8 @@ class FrameSpec:
     crop: tuple[float, float, float, float] = FULL_FRAME
 
     def __post_init__(self) -> None:
-        check_frame_size(self.size)
-        check_frame_crop(self.crop)
+        FRAME_SIZE_RULE.check("frame_size", self.size)
+        FRAME_CROP_RULE.check("frame_crop", self.crop)
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -82,23 +82,31 @@ class FrameSpec:
         return cv2.resize(rgb, self.size, interpolation=cv2.INTER_AREA)
 
 
-def check_frame_size(size: tuple[int, int]) -> None:
-    """Refuse a frame size nothing can use: below 8 pixels a side the HUD and fighters vanish,
-    above 4096 one frame alone takes tens of megabytes (a typo like 99999x99999 would ask for
-    tens of gigabytes)."""
-    if not all(MIN_FRAME_SIDE <= side <= MAX_FRAME_SIDE for side in size):
-        raise FieldError("frame_size", size, f"each side must be from {MIN_FRAME_SIDE} to {MAX_FRAME_SIDE} pixels")
+def _is_frame_size(size: Any) -> bool:
+    return (
+        isinstance(size, tuple)
+        and len(size) == 2
+        and all(is_int(side) and MIN_FRAME_SIDE <= side <= MAX_FRAME_SIDE for side in size)
+    )
 
 
-def check_frame_crop(crop: tuple[float, float, float, float]) -> None:
-    """Refuse a crop that keeps nothing or reaches outside the frame."""
+def _is_frame_crop(crop: Any) -> bool:
+    if not (isinstance(crop, tuple) and len(crop) == 4 and all(is_number(v) for v in crop)):
+        return False
     left, top, right, bottom = crop
-    if not (0 <= left < right <= 1 and 0 <= top < bottom <= 1):
-        raise FieldError(
-            "frame_crop",
-            crop,
-            "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1 and 0 <= top < bottom <= 1",
-        )
+    return 0 <= left < right <= 1 and 0 <= top < bottom <= 1
+
+
+FRAME_SIZE_RULE = Rule(
+    _is_frame_size, f"must be [width, height] in pixels, each side from {MIN_FRAME_SIDE} to {MAX_FRAME_SIDE}"
+)
+"""A frame size something can use: below 8 pixels a side the HUD and fighters vanish, above 4096
+one frame alone takes tens of megabytes (a typo like 99999x99999 would ask for tens of gigabytes)."""
+FRAME_CROP_RULE = Rule(
+    _is_frame_crop,
+    "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1 and 0 <= top < bottom <= 1",
+)
+"""A crop that keeps something and reaches nowhere outside the frame."""
 
 
 class AnimationVocabulary:

@@ -1398,8 +1398,21 @@ BAD_POLICIES = {
         "observation frame: Box(0, 255, (3, 84, 84), uint8) vs Box(0, 255, (3, 64, 64), uint8)",
     ),
     "env_config.json without the policy": (only_the_config, "is incomplete"),
+    "an env config naming no profile": (lambda d: POLICY_CONFIG.replace(profile=None).save(d), "names no profile"),
     "an SB3 zip (a pickle)": (sb3_zip, "is a policy in SB3's zip format, a pickle"),
 }
+
+
+def test_a_policy_is_saved_only_with_the_profile_it_plays_on(tmp_path: Path):
+    """``EnvConfig()`` names no profile (the backend picks its own): a policy saved with it could
+    not be loaded, since its keys and spaces depend on the profile, so it is refused when saved."""
+    from env.errors import ConfigError
+
+    from elden_il.policy import save_policy
+
+    with pytest.raises(ConfigError, match="names no profile"):
+        save_policy(untrained_policy(POLICY_CONFIG), POLICY_CONFIG.replace(profile=None), tmp_path / "policy")
+    assert not (tmp_path / "policy").exists()
 
 
 @pytest.fixture(scope="module")
@@ -1726,13 +1739,13 @@ PARAM_FAULTS = [
         -2,
         "params.yaml env.action_history = -2: must be null (off) or a whole number from 1 to 64",
     ),
-    ("dataset", "dataset.frame_size", [84], "params.yaml dataset.frame_size = (84,): must be [width, height]"),
-    ("dataset", "dataset.timestep_ms", -1, "params.yaml dataset.timestep_ms = -1: must be a number of milliseconds"),
+    ("dataset", "env.frame_size", [84], "params.yaml env.frame_size = (84,): must be [width, height]"),
+    ("dataset", "env.timestep_ms", -1, "params.yaml env.timestep_ms = -1: must be a number of milliseconds"),
     (
         "dataset",
-        "dataset.timestep_ms",
+        "env.timestep_ms",
         0,
-        "params.yaml dataset.timestep_ms = 0: must be a number of milliseconds above 0",
+        "params.yaml env.timestep_ms = 0: must be a number of milliseconds above 0",
     ),
     (
         "dataset",
@@ -1857,11 +1870,11 @@ CLI_FAULTS = [
         ["capture.record", "--backend", "sim", "--player", "person"],
         "--player person is who the autopilot is: add --autopilot",
     ),
-    (["capture.record", "--master-size", "99999x99999"], "each side must be from 8 to 4096 pixels"),
+    (["capture.record", "--master-size", "99999x99999"], "must be [width, height] in pixels, each from 16 to 7680"),
     (["capture.record", "--master-size", "84"], "size must look like 84x84"),
     (
         ["capture.record", "--backend", "sim", "--autopilot", "--master-size", "8x8"],
-        "--master-size 8x8: each side must be from 16 to 7680 pixels",
+        "argument --master-size: '8x8' must be [width, height] in pixels, each from 16 to 7680",
     ),
     (
         ["capture.record", "--master-size", "640x480"],
@@ -1886,7 +1899,7 @@ CLI_FAULTS = [
     (["capture.build_dataset", "--id", "/etc/x-v0"], "must look like namespace/name-vN"),
     (["capture.build_dataset", "--frame-size", "8"], "size must look like 84x84"),
     (["capture.build_dataset", "--root", str(ROOT / "params.yaml")], "is a file, not a folder"),
-    (["capture.build_dataset", "--max-steps", "0"], "max_steps = 0: must be a whole number of steps, at least 1"),
+    (["capture.build_dataset", "--max-steps", "0"], "'0' must be a whole number of steps, at least 1"),
     (["env.sim", "--port", "70000"], "argument --port: '70000' must be a whole number from 0 to 65535"),
     (["env.sim", "--speed", "inf"], "argument --speed: 'inf' must be 0 or from 0.001 to 100 times real time"),
     (["env.sim", "--speed", "1e-30"], "argument --speed: '1e-30' must be 0 or from 0.001 to 100 times real time"),

@@ -151,7 +151,7 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
     from elden_il.policy import load_policy
 
     with pytest.raises(DatasetError) as refused:
-        load_policy(finetuned / "policy.safetensors", env=gymnasium.make(ENV_ID))
+        load_policy(finetuned / "policy.safetensors", env=gymnasium.make(ENV_ID, action_history=None))
     message = str(refused.value)
     assert "action_history: 4 vs None" in message and "max_steps: 20 vs 900" in message
     assert str(finetuned) in message and "frame_size" not in message

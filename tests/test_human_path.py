@@ -34,7 +34,7 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
         1, tmp_path / "person", params, player, tap_ms=50, fight_seconds=30, window=window
     )
     assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
-    config = params.env_config()
+    config = params.env
     build_dataset(tmp_path / "person", "test/person-v0", config, root=tmp_path / "minari")
     demos = demonstrations(open_dataset("test/person-v0", tmp_path / "minari"))
     # the picture: the env the dataset names draws the window's picture, then the same resize

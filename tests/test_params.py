@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from elden_il.params import SECTIONS, ParamsError, PipelineParams, load_params
+from elden_il.params import FROM_ELSEWHERE, SECTIONS, ParamsError, PipelineParams, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
@@ -16,11 +16,13 @@ DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
 
 
 def as_yaml(params: PipelineParams) -> dict:
-    """The tree as params.yaml writes it (lists where YAML has no tuples)."""
+    """The tree as params.yaml writes it (lists where YAML has no tuples; the env without the
+    fields that come from elsewhere)."""
     return {
         name: {
             key: list(value) if isinstance(value, tuple) else value
             for key, value in asdict(getattr(params, name)).items()
+            if not (name == "env" and key in FROM_ELSEWHERE)
         }
         for name in SECTIONS
     }
@@ -74,7 +76,7 @@ def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_e
     from elden_il.params import FinetuneConfig
 
     params = PipelineParams(finetune=FinetuneConfig(game_speed=3, num_envs=1))
-    config = params.env_config().replace(profile="sim_margit")
+    config = params.env.replace(profile="sim_margit")
     env = seeded_env_fns(params.finetune, config)[0]()
     try:
         assert env.unwrapped.config.game_speed == 3

@@ -21,8 +21,16 @@ from env.sim.launcher import ARGS_VARIABLE
 ROOT = Path(__file__).parents[1]
 TINY = {
     "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
-    "dataset": {"id": "eldenil/margit-test-v0", "action_mode": "discrete", "timestep_ms": 200, "frame_size": [84, 84]},
-    "env": {"frame_stack": None, "action_history": 4, "max_steps": 25},
+    "dataset": {"id": "eldenil/margit-test-v0"},
+    "env": {
+        "action_mode": "discrete",
+        "timestep_ms": 200,
+        "frame_size": [84, 84],
+        "frame_stack": None,
+        "action_history": 4,
+        "max_steps": 25,
+        "tap_ms": 50,
+    },
     "network": {field: list(v) if isinstance(v, tuple) else v for field, v in vars(TINY_NETWORK).items()},
     "bc": {
         "epochs": 1,
@@ -141,7 +149,7 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     assert ran == {"finetune", "evaluate"}
 
     # another frame size is made from the recordings' video: the dataset is rebuilt, nothing recorded again
-    params["dataset"]["frame_size"] = [64, 48]
+    params["env"]["frame_size"] = [64, 48]
     (project / "params.yaml").write_text(yaml.safe_dump(params))
     resized = run(project, "dvc", "repro", "dataset")  # the stages after it follow as above
     assert resized.returncode == 0, resized.stdout + resized.stderr
@@ -274,14 +282,19 @@ def write_params(project: Path, name: str, **changes) -> str:
         ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
         ({"bc.learning_rate": "fast"}, "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
         (
-            {"dataset.action_mode": "continuous"},
-            "params.yaml dataset.action_mode = 'continuous': must be one of discrete, multi_binary",
+            {"env.action_mode": "continuous"},
+            "params.yaml env.action_mode = 'continuous': must be one of discrete, multi_binary",
         ),
         ({"env.max_steps": True}, "params.yaml env.max_steps = True: must be a whole number of steps"),
         (
-            {"dataset.frame_size": [99999, 99999]},
-            "params.yaml dataset.frame_size = (99999, 99999): each side must be from 8 to 4096",
+            {"env.frame_size": [99999, 99999]},
+            "params.yaml env.frame_size = (99999, 99999): must be [width, height] in pixels, each side from 8 to 4096",
         ),
+        (
+            {"dataset.frame_size": [84, 84]},
+            "params.yaml dataset.frame_size: the env's settings are all in the env section now: write env.frame_size",
+        ),
+        ({"env.profile": "sim_margit"}, "params.yaml env.profile cannot be set here: it is the recordings' own"),
         ({"evaluate.backend": "xbox"}, "params.yaml evaluate.backend = 'xbox': must be one of sim, sim_server, siphon"),
     ],
 )
@@ -316,7 +329,7 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path, mon
 
     for name in ("demos", "dataset"):
         assert main_here("elden_il.pipeline", name, capsys=capsys)[0] == 0
-    write_params(tmp_path, "small.yaml", **{"dataset.frame_size": [64, 64]})
+    write_params(tmp_path, "small.yaml", **{"env.frame_size": [64, 64]})
     code, _, err = main_here("elden_il.pipeline", "bc", "--params", "small.yaml", capsys=capsys)
     assert code == 2, err
     assert "dataset 'eldenil/margit-test-v0' was made for another env (frame_size: (84, 84) vs (64, 64)" in err

@@ -371,9 +371,10 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     paths = list_episodes(raw)
     assert len(paths) == 2 and all(read_episode(p).attrs["source"] == "autopilot" for p in paths)
 
-    dataset = build_dataset(raw, "test/margit-v0", root=tmp_path / "minari")
+    # no action history: a dataset stores each action once, and training makes the history from them
+    dataset = build_dataset(raw, "test/margit-v0", EnvConfig(action_history=None), root=tmp_path / "minari")
     loaded = minari.load_dataset("test/margit-v0")
-    env = make_env(frame_size=(84, 84))
+    env = make_env(frame_size=(84, 84), action_history=None)
     assert loaded.observation_space == env.observation_space and loaded.action_space == env.action_space
     assert dataset.total_episodes == 2
     about = loaded.storage.metadata["elden_il"]
@@ -381,7 +382,7 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
 
     # the dataset names the env it was built for: Minari rebuilds it, as training reads it back
     recovered = loaded.recover_environment()
-    assert recovered.unwrapped.config == EnvConfig(profile="sim_margit", capture_size=MASTER_SIZE)
+    assert recovered.unwrapped.config == EnvConfig(profile="sim_margit", capture_size=MASTER_SIZE, action_history=None)
     assert recovered.observation_space == loaded.observation_space
     recovered.reset(seed=0)
     recovered.step(recovered.action_space.sample())

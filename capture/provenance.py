@@ -4,8 +4,8 @@ A dataset must say which code built it, so that its preprocessing (crop, resize,
 labels) can be read and rerun; and what the ``dataset`` stage writes must follow from what
 ``dvc.yaml`` says it depends on, and from nothing else, or a fresh clone's ``dvc repro`` writes
 other bytes than the committed ``dvc.lock`` records. So the dataset carries ``code_digest()``:
-SHA-256 over the path and bytes of each file of ``CODE``, which is exactly what that stage
-depends on (``tests/test_dvc.py`` holds the two equal). It changes when, and only when, one of
+SHA-256 over the path and bytes of each file that stage depends on, read from ``dvc.yaml``
+itself (``stage_code``), where the list is declared once. It changes when, and only when, one of
 those files does, and then DVC reruns the stage anyway; the same code gives the same digest in
 any checkout, at any commit, on any machine.
 
@@ -23,38 +23,45 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from env.errors import DataError
+
 log = logging.getLogger(__name__)
 
 REPOSITORY = "https://github.com/elden-il/elden-il"
 CHECKOUT = Path(__file__).resolve().parent.parent
-CODE = (
-    "elden_il/pipeline.py",
-    "elden_il/params.py",
-    "capture/build_dataset.py",
-    "capture/labels.py",
-    "capture/compression.py",
-    "capture/provenance.py",
-    "capture/episode.py",
-    "capture/video.py",
-    "capture/footage.py",
-    "env/observations.py",
-    "env/config.py",
-    "env/fight.py",
-    "env/actions.py",
-    "env/rewards.py",
-    "env/profiles",
-)
-"""What builds a dataset, relative to the checkout."""
+STAGE = "dataset"
+"""The ``dvc.yaml`` stage that builds a dataset."""
+
+
+def stage_code(checkout: Path = CHECKOUT) -> tuple[str, ...]:
+    """What builds a dataset, relative to the checkout: the ``dataset`` stage's code dependencies
+    as ``dvc.yaml`` declares them, its one list (every dependency outside ``datasets/``)."""
+    pipeline = checkout / "dvc.yaml"
+    try:
+        stages = yaml.safe_load(pipeline.read_text())["stages"]
+        deps = stages[STAGE]["deps"]
+    except FileNotFoundError:
+        raise DataError(
+            f"{pipeline} is missing: a dataset carries the digest of the code dvc.yaml's {STAGE} stage names, "
+            "so it is built from a checkout of the repository (`pip install -e .` in a clone)"
+        ) from None
+    except (yaml.YAMLError, KeyError, TypeError) as e:
+        raise DataError(f"{pipeline} names no {STAGE} stage with deps ({e}): restore it from git") from None
+    return tuple(dep for dep in deps if not dep.startswith("datasets/"))
+
+
 IGNORED = "__pycache__"
 """Folders under ``CODE`` that Python writes and nothing reads as code: left out of the digest,
 as the project's ``.dvcignore`` leaves them out of DVC's hashes."""
 
 
 def code_digest(checkout: Path = CHECKOUT) -> str:
-    """``sha256:<hex>`` over each file of ``CODE`` (the files of a folder, sorted), its path
+    """``sha256:<hex>`` over each file of ``stage_code`` (the files of a folder, sorted), its path
     relative to ``checkout`` and its bytes: what a dataset built by that code carries."""
     digest = hashlib.sha256()
-    for name in CODE:
+    for name in stage_code(checkout):
         path = checkout / name
         files = (
             sorted(p for p in path.rglob("*") if p.is_file() and IGNORED not in p.parts) if path.is_dir() else [path]
@@ -72,7 +79,7 @@ class Provenance:
     """Where the checkout is in git: for people reading a run's report, never for a dataset."""
 
     commit: str | None  # None outside a git checkout
-    dirty: bool  # the code of CODE differs from the commit
+    dirty: bool  # the code of stage_code differs from the commit
 
     @property
     def permalink(self) -> str:
@@ -86,11 +93,11 @@ class Provenance:
 
 
 def provenance(checkout: Path = CHECKOUT) -> Provenance:
-    """The commit ``checkout`` is at and whether ``CODE`` has uncommitted changes; no commit
+    """The commit ``checkout`` is at and whether ``stage_code`` has uncommitted changes; no commit
     when it is not a git checkout or git is missing."""
     try:
         commit = _git(checkout, "rev-parse", "HEAD") or None
-        dirty = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no", "--", *CODE))
+        dirty = bool(_git(checkout, "status", "--porcelain", "--untracked-files=no", "--", *stage_code(checkout)))
     except (OSError, subprocess.SubprocessError):
         log.debug("%s is not a git checkout: no commit", checkout)
         return Provenance(None, False)

@@ -114,17 +114,6 @@ def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
     }
 
 
-def test_the_datasets_code_digest_covers_what_the_dataset_stage_depends_on():
-    """A dataset carries the digest of the code that builds it: a digest of exactly the stage's
-    code dependencies, so that what the stage writes follows from them alone (DVC reruns it
-    whenever the digest would change, and a fresh `dvc repro` writes what dvc.lock records)."""
-    from capture.provenance import CODE
-
-    stage = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["dataset"]
-    code = [dep for dep in stage["deps"] if not dep.startswith("datasets/")]
-    assert sorted(code) == sorted(CODE)
-
-
 PACKAGES = {"capture", "env", "elden_il"}
 NOT_DECIDING_WHAT_IS_RECORDED = {
     "env/__init__.py",
@@ -160,30 +149,86 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
 """Modules the demos stage imports that decide nothing in the files it records."""
 
 
-def test_the_demos_stage_depends_on_the_code_that_decides_what_it_records(tmp_path: Path):
-    """Every module of this project that ``python -m elden_il.pipeline demos`` loads is a dependency
-    of the stage in dvc.yaml (itself or its folder), or is named above as deciding nothing it
-    records: a change to the frame processing, the fight rules or the factory reruns the stage."""
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 1}}))
+NOT_DECIDING_WHAT_IS_BUILT = {
+    "env/__init__.py",
+    "env/errors.py",
+    "env/fields.py",
+    "env/cli.py",
+    "env/interrupts.py",
+    "env/game.py",  # errors, checks, interfaces, signals
+    "env/keys.py",  # key names, checked where a profile is read
+    "env/profile.py",  # reads env/profiles, a dependency
+    "env/attribute_config.py",  # the attribute list of a profile, a dependency
+    "env/controller.py",  # a pad's names, which the labels read from the episode itself
+    "env/elden_env.py",  # registered with Gymnasium beside the config; no env is made
+    "capture/__init__.py",
+    "capture/dataset_id.py",
+    "capture/files.py",
+    "capture/staging.py",  # names, publishing (whole, or not at all)
+    "capture/bounds.py",  # what a file read back may ask for
+    "elden_il/__init__.py",
+    # params.yaml's rules name the players and backends they accept, so every stage loads the
+    # autopilot (and the simulator its players play), and the env factory; only demos runs them
+    "capture/autopilot.py",
+    "capture/drivers.py",
+    "capture/inputs.py",
+    "capture/lock.py",
+    "capture/pad_listener.py",
+    "capture/shadowing.py",
+    "capture/silence.py",
+    "env/factory.py",
+    "env/floors.py",
+    "env/gamepad.py",
+    "env/sim",
+}
+"""Modules (or folders) the dataset stage imports that decide nothing in the dataset it writes."""
+
+
+def modules_a_stage_loads(stage: str, project: Path) -> set[str]:
+    """This project's modules that ``python -m elden_il.pipeline <stage>`` loads in ``project``."""
     script = (
-        "import sys; from elden_il.pipeline import main; assert main(['demos']) == 0; "
+        f"import sys; from elden_il.pipeline import main; assert main([{stage!r}]) == 0; "
         "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
     )
-    result = run(tmp_path, sys.executable, "-c", script)
+    result = run(project, sys.executable, "-c", script)
     assert result.returncode == 0, result.stderr
     ours = [Path(f).resolve() for f in result.stdout.split()]
-    ran = {
+    return {
         f.relative_to(ROOT).as_posix()
         for f in ours  # the project's packages, not a venv inside the checkout
         if f.is_relative_to(ROOT) and f.relative_to(ROOT).parts[0] in PACKAGES
     }
-    assert "capture/sampler.py" in ran and "env/sim/world.py" in ran
-    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["demos"]["deps"]
-    undeclared = sorted(
-        f for f in ran - NOT_DECIDING_WHAT_IS_RECORDED if not any(f == dep or f.startswith(f"{dep}/") for dep in deps)
+
+
+def undeclared(stage: str, loaded: set[str], deciding_nothing: set[str]) -> list[str]:
+    """The ``loaded`` modules neither among the stage's dvc.yaml deps nor ``deciding_nothing``
+    (a file, or a folder: each names itself and everything under it)."""
+    deps = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"][stage]["deps"]
+
+    def named(f: str, names) -> bool:
+        return any(f == name or f.startswith(f"{name}/") for name in names)
+
+    return sorted(f for f in loaded if not named(f, deps) and not named(f, deciding_nothing))
+
+
+def test_the_demos_and_dataset_stages_depend_on_the_code_that_decides_what_they_write(tmp_path: Path):
+    """Every module of this project that ``python -m elden_il.pipeline demos`` (then ``dataset``)
+    loads is a dependency of the stage in dvc.yaml (itself or its folder), or is named above as
+    deciding nothing it writes: a change to the frame processing, the fight rules or the labels
+    reruns the stage. The dataset stage's list is also the code whose digest a dataset carries
+    (``capture.provenance``), so it is declared once, and checked against what runs."""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 1}}))
+    recorded = modules_a_stage_loads("demos", tmp_path)
+    assert "capture/sampler.py" in recorded and "env/sim/world.py" in recorded
+    missing = undeclared("demos", recorded, NOT_DECIDING_WHAT_IS_RECORDED)
+    assert missing == [], (
+        f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {missing}"
     )
-    assert undeclared == [], (
-        f"add these to the demos stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_RECORDED: {undeclared}"
+    built = modules_a_stage_loads("dataset", tmp_path)
+    assert "capture/build_dataset.py" in built and "capture/labels.py" in built
+    missing = undeclared("dataset", built, NOT_DECIDING_WHAT_IS_BUILT)
+    assert missing == [], (
+        f"add these to the dataset stage's deps in dvc.yaml, or to NOT_DECIDING_WHAT_IS_BUILT: {missing}"
     )
 
 

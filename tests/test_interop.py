@@ -22,7 +22,7 @@ from env.factory import make_env
 
 from capture.build_dataset import build_dataset
 from capture.compression import NONE
-from capture.provenance import CODE, REPOSITORY, Provenance, code_digest, provenance
+from capture.provenance import REPOSITORY, Provenance, code_digest, provenance, stage_code
 from capture.record import RecordSettings, record
 
 from elden_il.data import demonstrations, load_demonstrations
@@ -97,7 +97,7 @@ def test_the_code_digest_follows_the_code_that_builds_datasets_and_nothing_else(
     the run report only."""
     here = tmp_path / "checkout"
     assert provenance(here).permalink == REPOSITORY  # not a git checkout: no commit
-    for name in CODE:
+    for name in (*stage_code(), "dvc.yaml"):
         if (ROOT / name).is_dir():
             shutil.copytree(ROOT / name, here / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:

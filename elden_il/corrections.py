@@ -7,7 +7,7 @@ then spend a budget of labelled steps two ways and retrain BC on each augmented 
 * **corrections**: BC plays ``correction_fights`` fights while the scripted human
   (``capture.takeover.ScriptedHuman``) takes over whenever BC's choice differs from the
   expert's while a boss attack winds up. Its intervention steps are the budget; they train with
-  weight ``intervention_weight``, the steps BC played itself with weight 0.
+  weight ``bc.intervention_weight``, the steps BC played itself with weight 0.
 * **more demonstrations**: further expert fights (the next seeds) until at least as many
   demonstration steps as there were intervention steps.
 
@@ -34,7 +34,7 @@ from env.config import EnvConfig
 from env.errors import ConfigError
 from env.fields import check_fields, checked, number, whole
 
-from elden_il.params import FIRST_HELD_OUT_SEED, BCConfig
+from elden_il.params import FIRST_HELD_OUT_SEED, BCConfig, DatasetParams, DemosParams, PipelineParams
 
 log = logging.getLogger("elden_il.corrections")
 
@@ -48,9 +48,6 @@ class CorrectionsConfig:
 
     demo_fights: int = checked(10, whole(1, 10_000), "first demonstrations")
     correction_fights: int = checked(5, whole(1, 10_000), "fights BC plays with the scripted human correcting")
-    intervention_weight: float = checked(
-        1.0, number(0, 1000), "weight of a correction step in BC's loss (a demonstration step: 1)"
-    )
     takeover_quiet: float = checked(0.6, number(0, 60), "seconds with no key held before the policy plays again")
     eval_fights: int = checked(50, whole(1, 100_000), "held-out fights per policy")
     first_eval_seed: int = checked(FIRST_HELD_OUT_SEED, whole(0))  # held out: recordings use small seeds
@@ -90,29 +87,35 @@ def _record(out: Path, config: CorrectionsConfig, seed: int, fights: int, policy
 
 
 def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) -> tuple[Path, dict]:
-    """Build a dataset of ``raw`` (linked into one folder, in recording order), train BC on it with
-    the config's intervention weight; the policy's folder and its dataset's step counts."""
-    from capture.build_dataset import build_dataset
+    """The pipeline's own dataset and bc stages on ``raw`` (linked into one folder, in recording
+    order), in a workspace of their own (``work/name``): the policy's folder and its dataset's
+    step counts."""
     from capture.episode import video_path
 
-    from elden_il.bc import train_bc
-    from elden_il.data import demonstrations, sample_weights
+    from elden_il.data import load_demonstrations
+    from elden_il.pipeline import Workspace, stage_bc, stage_dataset
 
     folder = work / "raw" / name
     folder.mkdir(parents=True)
     for i, path in enumerate(raw):  # numbered: list_episodes keeps this order; each with its video
         for file in (path, video_path(path)):
             os.link(file, folder / f"{i:05d}_{file.name}")
-    dataset = build_dataset(folder, f"corrections/{name}-v0", config.env, root=work / "minari")
-    demos = demonstrations(dataset)
-    weights = sample_weights(demos, config.intervention_weight)
-    train_bc(demos, config.bc, work / "models" / name, weights)
+    params = PipelineParams(
+        demos=DemosParams(source="raw", raw_dir=str(folder)),
+        dataset=DatasetParams(id=f"corrections/{name}-v0"),
+        env=config.env,
+        bc=config.bc,
+    )
+    ws = Workspace(work / name)
+    stage_dataset(params, ws)
+    stage_bc(params, ws)
+    demos = load_demonstrations(params.dataset.id, ws.minari)
     counts = {
         "demonstration_steps": int((~demos.intervention & ~demos.policy_played).sum()),
         "intervention_steps": int(demos.intervention.sum()),
         "policy_steps": int(demos.policy_played.sum()),
     }
-    return work / "models" / name, counts
+    return ws.models / "bc", counts
 
 
 def _steps(path: Path, config: CorrectionsConfig) -> int:
@@ -256,10 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         help="work folder, created; must not exist (default: %(default)s)",
     )
     add_flags(p, CorrectionsConfig)
-    p.add_argument("--epochs", type=int, default=defaults.bc.epochs, help="BC epochs (default: %(default)s)")
+    add_flags(p, BCConfig, ("epochs", "intervention_weight"), epochs={"default": defaults.bc.epochs})
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = from_flags(CorrectionsConfig, args, bc=BCConfig(epochs=args.epochs))
+    config = from_flags(CorrectionsConfig, args, bc=from_flags(BCConfig, args))
     return run_command(lambda: compare_and_show(config, args.out))
 
 

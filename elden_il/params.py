@@ -163,7 +163,7 @@ HOSTS = Rule(
 class BCConfig:
     """``bc``: behaviour cloning (a batch of -1 would train to nan)."""
 
-    epochs: int = checked(16, whole(1, 100_000))
+    epochs: int = checked(16, whole(1, 100_000), "BC's passes over the training episodes, at most")
     """Passes over the training episodes, at most."""
     batch_size: int = checked(128, whole(1, 1_000_000))
     learning_rate: float = checked(3e-4, number(0, 1, above=True))
@@ -172,6 +172,11 @@ class BCConfig:
     """The share of whole episodes held out to pick the best epoch."""
     patience: int = checked(3, whole(1))
     """Epochs without a better validation loss before stopping."""
+    intervention_weight: float = checked(
+        1.0, number(0, 1000), "weight of a correction step in BC's loss (a demonstration step: 1)"
+    )
+    """Recordings a person corrected a policy in (``capture.record --policy``): a corrected
+    step's weight in the loss; a step the policy played itself weighs nothing, a demonstration 1."""
     augment_shift: int = checked(0, whole(0, 32))
     """Random shifts (DrQ, RAD): each training frame moved by up to this many pixels each way, its
     edge pixels repeated into the gap, a new shift every time it is drawn; 0: the frames as they are."""

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,12 +43,50 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("elden_il.pipeline")
 
-DEMOS_DIR = Path("datasets/demos/sim")
 USER_RAW_DIR = Path("datasets/raw")
-MINARI_ROOT = Path("datasets/minari")
-MODELS = Path("datasets/models")
-REPORTS = Path("datasets/reports")
-LIVE = REPORTS / "live"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The folder the stages read and write: ``datasets/`` for ``dvc repro`` (the outputs
+    ``dvc.yaml`` names), or another one where a study runs the pipeline's own stages with
+    params of its own (``elden_il.scaling``, ``elden_il.corrections``)."""
+
+    root: Path = Path("datasets")
+
+    @property
+    def demos(self) -> Path:
+        """The demonstrations the ``demos`` stage records."""
+        return self.root / "demos" / "sim"
+
+    @property
+    def minari(self) -> Path:
+        """The Minari datasets' root."""
+        return self.root / "minari"
+
+    @property
+    def models(self) -> Path:
+        """A folder per policy: ``bc``, ``finetuned``."""
+        return self.root / "models"
+
+    @property
+    def reports(self) -> Path:
+        return self.root / "reports"
+
+    @property
+    def live(self) -> Path:
+        """DVCLive's training curves, a folder per training stage."""
+        return self.reports / "live"
+
+    def report(self, stage: str) -> tuple[Path, Path]:
+        """Where ``stage`` writes its metrics, and the rest of its report (``write_report``)."""
+        return self.reports / f"{stage}.json", self.reports / f"{stage}.run.json"
+
+
+REPOSITORY_WORKSPACE = Workspace()
+"""``dvc repro``'s workspace: what ``dvc.yaml``'s stages read and write."""
+EVAL_REPORT = REPOSITORY_WORKSPACE.report("eval")[0]
+"""The last evaluation of ``dvc repro``, which ``summary`` shows."""
 RUN_ONLY = frozenset(
     {
         "config",
@@ -92,11 +131,11 @@ def split_report(report: dict) -> tuple[dict, dict]:
     return metrics, run
 
 
-def write_report(stage: str, report: dict, paths: tuple[Path, Path] | None = None) -> None:
-    """``reports/<stage>.json``, the stage's metrics, and ``reports/<stage>.run.json``, the rest
-    (or the two ``paths``: where a stage builds them before swapping them in)."""
+def write_report(report: dict, paths: tuple[Path, Path]) -> None:
+    """The stage's metrics and the rest of its ``report`` into ``paths`` (``Workspace.report``, or
+    where a stage builds them before swapping them in)."""
     metrics, run = split_report(report)
-    metrics_path, run_path = paths or (REPORTS / f"{stage}.json", REPORTS / f"{stage}.run.json")
+    metrics_path, run_path = paths
     write_json(metrics_path, metrics)
     write_json(run_path, run)
 
@@ -122,11 +161,11 @@ def demo_recording(params: PipelineParams, out: Path) -> RecordSettings:
     )
 
 
-def stage_demos(params: PipelineParams) -> None:
-    """Record the demonstrations into ``DEMOS_DIR``, swapped in whole once all are recorded: an
+def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
+    """Record the demonstrations into ``ws.demos``, swapped in whole once all are recorded: an
     interrupted run leaves the demonstrations of the last finished one."""
     demos = params.demos
-    with staged_folder(DEMOS_DIR) as folder:
+    with staged_folder(ws.demos) as folder:
         if demos.source == "raw":
             log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
             return
@@ -144,31 +183,31 @@ def stage_demos(params: PipelineParams) -> None:
             got = len(list(folder.glob("*.h5")))
             raise Interrupted(
                 f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
-                f"episodes demos.episodes asks for: it failed, and {DEMOS_DIR} is as it was before; run it "
+                f"episodes demos.episodes asks for: it failed, and {ws.demos} is as it was before; run it "
                 "again (`dvc repro`) to record them all",
                 e.signum,
             ) from None
 
 
-def stage_dataset(params: PipelineParams) -> None:
+def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from capture.build_dataset import build_dataset
     from capture.provenance import provenance
 
     demos = params.demos
-    raw = DEMOS_DIR if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
+    raw = ws.demos if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
-    dataset = build_dataset(raw, name, params.env, root=MINARI_ROOT, force=True)
+    dataset = build_dataset(raw, name, params.env, root=ws.minari, force=True)
     report = {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name}
-    write_report("dataset", {**report, "checkout": provenance().to_dict()})
+    write_report({**report, "checkout": provenance().to_dict()}, ws.report("dataset"))
 
 
-def stage_bc(params: PipelineParams) -> None:
+def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from elden_il.bc import train_bc
     from elden_il.data import check_config, load_demonstrations, sample_weights
     from elden_il.tracking import TrainingLog
 
     name = params.dataset.id
-    demos = load_demonstrations(name, MINARI_ROOT)
+    demos = load_demonstrations(name, ws.minari)
     # BC trains for the env the dataset was built for (demos.config); params.yaml is read only to
     # refuse a dataset it no longer describes (a stage run by hand after editing it), which is
     # why dvc.yaml's bc stage declares the env params too. The profile and the
@@ -180,30 +219,30 @@ def stage_bc(params: PipelineParams) -> None:
     # recordings with a policy at the keys (capture.record --policy): the person's corrections
     # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
     corrected = (demos.intervention | demos.policy_played).any()
-    with TrainingLog(LIVE / "bc") as live:
+    with TrainingLog(ws.live / "bc") as live:
         metrics = train_bc(
             demos,
             params.bc,
-            MODELS / "bc",
-            sample_weights(demos) if corrected else None,
+            ws.models / "bc",
+            sample_weights(demos, params.bc.intervention_weight) if corrected else None,
             on_epoch=live.bc_epoch,
             size=params.network,
         )
-    write_report("bc", metrics)
+    write_report(metrics, ws.report("bc"))
 
 
-def stage_finetune(params: PipelineParams) -> None:
+def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from elden_il.finetune import finetune
     from elden_il.policy import load_policy
     from elden_il.tracking import TrainingLog
 
-    bc = load_policy(MODELS / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
-    with TrainingLog(LIVE / "finetune") as live:
-        metrics = finetune(bc.path, params.finetune, bc.config, MODELS / "finetuned", on_episode=live.rl_episode)
-    write_report("finetune", metrics)
+    bc = load_policy(ws.models / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
+    with TrainingLog(ws.live / "finetune") as live:
+        metrics = finetune(bc.path, params.finetune, bc.config, ws.models / "finetuned", on_episode=live.rl_episode)
+    write_report(metrics, ws.report("finetune"))
 
 
-def stage_evaluate(params: PipelineParams) -> None:
+def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
@@ -214,9 +253,9 @@ def stage_evaluate(params: PipelineParams) -> None:
 
     ev = params.evaluate
     backend = ev.backend
-    config = EnvConfig.load(MODELS / "bc")
+    config = EnvConfig.load(ws.models / "bc")
     check_config(
-        EnvConfig.load(MODELS / "finetuned"),
+        EnvConfig.load(ws.models / "finetuned"),
         config,
         "the fine-tuned policy",
         "fine-tune it again from this BC policy (`dvc repro finetune`)",
@@ -225,8 +264,8 @@ def stage_evaluate(params: PipelineParams) -> None:
     deterministic = ev.deterministic
     actors = {
         "random": RandomActor(),
-        "bc": PolicyActor(MODELS / "bc", deterministic),
-        "finetuned": PolicyActor(MODELS / "finetuned", deterministic),
+        "bc": PolicyActor(ws.models / "bc", deterministic),
+        "finetuned": PolicyActor(ws.models / "finetuned", deterministic),
     }
     if backend == "siphon":
         log.info("the scripted expert knows only the simulator's moves: not evaluated against a real game")
@@ -252,19 +291,19 @@ def stage_evaluate(params: PipelineParams) -> None:
     # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
     # are not an output DVC clears: none is left of another run's policies
     outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
-    with staged_paths(*(REPORTS / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
+    with staged_paths(*(ws.reports / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
         results = evaluate(
             actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel, workers=workers
         )
-        write_report("eval", {"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
+        write_report({"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
         write_policy_table(results, table)
         comparison_chart(results, plots / "comparison.png")
         learning_curves(
-            MODELS / "bc" / "history.json",
-            MODELS / "finetuned" / "learning_curve.json",
+            ws.models / "bc" / "history.json",
+            ws.models / "finetuned" / "learning_curve.json",
             plots / "learning_curves.png",
         )
-    show_summary()
+    show_summary(path=ws.report("eval")[0])
 
 
 POLICY_COLUMNS = (
@@ -351,7 +390,7 @@ def report_problem(report: Any) -> str | None:
 
 
 def summary_rows(
-    path: Path = REPORTS / "eval.json", experiments: dict[str, Path] | None = None
+    path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None
 ) -> tuple[str, list[tuple[str, ...]]]:
     """The last evaluation (``path``) as a title and one row of text per policy; then, for each
     experiment (a label and its own ``eval.json``, played on the same fights), a row per learned
@@ -385,23 +424,23 @@ def policy_row(name: str, r: dict) -> tuple[str, ...]:
     )
 
 
-def markdown_summary(path: Path = REPORTS / "eval.json", experiments: dict[str, Path] | None = None) -> str:
+def markdown_summary(path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None) -> str:
     """The results table as Markdown: the README's, which a test holds equal to this."""
     _, rows = summary_rows(path, experiments)
     lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|---|" + "---:|" * (len(SUMMARY_COLUMNS) - 1)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def show_summary(markdown: bool = False, experiments: dict[str, Path] | None = None) -> None:
-    """The last evaluation as one readable table (``dvc metrics show`` spreads it over dozens of
-    columns), or as Markdown to paste."""
+def show_summary(markdown: bool = False, experiments: dict[str, Path] | None = None, path: Path = EVAL_REPORT) -> None:
+    """The evaluation at ``path`` as one readable table (``dvc metrics show`` spreads it over
+    dozens of columns), or as Markdown to paste."""
     if markdown:
-        print(markdown_summary(experiments=experiments))
+        print(markdown_summary(path, experiments))
         return
     from rich.console import Console
     from rich.table import Table
 
-    title, rows = summary_rows(experiments=experiments)
+    title, rows = summary_rows(path, experiments)
     table = Table(title=title)
     for column in SUMMARY_COLUMNS:
         table.add_column(column, justify="left" if column == "policy" else "right")
@@ -427,7 +466,8 @@ STAGES = {
     "finetune": stage_finetune,
     "evaluate": stage_evaluate,
 }
-"""Each stage reads the whole tree: ``load_params`` checks every section before any stage starts."""
+"""Each stage reads the whole tree (``load_params`` checks every section before any stage starts)
+and works in a ``Workspace``."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -460,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
     # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
-        return run_command(lambda: STAGES[args.stage](load_params(args.params)))
+        return run_command(lambda: STAGES[args.stage](load_params(args.params), REPOSITORY_WORKSPACE))
 
 
 if __name__ == "__main__":

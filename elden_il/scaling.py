@@ -1,7 +1,8 @@
 """How many fights must I record? Behaviour cloning on growing numbers of demonstration fights.
 
 The scripted expert's fights (or, with ``--player person``, a person-like player's:
-``env.sim.person``) are recorded once (seeds 0, 1, ...), built into one dataset, and a
+``env.sim.person``) are recorded once (seeds 0, 1, ...) and built into one dataset by the
+pipeline's own ``demos`` and ``dataset`` stages (params.yaml's ``demos`` and ``env``), and a
 BC policy is trained on the first 5, 10, 20, 40 and 80 of them, three training seeds each (the
 params.yaml ``bc`` settings otherwise). Every policy then fights the same held-out seeds. Per
 number of fights: the win rate over all its policies' fights with a Wilson 95 % interval, the
@@ -34,7 +35,7 @@ from env.fields import whole
 from capture.autopilot import PLAYERS
 
 from elden_il.fanout import fan_out
-from elden_il.params import FIRST_HELD_OUT_SEED, NetworkSize, PipelineParams
+from elden_il.params import FIRST_HELD_OUT_SEED, DatasetParams, NetworkSize, PipelineParams
 
 if TYPE_CHECKING:
     from elden_il.data import Demonstrations
@@ -51,13 +52,10 @@ def study(
     """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
-    from capture.build_dataset import build_dataset
-    from capture.record import RecordSettings, record
-
     from elden_il.data import demonstrations, open_dataset
     from elden_il.fights import wilson_interval
+    from elden_il.pipeline import Workspace, stage_dataset, stage_demos
 
-    config = params.env
     bc_config = params.bc
     held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
     results: dict = {
@@ -69,23 +67,19 @@ def study(
         "network": vars(params.network),
         "rows": [],
     }
+    # the pipeline's own demos and dataset stages, in a workspace of the study's, for all the
+    # fights the largest policy learns from (the smaller ones take the first of them)
+    recorded = replace(
+        params,
+        demos=replace(params.demos, source="sim", episodes=max(fights), seed=0, player=player),
+        dataset=DatasetParams(id="study/scaling-v0"),
+    )
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+        ws = Workspace(Path(tmp))
         started = time.perf_counter()
-        record(
-            RecordSettings(
-                env=config.replace(profile="sim_margit"),
-                backend="sim",
-                autopilot=True,
-                player=player,
-                max_episodes=max(fights),
-                seed=0,
-                rate=params.demos.rate_hz,
-                out=tmp / "raw",
-            )
-        )
-        build_dataset(tmp / "raw", "study/scaling-v0", config, root=tmp / "minari", force=True)
-        everything = demonstrations(open_dataset("study/scaling-v0", tmp / "minari"))
+        stage_demos(recorded, ws)
+        stage_dataset(recorded, ws)
+        everything = demonstrations(open_dataset(recorded.dataset.id, ws.minari))
         results["record_and_build_seconds"] = time.perf_counter() - started
         units = [(n, seed) for n in fights for seed in seeds]
         trained = fan_out(

@@ -2,7 +2,7 @@
 
 * GetAttribute round trip; a snapshot of every attribute, concurrent (gRPC futures) vs one after
   another; CaptureFrame round trips with decoding at 84x84, 1280x720 and 1920x1080.
-* Env step overhead at timestep 0 with all PRD keys (state + frame in one concurrent round),
+* Env step overhead at timestep 0 with the default observation (state + frame in one concurrent round),
   with and without packed reads, against the naive path: pysiphon's SiphonClient, one
   get_attribute after another and capture_frame(as_image=True), as EldenGym does it. Reported as
   ratios, from interleaved rounds.
@@ -107,7 +107,7 @@ def capture_numbers(profile, sizes: list[tuple[int, int]]) -> dict:
 def env_overhead(
     size: tuple[int, int], profile_name: str, steps: int = 600, rounds: int = 5, variants: bool = True
 ) -> dict:
-    """Steps/s at timestep 0 (pure overhead) with all PRD keys: our env as shipped, our env with
+    """Steps/s at timestep 0 (pure overhead) with the default observation: our env as shipped, our env with
     packed reads off, and the naive pysiphon path. Each has its own server (a config is per
     server); they run interleaved in ``rounds`` so drift in this VM's speed hits all alike, and
     each reports the median over rounds of its median step."""

@@ -1,9 +1,9 @@
 """What an episode file may ask a reader to allocate, and the sample times it may hold.
 
 An HDF5 dataset says how many rows it has, and reading it allocates them all; rows resized
-into existence but never written cost the file nothing. So an 862 KB episode declaring 10^11
-sample times asked for 745 GiB, and one with 3x10^8 mouse rows built, using 3.5 GB. Every
-dataset an episode is read from is checked first: no more rows than any recording holds
+into existence but never written cost the file nothing. So a file of under a megabyte can
+declare 10^11 sample times, 745 GiB of float64 for a reader to allocate. Every dataset an
+episode is read from is checked first: no more rows than any recording holds
 (``MAX_SAMPLES``: days of samples), and, where its rows are stored as they are (the recorder
 writes them so), no more than the file holds data for. A sample time that is not a number, runs
 backwards, or lies days from the others would make a step grid of any length: refused too.

@@ -1,7 +1,7 @@
 """Lossless frame compression for a Minari dataset that Minari itself writes uncompressed.
 
 Minari 0.5.4's HDF5 writer takes no compression option: every frame lands raw (21 KB a step at
-84x84 RGB) although the simulator's frames shrink 20-30x losslessly. HDF5 filters are
+84x84 RGB) although the simulator's frames compress many times over losslessly. HDF5 filters are
 transparent to readers, so after Minari has written ``main_data.hdf5`` the file is repacked here
 with the frame datasets (4-d ``uint8``) passed through HDF5's built-in gzip (deflate) filter;
 every other dataset, and every attribute, is copied as it is. ``minari.load_dataset`` and any

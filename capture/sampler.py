@@ -8,12 +8,12 @@ keeps the frame as captured (the episode's video keeps the whole picture; traini
 made from it later), and drains the input log at the sample's time. A sample that starts late is counted; when a whole period is missed its slot is
 dropped and counted rather than squeezed in, so the rate stays honest.
 
-Against a live game up to six samples may be in flight at once, each started on its own deadline
-and taken by a worker thread: a 1280x720 frame costs Siphon's gRPC about 16 ms, and one round in a
-hundred takes 70 ms or more on a busy machine, so a sampler that finished each sample before
-starting the next dropped one whenever a single round ran over the period. Samples still come
-back in time order, each as soon as it is complete. In lock-step (the in-process simulator) there
-is no real time to overlap, and samples are taken inline.
+Against a live game up to six samples may be in flight at once, each started on its own deadline and
+taken by a worker thread: a round's time varies, and on a busy machine now and then one runs past
+the sample period (``benchmarks/bench_recorder.py`` times them; BENCHMARKS.md, the recorder), so a
+sampler that finished each sample before starting the next dropped one whenever a single round ran
+over the period. Samples still come back in time order, each as soon as it is complete. In lock-step
+(the in-process simulator) there is no real time to overlap, and samples are taken inline.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def _check_speaks_ray(address: str) -> None:
     """The first call Ray makes of a head, made here with a deadline: the GCS's ``GetClusterId``
     (``HOST:PORT``) or the client server's ``PING`` (``ray://``). A port that accepts connections
     but is no Ray head (another server, a proxy, a port forward to nothing) left ``ray.init``
-    waiting 300 s and more without a word. A head that asks for a token has answered: Ray's own
+    waiting for minutes without a word. A head that asks for a token has answered: Ray's own
     connect says what it needs."""
     import grpc
 

@@ -82,8 +82,9 @@ class PolicyDriver(Driver):
         lock_step = scripted_human and not game.realtime
         self.human = self._scripted_human(game, lock_step) if scripted_human else None
         self.listening = None if lock_step else Listening(self.takeover, hotkeys)
-        # One observation at a time: intra-op threads only contend (one decision took 190 ms
-        # with 2 threads, 6 ms with 1, on a busy 2-core machine). Restored by ``close``.
+        # One observation at a time: intra-op threads only contend, and on a busy machine make a
+        # decision many times slower than one thread does (BENCHMARKS.md, corrections against more
+        # demonstrations). Restored by ``close``.
         self._threads = torch.get_num_threads()
         torch.set_num_threads(1)
         self._step: list[Sample] = []  # the samples since the last decision

@@ -9,7 +9,7 @@ number of fights: the win rate over all its policies' fights with a Wilson 95 % 
 spread between training seeds, and damage dealt and taken. The table answers "how much do I
 need to play?" for the simulator's boss; a real boss needs its own run on your recordings.
 
-    python -m elden_il.scaling                                     # the full study (54 min on 2 shared cores)
+    python -m elden_il.scaling                                     # the full study (its time: BENCHMARKS.md)
     python -m elden_il.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
     RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.scaling                 # each policy a Ray task
 """

@@ -90,7 +90,7 @@ def one_of(*choices: Any) -> Rule:
 FLAG = Rule(lambda v: isinstance(v, bool), "must be true or false")
 MAX_FIGHTS = 100_000
 """The most fights one evaluation, duel or demonstration run may ask for: days of fights, and a
-list of seeds that fits in memory (10^9 asked for 36 GB before anything was played)."""
+list of seeds that fits in memory (10^9 was built whole before anything was played: docs/faults.md)."""
 MAX_SEED = 2**32 - 1
 """The largest seed: NumPy's and the simulator's seeds are 32-bit."""
 FIGHTS = whole(1, MAX_FIGHTS)

@@ -1,4 +1,4 @@
-"""EldenRingEnv on the in-process simulator: the PRD contract, action semantics, bad input."""
+"""EldenRingEnv on the in-process simulator: its spaces and episode rules, action semantics, bad input."""
 
 from __future__ import annotations
 

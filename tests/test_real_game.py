@@ -104,7 +104,7 @@ def test_the_game_profile_keeps_everyone_alive_and_records_without_writes():
     assert profile.fog_wall is not None and profile.boss_npc_id is not None
     assert not profile.restart_when_recording
     simulator = load_profile("sim_margit")
-    assert simulator.fight_rules.player_floor == simulator.fight_rules.boss_floor == 0  # the PRD's rule, exact
+    assert simulator.fight_rules.player_floor == simulator.fight_rules.boss_floor == 0  # over at HP 0, exactly
     assert simulator.restart_when_recording
 
 
@@ -139,7 +139,7 @@ def test_a_blow_harder_than_a_floor_is_named_once_with_the_floor_that_catches_it
     assert "a blow took 620 HP from the player, 56 % of max HP, more than fight.player_hp_floor = 0.35" in caplog.text
     assert "real death" in caplog.text and "Set player_hp_floor to 0.62 or more" in caplog.text
     assert "real kill" in caplog.text and "Set boss_hp_floor to 0.04 or more" in caplog.text
-    quiet = FloorWatch(FightRules(), "sim_margit")  # floors 0, the PRD's rule: down is dead, nothing to warn of
+    quiet = FloorWatch(FightRules(), "sim_margit")  # floors 0: down is dead, nothing to warn of
     quiet.update(before, {**before, "HeroHp": 0})
     assert not quiet.warned
 

@@ -23,9 +23,9 @@ from env.sim.inputs import InputLatch
 from env.sim.world import World
 
 MAX_BURST = 256
-"""The most ticks one ``settle`` runs (about 5 ms of work) before letting game time slip: a
-stall or a speed faster than the machine then costs game time, never the world lock, so every
-RPC keeps being served."""
+"""The most ticks one ``settle`` runs, holding the world lock (a tick's cost:
+``benchmarks/bench_world.py``), before letting game time slip: a stall or a speed faster than the
+machine then costs game time, never the world lock, so every RPC keeps being served."""
 STALL_S = 0.25
 """A clock this far behind skips ahead instead of catching up in a burst (a suspended laptop)."""
 MAX_SLEEP_S = 0.1

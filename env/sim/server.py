@@ -60,8 +60,9 @@ MAX_REQUEST = 4 * 1024 * 1024
 MAX_CONFIG_ATTRIBUTES = 10_000
 """Attributes one SetProcessConfig may name (the game's TOML has 33)."""
 MAX_ARRAY_BYTES = 4096
-"""The longest array attribute served: every read of it allocates its length (a 400 MB one
-peaked at 1.25 GB). The client's packed reads ask for 128 bytes at most."""
+"""The longest array attribute served: every read of it allocates its length, and more again in
+the reply that carries it, so a config may not choose it freely. The client's packed reads ask
+for 128 bytes at most."""
 MAX_ARRAY_FIELDS = 65_536
 """Scalar attributes all of a config's arrays may hold together, counted before any is matched."""
 MAX_WAIT_MS = 10_000
@@ -69,7 +70,7 @@ MAX_WAIT_MS = 10_000
 the keys one delay apart, holds, and releases them one delay apart)."""
 PROMPT_WORKERS = 2
 """Threads for the calls that answer at once (attributes, frames, config). More only fight over
-the GIL: an env step's 7 concurrent calls cost the server about 30 % more CPU with 16 threads."""
+the GIL (BENCHMARKS.md, the live path: an env step's 7 concurrent calls on 2 threads and on 16)."""
 MAX_TAPS = 32
 """Taps in flight at once; one more is refused at once. An env step taps a handful at a time."""
 IDLE_RESEND_S = 0.5

@@ -52,7 +52,8 @@ from capture.bounds import check_times
 from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
-from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
+from capture.episode import Episode, list_episodes, read_episode
+from capture.episode_format import PARTIAL, EpisodeError
 from capture.labels import HeardActions, StepLabeler, press_phase
 from capture.lock import is_being_written
 from capture.provenance import REPOSITORY, code_digest

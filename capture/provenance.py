@@ -35,6 +35,7 @@ CODE = (
     "capture/compression.py",
     "capture/provenance.py",
     "capture/episode.py",
+    "capture/episode_format.py",
     "capture/video.py",
     "capture/footage.py",
     "env/observations.py",

@@ -93,7 +93,7 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     """Build a dataset of ``raw`` (linked into one folder, in recording order), train BC on it with
     the config's intervention weight; the policy's folder and its dataset's step counts."""
     from capture.build_dataset import build_dataset
-    from capture.episode import video_path
+    from capture.episode_format import video_path
 
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, sample_weights

@@ -27,7 +27,9 @@ from env.profile import load_profile
 
 from capture.build_dataset import BuildError, build_dataset, samples_at
 from capture.build_dataset import main as build_main
-from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.episode import list_episodes, read_episode
+from capture.episode_format import EpisodeError
+from capture.episode_writer import EpisodeMeta, EpisodeWriter, Sample
 from capture.footage import decoded as decoded_frames
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
@@ -143,7 +145,7 @@ WRITER_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from test_recording import meta, sample
-    from capture.episode import EpisodeWriter
+    from capture.episode_writer import EpisodeWriter
     out = Path({out!r})
     for n in range(2):                           # two finished episodes
         w = EpisodeWriter(out, meta(), flush_every_s=0.05, lock_step=True)

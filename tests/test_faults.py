@@ -809,8 +809,9 @@ def test_building_a_dataset_warns_of_nothing_a_user_cannot_act_on(raw_episodes: 
 
 
 def dataset_state(root: Path, dataset_id: str) -> tuple[int, str]:
-    os.environ["MINARI_DATASETS_PATH"] = str(root)
-    return minari.load_dataset(dataset_id).total_episodes, (root / dataset_id / "build.json").read_text()
+    return minari.MinariDataset(root / dataset_id / "data").total_episodes, (
+        root / dataset_id / "build.json"
+    ).read_text()
 
 
 def test_a_failed_rebuild_leaves_the_old_dataset(raw_episodes: Path, tmp_path: Path):

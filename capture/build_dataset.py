@@ -375,13 +375,7 @@ def build_dataset(
     buffers, sources = episode_buffers(paths, config, actions, align_to_presses)
     if not buffers:
         raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
-    about = {
-        "env_config": config.to_dict(),
-        "source_episodes": sources,
-        "raw_dir": str(raw_dir),
-        "frame_compression": str(compression),
-        "code": {"digest": code_digest()},
-    }
+    about = build_record(config, sources, raw_dir, compression)
     write_dataset(root, dataset_id, buffers, config, actions, about, compression)
     log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
     return MinariDataset(root / dataset_id / "data")
@@ -467,6 +461,19 @@ def stepped(
             int(episode.frame_repeated.sum()),
         )
     return episode, steps
+
+
+def build_record(config: EnvConfig, sources: list[str], raw_dir: Path, compression: FrameCompression) -> dict[str, Any]:
+    """What the dataset says of how it was made (its ``METADATA_KEY`` metadata and its
+    ``build.json``): the env config, the source episodes, the raw folder, the frame compression
+    and the digest of the code that built it (``capture.provenance``)."""
+    return {
+        "env_config": config.to_dict(),
+        "source_episodes": sources,
+        "raw_dir": str(raw_dir),
+        "frame_compression": str(compression),
+        "code": {"digest": code_digest()},
+    }
 
 
 def write_dataset(

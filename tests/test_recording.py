@@ -443,14 +443,16 @@ def test_the_builder_writes_what_minari_would_in_the_root_it_is_given(tmp_path: 
     dataset = build_dataset(raw, "test/root-v0", root=tmp_path / "given")
     assert "MINARI_DATASETS_PATH" not in os.environ
     assert Path(dataset.storage.data_path) == (tmp_path / "given" / "test/root-v0" / "data").resolve()
-    assert (
-        dataset.total_episodes == 1 and json.loads((tmp_path / "given/test/namespace_metadata.json").read_text()) == {}
-    )
+    assert dataset.total_episodes == 1
+    assert json.loads((tmp_path / "given/test/namespace_metadata.json").read_text()) == {}
 
     config, actions = resolved_config(EnvConfig(), list_episodes(raw))
     buffers, _ = episode_buffers(list_episodes(raw), config, actions, align_to_presses=True)
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())
-    spaces = {"observation_space": observation_space(config.frame_spec, actions.space), "action_space": actions.space}
+    spaces = {
+        "observation_space": observation_space(config.frame_spec, action_space=actions.space),
+        "action_space": actions.space,
+    }
     create_minari_dataset(tmp_path / "ours", "test/same-v0", buffers, env_spec=spec, description="d", **spaces)
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
     minari.create_dataset_from_buffers(
@@ -471,16 +473,8 @@ def test_the_builder_writes_what_minari_would_in_the_root_it_is_given(tmp_path: 
         return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
     ours, minaris = files(tmp_path / "ours"), files(tmp_path / "minari")
-    assert (
-        set(ours)
-        == set(minaris)
-        == {
-            "test/namespace_metadata.json",
-            "test/same-v0/data/metadata.json",
-            "test/same-v0/data/main_data.hdf5",
-        }
-    )
-    assert ours == minaris
+    written = {"test/namespace_metadata.json", "test/same-v0/data/metadata.json", "test/same-v0/data/main_data.hdf5"}
+    assert set(ours) == written and ours == minaris
 
 
 def test_the_builder_says_what_is_wrong(tmp_path: Path):

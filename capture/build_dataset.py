@@ -541,7 +541,7 @@ def create_minari_dataset(
     storage = MinariStorage.new(
         data, observation_space=observation_space, action_space=action_space, env_spec=env_spec, jpeg_encoding=False
     )
-    storage.update_metadata(
+    storage.update_metadata(  # Minari's own keys, in its order: metadata.json's bytes follow it
         {
             "dataset_id": dataset_id,
             "code_permalink": REPOSITORY,

@@ -455,18 +455,9 @@ def test_the_builder_writes_what_minari_would_in_the_root_it_is_given(tmp_path: 
     }
     create_minari_dataset(tmp_path / "ours", "test/same-v0", buffers, env_spec=spec, description="d", **spaces)
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    about = {"algorithm_name": ALGORITHM, "author": AUTHOR, "author_email": CONTACT, "code_permalink": REPOSITORY}
     minari.create_dataset_from_buffers(
-        "test/same-v0",
-        buffers,
-        env=spec,
-        eval_env=spec,
-        algorithm_name=ALGORITHM,
-        author=AUTHOR,
-        author_email=CONTACT,
-        code_permalink=REPOSITORY,
-        description="d",
-        jpeg_encoding=False,
-        **spaces,
+        "test/same-v0", buffers, env=spec, eval_env=spec, description="d", jpeg_encoding=False, **about, **spaces
     )
 
     def files(root: Path) -> dict[str, bytes]:

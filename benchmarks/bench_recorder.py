@@ -35,7 +35,8 @@ from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 from env.siphon.game import SiphonGame
 
-from capture.episode import EpisodeMeta, EpisodeWriter, read_episode
+from capture.episode import read_episode
+from capture.episode_writer import EpisodeMeta, EpisodeWriter
 from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP, InputLog
 from capture.pad_listener import PadListener
 from capture.sampler import Sampler, SamplerStats

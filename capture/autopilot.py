@@ -25,7 +25,7 @@ from env.sim.expert import ScriptedExpert
 from env.sim.person import PersonLikeExpert
 
 from capture.drivers import Driver, KeySink
-from capture.episode import Sample
+from capture.episode_writer import Sample
 from capture.inputs import InputLog
 
 log = logging.getLogger(__name__)

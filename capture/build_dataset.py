@@ -34,6 +34,7 @@ import logging
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -52,11 +53,12 @@ from capture.bounds import check_times
 from capture.compression import DEFAULT as DEFAULT_COMPRESSION
 from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
-from capture.episode import PARTIAL, Episode, EpisodeError, list_episodes, read_episode
+from capture.episode import Episode, list_episodes, read_episode
+from capture.episode_format import PARTIAL, EpisodeError
 from capture.labels import HeardActions, StepLabeler, press_phase
 from capture.lock import is_being_written
 from capture.provenance import REPOSITORY, code_digest
-from capture.staging import staged
+from capture.staging import NAMESPACE_METADATA, staged
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,8 @@ ENV_ID = "EldenIL/Margit-v0"
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
 source episodes, the raw folder, the frame compression and the digest of the code that built it."""
+ALGORITHM = "human or autopilot play (capture.record)"
+"""What played the episodes, as the dataset's Minari ``algorithm_name`` says."""
 AUTHOR = "elden-il"
 CONTACT = f"{REPOSITORY}/issues"
 """A dataset's Minari ``author_email``, which Minari asks for as "an author email, or some other
@@ -351,20 +355,35 @@ def build_dataset(
     align_to_presses: bool = True,
 ):
     """Build (or with ``force``, rebuild) ``dataset_id`` for the env ``config`` describes, from
-    every finished episode in ``raw_dir``. ``config.profile`` None means the profile the episodes
-    were recorded with. A rebuild replaces the old dataset only once the new one is complete
-    (``capture.staging``). ``compression`` is how frames are stored (lossless either way).
-    ``align_to_presses`` False lays each episode's step grid from its first sample instead of
-    where its presses fall (``step_grid``): the comparison the human-path benchmark makes."""
-    import minari
-    from minari.data_collector import EpisodeBuffer
-    from tqdm import tqdm
+    every finished episode in ``raw_dir``, in the datasets root ``root`` (None:
+    ``$MINARI_DATASETS_PATH``, else ``datasets/minari``), and return it as Minari reads it there.
+    ``config.profile`` None means the profile the episodes were recorded with. A rebuild replaces
+    the old dataset only once the new one is complete (``capture.staging``). ``compression`` is
+    how frames are stored (lossless either way). ``align_to_presses`` False lays each episode's
+    step grid from its first sample instead of where its presses fall (``step_grid``): the
+    comparison the human-path benchmark makes."""
+    from minari import MinariDataset
 
     check_dataset_id(dataset_id)
     check_timestep(config)
     raw_dir = Path(raw_dir)
     root = Path(root or os.environ.get("MINARI_DATASETS_PATH") or "datasets/minari").resolve()
-    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    paths = finished_episodes(raw_dir)
+    config, actions = resolved_config(config, paths)
+    if (root / dataset_id).exists() and not force:
+        raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
+    buffers, sources = episode_buffers(paths, config, actions, align_to_presses)
+    if not buffers:
+        raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
+    about = build_record(config, sources, raw_dir, compression)
+    write_dataset(root, dataset_id, buffers, config, actions, about, compression)
+    log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
+    return MinariDataset(root / dataset_id / "data")
+
+
+def finished_episodes(raw_dir: Path) -> list[Path]:
+    """The finished episodes in ``raw_dir``; each partial one beside them is named in a warning
+    (``_warn_unfinished``), and a folder with none finished is refused."""
     paths = list_episodes(raw_dir)
     partials = sorted(raw_dir.glob(f"*{PARTIAL}"))
     if not paths:
@@ -372,35 +391,32 @@ def build_dataset(
         raise BuildError(f"no finished episodes in {raw_dir}{hint}; record some with `python -m capture.record`")
     for partial in partials:
         _warn_unfinished(partial)
+    return paths
+
+
+def resolved_config(config: EnvConfig, paths: list[Path]) -> tuple[EnvConfig, ActionTable]:
+    """``config`` made whole for the episodes at ``paths``: the profile they were recorded with
+    unless it names one, and the picture they were captured from (``recorded_picture``); with
+    the action table it gives."""
     recorded_profile, _, window = recorded_with(paths)
     profile = load_profile(config.profile or recorded_profile)
     config = recorded_picture(config, window).replace(profile=profile.ref)
-    actions = config.actions(profile)
-    builder = config.observation_builder(actions)
-    if (root / dataset_id).exists() and not force:
-        raise BuildError(f"dataset {dataset_id!r} already exists in {root}: pass --force to rebuild it")
+    return config, config.actions(profile)
 
+
+def episode_buffers(
+    paths: list[Path], config: EnvConfig, actions: ActionTable, align_to_presses: bool
+) -> tuple[list[Any], list[str]]:
+    """Each episode at ``paths`` on the env's step grid as a Minari ``EpisodeBuffer``, and the
+    names of the files they came from; an episode shorter than one step is left out, said in a
+    warning."""
+    from minari.data_collector import EpisodeBuffer
+    from tqdm import tqdm
+
+    builder = config.observation_builder(actions)
     buffers, sources = [], []
     for path in tqdm(paths, desc="episodes", unit="episode", disable=None):
-        try:
-            episode = read_episode(path)
-        except EpisodeError as e:
-            raise BuildError(str(e)) from None
-        if episode.attrs.get("profile") != profile.name:
-            raise BuildError(
-                f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {profile.name!r}"
-            )
-        episode = usable(episode)
-        try:
-            steps = episode_steps(episode, config, builder, actions, align_to_presses)
-        except EpisodeError as e:  # its video, or a format 1 episode asked for another frame
-            raise BuildError(str(e)) from None
-        if episode.frame_repeated.any():
-            log.warning(
-                "%s: %d frames repeat the one before (the recorder's video encoder fell behind there)",
-                path.name,
-                int(episode.frame_repeated.sum()),
-            )
+        episode, steps = stepped(path, config, builder, actions, align_to_presses)
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue
@@ -417,34 +433,74 @@ def build_dataset(
             )
         )
         sources.append(path.name)
-    if not buffers:
-        raise BuildError(f"every episode in {raw_dir} is shorter than one {config.timestep_ms:g} ms step")
-    about = {
+    return buffers, sources
+
+
+def stepped(
+    path: Path, config: EnvConfig, builder: ObservationBuilder, actions: ActionTable, align_to_presses: bool
+) -> tuple[Episode, Steps | None]:
+    """The episode at ``path``, as the builder uses it (``usable``), and its steps
+    (``episode_steps``); a file that cannot be read or stepped is a ``BuildError`` naming it."""
+    try:
+        episode = read_episode(path)
+    except EpisodeError as e:
+        raise BuildError(str(e)) from None
+    if episode.attrs.get("profile") != actions.profile.name:
+        raise BuildError(
+            f"{path.name} was recorded with profile {episode.attrs.get('profile')!r}, not {actions.profile.name!r}"
+        )
+    episode = usable(episode)
+    try:
+        steps = episode_steps(episode, config, builder, actions, align_to_presses)
+    except EpisodeError as e:  # its video, or a format 1 episode asked for another frame
+        raise BuildError(str(e)) from None
+    if episode.frame_repeated.any():
+        log.warning(
+            "%s: %d frames repeat the one before (the recorder's video encoder fell behind there)",
+            path.name,
+            int(episode.frame_repeated.sum()),
+        )
+    return episode, steps
+
+
+def build_record(config: EnvConfig, sources: list[str], raw_dir: Path, compression: FrameCompression) -> dict[str, Any]:
+    """What the dataset says of how it was made (its ``METADATA_KEY`` metadata and its
+    ``build.json``): the env config, the source episodes, the raw folder, the frame compression
+    and the digest of the code that built it (``capture.provenance``)."""
+    return {
         "env_config": config.to_dict(),
         "source_episodes": sources,
         "raw_dir": str(raw_dir),
         "frame_compression": str(compression),
         "code": {"digest": code_digest()},
     }
+
+
+def write_dataset(
+    root: Path,
+    dataset_id: str,
+    buffers: list[Any],
+    config: EnvConfig,
+    actions: ActionTable,
+    about: dict[str, Any],
+    compression: FrameCompression,
+) -> None:
+    """Write ``buffers`` as ``dataset_id`` in a staging folder beside ``root / dataset_id`` and
+    swap it in whole (``capture.staging``), its frames compressed (``capture.compression``) and
+    ``about`` in its metadata and its ``build.json``."""
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]
-    root.mkdir(parents=True, exist_ok=True)
     try:
         with staged(root, dataset_id) as staging:
-            storage = minari.create_dataset_from_buffers(
+            storage = create_minari_dataset(
+                staging,
                 dataset_id,
                 buffers,
-                env=spec,
-                eval_env=spec,
+                env_spec=spec,
                 observation_space=observation_space(config.frame_spec, action_space=actions.space),
                 action_space=actions.space,
-                algorithm_name="human or autopilot play (capture.record)",
-                author=AUTHOR,
-                author_email=CONTACT,
-                code_permalink=REPOSITORY,
                 description=describe(dataset_id, config, outcomes, compression),
-                jpeg_encoding=False,
-            ).storage
+            )
             compress_frames(storage.data_path / "main_data.hdf5", compression)
             storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
@@ -453,9 +509,52 @@ def build_dataset(
             f"writing dataset {dataset_id!r} in {root} failed ({e}); "
             "the previous dataset with this id, if any, is unchanged"
         ) from None
-    dataset = minari.load_dataset(dataset_id)
-    log.info("built %s: %d episodes, %d steps", dataset_id, len(buffers), sum(len(b.actions) for b in buffers))
-    return dataset
+
+
+def create_minari_dataset(
+    root: Path,
+    dataset_id: str,
+    buffers: list[Any],
+    *,
+    env_spec: gym.envs.registration.EnvSpec,
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    description: str,
+) -> Any:
+    """What ``minari.create_dataset_from_buffers`` writes for this project's datasets (the same
+    files, byte for byte: ``tests/test_recording.py`` holds them equal), but in the datasets
+    root ``root``, given: Minari finds its root only in ``$MINARI_DATASETS_PATH``, which a library
+    must not set for the whole process. The env spec is also the evaluation env's; frames are
+    stored as arrays, not JPEG. Returns the dataset's ``MinariStorage``."""
+    from minari import __version__ as minari_version
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.dataset.minari_storage import MinariStorage
+    from minari.namespace import namespace_hierarchy
+
+    for namespace in namespace_hierarchy(parse_dataset_id(dataset_id)[0]):
+        folder = root / namespace
+        folder.mkdir(parents=True, exist_ok=True)
+        if not (folder / NAMESPACE_METADATA).exists():
+            (folder / NAMESPACE_METADATA).write_text(json.dumps({}))
+    data = root / dataset_id / "data"
+    data.mkdir(parents=True)
+    storage = MinariStorage.new(
+        data, observation_space=observation_space, action_space=action_space, env_spec=env_spec, jpeg_encoding=False
+    )
+    storage.update_metadata(  # Minari's own keys, in its order: metadata.json's bytes follow it
+        {
+            "dataset_id": dataset_id,
+            "code_permalink": REPOSITORY,
+            "author": {AUTHOR},
+            "author_email": {CONTACT},
+            "algorithm_name": ALGORITHM,
+            "description": description,
+            "minari_version": minari_version,
+            "eval_env_spec": env_spec.to_json(),
+        }
+    )
+    storage.update_episodes(buffers)
+    return storage
 
 
 def _warn_unfinished(partial: Path) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from env.errors import ConfigError, SetupError
 from env.game import Game, GameState
 
-from capture.episode import Sample
+from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.pad_listener import PadListener, PadSink
 from capture.silence import InputSilence

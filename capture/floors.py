@@ -19,7 +19,8 @@ from env.cli import run_command
 from env.fight import hp_lost
 from env.floors import FIGHTERS, floor_for
 
-from capture.episode import EpisodeError, list_episodes, read_episode
+from capture.episode import list_episodes, read_episode
+from capture.episode_format import EpisodeError
 
 
 def hardest_blows(raw_dir: Path) -> dict[str, tuple[int, int]]:

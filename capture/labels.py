@@ -33,7 +33,8 @@ from env.actions import ActionTable
 from env.controller import AXES, BUTTONS
 from env.profile import Profile
 
-from capture.episode import Episode, EpisodeError
+from capture.episode import Episode
+from capture.episode_format import EpisodeError
 from capture.inputs import BUTTON_DOWN, BUTTON_UP, EVENT_DTYPE, KEY_DOWN, KEY_UP, PAD_AXIS, PAD_DOWN, PAD_UP
 
 EVENT_TOLERANCE_S = 1e-6
@@ -198,7 +199,7 @@ class HeardActions:
         return np.sort(np.concatenate([keys, pad["t"][pad["kind"] == KEY_DOWN]]))
 
     def from_samples(self, samples: list) -> tuple[np.ndarray, np.ndarray]:
-        """(held, pressed) over the actions for each of ``samples`` (``capture.episode.Sample``):
+        """(held, pressed) over the actions for each of ``samples`` (``capture.episode_writer.Sample``):
         the keys as ``from_keys`` reads them, the controller by the layout at each sample, a
         control pressed where it was pressed since the sample before or is held now and was not then."""
         if not samples:

@@ -53,7 +53,7 @@ def stage_code(checkout: Path = CHECKOUT) -> tuple[str, ...]:
 
 
 IGNORED = "__pycache__"
-"""Folders under ``CODE`` that Python writes and nothing reads as code: left out of the digest,
+"""Folders under ``stage_code`` that Python writes and nothing reads as code: left out of the digest,
 as the project's ``.dvcignore`` leaves them out of DVC's hashes."""
 
 

@@ -30,7 +30,7 @@ from env.profile import Profile, load_profile
 
 from capture.autopilot import PLAYERS, Autopilot
 from capture.drivers import MakeDriver, PersonDriver, RecordError
-from capture.episode import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
+from capture.episode_writer import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.sampler import Sampler, Taken

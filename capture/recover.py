@@ -29,17 +29,8 @@ from env.cli import ERROR_EXIT, run_command
 
 from capture import files
 from capture.bounds import BoundsError, check_rows
-from capture.episode import (
-    MARKS,
-    PAD,
-    PARTIAL,
-    PER_SAMPLE,
-    EpisodeError,
-    finalize,
-    partial_video_path,
-    require_space,
-    video_path,
-)
+from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, partial_video_path, video_path
+from capture.episode_writer import finalize, require_space
 from capture.files import plain_file_problem
 from capture.footage import VideoOf, count_frames, keep_first
 from capture.lock import FileLock

@@ -27,7 +27,7 @@ import numpy as np
 
 from env.game import Frame, Game, GameState
 
-from capture.episode import Sample
+from capture.episode_writer import Sample
 from capture.inputs import InputLog, InputWindow
 
 LIVE_IN_FLIGHT = 6

@@ -45,16 +45,11 @@ ASIDE = "replaced"
 
 @contextmanager
 def staged(root: Path, dataset_id: str) -> Iterator[Path]:
-    """Point Minari at a fresh staging root for the ``with`` body, which builds ``dataset_id``
-    there; on a clean exit it replaces ``root / dataset_id``. The staging root is removed either
-    way."""
+    """A fresh staging root for the ``with`` body, which builds ``dataset_id`` there; on a clean
+    exit it replaces ``root / dataset_id``. The staging root is removed either way."""
     target = root / dataset_id
     with _staging(root, target, PREFIX) as staging:
-        os.environ["MINARI_DATASETS_PATH"] = str(staging)
-        try:
-            yield staging
-        finally:
-            os.environ["MINARI_DATASETS_PATH"] = str(root)
+        yield staging
         _copy_namespaces(staging, root)
         publish([(staging / dataset_id, target, staging / ASIDE)])
 

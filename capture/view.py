@@ -25,7 +25,8 @@ from env.errors import ConfigError, DataError
 from env.profile import load_profile
 
 from capture.build_dataset import recorded_picture, usable
-from capture.episode import PARTIAL, Episode, read_episode
+from capture.episode import Episode, read_episode
+from capture.episode_format import PARTIAL
 from capture.view_episode import log_samples, step_view
 from capture.view_steps import Disagreements, StepView, log_policy, log_steps
 from capture.viewer import open_file, recording, rerun, view_command

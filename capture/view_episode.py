@@ -30,7 +30,8 @@ from env.observations import (
 from env.profile import Profile, load_profile
 
 from capture.build_dataset import episode_steps, samples_at
-from capture.episode import Episode, EpisodeError
+from capture.episode import Episode
+from capture.episode_format import EpisodeError
 from capture.footage import as_mp4
 from capture.video import VideoError
 from capture.view_steps import TIME, StepView

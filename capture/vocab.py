@@ -18,7 +18,8 @@ import numpy as np
 from env.cli import run_command
 from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
 
-from capture.episode import EpisodeError, list_episodes, read_episode
+from capture.episode import list_episodes, read_episode
+from capture.episode_format import EpisodeError
 
 COLUMNS = {"player": ("HeroAnimId", PLAYER_ANIMATIONS), "boss": ("NpcAnimId", BOSS_ANIMATIONS)}
 

@@ -90,7 +90,7 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     """The pipeline's own dataset and bc stages on ``raw`` (linked into one folder, in recording
     order), in a workspace of their own (``work/name``): the policy's folder and its dataset's
     step counts."""
-    from capture.episode import video_path
+    from capture.episode_format import video_path
 
     from elden_il.data import load_demonstrations
     from elden_il.pipeline import Workspace, stage_bc, stage_dataset

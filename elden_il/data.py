@@ -110,14 +110,16 @@ def dataset_config(dataset: Any) -> EnvConfig:
 
 
 def open_dataset(dataset_id: str, root: str | Path | None = None) -> Any:
-    """``minari.load_dataset(dataset_id)`` from ``root`` (see ``minari_root``), with a one-line
-    error that says how to build it when the dataset is missing or damaged."""
-    import minari
+    """The dataset ``dataset_id`` in ``root`` (see ``minari_root``), as ``minari.load_dataset``
+    gives it, opened at its path rather than through ``$MINARI_DATASETS_PATH`` (a library leaves
+    the process's environment alone), with a one-line error that says how to build it when the
+    dataset is missing or damaged."""
+    from minari import MinariDataset
 
-    os.environ["MINARI_DATASETS_PATH"] = str(minari_root(root).resolve())
-    check_metadata(dataset_id, minari_root(root) / dataset_id / "data" / "metadata.json")
+    data = minari_root(root).resolve() / dataset_id / "data"
+    check_metadata(dataset_id, data / "metadata.json")
     try:
-        return minari.load_dataset(dataset_id)
+        return MinariDataset(data)
     except DAMAGED as e:
         raise DatasetError(
             f"cannot load dataset {dataset_id!r} from {minari_root(root)}: {e}. Build it with "

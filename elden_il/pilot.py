@@ -31,7 +31,7 @@ from env.profile import load_profile
 
 from capture.autopilot import DecisionClock, KeyDriver
 from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, RecordError, need_display
-from capture.episode import Sample
+from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
 from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover

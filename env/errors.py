@@ -16,7 +16,7 @@ The groups, and the modules that raise their subclasses:
   ``env.siphon.client.SiphonError`` and its kinds (the transport; ``env.siphon.stream.StreamLost``), ``env.siphon.arena.BossKilled``,
   ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited`` (the simulator).
 - ``DataError``: a recording or a dataset that cannot be used as it is (recover it, record again,
-  rebuild). ``capture.episode.EpisodeError`` and ``DiskError``, ``capture.video.VideoError``,
+  rebuild). ``capture.episode_format.EpisodeError`` and ``capture.episode_writer.DiskError``, ``capture.video.VideoError``,
   ``capture.build_dataset.BuildError``, ``elden_il.data.DatasetError``.
 - ``SetupError``: something this machine lacks or cannot reach (install it, start it).
   ``env.sim.display.DisplayError`` (Xvfb), ``elden_il.fanout.FanoutError`` (a Ray cluster),
@@ -31,7 +31,7 @@ class EldenILError(Exception):
     """Something the user can fix; the message says what and how.
 
     ``exit_at_once``: the process must end without running Python's exit handlers once the
-    message is out (HDF5 retrying a failed write at exit would crash: ``capture.episode.DiskError``)."""
+    message is out (HDF5 retrying a failed write at exit would crash: ``capture.episode_writer.DiskError``)."""
 
     exit_at_once: bool = False
 

@@ -24,7 +24,8 @@ from env.sim.inputs import InputLatch
 from env.sim.virtual_pad import VirtualPad
 from env.sim.window import PadFollower
 
-from capture.episode import EpisodeMeta, EpisodeWriter, Sample, read_episode
+from capture.episode import read_episode
+from capture.episode_writer import EpisodeMeta, EpisodeWriter, Sample
 from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP, InputLog
 from capture.labels import HeardActions, StepLabeler
 from capture.pad_listener import PadListener

@@ -78,7 +78,8 @@ from env.observations import FrameSpec
 from env.sim.launcher import SimServer
 
 from capture.build_dataset import CONTACT, BuildError, build_dataset
-from capture.episode import DiskError, Episode, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.episode import Episode, list_episodes, read_episode
+from capture.episode_writer import DiskError, EpisodeMeta, EpisodeWriter, Sample
 from capture.video import codec
 
 ROOT = Path(__file__).parents[1]
@@ -351,7 +352,7 @@ LIVE_WRITER = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from test_recording import meta, sample
-    from capture.episode import EpisodeWriter
+    from capture.episode_writer import EpisodeWriter
     out = Path({out!r})
     w = EpisodeWriter(out, meta(), flush_every_s=0.05)
     i = 0
@@ -808,8 +809,9 @@ def test_building_a_dataset_warns_of_nothing_a_user_cannot_act_on(raw_episodes: 
 
 
 def dataset_state(root: Path, dataset_id: str) -> tuple[int, str]:
-    os.environ["MINARI_DATASETS_PATH"] = str(root)
-    return minari.load_dataset(dataset_id).total_episodes, (root / dataset_id / "build.json").read_text()
+    return minari.MinariDataset(root / dataset_id / "data").total_episodes, (
+        root / dataset_id / "build.json"
+    ).read_text()
 
 
 def test_a_failed_rebuild_leaves_the_old_dataset(raw_episodes: Path, tmp_path: Path):

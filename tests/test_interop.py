@@ -25,7 +25,7 @@ from capture.compression import NONE
 from capture.provenance import REPOSITORY, Provenance, code_digest, provenance, stage_code
 from capture.record import RecordSettings, record
 
-from elden_il.data import demonstrations, load_demonstrations
+from elden_il.data import demonstrations, load_demonstrations, open_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=3)
@@ -56,8 +56,6 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_compressed_frames_read_back_bit_identical_and_smaller(built: Path):
-    import minari
-
     size = {i: (built / f"test/{i}-v0/data/main_data.hdf5").stat().st_size for i in ("raw", "interop")}
     assert size["interop"] * 5 < size["raw"], size
     raw = load_demonstrations("test/raw-v0", built)
@@ -66,13 +64,11 @@ def test_compressed_frames_read_back_bit_identical_and_smaller(built: Path):
     for key in raw.obs:
         assert raw.obs[key].dtype == packed.obs[key].dtype and np.array_equal(raw.obs[key], packed.obs[key]), key
     assert np.array_equal(raw.actions, packed.actions) and np.array_equal(raw.rewards, packed.rewards)
-    assert minari.load_dataset("test/interop-v0").storage.metadata["dataset_size"] < 1 + size["interop"] / 1e6
+    assert open_dataset("test/interop-v0", built).storage.metadata["dataset_size"] < 1 + size["interop"] / 1e6
 
 
 def test_the_dataset_describes_itself_and_the_code_that_built_it(built: Path):
-    import minari
-
-    metadata = minari.load_dataset("test/interop-v0").storage.metadata
+    metadata = open_dataset("test/interop-v0", built).storage.metadata
     description = metadata["description"]
     assert description.startswith("2 recorded boss fights") and "{" not in description
     for words in (
@@ -135,11 +131,10 @@ def test_the_code_digest_follows_the_code_that_builds_datasets_and_nothing_else(
 
 def test_torchrl_buffer_holds_the_real_steps(built: Path):
     pytest.importorskip("torchrl", reason="the torchrl extra is not installed: pip install -e '.[torchrl]'")
-    import minari
 
     from elden_il.interop import to_torchrl
 
-    dataset = minari.load_dataset("test/interop-v0")
+    dataset = open_dataset("test/interop-v0", built)
     buffer = to_torchrl(dataset)
     demos = load_demonstrations("test/interop-v0", built)
     assert len(buffer) == len(demos) == dataset.total_steps
@@ -164,13 +159,12 @@ def test_torchrl_buffer_holds_the_real_steps(built: Path):
 @pytest.mark.slow
 def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(built: Path, tmp_path: Path):
     d3rlpy = pytest.importorskip("d3rlpy", reason="the d3rlpy extra is not installed: pip install -e '.[d3rlpy]'")
-    import minari
 
     from elden_il.d3rlpy_encoder import FrameAndStateEncoderFactory
     from elden_il.fights import run_fights
     from elden_il.interop import D3rlpyActor, D3rlpyObservation, to_d3rlpy
 
-    dataset = minari.load_dataset("test/interop-v0")
+    dataset = open_dataset("test/interop-v0", built)
     mdp = to_d3rlpy(dataset)
     demos = demonstrations(dataset)
     assert sum(len(e.rewards) for e in mdp.episodes) == len(demos) and len(mdp.episodes) == 2

@@ -59,9 +59,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         check=True,
         timeout=120,
     )
-    with pytest.MonkeyPatch.context() as patch:  # build_dataset sets MINARI_DATASETS_PATH
-        patch.setenv("MINARI_DATASETS_PATH", str(minari_root))
-        build_dataset(raw, DATASET_ID, root=minari_root)
+    build_dataset(raw, DATASET_ID, root=minari_root)
 
     def make() -> EldenRingEnv:
         return make_env(state_attributes=ScriptedExpert.ATTRIBUTES, max_steps=150)

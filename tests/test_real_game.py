@@ -188,7 +188,7 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
     import tomllib
 
     from capture import floors
-    from capture.episode import EpisodeMeta, EpisodeWriter, Sample
+    from capture.episode_writer import EpisodeMeta, EpisodeWriter, Sample
     from capture.video import codec
 
     names = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import av
+import gymnasium as gym
 import h5py
 import minari
 import numpy as np
@@ -22,18 +24,34 @@ import pytest
 from env.actions import ActionTable
 from env.config import EnvConfig
 from env.factory import make_env
-from env.observations import FrameSpec
+from env.observations import FrameSpec, observation_space
 from env.profile import load_profile
 
-from capture.build_dataset import BuildError, build_dataset, samples_at
+from capture.build_dataset import (
+    ALGORITHM,
+    AUTHOR,
+    CONTACT,
+    ENV_ID,
+    BuildError,
+    build_dataset,
+    create_minari_dataset,
+    episode_buffers,
+    resolved_config,
+    samples_at,
+)
 from capture.build_dataset import main as build_main
-from capture.episode import EpisodeError, EpisodeMeta, EpisodeWriter, Sample, list_episodes, read_episode
+from capture.episode import list_episodes, read_episode
+from capture.episode_format import EpisodeError
+from capture.episode_writer import EpisodeMeta, EpisodeWriter, Sample
 from capture.footage import decoded as decoded_frames
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
+from capture.provenance import REPOSITORY
 from capture.record import MASTER_SIZE
 from capture.recover import recover
 from capture.video import codec
+
+from elden_il.data import open_dataset
 
 PROFILE = load_profile("sim_margit")
 KEYS = PROFILE.bound_keys
@@ -143,7 +161,7 @@ WRITER_SCRIPT = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {tests!r})
     from test_recording import meta, sample
-    from capture.episode import EpisodeWriter
+    from capture.episode_writer import EpisodeWriter
     out = Path({out!r})
     for n in range(2):                           # two finished episodes
         w = EpisodeWriter(out, meta(), flush_every_s=0.05, lock_step=True)
@@ -373,7 +391,7 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
 
     # no action history: a dataset stores each action once, and training makes the history from them
     dataset = build_dataset(raw, "test/margit-v0", EnvConfig(action_history=None), root=tmp_path / "minari")
-    loaded = minari.load_dataset("test/margit-v0")
+    loaded = open_dataset("test/margit-v0", tmp_path / "minari")
     env = make_env(frame_size=(84, 84), action_history=None)
     assert loaded.observation_space == env.observation_space and loaded.action_space == env.action_space
     assert dataset.total_episodes == 2
@@ -413,6 +431,42 @@ def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
             hp = "boss_hp" if outcome == "win" else "player_hp"
             assert built.observations[hp][-1] == 0
             assert abs(built.rewards[-1]) >= 1, "the win or death term is in the last reward"
+
+
+def test_the_builder_writes_what_minari_would_in_the_root_it_is_given(tmp_path: Path, monkeypatch):
+    """``build_dataset`` writes in the root it is given and leaves the process's environment
+    alone; its Minari files are those ``minari.create_dataset_from_buffers`` writes (which finds
+    its root only in ``$MINARI_DATASETS_PATH``), byte for byte: a Minari that writes otherwise
+    fails here before a dataset differs."""
+    raw = tmp_path / "raw"
+    record_in_process(raw, episodes=1, max_seconds=4)
+    monkeypatch.delenv("MINARI_DATASETS_PATH", raising=False)
+    dataset = build_dataset(raw, "test/root-v0", root=tmp_path / "given")
+    assert "MINARI_DATASETS_PATH" not in os.environ
+    assert Path(dataset.storage.data_path) == (tmp_path / "given" / "test/root-v0" / "data").resolve()
+    assert dataset.total_episodes == 1
+    assert json.loads((tmp_path / "given/test/namespace_metadata.json").read_text()) == {}
+
+    config, actions = resolved_config(EnvConfig(), list_episodes(raw))
+    buffers, _ = episode_buffers(list_episodes(raw), config, actions, align_to_presses=True)
+    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())
+    spaces = {
+        "observation_space": observation_space(config.frame_spec, action_space=actions.space),
+        "action_space": actions.space,
+    }
+    create_minari_dataset(tmp_path / "ours", "test/same-v0", buffers, env_spec=spec, description="d", **spaces)
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    about = {"algorithm_name": ALGORITHM, "author": AUTHOR, "author_email": CONTACT, "code_permalink": REPOSITORY}
+    minari.create_dataset_from_buffers(
+        "test/same-v0", buffers, env=spec, eval_env=spec, description="d", jpeg_encoding=False, **about, **spaces
+    )
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    ours, minaris = files(tmp_path / "ours"), files(tmp_path / "minari")
+    written = {"test/namespace_metadata.json", "test/same-v0/data/metadata.json", "test/same-v0/data/main_data.hdf5"}
+    assert set(ours) == written and ours == minaris
 
 
 def test_the_builder_says_what_is_wrong(tmp_path: Path):
@@ -627,7 +681,7 @@ def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_
 
     # built at its own size and crop (the command line's default for it), with the frames it stored
     assert build_main(["--raw", str(raw), "--id", "test/old-v0", "--root", str(tmp_path / "minari")]) == 0
-    built = next(minari.load_dataset("test/old-v0").iterate_episodes())
+    built = next(open_dataset("test/old-v0", tmp_path / "minari").iterate_episodes())
     t = episode.t
     at = samples_at(t, t[0] + 0.2 * np.arange(len(built.actions) + 1))
     assert np.array_equal(built.observations["frame"], stored[at])

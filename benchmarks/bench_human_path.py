@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cli import parse_size
+from env.observations import parse_size
 
 from capture.autopilot import PLAYERS
 

@@ -41,9 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.errors import GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import GameError
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient

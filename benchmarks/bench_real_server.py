@@ -25,9 +25,9 @@ import time
 from functools import partial
 from pathlib import Path
 
+from env.common.errors import GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import GameError
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
 

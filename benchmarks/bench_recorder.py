@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.errors import GameError
+from env.common.errors import GameError
 from env.game import Unreadable
 from env.profile import Profile
 from env.sim.launcher import SimServer

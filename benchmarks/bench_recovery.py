@@ -33,8 +33,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from env.common.errors import GameError
 from env.config import EnvConfig
-from env.errors import GameError
 from env.factory import make_env
 from env.profile import load_profile
 from env.sim.expert import ScriptedExpert

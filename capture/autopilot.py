@@ -18,8 +18,8 @@ import logging
 import numpy as np
 
 from env.actions import ActionTable, KeyCommand, send
+from env.common.errors import GameError
 from env.config import EnvConfig
-from env.errors import GameError
 from env.game import Game, GameState
 from env.sim.expert import ScriptedExpert
 from env.sim.person import PersonLikeExpert

@@ -16,7 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from env.errors import DataError
+from env.common.errors import DataError
 
 MAX_SAMPLES = 10_000_000
 """Samples (or input events) one episode may hold: over 90 hours at 30 Hz, where a fight lasts minutes."""

@@ -41,10 +41,10 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.cli import add_flags, from_flags, output_folder, run_command
+from env.common.cli import add_flags, from_flags, output_folder, run_command
+from env.common.errors import DataError
+from env.common.fields import STEP_MS, FieldError
 from env.config import EnvConfig
-from env.errors import DataError
-from env.fields import STEP_MS, FieldError
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward

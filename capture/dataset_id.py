@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from env.fields import Rule
+from env.common.fields import Rule
 
 _ID = re.compile(r"([A-Za-z0-9_-]{2,}(/[A-Za-z0-9_-]+)*/)?[A-Za-z0-9_-]+-v[0-9]+")
 """Minari's own form, less what it refuses after the build (a one-letter namespace: ``a/x-v0``)."""

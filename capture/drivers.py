@@ -23,7 +23,7 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from env.errors import ConfigError, SetupError
+from env.common.errors import ConfigError, SetupError
 from env.game import Game, GameState
 
 from capture.episode_writer import Sample

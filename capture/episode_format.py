@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.errors import DataError
 from env.controller import AXES, BUTTONS
-from env.errors import DataError
 
 from capture.video import SUFFIX as VIDEO_SUFFIX
 

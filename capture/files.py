@@ -19,7 +19,7 @@ import stat
 import time
 from pathlib import Path
 
-from env.errors import DataError
+from env.common.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cli import run_command
+from env.common.cli import run_command
 from env.fight import hp_lost
 from env.floors import FIGHTERS, floor_for
 

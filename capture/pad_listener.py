@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from env.errors import SetupError
+from env.common.errors import SetupError
 from env.gamepad import Gamepad, PadNotice, describe
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from env.errors import DataError
+from env.common.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -19,13 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.cli import add_flags, flag, from_flags, key_names, output_folder, run_command, size_within
+from env.common.cli import add_flags, flag, from_flags, output_folder, run_command, size_within
+from env.common.errors import GameError, Interrupted
+from env.common.fields import RULE, check_fields, checked, number, optional, whole
+from env.common.interrupts import SIGNALS
 from env.config import PICTURE_SIZE, EnvConfig
-from env.errors import GameError, Interrupted
 from env.factory import DEFAULT_HOST, make_game
-from env.fields import RULE, check_fields, checked, number, optional, whole
 from env.game import Unreadable
-from env.interrupts import SIGNALS
+from env.keys import key_names
 from env.profile import Profile, load_profile
 
 from capture.autopilot import PLAYERS, Autopilot

@@ -25,7 +25,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from env.cli import ERROR_EXIT, run_command
+from env.common.cli import ERROR_EXIT, run_command
 
 from capture import files
 from capture.bounds import BoundsError, check_rows

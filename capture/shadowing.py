@@ -18,7 +18,7 @@ OUR_ENV = Path(__file__).resolve().parent.parent / "env" / "__init__.py"
 
 class ShadowedPackageError(ImportError):
     """Another ``env`` module hides ours. An ``ImportError`` (it is raised while importing, and
-    ``env.errors.EldenILError`` cannot be imported when ``env`` is not ours); the message says
+    ``env.common.errors.EldenILError`` cannot be imported when ``env`` is not ours); the message says
     which file and what to do."""
 
 

@@ -9,8 +9,8 @@ filesystem, so moving is a rename) and swapped in only once it is complete: the 
 aside, the new one renamed in, the old one deleted. A failure or an interrupt before the swap
 leaves the old output exactly as it was.
 
-The swap checks for an interrupt first (``env.interrupts.check``: one that a library swallowed
-too), and holds signals back while it renames (``env.interrupts.deferred``), so Ctrl-C cannot
+The swap checks for an interrupt first (``env.common.interrupts.check``: one that a library swallowed
+too), and holds signals back while it renames (``env.common.interrupts.deferred``), so Ctrl-C cannot
 cut it in half. Only a crash or SIGKILL can leave a staging folder behind (``.building-*``): it
 holds an OS lock while its run lives, so the next run writing beside it knows it is abandoned,
 puts back an old output a crash left renamed aside in it, and removes it.
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from env import interrupts
+from env.common import interrupts
 
 from capture import files
 from capture.lock import FileLock

@@ -34,7 +34,7 @@ from pathlib import Path
 import av
 import numpy as np
 
-from env.errors import DataError
+from env.common.errors import DataError
 
 log = logging.getLogger(__name__)
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from env.cli import add_flags, from_flags, run_command
+from env.common.cli import add_flags, from_flags, run_command
+from env.common.errors import ConfigError, DataError
 from env.config import EnvConfig
-from env.errors import ConfigError, DataError
 from env.profile import load_profile
 
 from capture.build_dataset import recorded_picture, usable

@@ -24,7 +24,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from env.errors import DataError, SetupError
+from env.common.errors import DataError, SetupError
 
 from capture.staging import staged_paths
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cli import run_command
+from env.common.cli import run_command
 from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
 
 from capture.episode import list_episodes, read_episode

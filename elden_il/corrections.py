@@ -29,10 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from env.cli import add_flags, from_flags, output_folder, run_command
+from env.common.cli import add_flags, from_flags, output_folder, run_command
+from env.common.errors import ConfigError
+from env.common.fields import check_fields, checked, number, whole
 from env.config import EnvConfig
-from env.errors import ConfigError
-from env.fields import check_fields, checked, number, whole
 
 from elden_il.params import FIRST_HELD_OUT_SEED, BCConfig, DatasetParams, DemosParams, PipelineParams
 

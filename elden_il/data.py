@@ -20,8 +20,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from env.common.errors import DataError
 from env.config import EnvConfig
-from env.errors import DataError
 from env.observations import history_window, stack_window
 from env.profile import load_profile
 

@@ -14,10 +14,10 @@ import argparse
 import time
 from collections.abc import Callable
 
-from env.cli import ruled, run_command
+from env.common.cli import ruled, run_command
+from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
 from env.config import EnvConfig
 from env.factory import make_env
-from env.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
 from env.sim.expert import ScriptedExpert
 
 from elden_il.fights import Actor, FightRecord, NamingActor, RandomActor, expert_actor, play_fights, summarize

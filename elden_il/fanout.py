@@ -25,7 +25,7 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
 
-from env.errors import SetupError
+from env.common.errors import SetupError
 
 log = logging.getLogger(__name__)
 

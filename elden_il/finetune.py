@@ -29,8 +29,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
+from env.common.errors import GameError
 from env.config import EnvConfig
-from env.errors import GameError
 from env.factory import env_fns
 
 from capture.staging import staged_folder

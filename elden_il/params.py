@@ -2,7 +2,7 @@
 
 A field's default *is* the pipeline's default: params.yaml repeats them for the user to read
 and change (``tests/test_params.py`` holds the two equal), so deleting a key from params.yaml
-changes nothing. Each field declares what it accepts (``env.fields.checked``); the ``env``
+changes nothing. Each field declares what it accepts (``env.common.fields.checked``); the ``env``
 section is not a mirror of the env's settings but ``EnvConfig`` itself, which owns them. Reading a
 file (``load_params``) checks every section at once, so a stage never starts on a bad value, and
 says which key of which file is wrong in one line.
@@ -19,10 +19,8 @@ from typing import Any
 
 import yaml
 
-from env.config import FIELD_NAMES, MAX_GAME_SPEED, PICTURE_SIZE, EnvConfig
-from env.errors import ConfigError
-from env.factory import BACKENDS
-from env.fields import (
+from env.common.errors import ConfigError
+from env.common.fields import (
     FIGHTS,
     FLAG,
     MAX_SEED,
@@ -39,6 +37,8 @@ from env.fields import (
     optional,
     whole,
 )
+from env.config import FIELD_NAMES, MAX_GAME_SPEED, PICTURE_SIZE, EnvConfig
+from env.factory import BACKENDS
 
 from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID

@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from env.cli import run_command
+from env.common.cli import run_command
+from env.common.errors import EldenILError, Interrupted
 from env.config import EnvConfig
-from env.errors import EldenILError, Interrupted
 
 from capture.staging import staged_folder, staged_paths
 

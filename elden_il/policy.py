@@ -28,9 +28,9 @@ from stable_baselines3.common.preprocessing import is_image_space, is_image_spac
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
+from env.common.errors import ConfigError, EldenILError
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
-from env.errors import ConfigError, EldenILError
 
 from elden_il.params import NetworkSize
 from elden_il.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from env.errors import DataError
+from env.common.errors import DataError
 
 MAX_WIDTH = 16_384
 """The widest layer a saved network may ask for (the pipeline's widest is 512)."""

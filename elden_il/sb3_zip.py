@@ -21,10 +21,10 @@ from typing import Any
 import gymnasium as gym
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from env.cli import run_command
+from env.common.cli import run_command
+from env.common.errors import ConfigError, DataError
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
-from env.errors import ConfigError, DataError
 
 from capture.staging import staged_folder
 

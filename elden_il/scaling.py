@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from env.cli import ruled, run_command
-from env.fields import whole
+from env.common.cli import ruled, run_command
+from env.common.fields import whole
 
 from capture.autopilot import PLAYERS
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from gymnasium import spaces
 
-from env.errors import ConfigError
+from env.common.errors import ConfigError
 from env.profile import Profile
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.errors import ConfigError
+from env.common.errors import ConfigError
 
 ATTRIBUTE_TYPES = ("int", "float", "bool", "array")
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from env.actions import ActionTable
-from env.cli import parse_crop, parse_size, ruled
-from env.errors import ConfigError, DataError
-from env.fields import FLAG, STEP_MS, Rule, check_fields, checked, is_int, number, one_of
+from env.common.cli import ruled
+from env.common.errors import ConfigError, DataError
+from env.common.fields import FLAG, STEP_MS, Rule, check_fields, checked, is_int, number, one_of
 from env.observations import (
     FRAME_CROP_RULE,
     FRAME_SIZE,
@@ -32,6 +32,8 @@ from env.observations import (
     FrameSpec,
     ObservationBuilder,
     observation_space,
+    parse_crop,
+    parse_size,
 )
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ times real time a game's own frame and physics steps grow coarse."""
 @dataclass(frozen=True)
 class EnvConfig:
     """The settings that make two envs the same env. Every field is validated on construction
-    (its rule, ``env.fields``), and those a command line sets declare their flag here, once."""
+    (its rule, ``env.common.fields``), and those a command line sets declare their flag here, once."""
 
     profile: str | None = checked(
         None,

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from env.errors import ConfigError
-from env.fields import is_number
+from env.common.errors import ConfigError
+from env.common.fields import is_number
 
 BUTTONS: tuple[str, ...] = (
     "a",

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.cli import run_command
-from env.errors import EldenILError, GameError
+from env.common.cli import run_command
+from env.common.errors import EldenILError, GameError
 from env.factory import DEFAULT_HOST
 from env.profile import Profile, load_profile
 from env.siphon.client import ReadRefused

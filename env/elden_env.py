@@ -27,9 +27,9 @@ import numpy as np
 
 from env import fight
 from env.actions import KeyCommand, send
+from env.common.errors import ConfigError
+from env.common.fields import is_int
 from env.config import EnvConfig
-from env.errors import ConfigError
-from env.fields import is_int
 from env.floors import FloorWatch
 from env.game import Frame, Game, GameState
 from env.keys import pygame_key

@@ -23,9 +23,9 @@ from typing import Any
 
 import gymnasium as gym
 
+from env.common.errors import ConfigError
 from env.config import FIELD_NAMES, EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import ConfigError
 from env.game import Game
 
 BACKENDS = ("sim", "sim_server", "siphon")

@@ -19,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from env.errors import GameError
+from env.common.errors import GameError
 from env.profile import Profile
 
 AttributeValue = int | float | bool

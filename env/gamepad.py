@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from env.common.errors import SetupError
 from env.controller import AXES, BUTTONS, TRIGGERS
-from env.errors import SetupError
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def load_sdl():
 
     SDL is told to leave SIGINT and SIGTERM alone: once started, it takes any of them still at
     its default and turns it into a quit event, which nothing here reads, so a process reading a
-    pad lived through ``kill``. Ctrl-C and SIGTERM are the program's (``env.interrupts``)."""
+    pad lived through ``kill``. Ctrl-C and SIGTERM are the program's (``env.common.interrupts``)."""
     try:
         import sdl2dll
 

@@ -11,7 +11,9 @@ keyboard the key left of S is "A" in the game's and Siphon's eyes, whatever is p
 
 from __future__ import annotations
 
+import argparse
 import string
+from collections.abc import Callable
 
 KEYBOARD_KEYS: frozenset[str] = frozenset(
     [*string.ascii_uppercase]
@@ -143,3 +145,20 @@ def pygame_key(name: str) -> int | None:
             return pygame.key.key_code(pygame_name)
         except ValueError:
             return None
+
+
+def key_names(count: int) -> Callable[[str], tuple[str, ...]]:
+    """``"F5,F6,F8"`` -> ``("F5", "F6", "F8")``: exactly ``count`` different Siphon key names."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        try:
+            keys = tuple(normalize_key(k.strip()) for k in text.split(","))
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+        if len(keys) != count or len(set(keys)) != count:
+            raise argparse.ArgumentTypeError(
+                f"{text!r} must be {count} different keys, comma-separated (e.g. F5,F6,F8)"
+            )
+        return keys
+
+    return parse

@@ -8,6 +8,7 @@ and animation ids mapped through the profile's vocabulary (unknown ids become 0)
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,9 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import ArrayLike
 
-from env.errors import ConfigError
-from env.fields import Rule, is_int, is_number
+from env.common.cli import size_within
+from env.common.errors import ConfigError
+from env.common.fields import Rule, is_int, is_number
 
 if TYPE_CHECKING:
     from env.actions import ActionTable
@@ -107,6 +109,25 @@ FRAME_CROP_RULE = Rule(
     "must be [left, top, right, bottom] fractions with 0 <= left < right <= 1 and 0 <= top < bottom <= 1",
 )
 """A crop that keeps something and reaches nowhere outside the frame."""
+
+
+parse_size = size_within(FRAME_SIZE_RULE)
+"""A frame size as a flag writes it, ``WIDTHxHEIGHT`` (an argparse ``type``)."""
+
+
+def parse_crop(text: str) -> tuple[float, float, float, float]:
+    """``"0,0.1,1,1"`` -> ``(0.0, 0.1, 1.0, 1.0)``: left, top, right, bottom as fractions of the frame."""
+    try:
+        crop = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        crop = ()
+    if len(crop) != 4:
+        raise argparse.ArgumentTypeError(
+            f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}"
+        )
+    if not FRAME_CROP_RULE.accepts(crop):
+        raise argparse.ArgumentTypeError(f"{text!r} {FRAME_CROP_RULE.allowed}")
+    return crop
 
 
 class AnimationVocabulary:

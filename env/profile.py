@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from env.attribute_config import SiphonConfig, line_of, load_siphon_config, read_toml
+from env.common.errors import ConfigError
 from env.controller import ControllerLayout, load_controller_layout
-from env.errors import ConfigError
 from env.fight import FightRules
 from env.keys import is_mouse_button, normalize_key
 

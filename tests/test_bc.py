@@ -13,8 +13,8 @@ import torch
 import yaml
 from conftest import TINY_NETWORK
 
+from env.common.errors import ConfigError
 from env.config import EnvConfig
-from env.errors import ConfigError
 from env.profile import load_profile
 
 from capture.build_dataset import build_dataset

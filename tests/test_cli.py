@@ -1,5 +1,5 @@
 """Every command line reports an error the user can fix the same way: one ``error:`` line that
-says what to do, exit status 2, no traceback (``env.cli.run_command``)."""
+says what to do, exit status 2, no traceback (``env.common.cli.run_command``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from env.cli import ERROR_EXIT, run_command
-from env.errors import DataError, Interrupted
+from env.common.cli import ERROR_EXIT, run_command
+from env.common.errors import DataError, Interrupted
 
 ROOT = Path(__file__).parents[1]
 

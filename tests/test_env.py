@@ -8,9 +8,9 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0
+from env.common.errors import ConfigError, GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import ConfigError, GameError
 from env.factory import make_env
 from env.sim.controls import Button
 from env.sim.game import SimGame

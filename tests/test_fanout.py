@@ -24,8 +24,8 @@ import pytest
 import yaml
 from conftest import save_untrained
 
+from env.common.errors import EldenILError
 from env.config import EnvConfig
-from env.errors import EldenILError
 from env.factory import make_env
 from env.sim.expert import ScriptedExpert
 

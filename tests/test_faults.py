@@ -461,7 +461,7 @@ class SwallowsAnInterrupt:
 
 
 def test_an_interrupt_a_library_swallows_still_stops_the_command_and_puts_nothing_in_place(tmp_path: Path, capsys):
-    from env.cli import run_command
+    from env.common.cli import run_command
 
     from capture.staging import staged_folder
 
@@ -489,7 +489,7 @@ def test_an_interrupt_a_library_swallows_still_stops_the_command_and_puts_nothin
 def test_sigterm_is_an_interrupt_with_its_own_exit_status(capsys):
     """SIGTERM used to end a command on the spot (no line, its staging left); now it stops it as
     Ctrl-C does, with the shell's 128 + 15, and the handlers found are back afterwards."""
-    from env.cli import run_command
+    from env.common.cli import run_command
 
     found = signal.getsignal(signal.SIGTERM)
 
@@ -509,7 +509,7 @@ def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
     any thread of the process, is held until both are done, then delivered."""
     import threading
 
-    from env import interrupts
+    from env.common import interrupts
 
     done = []
     # Ctrl-C as Python starts a command's process: this test worker ran other tests' libraries
@@ -1408,7 +1408,7 @@ BAD_POLICIES = {
 def test_a_policy_is_saved_only_with_the_profile_it_plays_on(tmp_path: Path):
     """``EnvConfig()`` names no profile (the backend picks its own): a policy saved with it could
     not be loaded, since its keys and spaces depend on the profile, so it is refused when saved."""
-    from env.errors import ConfigError
+    from env.common.errors import ConfigError
 
     from elden_il.policy import save_policy
 
@@ -1529,7 +1529,7 @@ def test_a_policy_made_to_run_a_command_runs_nothing_in_any_command_that_loads_p
     per policy) and the finetune stage (twice). Now a policy folder is read as data only: each
     command says in one line what the zip is and how to convert one you trust, and the command
     is never run. Read by the one function named for trusting it, the same file does run it."""
-    from env.errors import EldenILError
+    from env.common.errors import EldenILError
 
     from elden_il.policy import load_policy
     from elden_il.sb3_zip import read_sb3_zip_trusting_its_code

@@ -52,7 +52,7 @@ def test_render_is_off_by_default_and_its_size_does_not_follow_the_observation()
     picture = e.render()
     assert obs["frame"].shape == (48, 64, 3) and picture.shape == (200, 320, 3) and picture.dtype == np.uint8
     assert picture.std() > 10  # a drawn arena, not a blank
-    with pytest.raises(env.errors.ConfigError, match="render_size"):
+    with pytest.raises(env.common.errors.ConfigError, match="render_size"):
         make_env(render_size=(8, 8))
 
 
@@ -158,7 +158,7 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
 
 
 def test_load_policy_reads_a_policy_folder_and_says_what_is_missing(tmp_path: Path):
-    from env.errors import EldenILError
+    from env.common.errors import EldenILError
 
     from elden_il.policy import load_policy
 

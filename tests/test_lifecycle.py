@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from env.errors import GameError
+from env.common.errors import GameError
 from env.sim import memory
 from env.sim.controls import Button
 from env.sim.game import SimGame

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from env.attribute_config import load_siphon_config
-from env.errors import ConfigError
+from env.common.errors import ConfigError
 from env.profile import load_profile
 from env.sim import memory
 from env.sim.world import World

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from conftest import save_untrained
 
+from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import ConfigError
 from env.factory import make_env
 from env.profile import load_profile
 from env.sim.launcher import SimServer

@@ -370,8 +370,8 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
+    from env.common.errors import ConfigError
     from env.config import EnvConfig
-    from env.errors import ConfigError
     from env.sim.launcher import SimServer
 
     from elden_il.finetune import finetune
@@ -406,8 +406,8 @@ def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_wha
     until then (an update, from the first 32 steps) is saved where ``load_policy`` reads it."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("the link is a network namespace and a veth pair: root and iproute2 (`ip`)")
+    from env.common.errors import GameError
     from env.config import EnvConfig
-    from env.errors import GameError
     from env.sim.launcher import SimServer
 
     from elden_il.finetune import PARTIAL_RUN, finetune

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from env.errors import EldenILError
+from env.common.errors import EldenILError
 
 from elden_il.pipeline import main, markdown_summary
 

@@ -754,8 +754,8 @@ def test_on_windows_ctrl_break_stops_a_recording_as_ctrl_c_does(tmp_path: Path, 
     import signal
     import threading
 
-    from env import interrupts
-    from env.errors import Interrupted
+    from env.common import interrupts
+    from env.common.errors import Interrupted
 
     from capture import record as recorder
 

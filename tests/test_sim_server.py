@@ -16,9 +16,9 @@ import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.attribute_config import load_siphon_config
+from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import ConfigError
 from env.sim.game import SimGame
 from env.sim.launcher import ARGS_VARIABLE, SimServer, free_port
 from env.siphon.client import SiphonClient, SiphonError

@@ -17,9 +17,9 @@ import pytest
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.common.errors import ConfigError, GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.errors import ConfigError, GameError
 from env.profile import PROFILES_DIR, Profile, load_profile
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame

@@ -8,8 +8,9 @@ import signal
 import threading
 from dataclasses import replace
 
-from env.cli import parse_size, ruled, run_command
-from env.fields import Rule, is_number, number, whole
+from env.common.cli import ruled, run_command
+from env.common.fields import Rule, is_number, number, whole
+from env.observations import parse_size
 from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import REAL_BY_DEFAULT, serve

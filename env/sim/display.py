@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from env.errors import SetupError
+from env.common.errors import SetupError
 
 
 class DisplayError(SetupError):

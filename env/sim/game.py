@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from env import fight
-from env.errors import GameError
+from env.common.errors import GameError
 from env.game import AttributeValue, Frame, GameState, Unreadable
 from env.keys import normalize_key
 from env.observations import FRAME_SIZE

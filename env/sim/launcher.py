@@ -30,7 +30,7 @@ import grpc
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
-from env.errors import GameError
+from env.common.errors import GameError
 from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
 from env.sim.real_server import STATUS_MARK

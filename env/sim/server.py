@@ -37,7 +37,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.attribute_config import AttributeSpec
-from env.errors import SetupError
+from env.common.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.profile import load_profile
 from env.sim import memory, scancodes

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ctypes
 
+from env.common.errors import SetupError
 from env.controller import AXES, BUTTONS, TRIGGERS
-from env.errors import SetupError
 from env.gamepad import AXIS_FULL, load_sdl
 
 XBOX_360 = (0x045E, 0x028E)

@@ -20,7 +20,7 @@ import logging
 import time
 from typing import Protocol
 
-from env.errors import GameError
+from env.common.errors import GameError
 from env.fight import AT_DEATH
 from env.game import Game
 from env.siphon.client import ReadRefused, SiphonClient

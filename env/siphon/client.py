@@ -29,7 +29,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.attribute_config import AttributeSpec, SiphonConfig
-from env.errors import GameError
+from env.common.errors import GameError
 from env.game import AttributeValue, Unreadable
 from env.keys import is_mouse_button, normalize_key
 from env.siphon.packed_reads import Block, ReadPlan, plan_blocks

@@ -31,7 +31,7 @@ import grpc
 import numpy as np
 
 from env import fight
-from env.errors import GameError
+from env.common.errors import GameError
 from env.game import AttributeValue, Frame, GameState, scaled
 from env.keys import normalize_key
 from env.profile import Profile, load_profile

@@ -2,14 +2,14 @@
 
 Bad input (a profile with a typo, a malformed params file, a corrupt dataset), a missing server,
 a game that does not answer: each raises a subclass of ``EldenILError`` whose message says what
-was wrong and how to fix it. Every command line runs its work through ``env.cli.run_command``,
+was wrong and how to fix it. Every command line runs its work through ``env.common.cli.run_command``,
 which prints that message in one line and exits with status 2 (an interrupted run with the
 shell's 128 + signal); anything else escaping a command is a bug, and keeps its traceback.
 
 The groups, and the modules that raise their subclasses:
 
 - ``ConfigError``: fix a setting (a profile or Siphon TOML, params.yaml, a flag, an env config).
-  ``env.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.drivers.RecordError``.
+  ``env.common.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.drivers.RecordError``.
 - ``GameError``: the game or its server (start it, wait for it, reconnect, get back to the
   fight). ``env.game.Unreadable`` (nothing to read right now: a loading screen, the boss gone,
   no frame yet; both backends raise it, and a recorder waits it out),

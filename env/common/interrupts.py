@@ -6,7 +6,7 @@ hook), the exception cannot propagate: Python prints "Exception ignored ... Keyb
 and goes on, and a dataset build stopped that way once finished and exited 0. SIGTERM, by
 default, ends the process on the spot, its staging folders left behind and no line said.
 
-So every command (``env.cli.run_command``) runs under ``watched()``: both signals raise
+So every command (``env.common.cli.run_command``) runs under ``watched()``: both signals raise
 ``KeyboardInterrupt`` and are also *recorded* (and Python's "Exception ignored" traceback for
 one that could not propagate is left out: the command says it in its one line). What publishes an output (``capture.staging``)
 calls ``check()`` first, and the runner calls it again once the work returns: an interrupt

@@ -15,11 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from env import interrupts
-from env.errors import EldenILError, Interrupted
-from env.fields import RULE, Rule
-from env.keys import normalize_key
-from env.observations import FRAME_CROP_RULE, FRAME_SIZE_RULE
+from env.common import interrupts
+from env.common.errors import EldenILError, Interrupted
+from env.common.fields import RULE, Rule
 
 ERROR_EXIT = 2
 """Every command's exit status for an error the user can fix (argparse's own for a bad flag)."""
@@ -77,7 +75,7 @@ def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any
 def run_command(work: Callable[[], int | None]) -> int:
     """Run a command's ``work`` and return the process's exit status: ``work``'s own (None is
     0); for an ``EldenILError`` its message as one ``error:`` line on stderr and ``ERROR_EXIT``;
-    for an interrupted run (Ctrl-C, SIGTERM: ``env.interrupts``) one line, and the shell's 128 +
+    for an interrupted run (Ctrl-C, SIGTERM: ``env.common.interrupts``) one line, and the shell's 128 +
     signal, so that a script or DVC never takes the run as done, even where a library swallowed
     the interrupt. Anything else is a bug and keeps its traceback."""
     with interrupts.watched() as watch:
@@ -144,27 +142,8 @@ def size_within(rule: Rule) -> Callable[[str], tuple[int, int]]:
     return parse
 
 
-parse_size = size_within(FRAME_SIZE_RULE)
-"""A frame size (``env.observations.FRAME_SIZE_RULE``) as ``WIDTHxHEIGHT``."""
-
-
-def parse_crop(text: str) -> tuple[float, float, float, float]:
-    """``"0,0.1,1,1"`` -> ``(0.0, 0.1, 1.0, 1.0)``: left, top, right, bottom as fractions of the frame."""
-    try:
-        crop = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        crop = ()
-    if len(crop) != 4:
-        raise argparse.ArgumentTypeError(
-            f"crop must look like 0,0.1,1,1 (LEFT,TOP,RIGHT,BOTTOM fractions), got {text!r}"
-        )
-    if not FRAME_CROP_RULE.accepts(crop):
-        raise argparse.ArgumentTypeError(f"{text!r} {FRAME_CROP_RULE.allowed}")
-    return crop
-
-
 def ruled(convert: Callable[[str], Any], rule: Rule) -> Callable[[str], Any]:
-    """An argparse ``type`` that converts the text and holds it to ``rule`` (``env.fields``)."""
+    """An argparse ``type`` that converts the text and holds it to ``rule`` (``env.common.fields``)."""
 
     def parse(text: str) -> Any:
         try:
@@ -184,20 +163,3 @@ def output_folder(text: str) -> Path:
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is a file, not a folder: name a folder to write into")
     return path
-
-
-def key_names(count: int) -> Callable[[str], tuple[str, ...]]:
-    """``"F5,F6,F8"`` -> ``("F5", "F6", "F8")``: exactly ``count`` different Siphon key names."""
-
-    def parse(text: str) -> tuple[str, ...]:
-        try:
-            keys = tuple(normalize_key(k.strip()) for k in text.split(","))
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-        if len(keys) != count or len(set(keys)) != count:
-            raise argparse.ArgumentTypeError(
-                f"{text!r} must be {count} different keys, comma-separated (e.g. F5,F6,F8)"
-            )
-        return keys
-
-    return parse

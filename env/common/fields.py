@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from env.errors import ConfigError
+from env.common.errors import ConfigError
 
 RULE = "rule"
 """The ``dataclasses.field`` metadata key holding a field's ``Rule``."""
@@ -111,7 +111,7 @@ def optional(rule: Rule) -> Rule:
 
 def checked(default: Any, rule: Rule, flag: str | None = None, **flag_options: Any) -> Any:
     """A dataclass field with ``default`` that accepts what ``rule`` accepts; with ``flag``, also a
-    command-line flag with that help and argparse's ``flag_options`` (``env.cli.add_flags``), held
+    command-line flag with that help and argparse's ``flag_options`` (``env.common.cli.add_flags``), held
     to the same rule (a ``type`` given converts the text, and may hold it to a narrower one)."""
     return field(default=default, metadata={RULE: rule, **({"flag": {"help": flag, **flag_options}} if flag else {})})
 

@@ -463,6 +463,14 @@ def stepped(
     return episode, steps
 
 
+def steps_in(path: Path, config: EnvConfig) -> int:
+    """How many env steps the episode at ``path`` gives a dataset built for ``config``: its steps
+    exactly as ``build_dataset`` lays and cuts them."""
+    config, actions = resolved_config(config, [path])
+    _, steps = stepped(path, config, config.observation_builder(actions), actions, align_to_presses=True)
+    return 0 if steps is None else len(steps.actions)
+
+
 def build_record(config: EnvConfig, sources: list[str], raw_dir: Path, compression: FrameCompression) -> dict[str, Any]:
     """What the dataset says of how it was made (its ``METADATA_KEY`` metadata and its
     ``build.json``): the env config, the source episodes, the raw folder, the frame compression

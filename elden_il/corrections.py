@@ -118,18 +118,11 @@ def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) ->
     return ws.models / "bc", counts
 
 
-def _steps(path: Path, config: CorrectionsConfig) -> int:
-    """Env steps in a recorded episode (its length on the step grid, at most ``max_steps``)."""
-    from capture.episode import read_episode
-
-    t = read_episode(path, frames=False).t
-    return min(config.env.max_steps, int((t[-1] - t[0]) / (config.env.timestep_ms / 1000.0)) + 1)
-
-
 def compare(config: CorrectionsConfig, work: Path) -> dict:
     """Run the whole comparison in ``work`` (created, must not exist); the report."""
     from env.factory import make_env
 
+    from capture.build_dataset import steps_in
     from capture.episode import read_episode
 
     from elden_il.evaluate import PolicyActor, evaluate
@@ -158,7 +151,7 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
     seed, added = config.seed + config.demo_fights + config.correction_fights, 0
     while added < max(1, budget):
         more.raw += _record(work / "recorded" / "more_demos", config, seed, 1)
-        added += _steps(more.raw[-1], config)
+        added += steps_in(more.raw[-1], config.env)
         seed += 1
     more_path, more_counts = _train("bc_more_demos", demos_raw + more.raw, work, config)
     more.seconds = time.perf_counter() - t

@@ -62,7 +62,7 @@ def main() -> None:
     seeds = list(range(params.evaluate.first_seed, params.evaluate.first_seed + args.fights))
     results: dict[str, Any] = {
         "machine": describe(),
-        "demos": {"episodes": params.demos.episodes, "master_size": params.demos.master_size},
+        "demos": {"episodes": params.demos.record.max_episodes, "master_size": params.demos.record.master_size},
         "frame_size": params.env.frame_size,
         "codecs": {},
     }
@@ -101,7 +101,7 @@ def main() -> None:
 
     print(f"Machine: {results['machine']}\n")
     print(
-        f"{params.demos.episodes} demonstrations at {params.demos.master_size[0]}x{params.demos.master_size[1]}, "
+        f"{params.demos.record.max_episodes} demonstrations at {params.demos.record.master_size[0]}x{params.demos.record.master_size[1]}, "
         f"BC on {results['frame_size'][0]}x{results['frame_size'][1]} frames, {args.fights} held-out fights per "
         f"policy; training frames h264 vs lossless: PSNR {results['frame_psnr_db']:.1f} dB\n"
     )

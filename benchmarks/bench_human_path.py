@@ -272,7 +272,7 @@ def record_as_a_person(
     from env.sim.launcher import SimServer
 
     config = params.env
-    rate = params.demos.rate_hz
+    rate = params.demos.record.rate
     server_log = out.with_suffix(".server.log")
     with (
         a_display(),
@@ -335,7 +335,7 @@ def record_on_a_controller(
     from capture.record import RecordSettings, record
 
     config = params.env
-    rate = params.demos.rate_hz
+    rate = params.demos.record.rate
     with a_display(), SimServer(seed=0, size=window, log_path=out.with_suffix(".server.log")) as server:
         person = ScriptedPlayer(
             server.host,
@@ -400,7 +400,7 @@ def record_lock_step(
     then made an observation as the play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
-    rate = params.demos.rate_hz
+    rate = params.demos.record.rate
     config = params.env.replace(profile="sim_margit", capture_size=capture_size)
     record(
         RecordSettings(

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from env.common.cli import add_flags, flag, from_flags, output_folder, run_command, size_within
 from env.common.errors import GameError, Interrupted
-from env.common.fields import RULE, check_fields, checked, number, optional, whole
+from env.common.fields import MAX_FIGHTS, RULE, SEED, Rule, check_fields, checked, number, one_of, optional, whole
 from env.common.interrupts import SIGNALS
 from env.config import PICTURE_SIZE, EnvConfig
 from env.factory import DEFAULT_HOST, make_game
@@ -111,24 +111,24 @@ class RecordSettings:
             ),
         },
     )
-    video_codec: str = field(
-        default=DEFAULT_CODEC,
-        metadata=flag(
-            "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
-            choices=tuple(CODECS),
-        ),
+    video_codec: str = checked(
+        DEFAULT_CODEC,
+        Rule(
+            lambda v: isinstance(v, str) and v in CODECS, f"must be one of {', '.join(CODECS)}"
+        ),  # CODECS as it is then
+        "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
+        choices=tuple(CODECS),
     )
     out: Path = field(default=Path("datasets/raw"), metadata=flag("episode folder", type=output_folder))
-    max_episodes: int = checked(0, whole(0), "stop after this many episodes (0: until quit)")
+    max_episodes: int = checked(0, whole(0, MAX_FIGHTS), "stop after this many episodes (0: until quit)")
     max_episode_seconds: float = checked(300.0, number(0, above=True), "end an episode after this long")
     autopilot: bool = field(default=False, metadata=flag("let the scripted expert play; its keys are recorded"))
-    player: str = field(
-        default="expert",
-        metadata=flag(
-            "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
-            "times, missed telegraphs and key taps (env/sim/person.py)",
-            choices=PLAYERS,
-        ),
+    player: str = checked(
+        "expert",
+        one_of(*PLAYERS),
+        "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
+        "times, missed telegraphs and key taps (env/sim/person.py)",
+        choices=PLAYERS,
     )
     policy: Path | None = field(
         default=None,
@@ -168,7 +168,7 @@ class RecordSettings:
         ),
     )
     restart_delay: float = checked(1.0, number(0, 600), "seconds of game time to wait before restarting a fight")
-    seed: int = checked(0, whole(0), "simulator seed of the first fight (the next ones count up)")
+    seed: int = checked(0, SEED, "simulator seed of the first fight (the next ones count up)")
     hotkeys: tuple[str, str, str] = field(
         default=("F5", "F6", "F8"),
         metadata=flag("start/stop, discard-last, quit keys (default: F5,F6,F8)", type=key_names(3)),

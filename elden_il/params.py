@@ -13,7 +13,7 @@ as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +37,11 @@ from env.common.fields import (
     optional,
     whole,
 )
-from env.config import FIELD_NAMES, MAX_GAME_SPEED, PICTURE_SIZE, EnvConfig
+from env.config import FIELD_NAMES, MAX_GAME_SPEED, EnvConfig
 from env.factory import BACKENDS
 
-from capture.autopilot import PLAYERS
 from capture.dataset_id import DATASET_ID
-from capture.video import CODECS, DEFAULT_CODEC
+from capture.record import RecordSettings
 
 
 class ParamsError(ConfigError):
@@ -63,23 +62,65 @@ class DemosParams:
     """sim: the autopilot recorded against the in-process simulator; raw: your own recordings."""
     raw_dir: str | None = checked("datasets/raw", optional(TEXT))
     """raw only: the folder of your recordings (``python -m capture.record``)."""
-    episodes: int = checked(40, FIGHTS)
-    """sim only: how many demonstration fights to record."""
-    seed: int = checked(0, SEED)
-    """sim only: the first fight's seed (the next ones count up)."""
-    rate_hz: float = checked(30, number(0, 1000, above=True))
-    """sim only: samples per second of the recordings."""
-    player: str = checked("expert", one_of(*PLAYERS))
-    """sim only: the scripted expert, or the person-like one (``env.sim.person``)."""
-    master_size: tuple[int, int] = checked((128, 128), PICTURE_SIZE)
-    """sim only: the picture each recording keeps as its video; every frame size up to it is made
-    from it without recording again. Smaller than ``capture.record``'s own default on purpose:
-    the pipeline's frames are 84x84, and a smaller picture is cheaper to draw and encode."""
-    video_codec: str = checked(DEFAULT_CODEC, one_of(*CODECS))
-    """sim only: h264 (lossy, small) or lossless (frames bit for bit the env's)."""
+    record: RecordSettings = field(default_factory=lambda: DEMO_RECORDING)
+    """sim only: the recording session itself, ``capture.record``'s own settings (those of them
+    in ``RECORD_KEYS``; the env is params.yaml's)."""
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+DEMO_RECORDING = RecordSettings(
+    backend="sim",
+    autopilot=True,
+    max_episodes=40,
+    master_size=(128, 128),  # smaller than the recorder's own: the pipeline's frames are 84x84, cheaper to draw
+    reproducible=True,  # the same params record the same bytes: DVC sees no change
+)
+"""The demonstrations' recording session: the autopilot in-process, as ``python -m capture.record
+--backend sim --autopilot`` records, 40 fights, each file's bytes following from the params."""
+RECORD_KEYS = ("max_episodes", "seed", "rate", "player", "master_size", "video_codec")
+"""The recorder's settings params.yaml's ``demos.record`` may set; the others are the stage's own."""
+
+
+def read_demos(values: Any, source: str = "params.yaml") -> DemosParams:
+    """params.yaml's ``demos`` section; its ``record`` mapping is ``DEMO_RECORDING`` with the
+    ``RECORD_KEYS`` it names changed, each held to the recorder's own rule, and a number of
+    fights to record (at least 1: the recorder's 0 records until someone quits)."""
+    values = dict(values) if isinstance(values, dict) else values
+    record = values.pop("record", None) if isinstance(values, dict) else None
+    moved = sorted(set(values) & set(MOVED_DEMOS_KEYS)) if isinstance(values, dict) else []
+    if moved:
+        raise ParamsError(
+            f"{source} demos.{moved[0]}: the recording's settings are capture.record's own, under demos.record "
+            f"now: write demos.record.{MOVED_DEMOS_KEYS[moved[0]]}"
+        )
+    demos = read_section(values, "demos", DemosParams, source)
+    if record is None:
+        return demos
+    if not isinstance(record, dict):
+        raise ParamsError(f"{source} demos.record must be a mapping of keys ({', '.join(RECORD_KEYS)}), got {record!r}")
+    unknown = sorted(set(record) - set(RECORD_KEYS))
+    if unknown:
+        raise ParamsError(f"{source} demos.record: unknown keys {unknown}; known: {list(RECORD_KEYS)}")
+    changes = {key: tuple(value) if isinstance(value, list) else value for key, value in record.items()}
+    try:
+        recording = replace(DEMO_RECORDING, **changes)
+        FIGHTS.check("max_episodes", recording.max_episodes)
+    except FieldError as e:
+        raise ParamsError(f"{source} demos.record.{e}") from None
+    return replace(demos, record=recording)
+
+
+MOVED_DEMOS_KEYS = {
+    "episodes": "max_episodes",
+    "seed": "seed",
+    "rate_hz": "rate",
+    "player": "player",
+    "master_size": "master_size",
+    "video_codec": "video_codec",
+}
+"""The demos keys that are the recorder's own settings now, and their names under ``demos.record``."""
 
 
 @dataclass(frozen=True)
@@ -304,8 +345,8 @@ class PipelineParams:
             )
         return cls(
             **{
-                name: read_env(raw.get(name) or {}, source)
-                if kind is EnvConfig
+                name: READERS[name](raw.get(name) or {}, source)
+                if name in READERS
                 else read_section(raw.get(name) or {}, name, kind, source)
                 for name, kind in SECTIONS.items()
             }
@@ -321,8 +362,10 @@ SECTIONS: dict[str, type] = {
     "finetune": FinetuneConfig,
     "evaluate": EvaluateParams,
 }
-"""params.yaml's sections, in its order, and the dataclass each is read into (``env``'s by
-``read_env``)."""
+"""params.yaml's sections, in its order, and the dataclass each is read into (``demos`` and ``env``
+by ``READERS``)."""
+READERS = {"demos": read_demos, "env": read_env}
+"""The sections that nest another part's own settings, each with its reader."""
 
 
 def read_section(values: Any, name: str, kind: type, source: str = "params.yaml") -> Any:

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,7 @@ from capture.staging import staged_folder, staged_paths
 from elden_il.params import PipelineParams, load_params
 
 if TYPE_CHECKING:
-    from capture.record import RecordSettings
+    pass
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -141,26 +141,6 @@ def write_report(report: dict, paths: tuple[Path, Path]) -> None:
 
 
 # --------------------------------------------------------------------------------------- stages
-def demo_recording(params: PipelineParams, out: Path) -> RecordSettings:
-    """The recording session params.yaml's ``demos`` section asks for (source ``sim``), into ``out``."""
-    from capture.record import RecordSettings
-
-    demos = params.demos
-    return RecordSettings(
-        env=params.env.replace(profile="sim_margit"),
-        backend="sim",
-        autopilot=True,
-        player=demos.player,
-        max_episodes=demos.episodes,
-        seed=demos.seed,
-        rate=demos.rate_hz,
-        out=out,
-        reproducible=True,  # the same params record the same bytes: DVC sees no change
-        master_size=demos.master_size,
-        video_codec=demos.video_codec,
-    )
-
-
 def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     """Record the demonstrations into ``ws.demos``, swapped in whole once all are recorded: an
     interrupted run leaves the demonstrations of the last finished one."""
@@ -173,17 +153,19 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
 
         from capture.record import record
 
-        wanted = demos.episodes
+        # the recording session params.yaml asks for, in the env it describes, into the staging folder
+        session = replace(demos.record, env=params.env.replace(profile="sim_margit"), out=folder)
+        wanted = session.max_episodes
         try:
             with tqdm(total=wanted, desc="demonstrations", unit="fight", disable=None) as bar:
-                record(demo_recording(params, folder), on_saved=lambda _: bar.update())
+                record(session, on_saved=lambda _: bar.update())
         except Interrupted as e:
             # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as
             # done, and they are not put in place; a rerun records the same bytes again
             got = len(list(folder.glob("*.h5")))
             raise Interrupted(
                 f"the demos stage was interrupted by {signal.Signals(e.signum).name} with {got} of the {wanted} "
-                f"episodes demos.episodes asks for: it failed, and {ws.demos} is as it was before; run it "
+                f"episodes demos.record.max_episodes asks for: it failed, and {ws.demos} is as it was before; run it "
                 "again (`dvc repro`) to record them all",
                 e.signum,
             ) from None

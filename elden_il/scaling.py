@@ -71,7 +71,11 @@ def study(
     # fights the largest policy learns from (the smaller ones take the first of them)
     recorded = replace(
         params,
-        demos=replace(params.demos, source="sim", episodes=max(fights), seed=0, player=player),
+        demos=replace(
+            params.demos,
+            source="sim",
+            record=replace(params.demos.record, max_episodes=max(fights), seed=0, player=player),
+        ),
         dataset=DatasetParams(id="study/scaling-v0"),
     )
     with tempfile.TemporaryDirectory() as tmp:

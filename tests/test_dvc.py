@@ -30,7 +30,7 @@ def md5s(root: Path) -> dict[str, str]:
 def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path, monkeypatch, capsys):
     """Twice in this process (the fresh clone's ``dvc repro`` in test_pipeline.py records them
     again in other processes, in another folder, and must leave ``dvc.lock`` as it was)."""
-    params = {**TINY, "demos": {**TINY["demos"], "episodes": 2, "seed": 5}}
+    params = {**TINY, "demos": {**TINY["demos"], "record": {**TINY["demos"]["record"], "max_episodes": 2, "seed": 5}}}
     recorded = []
     for name in ("first", "second"):
         root = tmp_path / name
@@ -169,8 +169,15 @@ NOT_DECIDING_WHAT_IS_BUILT = {
     "capture/staging.py",  # names, publishing (whole, or not at all)
     "capture/bounds.py",  # what a file read back may ask for
     "elden_il/__init__.py",
-    # params.yaml's rules name the players and backends they accept, so every stage loads the
-    # autopilot (and the simulator its players play), and the env factory; only demos runs them
+    # params.yaml's demos section is the recorder's own settings (capture.record.RecordSettings),
+    # so every stage loads the recorder, its autopilot (and the simulator its players play) and
+    # the env factory; only demos runs them
+    "capture/record.py",
+    "capture/sampler.py",
+    "capture/fights.py",
+    "capture/listener.py",
+    "capture/status.py",
+    "capture/takeover.py",
     "capture/autopilot.py",
     "capture/episode_writer.py",
     "capture/drivers.py",
@@ -220,7 +227,9 @@ def test_the_demos_and_dataset_stages_depend_on_the_code_that_decides_what_they_
     deciding nothing it writes: a change to the frame processing, the fight rules or the labels
     reruns the stage. The dataset stage's list is also the code whose digest a dataset carries
     (``capture.provenance``), so it is declared once, and checked against what runs."""
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "episodes": 1}}))
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({**TINY, "demos": {**TINY["demos"], "record": {**TINY["demos"]["record"], "max_episodes": 1}}})
+    )
     recorded = modules_a_stage_loads("demos", tmp_path)
     assert "capture/sampler.py" in recorded and "env/sim/world.py" in recorded
     missing = undeclared("demos", recorded, NOT_DECIDING_WHAT_IS_RECORDED)

@@ -574,7 +574,12 @@ def reproduced_stages(tmp_path_factory) -> Path:
 
     project = tmp_path_factory.mktemp("stages")
     (project / "params.yaml").write_text(
-        yaml.safe_dump({**TINY_PIPELINE, "demos": {**TINY_PIPELINE["demos"], "episodes": 3}})
+        yaml.safe_dump(
+            {
+                **TINY_PIPELINE,
+                "demos": {**TINY_PIPELINE["demos"], "record": {**TINY_PIPELINE["demos"]["record"], "max_episodes": 3}},
+            }
+        )
     )
     for stage in STAGES:
         process = stage_process(project, stage)
@@ -584,7 +589,7 @@ def reproduced_stages(tmp_path_factory) -> Path:
 
 
 LONGER = {
-    "demos": {"demos": {"episodes": 40}},
+    "demos": {"demos": {"record": {"max_episodes": 40}}},
     "bc": {"bc": {"epochs": 500, "patience": 500}},
     "finetune": {"finetune": {"total_steps": 50_000}},
     "evaluate": {"evaluate": {"fights": 200}},
@@ -1755,10 +1760,26 @@ PARAM_FAULTS = [
         "../../escape",
         "params.yaml dataset.id = '../../escape': must look like namespace/name-vN",
     ),
-    ("demos", "demos.episodes", 0, "params.yaml demos.episodes = 0: must be a whole number from 1 to 100000"),
-    ("demos", "demos.rate_hz", 0, "params.yaml demos.rate_hz = 0: must be a number above 0"),
+    (
+        "demos",
+        "demos.record.max_episodes",
+        0,
+        "params.yaml demos.record.max_episodes = 0: must be a whole number from 1 to 100000",
+    ),
+    ("demos", "demos.record.rate", 0, "params.yaml demos.record.rate = 0: must be a number above 0"),
+    (
+        "demos",
+        "demos.rate_hz",
+        30,
+        "params.yaml demos.rate_hz: the recording's settings are capture.record's own, under demos.record now: write demos.record.rate",
+    ),
     ("demos", "demos.source", "disk", "params.yaml demos.source = 'disk': must be one of sim, raw"),
-    ("demos", "demos.player", "robot", "params.yaml demos.player = 'robot': must be one of expert, person"),
+    (
+        "demos",
+        "demos.record.player",
+        "robot",
+        "params.yaml demos.record.player = 'robot': must be one of expert, person",
+    ),
     ("evaluate", "evaluate.fights", 0, "params.yaml evaluate.fights = 0: must be a whole number from 1 to 100000"),
     ("evaluate", "evaluate.parallel", -1, "params.yaml evaluate.parallel = -1: must be a whole number from 1"),
     ("evaluate", "evaluate.deterministic", "yes", "params.yaml evaluate.deterministic = 'yes': must be true or false"),
@@ -1782,9 +1803,9 @@ PARAM_FAULTS = [
     ),
     (
         "demos",
-        "demos.episodes",
+        "demos.record.max_episodes",
         10**9,
-        "params.yaml demos.episodes = 1000000000: must be a whole number from 1 to 100000",
+        "params.yaml demos.record.max_episodes = 1000000000: must be a whole number from 0 to 100000",
     ),
 ]
 
@@ -1794,11 +1815,11 @@ def test_a_bad_param_is_one_line_naming_the_key_and_the_allowed_values(
     tmp_path, monkeypatch, capsys, stage, key, value, message
 ):
     params = yaml.safe_load(yaml.safe_dump(TINY))
-    if "." in key:
-        name, field = key.split(".")
-        params[name][field] = value
-    else:
-        params[key] = value
+    *path, field = key.split(".")
+    section = params
+    for name in path:
+        section = section[name]
+    section[field] = value
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)  # nothing a stage might write lands in the repository
     status, _, err = main_here("elden_il.pipeline", stage, capsys=capsys)
@@ -1882,7 +1903,7 @@ CLI_FAULTS = [
         ["capture.record", "--master-size", "640x480"],
         "--master-size 640x480: a live game's picture is kept at its window's size; resize the game's window instead",
     ),
-    (["capture.record", "--video-codec", "mpeg2"], "argument --video-codec: invalid choice: 'mpeg2'"),
+    (["capture.record", "--video-codec", "mpeg2"], "argument --video-codec: 'mpeg2' must be one of h264, lossless"),
     (["capture.record", "--rate", "0"], "argument --rate: '0' must be a number above 0"),
     (["capture.record", "--rate", "-30"], "argument --rate: '-30' must be a number above 0"),
     (["capture.record", "--rate", "nan"], "argument --rate: 'nan' must be a number above 0"),
@@ -1891,7 +1912,10 @@ CLI_FAULTS = [
     (["capture.record", "--hotkeys", "F5,F6,F13"], "unknown Siphon key name 'F13'"),
     (["capture.record", "--hotkeys", "F5,P,F8"], "P (attack) also bound in profile 'sim_margit'"),
     (["capture.record", "--out", str(ROOT / "params.yaml")], "is a file, not a folder"),
-    (["capture.record", "--max-episodes", "-1"], "argument --max-episodes: '-1' must be a whole number at least 0"),
+    (
+        ["capture.record", "--max-episodes", "-1"],
+        "argument --max-episodes: '-1' must be a whole number from 0 to 100000",
+    ),
     (["capture.record", "--max-episode-seconds", "0"], "argument --max-episode-seconds: '0' must be a number above 0"),
     (["capture.record", "--seed", "x"], "argument --seed: 'x' must be a whole number"),
     (

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from elden_il.params import FROM_ELSEWHERE, SECTIONS, ParamsError, PipelineParams, load_params
+from elden_il.params import FROM_ELSEWHERE, RECORD_KEYS, SECTIONS, ParamsError, PipelineParams, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
@@ -17,15 +17,15 @@ DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
 
 def as_yaml(params: PipelineParams) -> dict:
     """The tree as params.yaml writes it (lists where YAML has no tuples; the env without the
-    fields that come from elsewhere)."""
-    return {
-        name: {
-            key: list(value) if isinstance(value, tuple) else value
-            for key, value in asdict(getattr(params, name)).items()
-            if not (name == "env" and key in FROM_ELSEWHERE)
-        }
-        for name in SECTIONS
-    }
+    fields that come from elsewhere, the demonstrations' recording with the keys it may set)."""
+
+    def plain(values: dict, keep=lambda key: True) -> dict:
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in values.items() if keep(key)}
+
+    tree = {name: plain(asdict(getattr(params, name))) for name in SECTIONS}
+    tree["env"] = plain(tree["env"], lambda key: key not in FROM_ELSEWHERE)
+    tree["demos"]["record"] = plain(tree["demos"]["record"], lambda key: key in RECORD_KEYS)
+    return tree
 
 
 def test_params_yaml_is_the_defaults_written_out():

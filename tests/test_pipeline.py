@@ -20,7 +20,7 @@ from env.sim.launcher import ARGS_VARIABLE
 
 ROOT = Path(__file__).parents[1]
 TINY = {
-    "demos": {"source": "sim", "raw_dir": "datasets/raw", "episodes": 2, "seed": 0, "rate_hz": 30},
+    "demos": {"source": "sim", "raw_dir": "datasets/raw", "record": {"max_episodes": 2, "seed": 0, "rate": 30}},
     "dataset": {"id": "eldenil/margit-test-v0"},
     "env": {
         "action_mode": "discrete",
@@ -156,7 +156,7 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     ran = {line.split("'")[1] for line in resized.stdout.splitlines() if line.startswith("Running stage")}
     assert ran == {"dataset"}
     built = json.loads(next((project / "datasets/minari").rglob("build.json")).read_text())
-    # the picture is the recordings': demos.master_size, whose pipeline default TINY leaves in place
+    # the picture is the recordings': demos.record.master_size, whose pipeline default TINY leaves in place
     assert built["env_config"]["frame_size"] == [64, 48] and built["env_config"]["capture_size"] == [128, 128]
 
 

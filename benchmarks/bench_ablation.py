@@ -97,7 +97,7 @@ def param_values(tree: dict, names: list[str]) -> dict:
     for name in names:
         section, _, key = name.partition(".")
         out[name] = full[section][key] if key else full[section]
-    return json.loads(json.dumps(out))
+    return json.loads(json.dumps(out, default=str))  # demos.record's paths as text
 
 
 class Runner:

@@ -115,21 +115,21 @@ def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
 
 
 PACKAGES = {"capture", "env", "elden_il"}
-NOT_DECIDING_WHAT_IS_RECORDED = {
+DECIDING_NOTHING = {
     "env/__init__.py",
-    "env/common/__init__.py",
-    "env/common/errors.py",
-    "env/common/fields.py",
-    "env/common/cli.py",
-    "env/common/interrupts.py",
-    "env/game.py",  # errors, checks, interfaces, signals
+    "env/common",  # errors, field rules, the command runner, signals
+    "env/game.py",  # the Game protocol and its checks
+    "capture/__init__.py",
+    "elden_il/__init__.py",
+}
+"""Modules (or folders) every stage loads that decide nothing in what any stage writes."""
+NOT_DECIDING_WHAT_IS_RECORDED = DECIDING_NOTHING | {
     "env/elden_env.py",
     "env/floors.py",
     "env/rewards.py",  # imported beside make_game and the expert, not run
     "env/siphon/__init__.py",
     "env/siphon/client.py",
     "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
-    "capture/__init__.py",
     "capture/dataset_id.py",
     "capture/files.py",
     "capture/lock.py",
@@ -142,7 +142,6 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
     "capture/status.py",
     "capture/footage.py",  # the live display, reading videos back
     "env/observations.py",  # frames are cropped and resized when a dataset is built, not when recorded
-    "elden_il/__init__.py",
     "capture/shadowing.py",
     "capture/pad_listener.py",
     "env/gamepad.py",  # a game controller's listener: the autopilot plays on keys, its pad stays at rest
@@ -150,25 +149,16 @@ NOT_DECIDING_WHAT_IS_RECORDED = {
 """Modules the demos stage imports that decide nothing in the files it records."""
 
 
-NOT_DECIDING_WHAT_IS_BUILT = {
-    "env/__init__.py",
-    "env/common/__init__.py",
-    "env/common/errors.py",
-    "env/common/fields.py",
-    "env/common/cli.py",
-    "env/common/interrupts.py",
-    "env/game.py",  # errors, checks, interfaces, signals
+NOT_DECIDING_WHAT_IS_BUILT = DECIDING_NOTHING | {
     "env/keys.py",  # key names, checked where a profile is read
     "env/profile.py",  # reads env/profiles, a dependency
     "env/attribute_config.py",  # the attribute list of a profile, a dependency
     "env/controller.py",  # a pad's names, which the labels read from the episode itself
     "env/elden_env.py",  # registered with Gymnasium beside the config; no env is made
-    "capture/__init__.py",
     "capture/dataset_id.py",
     "capture/files.py",
     "capture/staging.py",  # names, publishing (whole, or not at all)
     "capture/bounds.py",  # what a file read back may ask for
-    "elden_il/__init__.py",
     # params.yaml's demos section is the recorder's own settings (capture.record.RecordSettings),
     # so every stage loads the recorder, its autopilot (and the simulator its players play) and
     # the env factory; only demos runs them

@@ -20,7 +20,9 @@ import os
 import signal
 import socket
 import tempfile
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, TypeVar
@@ -244,11 +246,32 @@ def in_processes(
 
     results: list[Any] = [None] * len(arguments)
     pickled = [(i, cloudpickle.dumps((job, *args))) for i, args in enumerate(arguments)]
-    with get_context("spawn").Pool(min(workers, len(arguments)), _worker_start) as pool:
+    with _born_deaf_to_ctrl_c():
+        pool = get_context("spawn").Pool(min(workers, len(arguments)), _worker_start)
+    with pool:
         for i, result in pool.imap_unordered(_call_pickled, pickled):
             results[i] = result
             on_result(result)
     return results
+
+
+@contextmanager
+def _born_deaf_to_ctrl_c() -> Iterator[None]:
+    """SIGINT ignored while this process starts worker processes: a process is born ignoring
+    what its parent ignores (and Python then leaves it ignored), so a Ctrl-C that reaches the
+    terminal's whole group while a worker is still importing does not print that worker's own
+    KeyboardInterrupt traceback before ``_worker_start`` could ignore it. Only for the
+    milliseconds the spawns take (a blocked signal would not do: the new process starts with
+    none blocked); a Ctrl-C in them is not heard, and the next one is. Off the main thread,
+    where Python allows no handler, the workers ignore it from ``_worker_start`` on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def _worker_start() -> None:

@@ -133,6 +133,38 @@ def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path:
         assert (gifs["there"] / f"{name}.gif").read_bytes() == (gifs["here"] / f"{name}.gif").read_bytes()
 
 
+CTRL_C_DURING_STARTUP = """
+import sys, time
+from env.common.cli import run_command
+from elden_il.fanout import in_processes
+print("starting", flush=True)
+sys.exit(run_command(lambda: in_processes(time.sleep, [(30,), (30,)], 2, lambda _: None)))
+"""
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.4, 1.0])
+def test_ctrl_c_while_worker_processes_start_is_one_line_from_the_command_not_theirs(after_s: float):
+    """Ctrl-C reaches every process of the terminal's group, the workers starting up too: a
+    worker that heard it before it had set itself deaf printed its own KeyboardInterrupt
+    traceback beside the command's one line. They start deaf to it; the command says it once."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_DURING_STARTUP],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+    assert process.stdout.readline() == "starting\n"  # the workers are being started (they take seconds)
+    time.sleep(after_s)
+    os.killpg(process.pid, signal.SIGINT)
+    err = process.communicate(timeout=60)[1]
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().startswith("error: interrupted by SIGINT"), err
+
+
 def started_by_this_process(pid: int) -> bool:
     """Whether ``pid`` descends from this process: a worker of the cluster this test started, not
     of another test's Ray running beside it (pytest-xdist's other worker)."""

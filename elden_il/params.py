@@ -83,18 +83,31 @@ RECORD_KEYS = ("max_episodes", "seed", "rate", "player", "master_size", "video_c
 """The recorder's settings params.yaml's ``demos.record`` may set; the others are the stage's own."""
 
 
+MOVED_DEMOS_KEYS = {
+    "episodes": "max_episodes",
+    "seed": "seed",
+    "rate_hz": "rate",
+    "player": "player",
+    "master_size": "master_size",
+    "video_codec": "video_codec",
+}
+"""The demos keys that are the recorder's own settings now, and their names under ``demos.record``."""
+
+
 def read_demos(values: Any, source: str = "params.yaml") -> DemosParams:
     """params.yaml's ``demos`` section; its ``record`` mapping is ``DEMO_RECORDING`` with the
     ``RECORD_KEYS`` it names changed, each held to the recorder's own rule, and a number of
     fights to record (at least 1: the recorder's 0 records until someone quits)."""
-    values = dict(values) if isinstance(values, dict) else values
-    record = values.pop("record", None) if isinstance(values, dict) else None
-    moved = sorted(set(values) & set(MOVED_DEMOS_KEYS)) if isinstance(values, dict) else []
-    if moved:
-        raise ParamsError(
-            f"{source} demos.{moved[0]}: the recording's settings are capture.record's own, under demos.record "
-            f"now: write demos.record.{MOVED_DEMOS_KEYS[moved[0]]}"
-        )
+    record = None
+    if isinstance(values, dict):
+        values = dict(values)
+        record = values.pop("record", None)
+        moved = sorted(set(values) & set(MOVED_DEMOS_KEYS))
+        if moved:
+            raise ParamsError(
+                f"{source} demos.{moved[0]}: the recording's settings are capture.record's own, under "
+                f"demos.record now: write demos.record.{MOVED_DEMOS_KEYS[moved[0]]}"
+            )
     demos = read_section(values, "demos", DemosParams, source)
     if record is None:
         return demos
@@ -110,17 +123,6 @@ def read_demos(values: Any, source: str = "params.yaml") -> DemosParams:
     except FieldError as e:
         raise ParamsError(f"{source} demos.record.{e}") from None
     return replace(demos, record=recording)
-
-
-MOVED_DEMOS_KEYS = {
-    "episodes": "max_episodes",
-    "seed": "seed",
-    "rate_hz": "rate",
-    "player": "player",
-    "master_size": "master_size",
-    "video_codec": "video_codec",
-}
-"""The demos keys that are the recorder's own settings now, and their names under ``demos.record``."""
 
 
 @dataclass(frozen=True)
@@ -145,9 +147,9 @@ FROM_ELSEWHERE = {
 def read_env(values: Any, source: str = "params.yaml") -> EnvConfig:
     """params.yaml's ``env`` section: the ``EnvConfig`` itself, less the fields that come from
     elsewhere (``FROM_ELSEWHERE``); its timestep is one a recording can be cut into."""
-    if isinstance(values, dict):
-        for name in sorted(set(values) & set(FROM_ELSEWHERE)):
-            raise ParamsError(f"{source} env.{name} cannot be set here: {FROM_ELSEWHERE[name]}")
+    fixed = sorted(set(values) & set(FROM_ELSEWHERE)) if isinstance(values, dict) else []
+    if fixed:
+        raise ParamsError(f"{source} env.{fixed[0]} cannot be set here: {FROM_ELSEWHERE[fixed[0]]}")
     config = read_section(values, "env", EnvConfig, source)
     try:
         STEP_MS.check("timestep_ms", config.timestep_ms)

@@ -619,19 +619,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)",
     )
-    add_flags(
+    add_flags(  # every env setting a command line takes
         parser,
         EnvConfig,
-        (
-            "profile",
-            "action_mode",
-            "timestep_ms",
-            "frame_size",
-            "frame_crop",
-            "frame_stack",
-            "action_history",
-            "max_steps",
-        ),
         profile={"help": "profile to build with (default: the one the episodes were recorded with)"},
         frame_size={
             "default": None,

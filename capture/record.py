@@ -21,7 +21,7 @@ from pathlib import Path
 
 from env.common.cli import add_flags, flag, from_flags, output_folder, run_command, size_within
 from env.common.errors import GameError, Interrupted
-from env.common.fields import MAX_FIGHTS, RULE, SEED, Rule, check_fields, checked, number, one_of, optional, whole
+from env.common.fields import MAX_FIGHTS, SEED, Rule, check_fields, checked, number, one_of, optional, whole
 from env.common.interrupts import SIGNALS
 from env.config import PICTURE_SIZE, EnvConfig
 from env.factory import DEFAULT_HOST, make_game
@@ -46,6 +46,9 @@ MASTER_SIZE = (256, 256)
 """The picture the in-process simulator is recorded at (a live game's is its window): large
 enough for every training frame up to 256x256, small enough that drawing and encoding it keeps
 the pipeline's demonstrations quick (BENCHMARKS.md, the episode's video)."""
+
+KNOWN_CODEC = Rule(lambda v: isinstance(v, str) and v in CODECS, f"must be one of {', '.join(CODECS)}")
+"""A name in ``CODECS`` as it is when a setting is checked, not when this module was imported."""
 
 EXAMPLES = """
 examples:
@@ -100,22 +103,16 @@ class RecordSettings:
     )
     host: str = field(default=DEFAULT_HOST, metadata=flag("Siphon server host:port"))
     rate: float = checked(30.0, number(0, 1000, above=True), "samples per second")
-    master_size: tuple[int, int] | None = field(
-        default=None,
-        metadata={
-            RULE: optional(PICTURE_SIZE),
-            **flag(
-                f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
-                "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
-                type=size_within(PICTURE_SIZE),
-            ),
-        },
+    master_size: tuple[int, int] | None = checked(
+        None,
+        optional(PICTURE_SIZE),
+        f"--backend sim only: WxH the simulator's picture is drawn and kept at (default: {MASTER_SIZE[0]}x{MASTER_SIZE[1]}); "
+        "a live game's is its window's. Datasets of any frame size and crop up to it are built from the recording later",
+        type=size_within(PICTURE_SIZE),
     )
     video_codec: str = checked(
         DEFAULT_CODEC,
-        Rule(
-            lambda v: isinstance(v, str) and v in CODECS, f"must be one of {', '.join(CODECS)}"
-        ),  # CODECS as it is then
+        KNOWN_CODEC,
         "how each episode's picture is kept: " + "; ".join(f"{c.name}: {c.about}" for c in CODECS.values()),
         choices=tuple(CODECS),
     )

@@ -24,8 +24,6 @@ from env.observations import (
     BOSS_ANIMATIONS,
     PLAYER_ANIMATIONS,
     AnimationVocabulary,
-    history_window,
-    stack_window,
 )
 from env.profile import Profile, load_profile
 
@@ -61,11 +59,7 @@ def step_view(episode: Episode, config: EnvConfig) -> StepView | None:
     count = len(steps.actions)
     time_s = np.arange(count) * config.timestep_ms / 1000.0
     obs = {key: np.asarray(values)[:count] for key, values in steps.observations.items()}
-    rows = np.arange(count)
-    if config.frame_stack:
-        obs["frame_stack"] = stack_window(obs["frame"], rows, 0, config.frame_stack)
-    if config.action_history:
-        obs["action_history"] = history_window(steps.actions, rows, 0, config.action_history, actions.idle)
+    obs.update(config.memory(actions.idle).keys(obs["frame"], steps.actions, np.arange(count), 0))
     return StepView(
         time_s=time_s,
         observations=obs,

@@ -1,9 +1,9 @@
 """Demonstrations from a Minari dataset into arrays a trainer can batch from.
 
-A dataset stores each frame and action once; the env's ``frame_stack`` and ``action_history``
-are rebuilt here by the env's own functions (``env.observations.stack_window`` and
-``history_window``): the last k frames of the episode, padded with its first, and the last k
-actions, padded with the action table's idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
+A dataset stores each frame and action once; what the env's observations hold of the episode's
+past (``frame_stack`` and ``action_history``) is rebuilt here by the env's own rule
+(``env.observations.EpisodeMemory``): the last k frames of the episode, padded with its first,
+and the last k actions, padded with the action table's idle action. The env the dataset was built for (its ``EnvConfig``) is read from the dataset, so
 a batch is, bit for bit, what that env would have shown (``tests/test_replay.py`` holds it to
 that).
 """
@@ -22,7 +22,6 @@ import numpy as np
 
 from env.common.errors import DataError
 from env.config import EnvConfig
-from env.observations import history_window, stack_window
 from env.profile import load_profile
 
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
@@ -70,11 +69,8 @@ class Demonstrations:
         """The observations at ``index`` exactly as the env would have given them, with the
         config's stack and history keys rebuilt from the episode."""
         out = {k: v[index] for k, v in self.obs.items()}
-        first = self.first[index]
-        if self.config.frame_stack:
-            out["frame_stack"] = stack_window(self.obs["frame"], index, first, self.config.frame_stack)
-        if self.config.action_history:
-            out["action_history"] = history_window(self.actions, index, first, self.config.action_history, self.idle)
+        memory = self.config.memory(self.idle)
+        out.update(memory.keys(self.obs["frame"], self.actions, index, self.first[index]))
         return out
 
 

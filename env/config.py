@@ -29,6 +29,7 @@ from env.observations import (
     FRAME_SIZE,
     FRAME_SIZE_RULE,
     FULL_FRAME,
+    EpisodeMemory,
     FrameSpec,
     ObservationBuilder,
     observation_space,
@@ -249,7 +250,12 @@ class EnvConfig:
     def observation_builder(self, actions: ActionTable) -> ObservationBuilder:
         """What makes this env's observations from a game's states and frames, for ``actions``
         (its action table, whose idle action pads the action history)."""
-        return ObservationBuilder(self.frame_spec, self.frame_stack, self.action_history, actions)
+        return ObservationBuilder(self.frame_spec, self.memory(actions.idle), actions)
+
+    def memory(self, idle: Any) -> EpisodeMemory:
+        """What this env's observations hold of the episode's past; ``idle``: the action table's
+        idle action, which pads the action history."""
+        return EpisodeMemory(self.frame_stack, self.action_history, idle)
 
     def spaces(self, profile: Profile) -> tuple[DictSpace, Space]:
         """(observation space, action space) of the env, without building one."""

@@ -222,31 +222,56 @@ def history_window(actions: np.ndarray, at: ArrayLike, first: ArrayLike, length:
     return window(actions, at, first, length, idle).astype(np.int32)
 
 
+@dataclass(frozen=True, slots=True)
+class EpisodeMemory:
+    """What an observation holds of its episode's past, each only when asked for: a stack of its
+    last frames and its last actions. ``keys`` is the one rule that makes them, applied by the env
+    to the rows it keeps of the episode so far and by a dataset to all its rows at once, so the
+    two cannot differ."""
+
+    frame_stack: int | None = None
+    action_history: int | None = None
+    idle: Any = 0
+    """The action table's idle action: what the action history is padded with."""
+
+    @property
+    def rows(self) -> int:
+        """How many of an episode's last frames ``keys`` ever looks at (and one action fewer)."""
+        return max(self.frame_stack or 1, (self.action_history or 0) + 1)
+
+    def keys(self, frames: np.ndarray, actions: np.ndarray, at: ArrayLike, first: ArrayLike) -> dict[str, np.ndarray]:
+        """The memory's keys at row(s) ``at``, each row's episode starting at row ``first``: row k of
+        ``frames`` is observation k's, row k of ``actions`` the action taken from it."""
+        out = {}
+        if self.frame_stack:
+            out["frame_stack"] = stack_window(frames, at, first, self.frame_stack)
+        if self.action_history:
+            out["action_history"] = history_window(actions, at, first, self.action_history, self.idle)
+        return out
+
+
 class ObservationBuilder:
     """Builds the observation Dict from game state and frames; ``space`` exists from construction.
 
-    The history rule is ``stack_window`` and ``history_window``: the first observation of an
-    episode has a stack of its own frame and a history of idle actions; every step then adds its
-    frame and the action that led to it. ``elden_il.data`` applies the same two functions to a
-    dataset's episodes, and a test replays recordings through the env to hold both to it.
+    What an observation holds of its episode's past is ``EpisodeMemory``'s rule, applied here to
+    the episode's last rows (the first observation has a stack of its own frame and a history of
+    idle actions; every step then adds its frame and the action that led to it).
+    ``elden_il.data`` applies the same rule to a dataset's episodes, and a test replays recordings
+    through the env to hold both to it.
     """
 
-    def __init__(
-        self, frame: FrameSpec, frame_stack: int | None, action_history: int | None, actions: ActionTable
-    ) -> None:
+    def __init__(self, frame: FrameSpec, memory: EpisodeMemory, actions: ActionTable) -> None:
         profile = actions.profile
         self.frame = frame
-        self.frame_stack = frame_stack
-        self.action_history = action_history
-        self.idle = actions.idle
+        self.memory = memory
         self.player_anims = AnimationVocabulary(profile.player_animations, PLAYER_ANIMATIONS)
         self.boss_anims = AnimationVocabulary(profile.boss_animations, BOSS_ANIMATIONS)
         self.player_xy, self.boss_xy = profile.player_position, profile.boss_position
         self.attributes = observed_attributes(profile)
 
-        self.space = observation_space(self.frame, self.frame_stack, self.action_history, actions.space)
-        # this episode's last frames and actions, at most a window's worth: while a window needs
-        # padding they still hold the whole episode, so their row 0 is its first
+        self.space = observation_space(self.frame, memory.frame_stack, memory.action_history, actions.space)
+        # this episode's last rows, at most what the memory looks at: while that needs padding they
+        # still hold the whole episode, so their row 0 is its first
         self._frames: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
 
@@ -269,21 +294,18 @@ class ObservationBuilder:
 
     def reset(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
         """The first observation of an episode."""
-        processed = self.frame.process(frame)
-        self._frames, self._actions = [processed], []
-        return self._build(state, processed)
+        self._frames, self._actions = [], []
+        return self._build(state, frame)
 
     def step(self, state: Mapping[str, float], frame: np.ndarray, action: np.ndarray | int) -> dict:
-        processed = self.frame.process(frame)
-        self._frames = [*self._frames, processed][-(self.frame_stack or 1) :]
-        self._actions = [*self._actions, np.asarray(action, np.int32)][-(self.action_history or 1) :]
-        return self._build(state, processed)
+        self._actions.append(np.asarray(action, np.int32))
+        return self._build(state, frame)
 
-    def _build(self, state: Mapping[str, float], processed: np.ndarray) -> dict:
-        obs: dict = {"frame": processed, **self.scalars(state)}
-        if self.frame_stack:
-            obs["frame_stack"] = stack_window(np.stack(self._frames), len(self._frames) - 1, 0, self.frame_stack)
-        if self.action_history:
-            taken = np.array(self._actions, np.int32).reshape(len(self._actions), *np.shape(self.idle))
-            obs["action_history"] = history_window(taken, len(taken), 0, self.action_history, self.idle)
+    def _build(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
+        obs: dict = {"frame": self.frame.process(frame), **self.scalars(state)}
+        self._frames = [*self._frames, obs["frame"]][-self.memory.rows :]
+        self._actions = self._actions[len(self._actions) - (len(self._frames) - 1) :]  # row k: the action from frame k
+        taken = np.array(self._actions, np.int32).reshape(len(self._actions), *np.shape(self.memory.idle))
+        frames = np.stack(self._frames) if self.memory.frame_stack else np.empty((len(self._frames), 0))
+        obs.update(self.memory.keys(frames, taken, len(self._frames) - 1, 0))
         return obs

@@ -82,6 +82,8 @@ class Decisions:
 
     t: list[float] = field(default_factory=list)
     action: list[str] = field(default_factory=list)
+    roll_lags: list[float] = field(default_factory=list)
+    """From each roll's dodge let go to the first read showing the roll, in seconds."""
 
 
 class KeyboardHands:
@@ -168,9 +170,15 @@ class ScriptedPlayer(threading.Thread):
     client (never configuring the server, as a second program must not), decides once per
     ``step_s`` on its own clock (and, the person-like one, as soon as it notices a boss move), and
     presses with its ``hands`` (made in its thread by ``make_hands(profile)``), holding a tapped
-    control for its tap's length (released late, a roll starts late: the expert's dodges have tens
-    of milliseconds to spare). A fight is joined when it is fresh (both at full HP) and left when
-    a fighter is down."""
+    control for its tap's length while it goes on watching (released late, a roll starts late:
+    the expert's dodges have tens of milliseconds to spare). A fight is joined when it is fresh
+    (both at full HP) and left when a fighter is down.
+
+    The person-like player is a practised one: it learns how long its setup takes to show a roll
+    after the dodge is let go (``Decisions.roll_lags``, each the first read showing the roll after the
+    release) and presses that much earlier than it would in lock-step, as a person who has played
+    on a setup allows for its lag. In lock-step the wait for the next sample is there too, so
+    the lead is what real time adds: the lags' median less half a read period."""
 
     def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float, make_hands) -> None:
         super().__init__(daemon=True)
@@ -191,12 +199,20 @@ class ScriptedPlayer(threading.Thread):
         finally:
             self.ready.set()
 
+    def lead_s(self) -> float:
+        """How much earlier than in lock-step the player presses: what its setup's lag has taught it."""
+        if not self.decisions.roll_lags:
+            return 0.0
+        return max(0.0, float(np.median(self.decisions.roll_lags[-LAGS_KEPT:])) - self.period / 2)
+
     def _play(self) -> None:
         from env import fight
         from env.actions import ActionTable
         from env.game import GameState
         from env.profile import load_profile
         from env.sim.expert import ScriptedExpert
+        from env.sim.moves import PlayerAnim
+        from env.sim.person import PersonLikeExpert
         from env.siphon.client import SiphonClient, SiphonError
 
         from capture.autopilot import DecisionClock, make_player
@@ -210,38 +226,67 @@ class ScriptedPlayer(threading.Thread):
         client = SiphonClient(self.host)
         names = [*ScriptedExpert.ATTRIBUTES, "HeroMaxHp", "NpcMaxHp"]
         in_fight = False
-        deadline = time.monotonic()
+        held: frozenset[str] = frozenset()  # what the last decision holds
+        tapped: frozenset[str] = frozenset()  # the tap still under the finger
+        tap_ends = float("inf")
+        rolled_at: float | None = None  # when a roll's dodge was let go, until the roll shows
+        watch_at = time.monotonic()
         try:
             while not self.stopping.is_set():
-                deadline += self.period
-                try:
-                    state = GameState(client.read(names), time.monotonic())
-                except SiphonError:
-                    hands.release()  # a loading screen, a restart: nothing to read yet
-                    in_fight = False
-                else:
-                    if not in_fight and fight.fresh(state):
-                        in_fight = True
-                        self.fights_joined += 1
-                        expert.reset()
-                        clock.reset()
-                    if in_fight and fight.AT_DEATH.is_over(state):
-                        in_fight = False
-                        hands.release()
-                    if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
-                        name = expert.act(state)
-                        self.decisions.t.append(state.timestamp)
-                        self.decisions.action.append(name)
-                        entry = profile.discrete_actions[table.index(name)]
-                        hands.hold(frozenset(entry.hold) | frozenset(entry.tap))
-                        if entry.tap:  # a person's tap lasts as long as a finger stays down
-                            tap_s = (expert.tap_ms() or 1000 * self.tap_s) / 1000
-                            time.sleep(tap_s)
-                            hands.hold(frozenset(entry.hold))
-                time.sleep(max(0.0, deadline - time.monotonic()))
+                if time.monotonic() >= tap_ends:  # the finger comes up: a roll starts now
+                    hands.hold(held)
+                    tap_ends = float("inf")
+                    if "dodge" in tapped:
+                        rolled_at = time.monotonic()
+                    tapped = frozenset()
+                if time.monotonic() >= watch_at:
+                    watch_at += self.period
+                    try:
+                        state = GameState(client.read(names), time.monotonic())
+                    except SiphonError:
+                        hands.release()  # a loading screen, a restart: nothing to read yet
+                        held, tapped, tap_ends, rolled_at, in_fight = (
+                            frozenset(),
+                            frozenset(),
+                            float("inf"),
+                            None,
+                            False,
+                        )
+                    else:
+                        if rolled_at is not None and int(state["HeroAnimId"]) == PlayerAnim.ROLL:
+                            self.decisions.roll_lags.append(state.timestamp - rolled_at)
+                            rolled_at = None
+                        if not in_fight and fight.fresh(state):
+                            in_fight = True
+                            self.fights_joined += 1
+                            expert.reset()
+                            clock.reset()
+                        if in_fight and fight.AT_DEATH.is_over(state):
+                            in_fight = False
+                            hands.release()
+                            held, tapped, tap_ends = frozenset(), frozenset(), float("inf")
+                        if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
+                            if isinstance(expert, PersonLikeExpert):
+                                expert.lead_s = self.lead_s()
+                            name = expert.act(state)
+                            self.decisions.t.append(state.timestamp)
+                            self.decisions.action.append(name)
+                            entry = profile.discrete_actions[table.index(name)]
+                            held = frozenset(entry.hold)
+                            if entry.tap:
+                                if tapped:  # a finger must come up before it presses again
+                                    hands.hold(held)
+                                tapped = frozenset(entry.tap)
+                                tap_ends = time.monotonic() + (expert.tap_ms() or 1000 * self.tap_s) / 1000
+                            hands.hold(held | tapped)
+                time.sleep(max(0.0, min(watch_at, tap_ends) - time.monotonic()))
         finally:
             hands.close()
             client.close()
+
+
+LAGS_KEPT = 20
+"""The player's lead follows its last this many rolls: a person goes by recent experience."""
 
 
 @contextlib.contextmanager
@@ -391,6 +436,15 @@ def pad_latency(raw: Path, changes: list[float]) -> dict:
         "median_ms": float(np.median(delays_ms)) if delays_ms.size else None,
         "p99_ms": float(np.percentile(delays_ms, 99)) if delays_ms.size else None,
     }
+
+
+def lag_ms(lags: list[float]) -> dict | None:
+    """The spread of a player's roll lags (``Decisions.roll_lags``): what real time put between its
+    hands and the game (half a read period is the wait lock-step has too)."""
+    if not lags:
+        return None
+    ms = 1000 * np.asarray(lags)
+    return {"rolls": int(ms.size), "median": float(np.median(ms)), "p90": float(np.percentile(ms, 90))}
 
 
 def record_lock_step(
@@ -602,6 +656,7 @@ def run(
         "window": list(window),
         "record_seconds": seconds,
         "person_decisions": {person: len(made.t) for person, made in decisions.items()},
+        "roll_shown_after_release_ms": {person: lag_ms(made.roll_lags) for person, made in decisions.items()},
         "labels": {person: label_agreement(work / person, made, params) for person, made in decisions.items()},
         "controller_event_to_sample": latency,
         "teacher_agreement": {

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from env.config import EnvConfig
 from env.game import GameState
@@ -82,6 +83,23 @@ def test_a_lapse_leaves_a_move_unnoticed():
     assert noticed_after(person, 1.0) == float("inf")
     person.act(state(2.0, MOVE.anim_id))
     assert not person.attack_coming
+
+
+def test_a_practised_person_presses_ahead_of_the_lag_it_has_learned():
+    """In real time a press reaches the game a little late; a person used to their setup presses
+    that much earlier. With the same draws, the roll comes exactly the lead sooner."""
+    slow = next(m for m in MOVES_BY_PHASE[1] if m.strikes[0].start / 60 > 1.0)  # noticed long before its blow
+
+    def first_roll(lead_s: float) -> float:
+        person = PersonLikeExpert(limits=HumanLimits(lapse=0.0), seed=1)
+        person.lead_s = lead_s
+        person.act(state(9.0, IDLE_ANIM))
+        for ms in range(3000):
+            if person.act(state(10.0 + ms / 1000, slow.anim_id)).startswith("roll"):
+                return ms / 1000
+        raise AssertionError("the person never rolled")
+
+    assert first_roll(0.0) - first_roll(0.08) == pytest.approx(0.08, abs=0.0015)
 
 
 def test_taps_last_as_long_as_a_persons():

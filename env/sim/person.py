@@ -76,6 +76,9 @@ class PersonLikeExpert(ScriptedExpert):
     def __init__(self, step_seconds: float = 0.2, limits: HumanLimits = HumanLimits(), seed: int = 0) -> None:
         self.limits = limits
         self.rng = np.random.default_rng(seed)
+        self.lead_s = 0.0
+        """How much earlier than what it sees the person presses: a practised player's allowance for
+        the lag between a press and the game showing it (0 in lock-step, where there is none)."""
         super().__init__(step_seconds, limits.tap_s)  # a player times a dodge for their own way of tapping
 
     def reset(self) -> None:
@@ -109,7 +112,7 @@ class PersonLikeExpert(ScriptedExpert):
         if self._pending is not None and now >= self._pending[1]:
             self._noticed_anim, _, self._believed_start = self._pending
             self._pending = None
-        seen = GameState({**state, "NpcAnimId": self._noticed_anim}, now)
+        seen = GameState({**state, "NpcAnimId": self._noticed_anim}, now + self.lead_s)  # as the press will land
         action = super().act(seen)
         if action == "idle" and self._last_action in REPEATED and self.rng.random() < self.limits.repeat:
             action = self._last_action

@@ -97,15 +97,22 @@ def _staging(parent: Path, target: Path, prefix: str) -> Iterator[Path]:
         )
     parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(parent)
-    staging = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    lock = FileLock(staging / MARKER)
-    lock.acquire(create=True)
+    staging: Path | None = None
+    lock: FileLock | None = None
     try:
-        (staging / MARKER).write_text(json.dumps({"target": str(target.absolute())}))
+        # made, locked and marked as one step: a signal landing between them would strand the folder
+        with interrupts.deferred():
+            staging = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+            lock = FileLock(staging / MARKER)
+            lock.acquire(create=True)
+            (staging / MARKER).write_text(json.dumps({"target": str(target.absolute())}))
         yield staging
     finally:
-        lock.release()
-        shutil.rmtree(staging, ignore_errors=True)
+        with interrupts.deferred():  # a second Ctrl-C waits for the folder to be gone
+            if lock is not None:
+                lock.release()
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
 
 
 def remove_leftovers(parent: Path) -> None:

@@ -503,6 +503,37 @@ def test_sigterm_is_an_interrupt_with_its_own_exit_status(capsys):
     assert signal.getsignal(signal.SIGTERM) == found
 
 
+def test_a_signal_while_a_staging_folder_is_being_made_leaves_none_behind(tmp_path: Path, monkeypatch, capsys):
+    """A signal that lands between the staging folder's making and its lock's (the evaluation
+    stopped by SIGTERM as it began its plots) used to strand the folder with an empty marker; the
+    folder is made, locked and marked as one step, and removed whatever stops the run."""
+    from env.common.cli import run_command
+
+    from capture import staging
+
+    taking = staging.FileLock.acquire
+
+    def acquire_as_the_signal_lands(self, create: bool = False) -> bool:
+        os.kill(os.getpid(), signal.SIGTERM)  # delivered here, at the next bytecode, unless held back
+        return taking(self, create)
+
+    monkeypatch.setattr(staging.FileLock, "acquire", acquire_as_the_signal_lands)
+    target = tmp_path / "plots"
+    target.mkdir()
+    (target / "old.png").write_bytes(b"the last finished run's")
+    built = []
+
+    def work() -> None:
+        with staging.staged_paths(target) as (folder,):
+            built.append(folder)
+
+    assert run_command(work) == 143
+    assert capsys.readouterr().err.startswith("error: interrupted by SIGTERM before it finished")
+    assert [p.name for p in tmp_path.iterdir()] == ["plots"], "no staging folder left"
+    assert snapshot_files(target) == {"old.png": b"the last finished run's"}
+    assert built == [], "the body never ran: the run stopped before it"
+
+
 def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
     """The two renames that swap an output in must not be cut apart (the old output would be left
     aside in the staging folder, which is then removed): a signal arriving between them, taken by

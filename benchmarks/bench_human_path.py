@@ -245,13 +245,8 @@ class ScriptedPlayer(threading.Thread):
                         state = GameState(client.read(names), time.monotonic())
                     except SiphonError:
                         hands.release()  # a loading screen, a restart: nothing to read yet
-                        held, tapped, tap_ends, rolled_at, in_fight = (
-                            frozenset(),
-                            frozenset(),
-                            float("inf"),
-                            None,
-                            False,
-                        )
+                        held = tapped = frozenset()
+                        tap_ends, rolled_at, in_fight = float("inf"), None, False
                     else:
                         if rolled_at is not None and int(state["HeroAnimId"]) == PlayerAnim.ROLL:
                             self.decisions.roll_lags.append(state.timestamp - rolled_at)
@@ -264,7 +259,8 @@ class ScriptedPlayer(threading.Thread):
                         if in_fight and fight.AT_DEATH.is_over(state):
                             in_fight = False
                             hands.release()
-                            held, tapped, tap_ends = frozenset(), frozenset(), float("inf")
+                            held = tapped = frozenset()
+                            tap_ends = float("inf")
                         if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
                             if isinstance(expert, PersonLikeExpert):
                                 expert.lead_s = self.lead_s()

@@ -233,6 +233,8 @@ class ScriptedPlayer(threading.Thread):
         watch_at = time.monotonic()
         try:
             while not self.stopping.is_set():
+                if tap_ends < watch_at + self.period:  # the finger comes up before a read would be done: on time
+                    time.sleep(max(0.0, tap_ends - time.monotonic()))
                 if time.monotonic() >= tap_ends:  # the finger comes up: a roll starts now
                     hands.hold(held)
                     tap_ends = float("inf")

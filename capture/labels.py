@@ -77,27 +77,32 @@ def step_inputs(
 def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) -> float:
     """Where the step grid begins, in seconds after ``start`` (the episode's first sample): the
     offset in [0, ``dt``) that puts the most ``presses`` (their times: ``HeardActions.press_times``)
-    into the first ``slice_s`` of their step; 0 where none does better.
+    into the first ``slice_s`` of their step, the latest of those that do (so that the presses
+    come as soon after their boundary as they can); 0 where none does better.
 
     Why: a step's observation is the picture at its start and its label the keys pressed in it,
     and a policy acts on the picture it is shown. A person's presses are not on any grid; on a
     grid laid from the first sample, a press follows its step's picture by anything up to a whole
     step, so the dataset pairs a decision with a picture from before the moment it was made for.
-    Laid where the presses fall, each press follows the last picture before it, as a policy's
-    action follows its observation. A lock-step recording presses exactly on its own grid, which
+    Laid where the presses fall, each press comes just after its step's picture (the one nearest
+    its boundary: ``capture.build_dataset.samples_at``), as a policy's action follows its
+    observation. A lock-step recording presses exactly on its own grid, which
     this returns unchanged (0)."""
     downs = np.asarray(presses, np.float64) - start
     if not len(downs):
         return 0.0
     residues = np.sort(np.mod(downs + EVENT_TOLERANCE_S, dt) - EVENT_TOLERANCE_S)
-    candidates = np.concatenate([[0.0], residues[residues > 0]])
+    candidates = np.concatenate([[0.0], residues[residues > EVENT_TOLERANCE_S]])
     # presses with residue in [phase, phase + slice), counted with the grid's wrap-around
     wrapped = np.concatenate([residues, residues + dt])
     counts = np.searchsorted(wrapped, candidates + slice_s - EVENT_TOLERANCE_S) - np.searchsorted(
         wrapped, candidates - EVENT_TOLERANCE_S
     )
-    best = int(np.argmax(counts))  # the first of the best: 0 on a tie
-    return float(candidates[best])
+    # the last of the best: the boundary at the first press of the cluster rather than up to a
+    # slice before it (any earlier stray press's residue would start a window holding it too)
+    best = len(counts) - 1 - int(np.argmax(counts[::-1]))
+    # of residues that are one time but for float sums, the earliest: every such press is in the step
+    return float(candidates[np.searchsorted(candidates, candidates[best] - EVENT_TOLERANCE_S)])
 
 
 class HeardActions:

@@ -629,6 +629,15 @@ def test_every_step_of_a_lock_step_recording_holds_the_same_number_of_samples(fi
     assert set(np.diff(samples_at(t, boundaries))) == {6}
 
 
+def test_a_step_is_paired_with_the_sample_nearest_its_boundary():
+    """A person's grid runs on the person's clock and the samples on the recorder's: a step's
+    picture is the sample nearest its boundary (the earlier on a tie), not the last one before it,
+    which is up to a sample period older than what the person saw when pressing."""
+    t = 10.0 + np.arange(12) / 30  # a recorder's 30 Hz samples
+    boundaries = np.array([9.9, 10.01, 10.02, 10.0 + 0.5 / 30, 10.2 + 0.001, 10.2 + 0.03, 10.5])
+    assert list(samples_at(t, boundaries)) == [0, 0, 1, 0, 6, 7, 11]
+
+
 def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: Path):
     """``record()`` quits on SIGINT and SIGTERM while it records, then restores the handlers it
     found: a program that records in-process (the human-path benchmark) still stops on SIGTERM."""

@@ -174,6 +174,12 @@ class ScriptedPlayer(threading.Thread):
     the expert's dodges have tens of milliseconds to spare). A fight is joined when it is fresh
     (both at full HP) and left when a fighter is down.
 
+    Its clock runs on its reads' schedule, not on when each read came back: a decision falls due
+    at the read scheduled for it. Judged by the time a read returned, a millisecond of a read's
+    own delay decided whether a decision fell at that read or a whole read later, so its
+    decisions came in two clusters a read apart, and the recording paired half of them with a
+    picture a read older than the one they were made on.
+
     The person-like player is a practised one: it learns how long its setup takes to show a roll
     after the dodge is let go (``Decisions.roll_lags``, each the first read showing the roll after the
     release) and presses that much earlier than it would in lock-step, as a person who has played
@@ -242,7 +248,7 @@ class ScriptedPlayer(threading.Thread):
                         rolled_at = time.monotonic()
                     tapped = frozenset()
                 if time.monotonic() >= watch_at:
-                    watch_at += self.period
+                    scheduled, watch_at = watch_at, watch_at + self.period
                     try:
                         state = GameState(client.read(names), time.monotonic())
                     except SiphonError:
@@ -263,7 +269,7 @@ class ScriptedPlayer(threading.Thread):
                             hands.release()
                             held = tapped = frozenset()
                             tap_ends = float("inf")
-                        if in_fight and (clock.due(state.timestamp) or expert.observe(state)):
+                        if in_fight and (clock.due(scheduled) or expert.observe(state)):
                             if isinstance(expert, PersonLikeExpert):
                                 expert.lead_s = self.lead_s()
                             name = expert.act(state)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capture.build_dataset import build_dataset
@@ -44,6 +45,9 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     labels = bench.label_agreement(tmp_path / "person", decisions, params)["aligned_to_presses"]
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
     if player == "expert":
+        # its rhythm: a decision every step on the player's own clock, not a read early or late
+        gaps = np.diff(decisions.t)
+        assert np.mean(np.abs(gaps - config.timestep_ms / 1000) < 0.010) >= 0.9, np.round(gaps, 3)
         # what BC fits: each step's picture and state paired with the action the teacher takes on
         # them. A grid laid where the presses fall pairs them as lock-step does. One laid from the
         # first sample pairs a decision with a state from up to a step before it: how far depends

@@ -16,6 +16,10 @@ A variant is a name and the fine-tuning settings it changes from params.yaml's `
 A fine-tuning already run (the pipeline's, say) is judged the same way without training again:
 ``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
 
+With ``--checkpoints N`` each variant also saves its policy every N steps and reports each one's
+deterministic win rate on the held-out fights: how far the policy the pipeline would judge moves
+between updates, and so how much one run's final number says.
+
 Each variant (its training and its held-out fights) is one job: with Ray's ``RAY_ADDRESS`` set,
 the variants train side by side on that cluster (``elden_il.fanout``), with the same results.
 """
@@ -34,6 +38,7 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from stable_baselines3.common.callbacks import BaseCallback
 
 from elden_il.params import FIRST_HELD_OUT_SEED
 
@@ -126,6 +131,45 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     return out
 
 
+class PolicyCheckpoints(BaseCallback):
+    """Saves the policy (``save_policy``) as ``folder/step-N`` at the first update boundary after
+    every ``every`` env steps: the policy the next rollout is collected with."""
+
+    def __init__(self, every: int, env_config: Any, folder: Path) -> None:
+        super().__init__()
+        self.every, self.env_config, self.folder = every, env_config, folder
+        self.due = every
+
+    def _on_rollout_start(self) -> None:
+        from elden_il.policy import save_policy
+
+        if self.num_timesteps >= self.due:
+            save_policy(self.model.policy, self.env_config, self.folder / f"step-{self.num_timesteps:07d}")
+            self.due += self.every
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def checkpoint_win_rates(folder: Path, fights: int, first_seed: int) -> list[dict]:
+    """Each checkpoint in ``folder`` (``PolicyCheckpoints``) on the held-out fights, deterministic."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+
+    from elden_il.evaluate import PolicyActor
+    from elden_il.fights import run_fights, summarize
+
+    seeds = list(range(first_seed, first_seed + fights))
+    saved = sorted(folder.glob("step-*"))
+    config = EnvConfig.load(saved[0]) if saved else None
+    rates = []
+    for checkpoint in saved:
+        started = time.perf_counter()
+        records, _ = run_fights(lambda: make_env(config), PolicyActor(checkpoint, True), seeds, parallel=8)
+        rates.append({"timesteps": int(checkpoint.name[5:]), **summarize(records, time.perf_counter() - started)})
+    return rates
+
+
 def run_outputs(folder: Path, fights: int, first_seed: int) -> dict:
     """What judging a fine-tuning run needs of the folder it saved: its training fights, PPO's
     diagnostics per update, and its policy's held-out win rates (None with no ``fights``)."""
@@ -137,11 +181,16 @@ def run_outputs(folder: Path, fights: int, first_seed: int) -> dict:
 
 
 def train_variant(
-    bc_policy: dict[str, bytes], variant: tuple[str, Any], env_config: Any, fights: int, first_seed: int
+    bc_policy: dict[str, bytes],
+    variant: tuple[str, Any],
+    env_config: Any,
+    fights: int,
+    first_seed: int,
+    checkpoints: int = 0,
 ) -> dict:
     """One variant, fine-tuned from the BC policy (its folder's files: a cluster's node may not
-    have them) and judged on the held-out fights; a job of its own, so that variants fan out
-    over a Ray cluster (``elden_il.fanout``)."""
+    have them) and judged on the held-out fights, with its policy every ``checkpoints`` steps
+    (0: none); a job of its own, so that variants fan out over a Ray cluster (``elden_il.fanout``)."""
     from elden_il.finetune import finetune
 
     _, config = variant
@@ -150,10 +199,13 @@ def train_variant(
         bc.mkdir()
         for name, data in bc_policy.items():
             (bc / name).write_bytes(data)
+        saved = Path(tmp) / "checkpoints"
+        hooks = [PolicyCheckpoints(checkpoints, env_config, saved)] if checkpoints else []
         started = time.perf_counter()
-        finetune(bc, config, env_config, Path(tmp) / "run")
+        finetune(bc, config, env_config, Path(tmp) / "run", callbacks=hooks)
         seconds = time.perf_counter() - started
-        return {"seconds": seconds, **run_outputs(Path(tmp) / "run", fights, first_seed)}
+        along = checkpoint_win_rates(saved, fights, first_seed) if checkpoints and fights else None
+        return {"seconds": seconds, **run_outputs(Path(tmp) / "run", fights, first_seed), "checkpoints": along}
 
 
 def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
@@ -220,6 +272,14 @@ def main() -> None:
         help="the win rate the curve starts from, to judge falls against (default: the BC "
         "policy's sampled held-out win rate; needed with --fights 0)",
     )
+    parser.add_argument(
+        "--checkpoints",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="also save each variant's policy every this many steps and judge each on the held-out "
+        "fights, deterministically (default: 0, none)",
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
@@ -274,11 +334,22 @@ def main() -> None:
         print("   " + verdict(curve, rows, start))
         if run["held_out"]:
             report(f"   {name}", run["held_out"])
+        if run.get("checkpoints"):
+            print(
+                "   deterministic held-out win rate along the run: "
+                + "  ".join(f"{c['timesteps']}: {c['win_rate']:.0%}" for c in run["checkpoints"])
+            )
 
     for name, folder in args.runs:
         judge(name, run_outputs(Path(folder), args.fights, args.first_seed), None, {"folder": folder})
     trained = fan_out(
-        partial(train_variant, env_config=env_config, fights=args.fights, first_seed=args.first_seed),
+        partial(
+            train_variant,
+            env_config=env_config,
+            fights=args.fights,
+            first_seed=args.first_seed,
+            checkpoints=args.checkpoints,
+        ),
         variants,
         lambda variant: f"the variant {variant[0]}",
         shared={p.name: p.read_bytes() for p in args.policy.iterdir() if p.is_file()},

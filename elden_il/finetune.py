@@ -17,7 +17,7 @@ import logging
 import multiprocessing
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -287,14 +287,15 @@ def finetune(
     env_config: EnvConfig,
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
+    callbacks: Sequence[BaseCallback] = (),
 ) -> dict:
     """PPO from the BC policy saved at ``bc_policy_path`` (``load_policy``) with a KL penalty to
     it, in the env ``env_config`` describes (the one the BC policy was trained for); saves the
     fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
     leaves the previous one) with its curves. ``on_episode`` gets each training episode's
-    learning-curve row as it ends."""
+    learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's."""
     started = time.perf_counter()
-    model, curve = train(load_policy(bc_policy_path).policy, config, env_config, out, on_episode)
+    model, curve = train(load_policy(bc_policy_path).policy, config, env_config, out, on_episode, callbacks)
     seconds = time.perf_counter() - started
     save_run(model, curve, env_config, out)
     wins = [r["win"] for r in curve.rows]
@@ -313,6 +314,7 @@ def train(
     env_config: EnvConfig,
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
+    callbacks: Sequence[BaseCallback] = (),
 ) -> tuple[PPO, LearningCurve]:
     """The PPO model fine-tuned from ``bc`` (a fresh model given its weights, and ``bc`` frozen
     as the KL prior), and its curves; ``finetune`` without the saving. A game lost mid-run
@@ -348,13 +350,14 @@ def train(
     model.policy.load_state_dict(bc.state_dict())
     model.rollout_buffer.set_prior(bc)
     curve = LearningCurve(on_episode)
-    callbacks = [
+    hooks = [
         ValueWarmup(config.value_warmup_steps, config.value_warmup_epochs),
         KLDecay(config.kl_decay_steps),
         curve,
+        *callbacks,
     ]
     try:
-        model.learn(config.total_steps, callback=callbacks, progress_bar=True)
+        model.learn(config.total_steps, callback=hooks, progress_bar=True)
     except GameError as e:
         # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
         # until then is kept where load_policy reads it, and the one line says so

@@ -159,6 +159,29 @@ def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp
     assert any(not torch.equal(value, bc[key]) for key, value in policy.vf_features_extractor.state_dict().items())
 
 
+def test_a_run_hands_its_policy_to_callbacks_that_save_it_along_the_way(tmp_path: Path):
+    """SB3 callbacks given to ``finetune`` run beside its own: the stability benchmark's saves the
+    policy every so many steps, each a policy folder that loads, the first still BC's (the
+    critic's warm-up leaves the actor alone) and a later one moved on."""
+    from benchmarks.bench_finetune_stability import PolicyCheckpoints
+
+    untrained_bc(tmp_path / "bc")
+    settings = FinetuneConfig(
+        total_steps=96, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=32
+    )
+    finetune(
+        tmp_path / "bc", settings, CONFIG, tmp_path / "out", callbacks=[PolicyCheckpoints(32, CONFIG, tmp_path / "c")]
+    )
+
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["step-0000032", "step-0000064"]
+    bc = load_policy(tmp_path / "bc").policy.action_net.state_dict()
+    first, second = (
+        load_policy(tmp_path / "c" / name).policy.action_net.state_dict() for name in ("step-0000032", "step-0000064")
+    )
+    assert all(torch.equal(first[k], bc[k]) for k in bc), "the actor moved during the warm-up"
+    assert any(not torch.equal(second[k], bc[k]) for k in bc), "the actor never learned"
+
+
 def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start():
     from benchmarks.bench_finetune_stability import verdict, windows
 

@@ -186,9 +186,12 @@ class ScriptedPlayer(threading.Thread):
     on a setup allows for its lag. In lock-step the wait for the next sample is there too, so
     the lead is what real time adds: the lags' median less half a read period."""
 
-    def __init__(self, host: str, player: str, step_s: float, tap_ms: float, rate: float, make_hands) -> None:
+    def __init__(
+        self, host: str, player: str, step_s: float, tap_ms: float, rate: float, make_hands, seed: int = 0
+    ) -> None:
         super().__init__(daemon=True)
         self.host, self.player, self.step_s, self.tap_s, self.period = host, player, step_s, tap_ms / 1000, 1 / rate
+        self.seed = seed  # the person-like player's draws
         self.make_hands = make_hands
         self.hands = None
         self.decisions = Decisions()
@@ -225,7 +228,7 @@ class ScriptedPlayer(threading.Thread):
 
         profile = load_profile("sim_margit")
         table = ActionTable(profile, "discrete")
-        expert = make_player(self.player, self.step_s, self.tap_s)
+        expert = make_player(self.player, self.step_s, self.tap_s, self.seed)
         clock = DecisionClock(self.step_s)
         hands = self.hands = self.make_hands(profile)
         self.ready.set()
@@ -313,10 +316,12 @@ def record_as_a_person(
     tap_ms: float,
     fight_seconds: float = 300,
     window: tuple[int, int] = WINDOW,
+    seed: int = 0,
 ) -> Decisions:
     """``fights`` fights played through a ``window``-sized play window by ``player`` at the keyboard,
     recorded by the real recorder in its own process (an episode ends after ``fight_seconds``,
-    as the recorder's ``--max-episode-seconds``); returns the person's decisions."""
+    as the recorder's ``--max-episode-seconds``), the first fight's seed and the player's draws
+    ``seed``; returns the person's decisions."""
     from env.sim.display import focus_window
     from env.sim.launcher import SimServer
 
@@ -325,10 +330,10 @@ def record_as_a_person(
     server_log = out.with_suffix(".server.log")
     with (
         a_display(),
-        SimServer(seed=0, size=window, extra_args=("--window",), log_path=server_log) as server,
+        SimServer(seed=seed, size=window, extra_args=("--window",), log_path=server_log) as server,
     ):
         focus_window(server.process.pid)
-        person = ScriptedPlayer(server.host, player, config.timestep_ms / 1000, tap_ms, rate, KeyboardHands)
+        person = ScriptedPlayer(server.host, player, config.timestep_ms / 1000, tap_ms, rate, KeyboardHands, seed)
         person.start()
         recorder_log = out.with_suffix(".recorder.log")
         with open(recorder_log, "wb") as sink:
@@ -347,7 +352,7 @@ def record_as_a_person(
                     "--max-episodes",
                     str(fights),
                     "--seed",
-                    "0",
+                    str(seed),
                     "--max-episode-seconds",
                     str(fight_seconds),
                     "--rate",
@@ -374,18 +379,20 @@ def record_on_a_controller(
     tap_ms: float,
     fight_seconds: float = 300,
     window: tuple[int, int] = WINDOW,
+    seed: int = 0,
 ) -> tuple[Decisions, list[float]]:
     """``fights`` fights played on a game controller against a simulator server drawing a
     ``window``-sized picture, recorded by the real recorder's ``record()`` in this process (its
-    controller listener hears the virtual pad, as it hears one plugged in); returns the
-    person's decisions and when the pad changed (``time.monotonic``, the recorder's clock)."""
+    controller listener hears the virtual pad, as it hears one plugged in), the first fight's seed
+    and the player's draws ``seed``; returns the person's decisions and when the pad changed
+    (``time.monotonic``, the recorder's clock)."""
     from env.sim.launcher import SimServer
 
     from capture.record import RecordSettings, record
 
     config = params.env
     rate = params.demos.record.rate
-    with a_display(), SimServer(seed=0, size=window, log_path=out.with_suffix(".server.log")) as server:
+    with a_display(), SimServer(seed=seed, size=window, log_path=out.with_suffix(".server.log")) as server:
         person = ScriptedPlayer(
             server.host,
             player,
@@ -393,6 +400,7 @@ def record_on_a_controller(
             tap_ms,
             rate,
             lambda profile: PadHands(profile, server.host),
+            seed,
         )
         person.start()
         person.ready.wait(30)
@@ -452,10 +460,16 @@ def lag_ms(lags: list[float]) -> dict | None:
 
 
 def record_lock_step(
-    fights: int, out: Path, params: PipelineParams, player: str, capture_size: tuple[int, int] | None = None
+    fights: int,
+    out: Path,
+    params: PipelineParams,
+    player: str,
+    capture_size: tuple[int, int] | None = None,
+    seed: int = 0,
 ) -> None:
-    """``player``'s fights in-process, as the autopilot; ``capture_size``: the picture drawn at that size and
-    then made an observation as the play window's is (None: drawn at the frame size)."""
+    """``player``'s fights in-process, as the autopilot, the first fight's seed and the player's draws
+    ``seed``; ``capture_size``: the picture drawn at that size and then made an observation as the
+    play window's is (None: drawn at the frame size)."""
     from capture.record import RecordSettings, record
 
     rate = params.demos.record.rate
@@ -467,7 +481,7 @@ def record_lock_step(
             autopilot=True,
             player=player,
             max_episodes=fights,
-            seed=0,
+            seed=seed,
             rate=rate,
             out=out,
             master_size=config.picture_size,  # the frame size itself where no capture size is asked for
@@ -617,6 +631,7 @@ def run(
     reuse: bool = False,
     recordings: tuple[str, ...] = tuple(RECORDINGS),
     window: tuple[int, int] = WINDOW,
+    first_seed: int = 0,
 ) -> dict:
     """The ``recordings`` (with ``reuse``, those a previous run left in ``work`` are kept), their
     datasets and policies, and for each person's recordings how often their labels are the
@@ -627,7 +642,7 @@ def run(
         if name in recordings and not (reuse and any((work / name).glob("*.h5"))):
             shutil.rmtree(work / name, ignore_errors=True)  # a rerun records afresh
             started = time.perf_counter()
-            record_lock_step(fights, work / name, params, player, size)
+            record_lock_step(fights, work / name, params, player, size, first_seed)
             seconds[name] = time.perf_counter() - started
     decisions, latency = {}, None
     for person in PEOPLE:
@@ -638,9 +653,11 @@ def run(
             shutil.rmtree(work / person, ignore_errors=True)
             started = time.perf_counter()
             if person == "person":
-                made = record_as_a_person(fights, work / person, params, player, tap_ms, window=window)
+                made = record_as_a_person(fights, work / person, params, player, tap_ms, window=window, seed=first_seed)
             else:
-                made, changes = record_on_a_controller(fights, work / person, params, player, tap_ms, window=window)
+                made, changes = record_on_a_controller(
+                    fights, work / person, params, player, tap_ms, window=window, seed=first_seed
+                )
                 (work / "controller.changes.json").write_text(json.dumps(changes))
             seconds[person] = time.perf_counter() - started
             decisions_file.write_text(json.dumps(vars(made)))
@@ -653,6 +670,7 @@ def run(
     return {
         "machine": describe(),
         "fights": fights,
+        "first_seed": first_seed,
         "training_seeds": seeds,
         "eval_fights_per_policy": eval_fights,
         "player": player,
@@ -729,6 +747,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the play window's size, which the person's recordings keep as their picture "
         "(default: 1280x720; a smaller one leaves a 2-core machine more time to play in)",
     )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=0,
+        help="the first recorded fight's seed (the next ones count up) and the person-like player's draws: "
+        "another set of the same player's fights (default: %(default)s)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
@@ -743,6 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         args.reuse,
         tuple(args.recordings),
         args.window,
+        args.first_seed,
     )
     print(table(results["rows"]))
     print(f"labels: {results['labels']}")

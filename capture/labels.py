@@ -77,8 +77,9 @@ def step_inputs(
 def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) -> float:
     """Where the step grid begins, in seconds after ``start`` (the episode's first sample): the
     offset in [0, ``dt``) that puts the most ``presses`` (their times: ``HeardActions.press_times``)
-    into the first ``slice_s`` of their step, the latest of those that do (so that the presses
-    come as soon after their boundary as they can); 0 where none does better.
+    into the first ``slice_s`` of their step, the latest of those that do (an earlier one holding
+    the same presses, such as 0 for presses early in the unshifted grid's steps, starts each step
+    up to a slice before them); 0 with no presses.
 
     Why: a step's observation is the picture at its start and its label the keys pressed in it,
     and a policy acts on the picture it is shown. A person's presses are not on any grid; on a
@@ -86,8 +87,8 @@ def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) ->
     step, so the dataset pairs a decision with a picture from before the moment it was made for.
     Laid where the presses fall, each press comes just after its step's picture (the one nearest
     its boundary: ``capture.build_dataset.samples_at``), as a policy's action follows its
-    observation. A lock-step recording presses exactly on its own grid, which
-    this returns unchanged (0)."""
+    observation. A lock-step recording presses exactly on its own grid, which this returns
+    unchanged (0)."""
     downs = np.asarray(presses, np.float64) - start
     if not len(downs):
         return 0.0
@@ -98,8 +99,7 @@ def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) ->
     counts = np.searchsorted(wrapped, candidates + slice_s - EVENT_TOLERANCE_S) - np.searchsorted(
         wrapped, candidates - EVENT_TOLERANCE_S
     )
-    # the last of the best: the boundary at the first press of the cluster rather than up to a
-    # slice before it (any earlier stray press's residue would start a window holding it too)
+    # the last of the best: the grid at the first of the presses it holds, not before them
     best = len(counts) - 1 - int(np.argmax(counts[::-1]))
     # of residues that are one time but for float sums, the earliest: every such press is in the step
     return float(candidates[np.searchsorted(candidates, candidates[best] - EVENT_TOLERANCE_S)])

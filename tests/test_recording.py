@@ -290,6 +290,10 @@ def test_the_step_grid_is_laid_where_a_persons_presses_fall():
     assert 0.07 - slice_s < phase <= 0.07  # every regular press in its step's first slice
     residues = np.mod(presses[:-1] - start - phase, dt)
     assert np.all(residues < slice_s)
+    # presses early in the unshifted grid's steps: its first slices hold them all too, but the
+    # grid starts at the first of them, not up to a slice before them
+    early = presses[:-1] - 0.06
+    assert press_phase(early, start, dt, slice_s) == pytest.approx(0.01)
     # lock-step: presses exactly on sample times, float sums like the boundaries
     on_grid = start + np.cumsum(np.full(50, dt))
     lock_step = np.array([(t, KEY_DOWN, col["P"], 0, 0) for t in on_grid], EVENT_DTYPE)

@@ -110,9 +110,12 @@ def curves_chart(variants: dict[str, dict], start: dict | None, path: Path) -> N
     plt.close(fig)
 
 
-def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
-    """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
-    pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
+MODES = {"deterministic": True, "sampled": False}
+"""How a policy is judged: its most likely action, and a draw from it."""
+
+
+def win_rate(policy_dir: Path, seeds: list[int], deterministic: bool) -> dict:
+    """The policy saved in ``policy_dir`` on ``seeds``' fights, deterministic or sampled."""
     from env.config import EnvConfig
     from env.factory import make_env
 
@@ -120,15 +123,18 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     from elden_il.fights import run_fights, summarize
 
     config = EnvConfig.load(policy_dir)
+    torch.manual_seed(0)  # the sampling
+    actor = PolicyActor(policy_dir, deterministic=deterministic)
+    started = time.perf_counter()
+    records, _ = run_fights(lambda: make_env(config), actor, seeds, parallel=8)
+    return summarize(records, time.perf_counter() - started)
+
+
+def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
+    """The policy saved in ``policy_dir`` on held-out fights, acting deterministically (as the
+    pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
     seeds = list(range(first_seed, first_seed + fights))
-    out = {}
-    for mode, deterministic in (("deterministic", True), ("sampled", False)):
-        torch.manual_seed(0)  # the sampling
-        actor = PolicyActor(policy_dir, deterministic=deterministic)
-        started = time.perf_counter()
-        records, _ = run_fights(lambda: make_env(config), actor, seeds, parallel=8)
-        out[mode] = summarize(records, time.perf_counter() - started)
-    return out
+    return {mode: win_rate(policy_dir, seeds, deterministic) for mode, deterministic in MODES.items()}
 
 
 class PolicyCheckpoints(BaseCallback):
@@ -153,21 +159,11 @@ class PolicyCheckpoints(BaseCallback):
 
 def checkpoint_win_rates(folder: Path, fights: int, first_seed: int) -> list[dict]:
     """Each checkpoint in ``folder`` (``PolicyCheckpoints``) on the held-out fights, deterministic."""
-    from env.config import EnvConfig
-    from env.factory import make_env
-
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fights import run_fights, summarize
-
     seeds = list(range(first_seed, first_seed + fights))
-    saved = sorted(folder.glob("step-*"))
-    config = EnvConfig.load(saved[0]) if saved else None
-    rates = []
-    for checkpoint in saved:
-        started = time.perf_counter()
-        records, _ = run_fights(lambda: make_env(config), PolicyActor(checkpoint, True), seeds, parallel=8)
-        rates.append({"timesteps": int(checkpoint.name[5:]), **summarize(records, time.perf_counter() - started)})
-    return rates
+    return [
+        {"timesteps": int(checkpoint.name[5:]), **win_rate(checkpoint, seeds, deterministic=True)}
+        for checkpoint in sorted(folder.glob("step-*"))
+    ]
 
 
 def run_outputs(folder: Path, fights: int, first_seed: int) -> dict:

@@ -279,6 +279,8 @@ def main() -> None:
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
     args = parser.parse_args()
+    if args.checkpoints < 0:
+        parser.error(f"--checkpoints {args.checkpoints}: steps between saved policies, 1 or more (0: none)")
     from env.config import EnvConfig
 
     from elden_il.fanout import fan_out

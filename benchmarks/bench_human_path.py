@@ -756,6 +756,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    if not 0 <= args.first_seed <= 2**32 - 1 - args.fights:
+        parser.error(f"--first-seed {args.first_seed}: a fight seed from 0 to {2**32 - 1 - args.fights}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     results = run(
         args.fights,

@@ -87,3 +87,23 @@ def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
         ("F1", "F2", "F3"),
         (64, 48),
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "args", "named"),
+    [
+        ("benchmarks.bench_human_path", ["--first-seed", "-1"], "--first-seed -1"),
+        ("benchmarks.bench_finetune_stability", ["--checkpoints", "-3"], "--checkpoints -3"),
+    ],
+)
+def test_a_benchmarks_out_of_range_flag_is_refused_before_it_runs(module: str, args: list[str], named: str):
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"error: {named}" in result.stderr, result.stderr

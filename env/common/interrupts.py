@@ -86,6 +86,16 @@ def watched() -> Iterator[Watch | None]:
         sys.unraisablehook = hook
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if watch.received is not None:
+            _forget_unhandled_interrupt()
+
+
+def _forget_unhandled_interrupt() -> None:
+    """Clear CPython's note that a ``KeyboardInterrupt`` went unhandled, which ``python -m`` acts
+    on at exit by killing itself with SIGINT, whatever status the command returned. Code run from
+    a string (``exec``, and so every ``dataclass`` being built) sets the note when the interrupt
+    is raised inside it, even though the command then catches it; running a string resets it."""
+    exec("")
 
 
 def check() -> None:

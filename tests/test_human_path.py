@@ -23,6 +23,11 @@ from benchmarks import bench_human_path as bench
 
 ROOT = Path(__file__).parents[1]
 
+PAIRED_AS_THE_TEACHER_PLAYS = 0.8
+"""The least share of one real-time fight's steps whose label is the action the expert takes on
+the state the step is paired with. One fight's share moves with the machine's load (0.82 to
+0.96 measured, 0.82 on a loaded CI run); with every picture a step early it is about 0.7."""
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("player", ["expert", "person"])
@@ -49,14 +54,10 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
         gaps = np.diff(decisions.t)
         assert np.mean(np.abs(gaps - config.timestep_ms / 1000) < 0.010) >= 0.9, np.round(gaps, 3)
         # what BC fits: each step's picture and state paired with the action the teacher takes on
-        # them. A grid laid where the presses fall pairs them as lock-step does. One laid from the
-        # first sample pairs a decision with a state from up to a step before it: how far depends
-        # on where in the person's step the recording happened to start, so in one fight it can
-        # come out as good (the benchmark's twenty fights measure the difference); it never has
-        # to be better
-        pairs = bench.teacher_agreement(tmp_path / "person", params, player)
-        aligned, fixed = pairs["aligned_to_presses"]["agreement"], pairs["from_first_sample"]["agreement"]
-        assert aligned >= 0.85 and aligned >= fixed - 0.05, pairs
+        # them. Which grid pairs them better differs from fight to fight (where in the person's
+        # step the recording began); the benchmark's twenty fights measure that, one cannot
+        pairs = bench.teacher_agreement(tmp_path / "person", params, player)["aligned_to_presses"]
+        assert pairs["agreement"] >= PAIRED_AS_THE_TEACHER_PLAYS, pairs
 
 
 @pytest.mark.slow
@@ -83,7 +84,7 @@ def test_a_fight_played_on_a_controller_is_heard_by_the_recorder_and_labelled_as
     labels = bench.label_agreement(raw, decisions, params)["aligned_to_presses"]
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
     pairs = bench.teacher_agreement(raw, params, "expert")["aligned_to_presses"]
-    assert pairs["agreement"] >= 0.85, pairs
+    assert pairs["agreement"] >= PAIRED_AS_THE_TEACHER_PLAYS, pairs
     # a press is in the first sample after the listener's next poll: within a sample period (33 ms)
     # and a poll or two, on this busy machine
     latency = bench.pad_latency(raw, changes)

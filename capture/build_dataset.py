@@ -2,8 +2,8 @@
 
 Each recorded episode is resampled on the env's step grid (step k begins at the episode's first
 sample time plus k timesteps, or from where a person's presses fall). The observation at a step
-boundary is the sample nearest it: its frame, decoded from the episode's video and cropped and resized by the env's own
-``FrameSpec`` (``capture.footage``), as the live env does with the frame it captures, and its
+boundary is the last sample at or before it: its frame, decoded from the episode's video and
+cropped and resized by the env's own ``FrameSpec`` (``capture.footage``), as the live env does with the frame it captures, and its
 state scalars by the env's own ``ObservationBuilder`` (over the whole episode's columns at once).
 So one recording gives datasets of any frame size and crop up to its master picture; and each is
 built for the window size it was captured at (``EnvConfig.capture_size``), so that the envs
@@ -127,18 +127,15 @@ sample long."""
 
 
 def samples_at(t: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
-    """The index of the sample nearest each boundary (the earlier on a tie, within the tolerance).
+    """The index of the last sample at or before each boundary (within the tolerance).
 
-    Why the nearest and not the last one before: a person's presses, and so the grid laid at them,
-    run on the person's clock, not the recorder's, and the person decided on what the screen
-    showed an instant before pressing. The last sample before a boundary is up to a sample period
-    older than that, the nearest at most half of one (a sample after the press shows nothing of
-    it yet: a tapped dodge rolls on release, a step of movement is a few pixels). A lock-step
-    recording's boundaries are sample times, which either rule gives alike."""
-    before = np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
-    after = np.minimum(before + 1, len(t) - 1)
-    later_is_nearer = t[after] - boundaries < boundaries - t[np.maximum(before, 0)] - BOUNDARY_TOLERANCE_S
-    return np.where((before < 0) | later_is_nearer, after, before)
+    Why not the nearest one, which may come after it: a person's grid is laid at their presses,
+    and a press shows in the very next sample's state (a pushed stick walks the hero at once). A
+    step paired with a sample taken after its press observes its own action under way, which a
+    policy, deciding before it acts, never sees: BC on such pairs learned to roll only when already
+    walking. The sample before the press is what the person saw when pressing. A lock-step
+    recording's boundaries are sample times, which this gives exactly."""
+    return np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
 
 
 def slices_per_step(episode: Episode, dt: float) -> int:

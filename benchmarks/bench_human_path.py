@@ -82,6 +82,9 @@ class Decisions:
 
     t: list[float] = field(default_factory=list)
     action: list[str] = field(default_factory=list)
+    scheduled: list[float] = field(default_factory=list)
+    """When the read each decision was made on was due: the player's own rhythm, free of how long
+    a loaded machine took to answer the read (``t`` is when the answer came)."""
     roll_lags: list[float] = field(default_factory=list)
     """From each roll's dodge let go to the first read showing the roll, in seconds."""
 
@@ -277,6 +280,7 @@ class ScriptedPlayer(threading.Thread):
                                 expert.lead_s = self.lead_s()
                             name = expert.act(state)
                             self.decisions.t.append(state.timestamp)
+                            self.decisions.scheduled.append(scheduled)
                             self.decisions.action.append(name)
                             entry = profile.discrete_actions[table.index(name)]
                             held = frozenset(entry.hold)

@@ -51,7 +51,7 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
     if player == "expert":
         # its rhythm: a decision every step on the player's own clock, not a read early or late
-        gaps = np.diff(decisions.t)
+        gaps = np.diff(decisions.scheduled)
         assert np.mean(np.abs(gaps - config.timestep_ms / 1000) < 0.010) >= 0.9, np.round(gaps, 3)
         # what BC fits: each step's picture and state paired with the action the teacher takes on
         # them. Which grid pairs them better differs from fight to fight (where in the person's

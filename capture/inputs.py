@@ -7,6 +7,11 @@ mouse movement since then, the same for a game controller's buttons and the posi
 sticks and triggers, and the raw events with their times. Only the profile's keys are logged:
 the recorder is not a keylogger, and its own hotkeys never become actions. A controller's
 buttons and axes are all logged (``env.controller.BUTTONS``, ``AXES``): they are the game's.
+
+A press (a profile key or mouse button going down, or a controller control the layout maps to an
+action coming on) also sets ``press_heard`` until the next drain: a live recorder samples at once
+on it (``capture.sampler``), so that the step a press begins is paired with the game as the
+press landed rather than with a sample up to a period older.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.controller import AXES, BUTTONS
+from env.controller import AXES, BUTTONS, ControllerLayout
 from env.keys import MOUSE_BUTTONS, normalize_key
 
 EVENT_DTYPE = np.dtype([("t", "f8"), ("kind", "u1"), ("key", "i2"), ("dx", "f4"), ("dy", "f4")])
@@ -43,9 +48,15 @@ class InputWindow:
 
 
 class InputLog:
-    """Thread-safe accumulator of key and mouse input over the profile's keys (Siphon names)."""
+    """Thread-safe accumulator of key and mouse input over the profile's keys (Siphon names);
+    ``layout`` (the profile's controller table) says which controller changes are presses."""
 
-    def __init__(self, key_names: Sequence[str], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        key_names: Sequence[str],
+        clock: Callable[[], float] = time.monotonic,
+        layout: ControllerLayout | None = None,
+    ) -> None:
         self.key_names = tuple(normalize_key(k) for k in key_names)
         self._index = {k: i for i, k in enumerate(self.key_names)}
         self.clock = clock
@@ -59,6 +70,12 @@ class InputLog:
         self._pad_axes = np.zeros(len(AXES), np.float32)
         self.controller = ""
         """The controller being heard (its name, as SDL gives it), or "" while there is none."""
+        self.layout = layout
+        self._pad_actions: frozenset[str] = frozenset()  # what the controller holds, by the layout
+        self.press_heard = threading.Event()
+        """Set by a press, cleared by ``drain``: a sample drained after it holds it."""
+        self.on_press: Callable[[], None] = lambda: None
+        """Called on the listener's thread after each press (the live sampler's wake-up)."""
 
     def key(self, name: str, down: bool, t: float | None = None) -> None:
         """A key or mouse button went down or up. Keys outside the profile are ignored."""
@@ -73,6 +90,7 @@ class InputLog:
                     return  # auto-repeat: the key is already down
                 self._held[i] = True
                 self._pressed[i] = True
+                self._heard_a_press()
                 kind = BUTTON_DOWN if button else KEY_DOWN
             else:
                 if not self._held[i]:
@@ -103,6 +121,7 @@ class InputLog:
             self._pad_held[index] = down
             self._pad_pressed[index] |= down
             self._events.append((t, PAD_DOWN if down else PAD_UP, index, 0.0, 0.0))
+            self._note_pad_press(button_down=down)
 
     def pad_axis(self, index: int, value: float, t: float | None = None) -> None:
         """The controller's axis ``AXES[index]`` moved to ``value``."""
@@ -110,6 +129,24 @@ class InputLog:
         with self._lock:
             self._pad_axes[index] = value
             self._events.append((t, PAD_AXIS, index, value, 0.0))
+            self._note_pad_press(button_down=False)
+
+    def _note_pad_press(self, button_down: bool) -> None:
+        """After a controller change (under the lock): a press if the layout now holds an action
+        it did not; without a layout, any button going down (a stick's every tremor is not one)."""
+        if self.layout is None:
+            if button_down:
+                self._heard_a_press()
+            return
+        held = self.layout.held(self._pad_held, self._pad_axes)
+        actions = frozenset(action for action, column in held.items() if column[0])
+        if actions - self._pad_actions:
+            self._heard_a_press()
+        self._pad_actions = actions
+
+    def _heard_a_press(self) -> None:
+        self.press_heard.set()
+        self.on_press()
 
     def pad_gone(self, t: float | None = None) -> None:
         """The controller was unplugged: everything on it lets go, as the game sees it."""
@@ -139,4 +176,5 @@ class InputLog:
             self._pad_pressed[:] = False
             self._dx = self._dy = 0.0
             self._events.clear()
+            self.press_heard.clear()
         return window

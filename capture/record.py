@@ -290,7 +290,7 @@ class Recorder:
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
         self.key_names = self.profile.bound_keys
-        self.inputs = InputLog(self.key_names, clock=self.game.now)
+        self.inputs = InputLog(self.key_names, clock=self.game.now, layout=self.profile.controller)
         self.sampler = Sampler(self.game, self.inputs, settings.rate)
         self.tracker = FightTracker(self.profile.boss_npc_id)
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
@@ -360,7 +360,12 @@ class Recorder:
         stats = self.sampler.stats
         path = writer.finish(
             outcome,
-            {"achieved_rate_hz": stats.achieved_rate_hz, "late_samples": stats.late, "dropped_samples": stats.dropped},
+            {
+                "achieved_rate_hz": stats.achieved_rate_hz,
+                "late_samples": stats.late,
+                "dropped_samples": stats.dropped,
+                "press_samples": stats.at_presses,
+            },
         )
         self.driver.episode_over()
         self.saved.append(path)

@@ -14,11 +14,21 @@ the sample period (``benchmarks/bench_recorder.py`` times them; BENCHMARKS.md, t
 sampler that finished each sample before starting the next dropped one whenever a single round ran
 over the period. Samples still come back in time order, each as soon as it is complete. In lock-step
 (the in-process simulator) there is no real time to overlap, and samples are taken inline.
+
+Against a live game a press (``InputLog.press_heard``) is sampled at once too, and the schedule
+starts again from it. A person presses off the recorder's schedule, so the last scheduled sample
+before a press shows the game up to a period earlier than it was when the press landed, and a
+policy trained on that pairing acts that much early in the env, whose observations are the game
+at the moment it acts: a dodge timed to a boss's swing by a game tick or two misses
+(BENCHMARKS.md, the human path). The dataset builder pairs a step beginning with a press with
+the sample taken as it landed (``capture.build_dataset.step_starts``). In lock-step the
+autopilot presses at sample times, so its presses already have theirs.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections import deque
 from concurrent import futures
 from dataclasses import dataclass
@@ -42,6 +52,7 @@ Taken = tuple[Sample, GameState, Frame, np.ndarray]
 class SamplerStats:
     started_at: float
     samples: int = 0
+    at_presses: int = 0  # taken at once on a press (a live game), off the schedule
     late: int = 0  # started more than half a period after their deadline
     dropped: int = 0  # deadlines skipped because a whole period was missed
     last_t: float = 0.0
@@ -62,6 +73,9 @@ class Sampler:
         self.names = game.profile.attribute_names
         self._pool = futures.ThreadPoolExecutor(LIVE_IN_FLIGHT, thread_name_prefix="sampler") if game.realtime else None
         self._in_flight: deque[futures.Future[Taken]] = deque()
+        self._wake = threading.Event()  # a press heard, or a sample in flight complete
+        if self._pool is not None:
+            inputs.on_press = self._wake.set
         self.restart_clock()
 
     def restart_clock(self) -> None:
@@ -85,23 +99,30 @@ class Sampler:
                 self.game.wait_until(self._next)
             return self._count(self._take(*self._start()))
         while True:
+            self._wake.clear()  # before looking: a press or a completion from now on wakes the wait below
             if self._in_flight and self._in_flight[0].done():
                 return self._count(self._in_flight.popleft().result())
             if len(self._in_flight) == LIVE_IN_FLIGHT:
                 futures.wait([self._in_flight[0]])
                 continue
+            at_press = self.inputs.press_heard.is_set()
             wait = self._next - self.game.now()
-            if wait <= 0:
-                self._in_flight.append(self._pool.submit(self._take, *self._start()))
-            elif self._in_flight:  # until the next deadline, or until the oldest sample is complete
-                futures.wait([self._in_flight[0]], timeout=wait)
-            else:
-                self.game.wait_until(self._next)
+            if at_press or wait <= 0:
+                taking = self._pool.submit(self._take, *self._start(at_press))
+                taking.add_done_callback(lambda _: self._wake.set())
+                self._in_flight.append(taking)
+            else:  # until the next deadline, a press, or the oldest sample's completion
+                self._wake.wait(timeout=wait)
 
-    def _start(self) -> tuple[float, InputWindow]:
-        """Claim the current deadline (counting it late, or the ones missed as dropped) and drain
-        the input since the previous sample, on the caller's thread so windows stay in order."""
+    def _start(self, at_press: bool = False) -> tuple[float, InputWindow]:
+        """Claim the current deadline (counting it late, or the ones missed as dropped), or
+        (``at_press``) start the schedule again from now, and drain the input since the previous
+        sample, on the caller's thread so windows stay in order."""
         now = self.game.now()
+        if at_press:
+            self.stats.at_presses += 1
+            self._next = now + self.period
+            return now, self.inputs.drain()
         late = now - self._next
         if late >= self.period:
             missed = math.floor(late / self.period)

@@ -177,6 +177,34 @@ def test_the_listener_logs_the_pad_on_the_recorders_clock_within_a_poll(pad: Vir
         listener.stop()
 
 
+def test_a_press_on_the_controller_is_what_starts_an_action_not_every_change():
+    """The live recorder samples at once on a press (``InputLog.press_heard``); on a controller a
+    press is an action coming on by the profile's layout, so a resting stick's tremor, a stick
+    pushed further the same way, a trigger short of its threshold and a release take no sample."""
+    log = InputLog(PROFILE.bound_keys, layout=PROFILE.controller)
+    woken = []
+    log.on_press = lambda: woken.append(True)
+    leftx, righttrigger = AXES.index("leftx"), AXES.index("righttrigger")
+
+    def press_after(change) -> bool:
+        log.drain()
+        change()
+        return log.press_heard.is_set()
+
+    assert not press_after(lambda: log.pad_axis(leftx, 0.1))  # inside the dead zone
+    assert press_after(lambda: log.pad_axis(leftx, 0.6))  # move_right comes on
+    assert not press_after(lambda: log.pad_axis(leftx, 0.9))  # still move_right
+    assert not press_after(lambda: log.pad_axis(righttrigger, 0.05))  # short of the threshold
+    assert press_after(lambda: log.pad_axis(righttrigger, 0.8))  # strong_attack
+    assert not press_after(lambda: log.pad_axis(righttrigger, 0.0))
+    assert press_after(lambda: log.pad_button(BUTTONS.index("b"), True))  # dodge
+    assert not press_after(lambda: log.pad_button(BUTTONS.index("b"), False))
+    assert press_after(lambda: log.key(PROFILE.bound_keys[0], True))
+    assert len(woken) == 4
+    log.drain()
+    assert not log.press_heard.is_set()
+
+
 def episode_with(tmp_path: Path, events: list[tuple], seconds: float = 1.0, pad_start=None) -> Path:
     """A 30 Hz episode of ``seconds`` with the input log ``events`` ((t, kind, column, value))."""
     log = InputLog(PROFILE.bound_keys, clock=lambda: 0.0)

@@ -585,7 +585,7 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
     sampler = Sampler(game, inputs, rate_hz=30)
     samples, events = [], []
     for _ in range(60):
-        inputs.tap([KEYS[0]])
+        inputs.mouse_move(1.0, 0.0)  # input, but no press: every sample is on its deadline
         sample, _, _, window_events = sampler.next_sample()
         samples.append(sample)
         events.append(window_events)
@@ -595,7 +595,38 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
     # a sampler that waited out each stall would leave gaps of 2.5 periods and count drops
     assert sampler.stats.dropped == 0 and gaps.min() > 0 and gaps.max() < 2 / 30
     events = np.concatenate([*events, inputs.drain().events])
-    assert np.all(np.diff(events["t"]) >= 0) and len(events) == 120  # windows in order, no tap lost
+    assert np.all(np.diff(events["t"]) >= 0) and len(events) == 60  # windows in order, no event lost
+    assert sampler.stats.at_presses == 0
+
+
+def test_a_live_sampler_samples_a_press_as_it_lands_and_keeps_its_rhythm_from_there(sim_server, player):
+    """A person presses off the recorder's schedule; the sample before a press can be a period
+    older than the game the press was made on, and BC on that pairing dodges early. Against a
+    live game a press is sampled at once, and the schedule runs on from that sample."""
+    from env.siphon.game import SiphonGame
+
+    from capture.sampler import Sampler
+
+    game = SiphonGame(sim_server.host, "sim_margit")
+    inputs = InputLog(KEYS)
+    sampler = Sampler(game, inputs, rate_hz=30)
+    try:
+        scheduled = sampler.next_sample()[0]
+        time.sleep(max(0.0, scheduled.t + 0.4 / 30 - time.monotonic()))  # the next deadline 20 ms away
+        pressed_at = time.monotonic()
+        inputs.key(KEYS[0], True)
+        at_press = sampler.next_sample()[0]
+        after = sampler.next_sample()[0]
+        inputs.key(KEYS[0], False)  # a release is no press: the schedule holds
+        on_schedule = sampler.next_sample()[0]
+    finally:
+        sampler.close()
+        game.close()
+    assert at_press.pressed[0] and 0 <= at_press.t - pressed_at < 0.003  # not at the deadline, 20 ms on
+    assert at_press.t - scheduled.t < 0.7 / 30
+    assert after.t - at_press.t == pytest.approx(1 / 30, abs=0.004)  # the rhythm starts again at the press
+    assert on_schedule.t - after.t == pytest.approx(1 / 30, abs=0.004)
+    assert sampler.stats.at_presses == 1
 
 
 def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):

@@ -454,6 +454,32 @@ def pad_latency(raw: Path, changes: list[float]) -> dict:
     }
 
 
+def press_pictures(raw: Path, params: PipelineParams) -> dict:
+    """For each step that begins with a press, the picture the builder pairs it with: how long
+    after the press it was taken (negative: before it), in milliseconds; the live recorder's
+    sample at each press makes this a millisecond or so, the schedule alone up to minus a period."""
+    from capture.build_dataset import samples_at, slices_per_step, step_starts
+    from capture.labels import HeardActions
+
+    dt = params.env.timestep_ms / 1000
+    offsets = []
+    for episode, boundaries, _, table in labelled_steps(raw, params, True):
+        presses = HeardActions(table.profile, episode.key_names).press_times(episode)
+        starts = step_starts(boundaries, presses, dt / slices_per_step(episode, dt))
+        pressed = np.isin(starts, presses)
+        offsets.append(episode.t[samples_at(episode.t, starts[pressed])] - starts[pressed])
+    ms = 1000 * np.concatenate(offsets) if offsets else np.zeros(0)
+    if not ms.size:
+        return {"steps": 0}
+    return {
+        "steps": int(ms.size),
+        "median_ms": float(np.median(ms)),
+        "p1_ms": float(np.percentile(ms, 1)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "taken_at_the_press": float(np.mean(ms >= 0)),
+    }
+
+
 def lag_ms(lags: list[float]) -> dict | None:
     """The spread of a player's roll lags (``Decisions.roll_lags``): what real time put between its
     hands and the game (half a read period is the wait lock-step has too)."""
@@ -541,15 +567,18 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     from env.game import GameState
 
     from capture.autopilot import make_player
-    from capture.build_dataset import samples_at
+    from capture.build_dataset import samples_at, slices_per_step, step_starts
+    from capture.labels import HeardActions
 
     config = params.env
+    dt = config.timestep_ms / 1000
     results = {}
     for grid, align in GRIDS.items():
         agree = total = 0
         for episode, boundaries, labels, table in labelled_steps(raw, params, align):
-            at = samples_at(episode.t, boundaries)
-            teacher = make_player(player, config.timestep_ms / 1000, config.tap_ms / 1000)
+            presses = HeardActions(table.profile, episode.key_names).press_times(episode)
+            at = samples_at(episode.t, step_starts(boundaries, presses, dt / slices_per_step(episode, dt)))
+            teacher = make_player(player, dt, config.tap_ms / 1000)
             for k, label in enumerate(labels):
                 state = GameState(dict(zip(episode.attribute_names, episode.state[at[k]])), float(boundaries[k]))
                 agree += int(table.index(teacher.act(state)) == label)
@@ -685,6 +714,7 @@ def run(
         "roll_shown_after_release_ms": {person: lag_ms(made.roll_lags) for person, made in decisions.items()},
         "labels": {person: label_agreement(work / person, made, params) for person, made in decisions.items()},
         "controller_event_to_sample": latency,
+        "press_to_its_picture": {person: press_pictures(work / person, params) for person in decisions},
         "teacher_agreement": {
             name: teacher_agreement(work / name, params, player)
             for name in ("lock-step", *PEOPLE)

@@ -1,10 +1,11 @@
 """``python -m capture.build_dataset``: raw episodes -> a Minari dataset the trainers read.
 
 Each recorded episode is resampled on the env's step grid (step k begins at the episode's first
-sample time plus k timesteps, or from where a person's presses fall). The observation at a step
-boundary is the last sample at or before it: its frame, decoded from the episode's video and
-cropped and resized by the env's own ``FrameSpec`` (``capture.footage``), as the live env does with the frame it captures, and its
-state scalars by the env's own ``ObservationBuilder`` (over the whole episode's columns at once).
+sample time plus k timesteps, or from where a person's presses fall). A step observes the sample
+showing the game as it began (``step_starts``, ``samples_at``): its frame, decoded from the
+episode's video and cropped and resized by the env's own ``FrameSpec`` (``capture.footage``), as
+the live env does with the frame it captures, and its state scalars by the env's own
+``ObservationBuilder`` (over the whole episode's columns at once).
 So one recording gives datasets of any frame size and crop up to its master picture; and each is
 built for the window size it was captured at (``EnvConfig.capture_size``), so that the envs
 trained and evaluated on it render the same picture of the arena before cropping and resizing.
@@ -55,7 +56,7 @@ from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import Episode, list_episodes, read_episode
 from capture.episode_format import PARTIAL, EpisodeError
-from capture.labels import HeardActions, StepLabeler, press_phase
+from capture.labels import EVENT_TOLERANCE_S, HeardActions, StepLabeler, press_phase
 from capture.lock import is_being_written
 from capture.provenance import REPOSITORY, code_digest
 from capture.staging import NAMESPACE_METADATA, staged
@@ -126,16 +127,45 @@ session, where times are large), which would make that step one sample short and
 sample long."""
 
 
-def samples_at(t: np.ndarray, boundaries: np.ndarray) -> np.ndarray:
-    """The index of the last sample at or before each boundary (within the tolerance).
+PRESS_SAMPLE_S = 0.005
+"""A sample started this soon after a step begins shows the game as the step began: the live
+recorder samples at once on a press (``capture.sampler``), well within this on a busy machine
+(BENCHMARKS.md, the human path), and a game shows a press at its next tick at the soonest."""
 
-    Why not the nearest one, which may come after it: a person's grid is laid at their presses,
-    and a press shows in the very next sample's state (a pushed stick walks the hero at once). A
-    step paired with a sample taken after its press observes its own action under way, which a
-    policy, deciding before it acts, never sees: BC on such pairs learned to roll only when already
-    walking. The sample before the press is what the person saw when pressing. A lock-step
-    recording's boundaries are sample times, which this gives exactly."""
-    return np.searchsorted(t, boundaries + BOUNDARY_TOLERANCE_S, side="right") - 1
+
+def samples_at(t: np.ndarray, moments: np.ndarray) -> np.ndarray:
+    """The index of the sample showing the game at each moment (sample times ``t``): the one
+    started within ``PRESS_SAMPLE_S`` after it where there is one (the live recorder's sample at
+    a press), else the last one at or before it (within the tolerance).
+
+    Why not the nearest one, which may come later: a press shows in the game's state at its next
+    tick (a pushed stick walks the hero at once), and a step paired with its own action under way
+    teaches a policy, deciding before it acts, to roll only when already walking. A lock-step
+    recording's steps begin at sample times, whose samples this gives exactly."""
+    after = np.minimum(np.searchsorted(t, moments - BOUNDARY_TOLERANCE_S), len(t) - 1)
+    taken_then = (t[after] >= moments - BOUNDARY_TOLERANCE_S) & (t[after] <= moments + PRESS_SAMPLE_S)
+    before = np.searchsorted(t, moments + BOUNDARY_TOLERANCE_S, side="right") - 1
+    return np.where(taken_then, after, before)
+
+
+def step_starts(boundaries: np.ndarray, presses: np.ndarray, slice_s: float) -> np.ndarray:
+    """When each step begins, as a policy's observation is the game at the moment it acts: at its
+    first press (``presses``: ``HeardActions.press_times``) where one falls in its first slice of
+    ``slice_s`` seconds, else at its boundary.
+
+    Why not the boundary alone: a person's grid is laid where most presses fall
+    (``capture.labels.press_phase``), each a few milliseconds of jitter after it, and the person
+    presses off the recorder's schedule, so the last sample before the boundary can be up to a
+    period older than the game the press was made on: BC on that pairing dodges early, by the
+    game tick or two a dodge has to spare. A lock-step recording presses on its boundaries."""
+    starts = np.asarray(boundaries, np.float64).copy()
+    if len(presses):
+        first = np.minimum(np.searchsorted(presses, starts - EVENT_TOLERANCE_S), len(presses) - 1)
+        in_first_slice = (presses[first] >= starts - EVENT_TOLERANCE_S) & (
+            presses[first] < starts + slice_s - EVENT_TOLERANCE_S
+        )
+        starts[in_first_slice] = presses[first[in_first_slice]]
+    return starts
 
 
 def slices_per_step(episode: Episode, dt: float) -> int:
@@ -201,7 +231,7 @@ def episode_steps(
         raise BuildError(str(e)) from None
     if len(boundaries) < 2:
         return None
-    at = samples_at(t, boundaries)
+    at = samples_at(t, step_starts(boundaries, heard.press_times(episode), dt / slices_per_step(episode, dt)))
     over = rules.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
     # the episode ends at the first boundary where the fight is over, or after max_steps steps
     ended = np.flatnonzero(over[1:])

@@ -85,10 +85,9 @@ def press_phase(presses: np.ndarray, start: float, dt: float, slice_s: float) ->
     and a policy acts on the picture it is shown. A person's presses are not on any grid; on a
     grid laid from the first sample, a press follows its step's picture by anything up to a whole
     step, so the dataset pairs a decision with a picture from before the moment it was made for.
-    Laid where the presses fall, each press comes just after its step's picture (the last one at
-    or before its boundary: ``capture.build_dataset.samples_at``), as a policy's action follows
-    its observation. A lock-step recording presses exactly on its own grid, which this returns
-    unchanged (0)."""
+    Laid where the presses fall, each press begins its step and is paired with the game as it
+    landed (``capture.build_dataset.step_starts``), as a policy's action follows its observation.
+    A lock-step recording presses exactly on its own grid, which this returns unchanged (0)."""
     downs = np.asarray(presses, np.float64) - start
     if not len(downs):
         return 0.0

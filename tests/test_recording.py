@@ -664,13 +664,16 @@ def test_every_step_of_a_lock_step_recording_holds_the_same_number_of_samples(fi
     assert set(np.diff(samples_at(t, boundaries))) == {6}
 
 
-def test_no_step_is_paired_with_a_sample_taken_after_its_press():
+def test_a_step_observes_the_game_as_its_press_landed_never_with_the_press_under_way():
     """A person's step grid is laid at their presses, off the recorder's samples. A press shows in
-    the very next sample's state (a pushed stick walks the hero at once), so a step paired with a
-    sample taken after its press observes the action already under way: BC on a controller
-    player's fights paired that way learned to roll only when already walking, never from standing
-    as a policy must, and won 0 of 300 held-out fights. A step's picture is the last sample at or
-    before its boundary, so the one the person saw before pressing."""
+    the game's state at its next tick (a pushed stick walks the hero at once), so a step paired
+    with a sample taken well after its press observes the action already under way: BC on a
+    controller player's fights paired that way learned to roll only when already walking, and won
+    0 of 300 held-out fights. The last sample before the grid's boundary is no better the other
+    way: up to a period older than the game the press was made on, and BC on it dodges early. A
+    step observes the sample taken as its first press landed (the live recorder takes one), else
+    the last one before that press."""
+    from capture.build_dataset import PRESS_SAMPLE_S, step_starts
     from capture.labels import press_phase
 
     dt, slice_s = 0.2, 0.2 / 6
@@ -678,12 +681,20 @@ def test_no_step_is_paired_with_a_sample_taken_after_its_press():
     # a person deciding every 200 ms, 21 ms after a sample, each press a few ms late
     presses = t[0] + 0.021 + dt * np.arange(150) + np.tile([0.0, 0.003, 0.009, 0.001], 150 // 4 + 1)[:150]
     boundaries = t[0] + press_phase(presses, t[0], dt, slice_s) + dt * np.arange(150)
-    paired = t[samples_at(t, boundaries)]
-    assert np.all(paired <= presses)
-    assert np.all(presses - paired < 1 / 30 + 0.01)  # the one before the press, not an older one
-    # on the boundaries of a lock-step recording (its sample times, float sums alike), that sample
+    starts = step_starts(boundaries, presses, slice_s)
+    assert np.array_equal(starts, presses)
+    # on the schedule alone: the last sample before each press, or one taken as it landed
+    paired = t[samples_at(t, starts)]
+    assert np.all(paired <= presses + PRESS_SAMPLE_S) and np.all(presses - paired < 1 / 30)
+    # the live recorder's own sample at each press, a millisecond after it: that one
+    live = np.sort(np.concatenate([t, presses + 0.001]))
+    assert np.allclose(live[samples_at(live, starts)], presses + 0.001)
+    # a press later in its step (a move noticed mid-step) does not move the step's start
+    late = step_starts(boundaries, boundaries + 0.07, slice_s)
+    assert np.array_equal(late, boundaries)
+    # a lock-step recording's steps begin at its sample times (float sums alike): those samples
     lock_step = t[0] + dt * np.arange(150)
-    assert np.array_equal(samples_at(t, lock_step), 6 * np.arange(150))
+    assert np.array_equal(samples_at(t, step_starts(lock_step, lock_step, slice_s)), 6 * np.arange(150))
 
 
 def test_recording_in_process_gives_the_callers_signal_handlers_back(tmp_path: Path):

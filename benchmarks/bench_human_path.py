@@ -458,15 +458,15 @@ def press_pictures(raw: Path, params: PipelineParams) -> dict:
     """For each step that begins with a press, the picture the builder pairs it with: how long
     after the press it was taken (negative: before it), in milliseconds; the live recorder's
     sample at each press makes this a millisecond or so, the schedule alone up to minus a period."""
-    from capture.build_dataset import samples_at, slices_per_step, step_starts
+    from capture.build_dataset import episode_step_starts, samples_at
     from capture.labels import HeardActions
 
     dt = params.env.timestep_ms / 1000
     offsets = []
     for episode, boundaries, _, table in labelled_steps(raw, params, True):
-        presses = HeardActions(table.profile, episode.key_names).press_times(episode)
-        starts = step_starts(boundaries, presses, dt / slices_per_step(episode, dt))
-        pressed = np.isin(starts, presses)
+        heard = HeardActions(table.profile, episode.key_names)
+        starts = episode_step_starts(episode, boundaries, heard, dt)
+        pressed = np.isin(starts, heard.press_times(episode))
         offsets.append(episode.t[samples_at(episode.t, starts[pressed])] - starts[pressed])
     ms = 1000 * np.concatenate(offsets) if offsets else np.zeros(0)
     if not ms.size:
@@ -567,7 +567,7 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     from env.game import GameState
 
     from capture.autopilot import make_player
-    from capture.build_dataset import samples_at, slices_per_step, step_starts
+    from capture.build_dataset import episode_step_starts, samples_at
     from capture.labels import HeardActions
 
     config = params.env
@@ -576,8 +576,8 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     for grid, align in GRIDS.items():
         agree = total = 0
         for episode, boundaries, labels, table in labelled_steps(raw, params, align):
-            presses = HeardActions(table.profile, episode.key_names).press_times(episode)
-            at = samples_at(episode.t, step_starts(boundaries, presses, dt / slices_per_step(episode, dt)))
+            heard = HeardActions(table.profile, episode.key_names)
+            at = samples_at(episode.t, episode_step_starts(episode, boundaries, heard, dt))
             teacher = make_player(player, dt, config.tap_ms / 1000)
             for k, label in enumerate(labels):
                 state = GameState(dict(zip(episode.attribute_names, episode.state[at[k]])), float(boundaries[k]))

@@ -168,6 +168,11 @@ def step_starts(boundaries: np.ndarray, presses: np.ndarray, slice_s: float) -> 
     return starts
 
 
+def episode_step_starts(episode: Episode, boundaries: np.ndarray, heard: HeardActions, dt: float) -> np.ndarray:
+    """``step_starts`` for ``episode``'s steps of ``dt`` seconds: its presses, its slices."""
+    return step_starts(boundaries, heard.press_times(episode), dt / slices_per_step(episode, dt))
+
+
 def slices_per_step(episode: Episode, dt: float) -> int:
     """How many equal slices a step of ``dt`` seconds is cut into for its labels: as many as it
     holds samples (``capture.labels.step_inputs``)."""
@@ -231,7 +236,7 @@ def episode_steps(
         raise BuildError(str(e)) from None
     if len(boundaries) < 2:
         return None
-    at = samples_at(t, step_starts(boundaries, heard.press_times(episode), dt / slices_per_step(episode, dt)))
+    at = samples_at(t, episode_step_starts(episode, boundaries, heard, dt))
     over = rules.is_over({name: episode.state[at, j] for j, name in enumerate(names)})
     # the episode ends at the first boundary where the fight is over, or after max_steps steps
     ended = np.flatnonzero(over[1:])

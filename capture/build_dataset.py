@@ -547,7 +547,9 @@ def write_dataset(
                 dataset_id,
                 buffers,
                 env_spec=spec,
-                observation_space=observation_space(config.frame_spec, action_space=actions.space),
+                observation_space=observation_space(
+                    config.frame_spec, action_space=actions.space, flasks=config.observe_flasks
+                ),
                 action_space=actions.space,
                 description=describe(dataset_id, config, outcomes, compression),
             )
@@ -636,7 +638,7 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
         f"(the profile's action table) and the env's base reward; episodes end after at most "
         f"{config.max_steps} steps. Observations: the RGB frame at {config.frame_size[0]}x{config.frame_size[1]}{captured} "
         f"(stored losslessly, HDF5 {compression}), player and boss HP (0-1), their distance "
-        f"and both animation ids. The env it was built for (see the env spec) adds {stack} and "
+        f"and both animation ids{', the flask charges left' if config.observe_flasks else ''}. The env it was built for (see the env spec) adds {stack} and "
         f"{history}; elden_il.data rebuilds them from each episode. "
         f"Load it: minari.load_dataset({dataset_id!r}) with MINARI_DATASETS_PATH pointing at the "
         f"datasets root; dataset.recover_environment() makes that env. For d3rlpy or TorchRL use "

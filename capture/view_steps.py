@@ -21,8 +21,8 @@ TIME = "time"
 """The duration timeline every entity is on: seconds since the episode's first sample or step."""
 STEP = "step"
 """The sequence timeline of env steps."""
-SCALARS = ("player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
-"""The observation's scalar keys, each a plot."""
+SCALARS = ("player_hp", "boss_hp", "distance", "player_animation", "boss_animation", "flasks")
+"""The observation's scalar keys, each a plot (``flasks`` where the env observes it)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def _set_step(stream: Any, view: StepView, k: int) -> None:
 def log_steps(rr: Any, stream: Any, view: StepView) -> None:
     """The observations, actions and rewards of ``view``, under ``observation/`` and ``action/``."""
     obs = view.observations
-    for key in SCALARS:
+    for key in (k for k in SCALARS if k in obs):
         stream.send_columns(
             f"observation/{key}",
             indexes=_indexes(rr, view),

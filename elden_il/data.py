@@ -25,6 +25,8 @@ from env.config import EnvConfig
 from env.profile import load_profile
 
 BASE_KEYS = ("frame", "player_hp", "boss_hp", "distance", "player_animation", "boss_animation")
+FLASKS_KEY = "flasks"
+"""Held by a dataset whose env observes the flask charges (``EnvConfig.observe_flasks``)."""
 
 
 class DatasetError(DataError):
@@ -219,12 +221,14 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     observation, and ``batch`` rebuilds its stack and history like any other row's."""
     config = dataset_config(dataset)
     space = dataset.observation_space
-    if not isinstance(space, gym.spaces.Dict) or not set(BASE_KEYS) <= set(space.spaces):
+    stored = (*BASE_KEYS, *((FLASKS_KEY,) if config.observe_flasks else ()))
+    if not isinstance(space, gym.spaces.Dict) or not set(stored) <= set(space.spaces):
         raise DatasetError(
             f"dataset {dataset.id!r} does not hold EldenRingEnv observations (keys: {getattr(space, 'spaces', space)})"
         )
     table = config.actions(load_profile(config.profile))
-    obs: dict[str, list[np.ndarray]] = {k: [] for k in BASE_KEYS}
+    observation_space, action_space = config.spaces(table.profile)
+    obs: dict[str, list[np.ndarray]] = {k: [] for k in stored}
     actions, rewards, terminated, truncated, episode, first, final = [], [], [], [], [], [], []
     marks: dict[str, list[np.ndarray]] = {"intervention": [], "policy": []}
     start = 0
@@ -232,7 +236,7 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     for count, ep in enumerate(episodes(dataset), start=1):
         steps = len(ep.actions)
         rows = steps + int(final_observations)
-        for key in BASE_KEYS:
+        for key in stored:
             obs[key].append(np.asarray(ep.observations[key][:rows]))
         extra = rows - steps
         actions.append(
@@ -254,7 +258,6 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
         raise DatasetError(
             f"dataset {dataset.id!r} has no steps: record demonstrations first (`python -m capture.record`)"
         )
-    observation_space, action_space = config.spaces(table.profile)
     return Demonstrations(
         obs={k: np.concatenate(v) for k, v in obs.items()},
         actions=np.concatenate(actions),

@@ -46,6 +46,9 @@ PICKLED_FILE = "policy.zip"
 """Where SB3's zips (pickles) were saved before: never read here (``elden_il.sb3_zip`` converts them)."""
 FORMAT = 1
 MAX_DESCRIPTION_BYTES = 1_000_000
+FLASK_SCALE = 4.0
+"""Flask charges are fed to the network divided by this: a usual count at a boss like Margit
+reads near 1, as HP fractions and distances do."""
 """A policy.json is a few kilobytes; a larger one is not read."""
 
 
@@ -108,6 +111,8 @@ class FightFeatures(BaseFeaturesExtractor):
         self.cnn_head = nn.Sequential(nn.Linear(n_flat, cnn_dim), nn.ReLU())
         self.history_classes = 0
         state_in = 3 + int(observation_space["player_animation"].n) + int(observation_space["boss_animation"].n)
+        self.flasks = "flasks" in observation_space.spaces
+        state_in += int(self.flasks)
         if "action_history" in observation_space.spaces:
             hist = observation_space["action_history"]
             if hist.shape and len(hist.shape) == 1:  # discrete actions: one-hot each
@@ -133,6 +138,8 @@ class FightFeatures(BaseFeaturesExtractor):
             obs["player_animation"],
             obs["boss_animation"],
         ]
+        if self.flasks:
+            parts.append(obs["flasks"] / FLASK_SCALE)
         if "action_history" in obs:
             history = obs["action_history"]
             if self.history_classes:

@@ -33,6 +33,7 @@ from env.observations import (
     FrameSpec,
     ObservationBuilder,
     observation_space,
+    observed_attributes,
     parse_crop,
     parse_size,
 )
@@ -131,6 +132,10 @@ class EnvConfig:
     )
     """None, or how many past actions the observation's ``action_history`` holds: a policy that
     sees what it just did keeps a combo going and does not spam a roll."""
+    observe_flasks: bool = checked(False, FLAG)
+    """The observation's ``flasks``: the player's flask charges left (the profile must read
+    ``HeroFlaskCharges``: the simulator's does). The HP bar shows a flask drunk, not how many are
+    left: without the count a policy cannot tell a heal to come from a press that does nothing."""
     max_steps: int = checked(
         900,
         Rule(lambda v: is_int(v) and v >= 1, "must be a whole number of steps, at least 1"),
@@ -180,14 +185,16 @@ class EnvConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``.
-        ``capture_size`` is written only when set, and ``game_speed`` only when not real time, so
-        an env description without them reads and writes as before they existed (and older code
-        still reads it)."""
+        ``capture_size`` is written only when set, ``game_speed`` only when not real time and
+        ``observe_flasks`` only when on, so an env description without them reads and writes as
+        before they existed (and older code still reads it)."""
         values = asdict(self)
         if values["capture_size"] is None:
             del values["capture_size"]
         if values["game_speed"] == 1.0:  # likewise: real time, as before the field existed
             del values["game_speed"]
+        if not values["observe_flasks"]:  # likewise
+            del values["observe_flasks"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def save(self, folder: Path) -> Path:
@@ -250,7 +257,7 @@ class EnvConfig:
     def observation_builder(self, actions: ActionTable) -> ObservationBuilder:
         """What makes this env's observations from a game's states and frames, for ``actions``
         (its action table, whose idle action pads the action history)."""
-        return ObservationBuilder(self.frame_spec, self.memory(actions.idle), actions)
+        return ObservationBuilder(self.frame_spec, self.memory(actions.idle), actions, self.observe_flasks)
 
     def memory(self, idle: Any) -> EpisodeMemory:
         """What this env's observations hold of the episode's past; ``idle``: the action table's
@@ -260,7 +267,11 @@ class EnvConfig:
     def spaces(self, profile: Profile) -> tuple[DictSpace, Space]:
         """(observation space, action space) of the env, without building one."""
         action_space = self.actions(profile).space
-        return observation_space(self.frame_spec, self.frame_stack, self.action_history, action_space), action_space
+        observed_attributes(profile, self.observe_flasks)  # refuses a profile that cannot give them
+        space = observation_space(
+            self.frame_spec, self.frame_stack, self.action_history, action_space, flasks=self.observe_flasks
+        )
+        return space, action_space
 
 
 FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))

@@ -3,7 +3,8 @@ builder so that training data and live observations are produced by the very sam
 
 Frames are cropped (by fractions of the frame, so one setting fits any window size), resized
 with OpenCV's area filter and stacked in time; game state becomes normalised scalars (HP as fractions of max HP, distance in metres capped at 20)
-and animation ids mapped through the profile's vocabulary (unknown ids become 0).
+and animation ids mapped through the profile's vocabulary (unknown ids become 0); the player's
+flask charges left only when asked for.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ MIN_FRAME_SIDE, MAX_FRAME_SIDE = 8, 4096
 MAX_DISTANCE = 20.0
 PLAYER_ANIMATIONS = 100
 BOSS_ANIMATIONS = 200
+FLASK_ATTRIBUTE = "HeroFlaskCharges"
+"""The attribute that counts the player's flask charges left (``EnvConfig.observe_flasks``)."""
+MAX_FLASKS = 14
+"""The most flask charges the game gives (both flasks together, fully upgraded): the simulator's
+HUD draws one icon per charge."""
 FULL_FRAME = (0.0, 0.0, 1.0, 1.0)
 """The crop that keeps the whole frame."""
 FRAME_SIZE = (84, 84)
@@ -158,9 +164,11 @@ def observation_space(
     frame_stack: int | None = None,
     action_history: int | None = None,
     action_space: spaces.Space | None = None,
+    flasks: bool = False,
 ) -> spaces.Dict:
     """The observation Dict for these settings: frame, HP, distance and both animations always, the
-    frame stack and the action history only when asked for; every space exists before any reset."""
+    frame stack, the action history and the flask charges left only when asked for; every space
+    exists before any reset."""
     space = {
         "frame": spaces.Box(0, 255, frame.shape, np.uint8),
         "player_hp": spaces.Box(0.0, 1.0, (1,), np.float32),
@@ -169,6 +177,8 @@ def observation_space(
         "player_animation": spaces.Discrete(PLAYER_ANIMATIONS),
         "boss_animation": spaces.Discrete(BOSS_ANIMATIONS),
     }
+    if flasks:
+        space["flasks"] = spaces.Box(0.0, float(MAX_FLASKS), (1,), np.float32)
     if frame_stack:
         space["frame_stack"] = spaces.Box(0, 255, (frame_stack, *frame.shape), np.uint8)
     if action_history:
@@ -184,10 +194,18 @@ def observation_space(
 STATE_ATTRIBUTES = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp", "HeroAnimId", "NpcAnimId")
 
 
-def observed_attributes(profile: Profile) -> tuple[str, ...]:
-    """The attributes an observation is made of: HP, animations and both fighters' positions."""
-    names = tuple(dict.fromkeys((*STATE_ATTRIBUTES, *profile.player_position, *profile.boss_position)))
+def observed_attributes(profile: Profile, flasks: bool = False) -> tuple[str, ...]:
+    """The attributes an observation is made of: HP, animations, both fighters' positions, and
+    the flask charges when ``flasks`` asks for them."""
+    counted = (FLASK_ATTRIBUTE,) if flasks else ()
+    names = tuple(dict.fromkeys((*STATE_ATTRIBUTES, *counted, *profile.player_position, *profile.boss_position)))
     unknown = [a for a in names if a not in profile.siphon.attributes]
+    if FLASK_ATTRIBUTE in unknown:
+        raise ConfigError(
+            f"observe_flasks needs the profile to read {FLASK_ATTRIBUTE}, and profile {profile.name!r} does not "
+            "(the simulator's does; no address for it is known in the game's yet): set observe_flasks to false, "
+            f"or give the profile a {FLASK_ATTRIBUTE} attribute"
+        )
     if unknown:
         raise ConfigError(f"profile {profile.name!r} lacks attributes the observation needs: {', '.join(unknown)}")
     return names
@@ -260,16 +278,19 @@ class ObservationBuilder:
     through the env to hold both to it.
     """
 
-    def __init__(self, frame: FrameSpec, memory: EpisodeMemory, actions: ActionTable) -> None:
+    def __init__(self, frame: FrameSpec, memory: EpisodeMemory, actions: ActionTable, flasks: bool = False) -> None:
         profile = actions.profile
         self.frame = frame
         self.memory = memory
         self.player_anims = AnimationVocabulary(profile.player_animations, PLAYER_ANIMATIONS)
         self.boss_anims = AnimationVocabulary(profile.boss_animations, BOSS_ANIMATIONS)
         self.player_xy, self.boss_xy = profile.player_position, profile.boss_position
-        self.attributes = observed_attributes(profile)
+        self.attributes = observed_attributes(profile, flasks)
+        self.flasks = flasks
 
-        self.space = observation_space(self.frame, memory.frame_stack, memory.action_history, actions.space)
+        self.space = observation_space(
+            self.frame, memory.frame_stack, memory.action_history, actions.space, flasks=self.flasks
+        )
         # this episode's last rows, at most what the memory looks at: while that needs padding they
         # still hold the whole episode, so their row 0 is its first
         self._frames: list[np.ndarray] = []
@@ -284,13 +305,17 @@ class ObservationBuilder:
 
         dx = np.asarray(state[self.boss_xy[0]], np.float64) - state[self.player_xy[0]]
         dy = np.asarray(state[self.boss_xy[1]], np.float64) - state[self.player_xy[1]]
-        return {
+        scalars = {
             "player_hp": fraction("HeroHp", "HeroMaxHp"),
             "boss_hp": fraction("NpcHp", "NpcMaxHp"),
             "distance": np.minimum(MAX_DISTANCE, np.hypot(dx, dy)).astype(np.float32)[..., None],
             "player_animation": self.player_anims(state["HeroAnimId"]),
             "boss_animation": self.boss_anims(state["NpcAnimId"]),
         }
+        if self.flasks:
+            charges = np.clip(np.asarray(state[FLASK_ATTRIBUTE], np.float32), 0, MAX_FLASKS)
+            scalars["flasks"] = charges[..., None]
+        return scalars
 
     def reset(self, state: Mapping[str, float], frame: np.ndarray) -> dict:
         """The first observation of an episode."""

@@ -111,6 +111,16 @@ def test_a_policy_saved_without_its_sizes_loads_as_the_network_it_was():
     assert network_size(policy) == SAVED_BEFORE_SIZES
 
 
+def test_the_network_reads_the_flask_charges_when_the_env_observes_them():
+    config = CONFIG.replace(observe_flasks=True)
+    observation, action = config.spaces(load_profile(config.profile))
+    policy = make_policy(observation, action, TINY_NETWORK)
+    obs = {k: np.stack([v, v]) for k, v in observation.sample().items()}
+    obs["flasks"] = np.array([[3.0], [0.0]], np.float32)
+    features = policy.extract_features(policy.obs_to_tensor(obs)[0])
+    assert not torch.equal(features[0], features[1])  # the same picture and state, a different count
+
+
 def test_convolutions_that_leave_nothing_of_the_frame_are_one_line():
     observation, action = CONFIG.spaces(load_profile(CONFIG.profile))
     with pytest.raises(ConfigError, match=r"leave nothing of a .* frame: use fewer, smaller or less strided"):

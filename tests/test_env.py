@@ -12,6 +12,7 @@ from env.common.errors import ConfigError, GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
+from env.profile import load_profile
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.moves import PlayerAnim
@@ -23,7 +24,8 @@ def test_gymnasium_and_sb3_env_checkers_pass(mode: str):
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     check_env(
-        make_env(action_mode=mode, frame_stack=4, action_history=4, render_mode="rgb_array"), skip_render_check=False
+        make_env(action_mode=mode, frame_stack=4, action_history=4, observe_flasks=True, render_mode="rgb_array"),
+        skip_render_check=False,
     )
     sb3_check_env(make_env(action_mode=mode), warn=True)
 
@@ -191,6 +193,31 @@ def test_keys_are_released_when_the_env_closes_or_a_step_fails():
     with pytest.raises(GameError):
         e.step(e.actions.index("move_forward"))
     assert game._latch.held_keys() == set()
+
+
+def test_flask_charges_are_observed_only_when_asked_and_count_down_as_the_player_drinks():
+    assert "flasks" not in make_env().observation_space.spaces  # the PRD's spaces by default
+    e = make_env(observe_flasks=True)
+    assert e.observation_space["flasks"] == gym.spaces.Box(0.0, 14.0, (1,), np.float32)
+    heal = [a.name for a in e.unwrapped.profile.discrete_actions].index("heal")
+    obs, _ = e.reset(seed=0)
+    assert list(obs["flasks"]) == [3.0]
+    seen = []
+    for action in (heal, 0, 0, 0, 0, 0, heal, 0, 0, 0, 0, 0):
+        obs, *_ = e.step(action)
+        assert e.observation_space.contains(obs)
+        seen.append(float(obs["flasks"][0]))
+    assert seen[0] == 2.0 and seen[-1] == 1.0, seen  # a flask is spent as the drink starts
+    assert EnvConfig.from_dict(EnvConfig(observe_flasks=True).to_dict()).observe_flasks
+    assert "observe_flasks" not in EnvConfig().to_dict()  # descriptions without it read as before it existed
+
+
+def test_observing_flasks_where_the_profile_cannot_read_them_is_refused_with_the_fix():
+    config = EnvConfig(profile="eldenring_margit", observe_flasks=True)
+    with pytest.raises(
+        ConfigError, match="observe_flasks needs the profile to read HeroFlaskCharges.*set observe_flasks to false"
+    ):
+        config.spaces(load_profile("eldenring_margit"))
 
 
 def test_frame_stack_and_action_history_follow_the_episode():

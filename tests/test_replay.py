@@ -15,6 +15,8 @@ case crops and scales a 12x10 frame down from it, as from a game's 1920x1080 cap
 builds a dataset of another size and crop from recordings made for the first, without recording
 again: a frame cropped or resized otherwise on the way to the dataset differs from the live one.
 
+The discrete case observes the flask charges too (``observe_flasks``), read from the same states.
+
 The profile is the simulator's with its idle action moved to the end of the table, so a rule that
 pads with action 0 instead of the table's idle action cannot pass by luck.
 
@@ -54,7 +56,7 @@ def idle_last_profile(folder: Path) -> str:
 
 
 CASES = {
-    "discrete": dict(action_mode="discrete"),
+    "discrete": dict(action_mode="discrete", observe_flasks=True),
     "multi_binary": dict(action_mode="multi_binary"),
     "cropped-and-downscaled": dict(action_mode="discrete", frame_size=(12, 10), frame_crop=(0.0, 0.25, 1.0, 1.0)),
 }

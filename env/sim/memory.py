@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.observations import MAX_FRAME_SIDE
+from env.observations import MAX_FLASKS, MAX_FRAME_SIDE
 from env.sim import TICK_HZ
 from env.sim.geometry import GATE
 from env.sim.moves import PlayerAnim
@@ -66,9 +66,6 @@ and the renderer's pixel arithmetic overflows long before 1e30."""
 MAX_POINTS = 999_999
 """The most HP, FP or stamina a fighter may be given: beyond any fighter of the game, and the
 HUD draws bars as fractions, so any count below it draws as fast as the real ones."""
-MAX_FLASKS = 14
-"""The most flask charges the game gives (both flasks together, fully upgraded): the HUD draws
-one icon per charge."""
 MAX_SEED = 2**31 - 1
 """The largest seed: ``SimSeed`` reads back as a non-negative 32-bit int."""
 MIN_WINDOW_SIDE = 16

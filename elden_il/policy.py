@@ -46,10 +46,10 @@ PICKLED_FILE = "policy.zip"
 """Where SB3's zips (pickles) were saved before: never read here (``elden_il.sb3_zip`` converts them)."""
 FORMAT = 1
 MAX_DESCRIPTION_BYTES = 1_000_000
+"""A policy.json is a few kilobytes; a larger one is not read."""
 FLASK_SCALE = 4.0
 """Flask charges are fed to the network divided by this: a usual count at a boss like Margit
 reads near 1, as HP fractions and distances do."""
-"""A policy.json is a few kilobytes; a larger one is not read."""
 
 
 def policy_space(space: spaces.Dict) -> spaces.Dict:

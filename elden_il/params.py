@@ -144,13 +144,19 @@ FROM_ELSEWHERE = {
 """``EnvConfig`` fields params.yaml's ``env`` does not set, and where each comes from instead."""
 
 
+PIPELINE_ENV = EnvConfig(observe_flasks=True)
+"""The pipeline's env where params.yaml leaves a key out: the env's own defaults but for the flask
+count, which the simulator's profile reads (the env's own default keeps the PRD's spaces, which
+every profile can give)."""
+
+
 def read_env(values: Any, source: str = "params.yaml") -> EnvConfig:
     """params.yaml's ``env`` section: the ``EnvConfig`` itself, less the fields that come from
     elsewhere (``FROM_ELSEWHERE``); its timestep is one a recording can be cut into."""
     fixed = sorted(set(values) & set(FROM_ELSEWHERE)) if isinstance(values, dict) else []
     if fixed:
         raise ParamsError(f"{source} env.{fixed[0]} cannot be set here: {FROM_ELSEWHERE[fixed[0]]}")
-    config = read_section(values, "env", EnvConfig, source)
+    config = read_section(values, "env", EnvConfig, source, PIPELINE_ENV)
     try:
         STEP_MS.check("timestep_ms", config.timestep_ms)
     except FieldError as e:
@@ -322,7 +328,7 @@ class PipelineParams:
 
     demos: DemosParams = field(default_factory=DemosParams)
     dataset: DatasetParams = field(default_factory=DatasetParams)
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=lambda: PIPELINE_ENV)
     """The env the dataset is built for and every policy trains and is evaluated in; its profile
     and picture (``capture_size``) are the recordings', filled in when the dataset is built."""
     network: NetworkSize = field(default_factory=NetworkSize)
@@ -370,21 +376,22 @@ READERS = {"demos": read_demos, "env": read_env}
 """The sections that nest another part's own settings, each with its reader."""
 
 
-def read_section(values: Any, name: str, kind: type, source: str = "params.yaml") -> Any:
-    """One section as its dataclass ``kind``, every key known and every value checked."""
+def read_section(values: Any, name: str, kind: type, source: str = "params.yaml", defaults: Any = None) -> Any:
+    """One section as its dataclass ``kind``, every key known and every value checked; a key left
+    out takes its value from ``defaults`` (``kind()`` unless given)."""
     known = [f.name for f in fields(kind)]
     if not isinstance(values, dict):
         raise ParamsError(f"{source} {name} must be a mapping of keys ({', '.join(known)}), got {values!r}")
     unknown = sorted(set(values) - set(known))
     if unknown:
         raise ParamsError(f"{source} {name}: unknown keys {unknown}; known: {sorted(known)}")
-    defaults = kind()
+    defaults = kind() if defaults is None else defaults
     values = {
         key: tuple(value) if isinstance(getattr(defaults, key), tuple) and isinstance(value, list) else value
         for key, value in values.items()
     }  # YAML has lists, not tuples
     try:
-        return kind(**values)
+        return replace(defaults, **values)
     except FieldError as e:
         raise ParamsError(f"{source} {name}.{e}") from None
 

@@ -640,14 +640,15 @@ def test_keys_are_recorded_by_physical_position_on_windows(xvfb: str):
 
 @pytest.mark.slow
 def test_the_env_resets_after_the_server_restarts(tmp_path: Path):
-    """Siphon restarted between two episodes has forgotten the config: reset sends it again."""
+    """Siphon restarted between two episodes has forgotten the config: reset sends it again, the
+    flask count's attribute among the rest."""
     from env.factory import make_env
     from env.sim.launcher import SimServer, free_port
 
     port = free_port()
     server = SimServer(size=(84, 84), port=port, log_path=tmp_path / "first.log")
     with server.player():  # the person at the game, where the real-server mode needs one
-        env = make_env(backend="siphon", host=server.host, profile="sim_margit")
+        env = make_env(backend="siphon", host=server.host, profile="sim_margit", observe_flasks=True)
     try:
         env.reset(seed=0)
         env.step(0)
@@ -656,6 +657,7 @@ def test_the_env_resets_after_the_server_restarts(tmp_path: Path):
         with server.player():  # a restarted Siphon injects its hook anew
             obs, _ = env.reset(seed=1)
         assert obs["player_hp"][0] == 1.0
+        assert obs["flasks"][0] == 3.0  # the flask count read over the real-server mode, config sent anew
         env.step(0)
     finally:
         env.close()

@@ -36,6 +36,7 @@ from env.factory import env_fns
 from capture.staging import staged_folder
 
 from elden_il.fanout import cluster_address
+from elden_il.finetune_runs import finetune_runs
 from elden_il.params import FinetuneConfig
 from elden_il.policy import load_policy, network_size, policy_kwargs, save_policy
 
@@ -293,9 +294,30 @@ def finetune(
     it, in the env ``env_config`` describes (the one the BC policy was trained for); saves the
     fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
     leaves the previous one) with its curves. ``on_episode`` gets each training episode's
-    learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's."""
+    learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's. With
+    ``config.runs`` above 1, that many runs and the best on validation fights kept
+    (``elden_il.finetune_runs``; ``callbacks`` belong to one run and are refused there)."""
+    if config.runs == 1:
+        return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks)
+    if callbacks:
+        raise ValueError("callbacks watch one run: give them with runs=1")
+    return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode)
+
+
+def finetune_once(
+    bc_policy_path: Path,
+    config: FinetuneConfig,
+    env_config: EnvConfig,
+    out: Path,
+    on_episode: Callable[[dict], None] | None = None,
+    callbacks: Sequence[BaseCallback] = (),
+    progress_bar: bool = True,
+) -> dict:
+    """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says."""
     started = time.perf_counter()
-    model, curve = train(load_policy(bc_policy_path).policy, config, env_config, out, on_episode, callbacks)
+    model, curve = train(
+        load_policy(bc_policy_path).policy, config, env_config, out, on_episode, callbacks, progress_bar
+    )
     seconds = time.perf_counter() - started
     save_run(model, curve, env_config, out)
     wins = [r["win"] for r in curve.rows]
@@ -315,6 +337,7 @@ def train(
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
     callbacks: Sequence[BaseCallback] = (),
+    progress_bar: bool = True,
 ) -> tuple[PPO, LearningCurve]:
     """The PPO model fine-tuned from ``bc`` (a fresh model given its weights, and ``bc`` frozen
     as the KL prior), and its curves; ``finetune`` without the saving. A game lost mid-run
@@ -357,7 +380,7 @@ def train(
         *callbacks,
     ]
     try:
-        model.learn(config.total_steps, callback=hooks, progress_bar=True)
+        model.learn(config.total_steps, callback=hooks, progress_bar=progress_bar)
     except GameError as e:
         # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
         # until then is kept where load_policy reads it, and the one line says so

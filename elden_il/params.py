@@ -52,6 +52,9 @@ FIRST_HELD_OUT_SEED = 1_000_000
 """The first seed of the evaluation's fights: demonstrations and training use small seeds, so
 fights from here on are ones no policy has seen. Studies and benchmarks that compare with the
 pipeline's evaluation start here too."""
+FIRST_VALIDATION_SEED = 500_000
+"""The first seed of the fights fine-tuning runs are judged on to keep one: apart from the
+demonstrations' and training's small seeds and from the evaluation's held-out ones."""
 
 
 @dataclass(frozen=True)
@@ -277,9 +280,31 @@ class FinetuneConfig:
     """shared: the value loss trains the features the actor reads (SB3's way); detached: it reads
     them only; separate: the critic has its own copy."""
     seed: int = checked(0, whole(0, 2**32 - 1))
+    """The first run's training seed (the next runs count up from it)."""
+    runs: int = checked(1, whole(1, 16))
+    """Fine-tuning runs from the same BC policy, side by side, one core each; the one that wins
+    most validation fights is kept. Where a run ends swings with its seed, and fights of their own
+    tell the runs apart as the held-out ones would (BENCHMARKS.md, "Several runs, one kept")."""
+    validation_fights: int = checked(50, FIGHTS)
+    """runs > 1: the simulator's fights each run is judged on (its most likely actions, as
+    evaluation judges), seeds from ``validation_first_seed``."""
+    validation_first_seed: int = checked(FIRST_VALIDATION_SEED, SEED)
+    """Apart from the demonstrations' and training's seeds and from the evaluation's."""
 
     def __post_init__(self) -> None:
         check_fields(self)
+        check_seed_range(self.validation_first_seed, self.validation_fights, "validation_first_seed")
+        if self.runs > 1 and self.backend == "siphon":
+            raise FieldError(
+                "runs",
+                self.runs,
+                "must be 1 with backend siphon: runs are told apart on the simulator's seeded fights, "
+                "which a policy trained against the game does not play",
+            )
+
+    @property
+    def validation_seeds(self) -> list[int]:
+        return list(range(self.validation_first_seed, self.validation_first_seed + self.validation_fights))
 
 
 def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> None:
@@ -290,6 +315,12 @@ def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> 
             first_seed,
             f"must be at most {MAX_SEED - fights + 1}: {fights} fights count up from it to {MAX_SEED} at most",
         )
+
+
+PIPELINE_FINETUNE = FinetuneConfig(runs=2)
+"""The pipeline's fine-tuning where params.yaml leaves a key out: two runs, the better on
+validation fights kept (on two cores, in the time of one); a single run is ``FinetuneConfig``'s
+own default, as ``finetune`` called from code expects."""
 
 
 @dataclass(frozen=True)
@@ -333,8 +364,17 @@ class PipelineParams:
     and picture (``capture_size``) are the recordings', filled in when the dataset is built."""
     network: NetworkSize = field(default_factory=NetworkSize)
     bc: BCConfig = field(default_factory=BCConfig)
-    finetune: FinetuneConfig = field(default_factory=FinetuneConfig)
+    finetune: FinetuneConfig = field(default_factory=lambda: PIPELINE_FINETUNE)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+
+    def __post_init__(self) -> None:
+        ft, held_out = self.finetune, self.evaluate
+        if ft.runs > 1 and set(ft.validation_seeds) & set(held_out.seeds):
+            raise ParamsError(
+                f"finetune.validation_first_seed = {ft.validation_first_seed}: its "
+                f"{ft.validation_fights} fights overlap the evaluation's held-out ones (seeds "
+                f"{held_out.first_seed}..{held_out.seeds[-1]}), which no choice may see: move one of them"
+            )
 
     @classmethod
     def from_mapping(cls, raw: Any, source: str = "params.yaml") -> PipelineParams:
@@ -372,7 +412,11 @@ SECTIONS: dict[str, type] = {
 }
 """params.yaml's sections, in its order, and the dataclass each is read into (``demos`` and ``env``
 by ``READERS``)."""
-READERS = {"demos": read_demos, "env": read_env}
+READERS = {
+    "demos": read_demos,
+    "env": read_env,
+    "finetune": lambda values, source: read_section(values, "finetune", FinetuneConfig, source, PIPELINE_FINETUNE),
+}
 """The sections that nest another part's own settings, each with its reader."""
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
+import pytest
 import torch
 from conftest import TINY_NETWORK, save_untrained
 from stable_baselines3 import PPO
@@ -243,3 +246,107 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
     with make_env(loaded.config) as env:
         observation, _ = env.reset(seed=3)
         assert loaded.policy.predict(observation, deterministic=True)[0] in range(13)
+
+
+def test_several_runs_each_judged_on_validation_fights_and_one_kept(tmp_path: Path):
+    """Two real runs from one BC policy, side by side in processes of their own, each judged on
+    its validation fights; the report lists both, the kept one is saved whole where the policy
+    goes, and ``on_episode`` gets the kept run's curve, row for row."""
+    untrained_bc(tmp_path / "bc")
+    settings = FinetuneConfig(
+        total_steps=64,
+        num_envs=1,
+        n_steps=32,
+        batch_size=32,
+        n_epochs=1,
+        value_warmup_steps=0,
+        runs=2,
+        seed=5,
+        validation_fights=2,
+    )
+    rows = []
+    report = finetune(tmp_path / "bc", settings, CONFIG, tmp_path / "out", on_episode=rows.append)
+
+    assert [run["seed"] for run in report["runs"]] == [5, 6]
+    assert all(0 <= run["validation_win_rate"] <= 1 and run["episodes"] >= 3 for run in report["runs"])
+    assert report["kept_seed"] in (5, 6)
+    assert rows == json.loads((tmp_path / "out" / "learning_curve.json").read_text())
+    assert load_policy(tmp_path / "out").config == CONFIG
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], "a run's folder was left behind"
+
+
+def test_the_run_kept_is_the_one_with_most_validation_wins_and_the_lowest_seed_of_equals():
+    from elden_il.finetune_runs import kept_run
+
+    runs = [{"seed": 3, "validation_wins": 40}, {"seed": 4, "validation_wins": 46}, {"seed": 5, "validation_wins": 46}]
+    assert kept_run(runs)["seed"] == 4
+    assert kept_run(runs[::-1])["seed"] == 4
+
+
+def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
+    with pytest.raises(ValueError, match="callbacks watch one run"):
+        finetune(tmp_path / "bc", FinetuneConfig(runs=2), CONFIG, tmp_path / "out", callbacks=[object()])
+
+
+def spawned_children(pid: int) -> list[int]:
+    """The processes ``pid`` started through multiprocessing's spawn (a pool's workers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and b"spawn_main" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_what_they_left(tmp_path: Path):
+    """A pool's worker outlives a main process killed outright and would train on, holding a core:
+    SIGKILL the main process while its two runs train and both end within seconds; the staging
+    folder they trained in is cleared by the next choice, which saves its policy."""
+    untrained_bc(tmp_path / "bc")
+    endless = FinetuneConfig(
+        total_steps=10_000_000, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0, runs=2
+    )
+    script = (
+        "import sys; from pathlib import Path; from elden_il.finetune import finetune; "
+        "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
+        f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(endless)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
+        "Path(sys.argv[2]))"
+    )
+    main = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "bc"), str(tmp_path / "models" / "finetuned")],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(runs := spawned_children(main.pid)) < 2:
+            assert time.monotonic() < deadline, "the two runs never started"
+            time.sleep(0.2)
+        time.sleep(5)  # each imports torch and the env, then trains
+        main.kill()
+        main.wait()
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in runs):
+            assert time.monotonic() < deadline, "a run trained on after the process that started it was killed"
+            time.sleep(0.2)
+    finally:
+        main.kill()
+    assert list((tmp_path / "models").glob(".building-*"))  # what the killed choice left
+
+    quick = replace(endless, total_steps=32, validation_fights=1)
+    finetune(tmp_path / "bc", quick, CONFIG, tmp_path / "models" / "finetuned")
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["finetuned"]
+    assert load_policy(tmp_path / "models" / "finetuned").config == CONFIG

@@ -44,7 +44,7 @@ def test_params_yaml_is_the_defaults_written_out():
 
 def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
     written = yaml.safe_load((ROOT / "params.yaml").read_text())
-    del written["finetune"]["n_epochs"], written["evaluate"]
+    del written["finetune"]["n_epochs"], written["finetune"]["runs"], written["evaluate"]
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
     assert load_params(tmp_path / "params.yaml") == PipelineParams()
 
@@ -88,3 +88,22 @@ def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_e
         with pytest.raises(ParamsError) as caught:
             load_params(tmp_path / "params.yaml")
         assert f"{section}.game_speed" in str(caught.value) and "from 1 to 10" in str(caught.value)
+
+
+def test_validation_fights_that_overlap_the_held_out_ones_are_refused(tmp_path: Path):
+    written = yaml.safe_load((ROOT / "params.yaml").read_text())
+    written["finetune"]["validation_first_seed"] = written["evaluate"]["first_seed"] - 10
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
+    with pytest.raises(ParamsError, match="finetune.validation_first_seed = 999990: its 50 fights overlap"):
+        load_params(tmp_path / "params.yaml")
+
+
+def test_several_runs_against_a_real_game_are_refused_with_the_fix(tmp_path: Path):
+    written = yaml.safe_load((ROOT / "params.yaml").read_text())
+    written["finetune"].update(backend="siphon", hosts=["127.0.0.1:50051"])
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
+    with pytest.raises(ParamsError, match=r"finetune.runs = 2: must be 1 with backend siphon"):
+        load_params(tmp_path / "params.yaml")
+    written["finetune"]["runs"] = 1
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
+    assert load_params(tmp_path / "params.yaml").finetune.runs == 1

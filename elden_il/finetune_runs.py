@@ -7,6 +7,11 @@ apart from the demonstrations', training's and the evaluation's) tell the runs a
 held-out fights would, without the evaluation's fights deciding anything. Each run plays in a
 process of its own with one torch thread: with as many cores as runs, they cost the wall time
 of one, and a run's result does not depend on how many cores the machine has.
+
+The processes are this module's own, not a pool's: a pool waits for its running tasks when the
+main process is interrupted (minutes of training nobody wants), and its worker outlives a main
+process killed outright. Here an interrupt ends every run at once, and a run whose main process
+is gone ends itself.
 """
 
 from __future__ import annotations
@@ -16,10 +21,10 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ProcessPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -46,18 +51,24 @@ class _Run:
 
 PARENT_CHECK_S = 1.0
 """How often a run's process looks for the main process that started it."""
+POLL_S = 0.5
+"""How often the main process looks at the runs (and updates the bars)."""
 
-_steps = None  # the run's process: the shared count of env steps all runs took
+_steps = None  # in a run's process: the shared count of env steps all runs took
 _fights = None  # and of validation fights played
 
 
-def _start_run_process(steps, fights) -> None:
-    """A run's process: the shared counts, and an end when the main process ends. A pool's
-    worker outlives a main process killed outright (SIGTERM, SIGKILL, a closed terminal) and
-    would train on for minutes, holding a core nobody asked for."""
+def _run_process(run: _Run, steps, fights, results) -> None:
+    """A run's process: the run, its result (or its error) put on ``results``. Ctrl-C reaches
+    every process of the terminal's group; the main process alone decides what it stops."""
     global _steps, _fights
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _steps, _fights = steps, fights
     threading.Thread(target=_end_with_parent, daemon=True).start()
+    try:
+        results.put((run.config.seed, _train_and_judge(run), None))
+    except Exception as e:  # the main process raises it, with its own message
+        results.put((run.config.seed, None, e))
 
 
 def _end_with_parent() -> None:
@@ -105,6 +116,48 @@ def _train_and_judge(run: _Run) -> dict:
     return {**metrics, "seed": run.config.seed, "validation_wins": wins, "validation_win_rate": wins / len(seeds)}
 
 
+def _run_all(runs: list[_Run], workers: int, context, steps, fights, show: Callable[[], None]) -> list[dict]:
+    """Every run's result, in the order of ``runs``, ``workers`` processes at a time; ``show``
+    is called twice a second. A run's error is raised here; any exit (an interrupt included)
+    ends the processes still running."""
+    queue = context.SimpleQueue()
+    waiting, running, done = list(runs), {}, {}
+
+    def collect() -> None:
+        while not queue.empty():
+            seed, result, error = queue.get()
+            if error is not None:
+                raise error
+            done[seed] = result
+
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                run = waiting.pop(0)
+                process = context.Process(
+                    target=_run_process, args=(run, steps, fights, queue), name=f"run-{run.config.seed}"
+                )
+                process.start()
+                running[run.config.seed] = process
+            time.sleep(POLL_S)
+            collect()
+            for seed, process in list(running.items()):
+                if not process.is_alive():
+                    process.join()
+                    collect()  # what it put just before it ended
+                    if seed not in done:
+                        raise RuntimeError(
+                            f"the fine-tuning run of seed {seed} ended without a result (exit code {process.exitcode})"
+                        )
+                    del running[seed]
+            show()
+    finally:
+        for process in running.values():
+            process.terminate()
+            process.join()
+    return [done[run.config.seed] for run in runs]
+
+
 def kept_run(results: list[dict]) -> dict:
     """The run that won most validation fights; of equals, the lowest seed (the same choice on
     every machine and every order the runs finish in)."""
@@ -123,7 +176,8 @@ def finetune_runs(
     by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``) and judged
     on ``config.validation_fights`` fights; the one with most wins (the lower seed on a tie) is
     saved in ``out``, swapped in whole once all are done: an interrupted choice leaves the
-    previous policy, and a killed one a staging folder the next run clears (``capture.staging``). ``on_episode`` gets the kept run's learning-curve rows, in order."""
+    previous policy, and a killed one a staging folder the next run clears (``capture.staging``).
+    ``on_episode`` gets the kept run's learning-curve rows, in order, once it is chosen."""
     seeds = [config.seed + i for i in range(config.runs)]
     workers = min(config.runs, os.cpu_count() or 1)
     context = multiprocessing.get_context("spawn")  # torch and gRPC in the parent: never fork them
@@ -149,19 +203,15 @@ def finetune_runs(
             config.validation_fights,
         )
         with (
-            ProcessPoolExecutor(workers, context, _start_run_process, (steps, fights)) as pool,
             tqdm(total=len(runs) * config.total_steps, desc="fine-tuning", unit="step", disable=None) as trained,
             tqdm(total=len(runs) * config.validation_fights, desc="validation", unit="fight", disable=None) as judged,
         ):
-            futures = [pool.submit(_train_and_judge, run) for run in runs]
-            pending = futures
-            while pending:
-                _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+
+            def show() -> None:
                 trained.update(min(steps.value, trained.total) - trained.n)
                 judged.update(fights.value - judged.n)
-                if any(f.done() and f.exception() is not None for f in futures):
-                    break
-            results = [f.result() for f in futures]  # a run's error, raised here with its own message
+
+            results = _run_all(runs, workers, context, steps, fights, show)
         kept = kept_run(results)
         log.info(
             "kept the run of seed %d: %s",

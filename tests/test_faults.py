@@ -655,7 +655,7 @@ MID_WAY = {
     "demos": lambda p: any(p.glob("datasets/demos/.building-sim-*/sim/*.h5")),
     "dataset": lambda p: any(p.glob("datasets/minari/.building-*")),
     "bc": lambda p: any(p.glob("datasets/models/.building-bc-*")),
-    "finetune": lambda p: (p / "datasets/reports/live/finetune/plots/metrics/episode_return.tsv").exists(),
+    "finetune": lambda p: any(p.glob("datasets/models/.building-finetuned-*")),
     "evaluate": lambda p: any(p.glob("datasets/reports/.building-gifs-*")),
 }
 """When each stage is part way through writing its output."""

@@ -328,7 +328,9 @@ class Recorder:
             self.settings.out, meta, name=self._episode_name(), clock=self.game.now, lock_step=not self.game.realtime
         )
         self.started += 1
-        self._episode_t0 = self.game.now()
+        # from the first sample's own time, not the game's clock now: under load the sampler runs
+        # a few samples behind, and an episode counted from now ran long by that backlog
+        self._episode_t0 = first.t
         self.sampler.count_from(first)
         self.driver.new_fight()
         log.info("episode started: %s", self.writer.path.name)

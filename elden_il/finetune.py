@@ -340,7 +340,8 @@ def train(
     progress_bar: bool = True,
 ) -> tuple[PPO, LearningCurve]:
     """The PPO model fine-tuned from ``bc`` (a fresh model given its weights, and ``bc`` frozen
-    as the KL prior), and its curves; ``finetune`` without the saving. A game lost mid-run
+    as the KL prior), and its curves; ``finetune`` without the saving. ``progress_bar``: SB3's
+    own (off in a run of several, whose main process shows one bar for them all). A game lost mid-run
     saves the model as it stood in ``out / PARTIAL_RUN`` and says so in its one line.
 
     The KL prior is not part of the model: a model trained on after this uses ``ent_coef`` as a

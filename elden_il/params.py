@@ -282,8 +282,8 @@ class FinetuneConfig:
     seed: int = checked(0, whole(0, 2**32 - 1))
     """The first run's training seed (the next runs count up from it)."""
     runs: int = checked(1, whole(1, 16))
-    """Fine-tuning runs from the same BC policy, side by side, one core each; the one that wins
-    most validation fights is kept. Where a run ends swings with its seed, and fights of their own
+    """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
+    the one that wins most validation fights is kept. Where a run ends swings with its seed, and fights of their own
     tell the runs apart as the held-out ones would (BENCHMARKS.md, "Several runs, one kept")."""
     validation_fights: int = checked(50, FIGHTS)
     """runs > 1: the simulator's fights each run is judged on (its most likely actions, as
@@ -294,12 +294,12 @@ class FinetuneConfig:
     def __post_init__(self) -> None:
         check_fields(self)
         check_seed_range(self.validation_first_seed, self.validation_fights, "validation_first_seed")
-        if self.runs > 1 and self.backend == "siphon":
+        if self.runs > 1 and self.backend != "sim":
             raise FieldError(
                 "runs",
                 self.runs,
-                "must be 1 with backend siphon: runs are told apart on the simulator's seeded fights, "
-                "which a policy trained against the game does not play",
+                f"must be 1 with backend {self.backend}: several runs train side by side on the in-process "
+                "simulator only, and are told apart on its seeded fights (a live game's are not seeded)",
             )
 
     @property
@@ -410,14 +410,15 @@ SECTIONS: dict[str, type] = {
     "finetune": FinetuneConfig,
     "evaluate": EvaluateParams,
 }
-"""params.yaml's sections, in its order, and the dataclass each is read into (``demos`` and ``env``
-by ``READERS``)."""
+"""params.yaml's sections, in its order, and the dataclass each is read into (``demos``, ``env``
+and ``finetune`` by ``READERS``)."""
 READERS = {
     "demos": read_demos,
     "env": read_env,
     "finetune": lambda values, source: read_section(values, "finetune", FinetuneConfig, source, PIPELINE_FINETUNE),
 }
-"""The sections that nest another part's own settings, each with its reader."""
+"""The sections with a reader of their own: ``demos`` and ``env`` nest another part's settings,
+``finetune`` fills a key left out from the pipeline's defaults (``PIPELINE_FINETUNE``)."""
 
 
 def read_section(values: Any, name: str, kind: type, source: str = "params.yaml", defaults: Any = None) -> Any:

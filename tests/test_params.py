@@ -98,11 +98,12 @@ def test_validation_fights_that_overlap_the_held_out_ones_are_refused(tmp_path: 
         load_params(tmp_path / "params.yaml")
 
 
-def test_several_runs_against_a_real_game_are_refused_with_the_fix(tmp_path: Path):
+@pytest.mark.parametrize("backend", ["siphon", "sim_server"])
+def test_several_runs_against_a_live_game_are_refused_with_the_fix(tmp_path: Path, backend: str):
     written = yaml.safe_load((ROOT / "params.yaml").read_text())
-    written["finetune"].update(backend="siphon", hosts=["127.0.0.1:50051"])
+    written["finetune"].update(backend=backend, hosts=["127.0.0.1:50051"] if backend == "siphon" else [])
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
-    with pytest.raises(ParamsError, match=r"finetune.runs = 2: must be 1 with backend siphon"):
+    with pytest.raises(ParamsError, match=rf"finetune.runs = 2: must be 1 with backend {backend}"):
         load_params(tmp_path / "params.yaml")
     written["finetune"]["runs"] = 1
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))

@@ -1,11 +1,11 @@
 """Several fine-tuning runs from one BC policy, side by side, and the one that wins most
 validation fights kept.
 
-Where a PPO run ends depends on its seed by tens of points of win rate (BENCHMARKS.md), and the
+Where a PPO run ends depends on its seed by 10-20 points of win rate (BENCHMARKS.md), and the
 judged policy is deterministic, so a run is a draw. Fights of their own (``validation_seeds``:
 apart from the demonstrations', training's and the evaluation's) tell the runs apart as the
 held-out fights would, without the evaluation's fights deciding anything. Each run plays in a
-process of its own with one torch thread: with as many cores as runs, they cost the wall time
+process of its own with one torch thread: with as many cores as runs, they cost about the wall time
 of one, and a run's result does not depend on how many cores the machine has.
 
 The processes are this module's own, not a pool's: a pool waits for its running tasks when the

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -291,7 +289,7 @@ def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
 
 
 def spawned_children(pid: int) -> list[int]:
-    """The processes ``pid`` started through multiprocessing's spawn (the runs' own)."""
+    """The processes ``pid`` started through multiprocessing's spawn (a pool's workers)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -311,75 +309,44 @@ def alive(pid: int) -> bool:
         return False
 
 
-ENDLESS = FinetuneConfig(
-    total_steps=10_000_000, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0, runs=2
-)
-"""Two runs that would train for an hour: long enough to be stopped while they train."""
-
-
-def start_endless_runs(bc: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
-    """``finetune`` of ``ENDLESS`` in a process (and process group) of its own, and its two runs'
-    processes, once they have had time to start training."""
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_what_they_left(tmp_path: Path):
+    """A pool's worker outlives a main process killed outright and would train on, holding a core:
+    SIGKILL the main process while its two runs train and both end within seconds; the staging
+    folder they trained in is cleared by the next choice, which saves its policy."""
+    untrained_bc(tmp_path / "bc")
+    endless = FinetuneConfig(
+        total_steps=10_000_000, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0, runs=2
+    )
     script = (
         "import sys; from pathlib import Path; from elden_il.finetune import finetune; "
         "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
-        f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(ENDLESS)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
+        f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(endless)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
         "Path(sys.argv[2]))"
     )
     main = subprocess.Popen(
-        [sys.executable, "-c", script, str(bc), str(out)],
+        [sys.executable, "-c", script, str(tmp_path / "bc"), str(tmp_path / "models" / "finetuned")],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        start_new_session=True,
     )
-    deadline = time.monotonic() + 120
-    while len(runs := spawned_children(main.pid)) < 2:
-        assert time.monotonic() < deadline and main.poll() is None, "the two runs never started"
-        time.sleep(0.2)
-    time.sleep(5)  # each imports torch and the env, then trains
-    return main, runs
-
-
-def wait_until_gone(pids: list[int], seconds: float, what: str) -> None:
-    deadline = time.monotonic() + seconds
-    while any(alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
-def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_what_they_left(tmp_path: Path):
-    """A spawned process outlives a main process killed outright and would train on, holding a
-    core: SIGKILL the main process while its two runs train and both end within seconds; the
-    staging folder they trained in is cleared by the next choice, which saves its policy."""
-    untrained_bc(tmp_path / "bc")
-    main, runs = start_endless_runs(tmp_path / "bc", tmp_path / "models" / "finetuned")
     try:
+        deadline = time.monotonic() + 120
+        while len(runs := spawned_children(main.pid)) < 2:
+            assert time.monotonic() < deadline, "the two runs never started"
+            time.sleep(0.2)
+        time.sleep(5)  # each imports torch and the env, then trains
         main.kill()
         main.wait()
-        wait_until_gone(runs, 15, "a run trained on after the process that started it was killed")
+        deadline = time.monotonic() + 15
+        while any(alive(pid) for pid in runs):
+            assert time.monotonic() < deadline, "a run trained on after the process that started it was killed"
+            time.sleep(0.2)
     finally:
         main.kill()
     assert list((tmp_path / "models").glob(".building-*"))  # what the killed choice left
 
-    quick = replace(ENDLESS, total_steps=32, validation_fights=1)
+    quick = replace(endless, total_steps=32, validation_fights=1)
     finetune(tmp_path / "bc", quick, CONFIG, tmp_path / "models" / "finetuned")
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["finetuned"]
     assert load_policy(tmp_path / "models" / "finetuned").config == CONFIG
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
-def test_ctrl_c_ends_every_run_at_once_and_leaves_nothing_behind(tmp_path: Path):
-    """Ctrl-C reaches the whole process group, as a terminal sends it: the main process stops
-    within seconds and takes both runs with it (a process pool waited for its running tasks, an
-    hour here), and the interrupted choice leaves no staging folder and no policy."""
-    untrained_bc(tmp_path / "bc")
-    main, runs = start_endless_runs(tmp_path / "bc", tmp_path / "models" / "finetuned")
-    try:
-        os.killpg(main.pid, signal.SIGINT)
-        main.wait(timeout=15)
-        wait_until_gone(runs, 5, "a run trained on after Ctrl-C")
-    finally:
-        main.kill()
-    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == []

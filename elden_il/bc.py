@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from capture.staging import staged_folder
 
-from elden_il.data import Demonstrations
+from elden_il.data import Demonstrations, sample_weights
 from elden_il.params import BCConfig
 from elden_il.policy import NetworkSize, make_policy, save_policy
 
@@ -40,11 +40,11 @@ def split_episodes(
     demos: Demonstrations,
     fraction: float,
     seed: int,
-    weights: np.ndarray | None = None,
+    weights: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(training rows, validation rows), whole episodes apart; with ``weights``, only rows of
-    positive weight, split among the episodes that have some."""
-    kept = np.ones(len(demos), bool) if weights is None else weights > 0
+    """(training rows, validation rows), whole episodes apart: the rows of positive weight, split
+    among the episodes that have some."""
+    kept = weights > 0
     episodes = np.unique(demos.episode[kept])
     rng = np.random.default_rng(seed)
     n_val = max(1, round(len(episodes) * fraction)) if len(episodes) > 1 and fraction > 0 else 0
@@ -57,18 +57,18 @@ def train_bc(
     demos: Demonstrations,
     config: BCConfig,
     out: Path,
-    weights: np.ndarray | None = None,
     on_epoch: Callable[[dict], None] | None = None,
     size: NetworkSize = NetworkSize(),
 ) -> dict:
     """Train, checkpoint the best policy to ``out`` (``save_policy``: with the env config it is
-    for), return the metrics. ``weights`` (one per row, e.g. ``data.sample_weights``)
-    weigh each step's loss; rows of weight 0 are left out of training and validation altogether
-    (still there as frame-stack and action-history context), so steps weighted 0 train exactly
-    as if they were not in the dataset. ``on_epoch`` gets each epoch's record as it ends (the
-    pipeline logs it with DVCLive). ``size`` is the network's (the pipeline's by default).
-    ``out`` is written whole once training ends (``capture.staging.staged_folder``): training
-    stopped half-way leaves the old policy, or none."""
+    for), return the metrics. Each step's loss is weighed as ``config`` says (``data.sample_weights``:
+    corrections, the policy's own steps, ``action_weights``); steps weighted 0 are left out of
+    training and validation altogether (still there as frame-stack and action-history context), so
+    they train exactly as if they were not in the dataset. ``on_epoch`` gets each epoch's record
+    as it ends (the pipeline logs it with DVCLive). ``size`` is the network's (the pipeline's by
+    default). ``out`` is written whole once training ends (``capture.staging.staged_folder``):
+    training stopped half-way leaves the old policy, or none."""
+    weights = sample_weights(demos, config.intervention_weight, config.action_weights)
     with staged_folder(out) as folder:
         return _train_bc(demos, config, folder, weights, on_epoch, size)
 
@@ -77,7 +77,7 @@ def _train_bc(
     demos: Demonstrations,
     config: BCConfig,
     out: Path,
-    weights: np.ndarray | None,
+    weights: np.ndarray,
     on_epoch: Callable[[dict], None] | None,
     size: NetworkSize,
 ) -> dict:
@@ -99,11 +99,8 @@ def _train_bc(
         for start in tqdm(range(0, len(order), config.batch_size), desc=f"BC epoch {epoch}", leave=False, disable=None):
             index = order[start : start + config.batch_size]
             log_prob = log_likelihood(policy, demos, index, dev, config.augment_shift, shifts)
-            if weights is None:
-                loss = -log_prob.mean()
-            else:
-                w = torch.as_tensor(weights[index], dtype=log_prob.dtype, device=dev)
-                loss = -(log_prob * w).sum() / w.sum()
+            w = torch.as_tensor(weights[index], dtype=log_prob.dtype, device=dev)
+            loss = -(log_prob * w).sum() / w.sum()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

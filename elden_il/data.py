@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -277,14 +277,27 @@ def demonstrations(dataset: Any, final_observations: bool = False) -> Demonstrat
     )
 
 
-def sample_weights(demos: Demonstrations, intervention_weight: float = 1.0) -> np.ndarray:
-    """Each step's weight in behaviour cloning (HG-DAgger style): a demonstration 1, a person's
+def sample_weights(
+    demos: Demonstrations, intervention_weight: float = 1.0, action_weights: Mapping[str, float] | None = None
+) -> np.ndarray:
+    """Each step's weight in behaviour cloning. HG-DAgger style: a demonstration 1, a person's
     correction ``intervention_weight``, a step the policy played itself 0 (its label is its own
-    choice, nothing to learn from), an episode's final observation 0 (no action was taken)."""
+    choice, nothing to learn from), an episode's final observation 0 (no action was taken). Then
+    a step that presses a keybind ``action_weights`` names (``{"use_item": 30}``) is multiplied by
+    its weight, by each one's if it presses several: a rare action a fight turns on (a drink) is
+    otherwise learnt as one never taken."""
     if not 0 <= intervention_weight < float("inf"):
         raise DatasetError(f"intervention weight must be 0 or more, got {intervention_weight!r}")
     weights = np.where(demos.intervention, intervention_weight, 1.0)
     weights[demos.policy_played | demos.final] = 0.0
+    table = demos.config.actions(load_profile(demos.config.profile))
+    for keybind, weight in (action_weights or {}).items():
+        try:
+            weights[table.presses(keybind, demos.actions)] *= weight
+        except ValueError as e:
+            raise DatasetError(
+                f"bc.action_weights: {e} (the dataset's): name one of them, or leave {keybind!r} out"
+            ) from None
     return weights
 
 

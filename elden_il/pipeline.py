@@ -185,7 +185,7 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
 
 def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from elden_il.bc import train_bc
-    from elden_il.data import check_config, load_demonstrations, sample_weights
+    from elden_il.data import check_config, load_demonstrations
     from elden_il.tracking import TrainingLog
 
     name = params.dataset.id
@@ -198,18 +198,8 @@ def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> No
     check_config(
         demos.config, wanted, f"dataset {name!r}", "rebuild it with the params it should follow (`dvc repro dataset`)"
     )
-    # recordings with a policy at the keys (capture.record --policy): the person's corrections
-    # count as demonstrations, the policy's own steps not at all; demonstrations alone as always
-    corrected = (demos.intervention | demos.policy_played).any()
     with TrainingLog(ws.live / "bc") as live:
-        metrics = train_bc(
-            demos,
-            params.bc,
-            ws.models / "bc",
-            sample_weights(demos, params.bc.intervention_weight) if corrected else None,
-            on_epoch=live.bc_epoch,
-            size=params.network,
-        )
+        metrics = train_bc(demos, params.bc, ws.models / "bc", on_epoch=live.bc_epoch, size=params.network)
     write_report(metrics, ws.report("bc"))
 
 

@@ -99,6 +99,20 @@ class ActionTable:
         tap = tuple(dict.fromkeys(key for binding, bit in zip(self.bindings, rising) if bit for key in binding))
         return KeyCommand(hold, tap)
 
+    def presses(self, keybind: str, actions: np.ndarray) -> np.ndarray:
+        """Which of ``actions`` (one per row) press the profile's ``keybind`` (``"use_item"``):
+        in ``discrete``, the rows whose table entry holds or taps it; in ``multi_binary``, the
+        rows with its bit set. A name works alike in both modes, as the profile's keybinds do."""
+        if keybind not in self.profile.keybinds:
+            raise ValueError(
+                f"profile {self.profile.name!r} has no keybind {keybind!r}; its keybinds: "
+                f"{', '.join(self.profile.keybinds)}"
+            )
+        if self.mode == "discrete":
+            pressing = np.array([keybind in (*a.hold, *a.tap) for a in self.profile.discrete_actions])
+            return pressing[np.asarray(actions, np.intp)]
+        return np.asarray(actions)[:, self.names.index(keybind)].astype(bool)
+
     def bits(self, actions: frozenset[str]) -> np.ndarray:
         """``multi_binary``: the action pressing exactly ``actions`` (bound action names)."""
         return np.array([name in actions for name in self.names], np.int8)

@@ -13,6 +13,7 @@ import torch
 import yaml
 from conftest import TINY_NETWORK
 
+from env.actions import ActionTable
 from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.profile import load_profile
@@ -20,8 +21,8 @@ from env.profile import load_profile
 from capture.build_dataset import build_dataset
 from capture.record import RecordSettings, record
 
-from elden_il.bc import random_shift, train_bc
-from elden_il.data import demonstrations
+from elden_il.bc import device, log_likelihood, random_shift, train_bc
+from elden_il.data import DatasetError, demonstrations, sample_weights
 from elden_il.params import BCConfig, NetworkSize, ParamsError, load_params
 from elden_il.policy import SAVED_BEFORE_SIZES, FightFeatures, load_policy, make_policy, network_size, policy_space
 
@@ -80,6 +81,53 @@ def test_behaviour_cloning_with_random_shifts_learns_from_moved_frames_reproduci
     shifted, again, unshifted = weights
     assert all(torch.equal(shifted[k], again[k]) for k in shifted)
     assert not all(torch.equal(shifted[k], unshifted[k]) for k in shifted)
+
+
+def test_a_keybind_is_pressed_by_the_same_steps_in_either_action_mode():
+    profile = load_profile("sim_margit")
+    discrete = ActionTable(profile, "discrete")
+    actions = np.array([discrete.index(a) for a in ("heal", "move_forward", "roll_forward", "idle")])
+    assert discrete.presses("use_item", actions).tolist() == [True, False, False, False]
+    assert discrete.presses("move_forward", actions).tolist() == [False, True, True, False]  # held, in a roll too
+    bits = ActionTable(profile, "multi_binary")
+    actions = np.stack(
+        [bits.bits(frozenset({"use_item"})), bits.bits(frozenset({"attack", "move_forward"})), bits.idle]
+    )
+    assert bits.presses("use_item", actions).tolist() == [True, False, False]
+    assert bits.presses("move_forward", actions).tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="no keybind 'use_itme'; its keybinds: move_forward, .*use_item"):
+        discrete.presses("use_itme", actions)
+
+
+def test_action_weights_weigh_the_steps_that_press_their_keybinds(demos):
+    table = demos.config.actions(load_profile(demos.config.profile))
+    attacking = table.presses("attack", demos.actions)
+    forward = table.presses("move_forward", demos.actions)
+    assert attacking.any() and forward.any() and not (attacking & forward).any()
+    weights = sample_weights(demos, action_weights={"attack": 5.0, "move_forward": 0.5})
+    assert set(weights[attacking]) == {5.0} and set(weights[forward]) == {0.5}
+    assert set(weights[~attacking & ~forward]) == {1.0}
+    assert set(sample_weights(demos, action_weights={})) == {1.0}
+    with pytest.raises(
+        DatasetError,
+        match="bc.action_weights: profile 'sim_margit' has no keybind 'atack'; its keybinds: .*attack.*leave 'atack' out",
+    ):
+        sample_weights(demos, action_weights={"atack": 5.0})
+
+
+def test_bc_weighted_to_an_action_learns_it_as_more_likely(demos, tmp_path: Path):
+    """A weighted keybind's steps count that many times in the loss: the same training, seed and
+    batches, with the attack weighted, makes the demonstrated attacks more likely."""
+    table = demos.config.actions(load_profile(demos.config.profile))
+    attacks = np.flatnonzero(table.presses("attack", demos.actions))
+    likelihood = {}
+    for name, weights in (("alike", {}), ("weighted", {"attack": 30.0})):
+        config = BCConfig(epochs=5, batch_size=16, learning_rate=3e-3, validation_fraction=0.0, action_weights=weights)
+        train_bc(demos, config, tmp_path / name, size=TINY_NETWORK)
+        policy = load_policy(tmp_path / name).policy
+        with torch.no_grad():
+            likelihood[name] = log_likelihood(policy.eval(), demos, attacks, device()).mean().item()
+    assert likelihood["weighted"] > likelihood["alike"] + 0.5, likelihood
 
 
 def test_the_network_params_size_the_policy_and_a_saved_policy_keeps_them(demos, tmp_path: Path):

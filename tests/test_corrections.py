@@ -136,8 +136,9 @@ def test_the_dataset_keeps_the_mark_per_step(work: Path):
     assert steps * 6 <= marked_samples < (steps + 2 * len(runs(source.intervention))) * 6 + 1
 
 
-def _trained(demos, weights, out: Path) -> dict[str, torch.Tensor]:
-    train_bc(demos, BCConfig(epochs=1, batch_size=64), out, weights, size=TINY_NETWORK)
+def _trained(demos, intervention_weight: float, out: Path) -> dict[str, torch.Tensor]:
+    config = BCConfig(epochs=1, batch_size=64, intervention_weight=intervention_weight)
+    train_bc(demos, config, out, size=TINY_NETWORK)
     from elden_il.policy import load_policy
 
     return load_policy(out, device="cpu").policy.state_dict()
@@ -146,9 +147,9 @@ def _trained(demos, weights, out: Path) -> dict[str, torch.Tensor]:
 def test_bc_with_corrections_weighted_zero_trains_exactly_as_without_them(work: Path, tmp_path: Path):
     only_demos = demonstrations(build_dataset(work / "demos", "test/d-v0", CONFIG, root=tmp_path / "m"))
     both = demonstrations(build_dataset(work / "all", "test/b-v0", CONFIG, root=tmp_path / "m"))
-    alone = _trained(only_demos, sample_weights(only_demos), tmp_path / "alone")
-    zero = _trained(both, sample_weights(both, 0.0), tmp_path / "zero")
-    one = _trained(both, sample_weights(both, 1.0), tmp_path / "one")
+    alone = _trained(only_demos, 1.0, tmp_path / "alone")
+    zero = _trained(both, 0.0, tmp_path / "zero")
+    one = _trained(both, 1.0, tmp_path / "one")
     assert all(torch.equal(alone[k], zero[k]) for k in alone)
     assert not all(torch.equal(alone[k], one[k]) for k in alone)
     weights = sample_weights(both, 2.5)

@@ -60,6 +60,8 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
             "params.yaml must be a mapping of sections (demos, dataset, env, network, bc, finetune, evaluate)",
         ),
         ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
+        ("bc:\n  action_weights: [use_item]\n", "params.yaml bc.action_weights = ['use_item']: must be a mapping"),
+        ("bc:\n  action_weights: {use_item: -1}\n", "bc.action_weights = {'use_item': -1}: must be a mapping of"),
     ],
 )
 def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str, message: str):

@@ -112,8 +112,12 @@ def optional(rule: Rule) -> Rule:
 def checked(default: Any, rule: Rule, flag: str | None = None, **flag_options: Any) -> Any:
     """A dataclass field with ``default`` that accepts what ``rule`` accepts; with ``flag``, also a
     command-line flag with that help and argparse's ``flag_options`` (``env.common.cli.add_flags``), held
-    to the same rule (a ``type`` given converts the text, and may hold it to a narrower one)."""
-    return field(default=default, metadata={RULE: rule, **({"flag": {"help": flag, **flag_options}} if flag else {})})
+    to the same rule (a ``type`` given converts the text, and may hold it to a narrower one). A
+    mapping's default is copied for each instance (dataclasses refuse a shared mutable default)."""
+    metadata = {RULE: rule, **({"flag": {"help": flag, **flag_options}} if flag else {})}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: dict(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 def check_fields(instance: Any) -> None:

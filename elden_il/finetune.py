@@ -32,6 +32,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from env.common.errors import GameError
 from env.config import EnvConfig
 from env.factory import env_fns
+from env.rewards import HealReward
+from env.wrappers import RewardBonus
 
 from capture.staging import staged_folder
 
@@ -254,7 +256,8 @@ class LearningCurve(BaseCallback):
 
 
 def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
-    """The factory's env constructors for this run, each env reset once with its own seed."""
+    """The factory's env constructors for this run, each env reset once with its own seed, its
+    reward with the drink paid back (``heal_reward``)."""
 
     def seeded(make, i: int):
         def thunk():
@@ -263,6 +266,8 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
             if multiprocessing.parent_process() is not None:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
             env = make()
+            if config.heal_reward:
+                env = RewardBonus(env, HealReward(config.heal_reward))
             env.reset(seed=config.seed * 1000 + i)
             return env
 

@@ -83,6 +83,11 @@ def damage_taken(before: State, after: State) -> Any:
     return hp_lost(before, after, "HeroHp", "HeroMaxHp")
 
 
+def hp_regained(before: State, after: State) -> Any:
+    """The player's HP gained (a drink), as a fraction of max HP."""
+    return hp_lost(after, before, "HeroHp", "HeroMaxHp")
+
+
 def damage_dealt(before: State, after: State) -> Any:
     """The boss's HP removed, as a fraction of its max HP."""
     return hp_lost(before, after, "NpcHp", "NpcMaxHp")

@@ -40,3 +40,17 @@ class BaseReward:
         reward = reward + self.win * self.rules.just_won(before, after)
         reward = reward + self.death * self.rules.just_lost(before, after)
         return float(reward) if np.ndim(reward) == 0 else reward
+
+
+@dataclass(frozen=True, slots=True)
+class HealReward:
+    """``weight * player HP fraction regained`` (a drink): a term to add to the base reward while
+    training (``env.wrappers.RewardBonus``). The base charges ``taken`` for HP lost and nothing
+    back for HP restored, so a drink's step only costs the damage the agent could have dealt in
+    it; with ``weight`` equal to ``taken`` a drink pays back what the hits it heals cost."""
+
+    weight: float
+
+    def __call__(self, before: State, after: State) -> Any:
+        reward = self.weight * fight.hp_regained(before, after)
+        return float(reward) if np.ndim(reward) == 0 else reward

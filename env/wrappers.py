@@ -1,4 +1,4 @@
-"""Wrappers for what Gymnasium does not already provide: reward overrides and a curriculum.
+"""Wrappers for what Gymnasium does not already provide: rewards over game states, and a curriculum.
 
 Frame stacking and action history are built into the env's observation Dict (they are keys of
 it, ``frame_stack`` and ``action_history``), and Gymnasium's own wrappers (``RecordEpisodeStatistics``, ``TimeLimit``,
@@ -30,11 +30,22 @@ class RewardOverride(gym.Wrapper):
         return obs, info
 
     def step(self, action: Any):
-        obs, _, terminated, truncated, info = self.env.step(action)
+        obs, env_reward, terminated, truncated, info = self.env.step(action)
         after = self.env.unwrapped.state
-        reward = float(self.reward_fn(self._before, after))
+        reward = self._reward(env_reward, float(self.reward_fn(self._before, after)))
         self._before = after
         return obs, reward, terminated, truncated, info
+
+    def _reward(self, env_reward: float, term: float) -> float:
+        return term
+
+
+class RewardBonus(RewardOverride):
+    """Add ``reward_fn(before, after)`` to the env's own reward (a shaping term while training,
+    ``env.rewards.HealReward``), the env's reward contract untouched."""
+
+    def _reward(self, env_reward: float, term: float) -> float:
+        return env_reward + term
 
 
 class BossHpCurriculum(gym.Wrapper):

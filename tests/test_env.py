@@ -16,7 +16,7 @@ from env.profile import load_profile
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.moves import PlayerAnim
-from env.wrappers import BossHpCurriculum, RewardOverride
+from env.wrappers import BossHpCurriculum, RewardBonus, RewardOverride
 
 
 @pytest.mark.parametrize("mode", ["discrete", "multi_binary"])
@@ -230,10 +230,13 @@ def test_frame_stack_and_action_history_follow_the_episode():
     assert (obs["frame_stack"][-1] == obs["frame"]).all()
 
 
-def test_reward_override_and_boss_hp_curriculum():
+def test_reward_override_bonus_and_boss_hp_curriculum():
     e = RewardOverride(make_env(), lambda before, after: 1.0)
     e.reset(seed=0)
     assert e.step(0)[1] == 1.0
+    plain, bonus = make_env(), RewardBonus(make_env(), lambda before, after: 1.0)
+    plain.reset(seed=0), bonus.reset(seed=0)
+    assert [bonus.step(9)[1] for _ in range(30)] == [plain.step(9)[1] + 1.0 for _ in range(30)]
     c = BossHpCurriculum(make_env(), levels=(0.25, 1.0), window=1, promote_at=0.0)
     obs, info = c.reset(seed=0)
     assert info["curriculum_level"] == 0 and obs["boss_hp"][0] == pytest.approx(0.25, abs=1e-3)

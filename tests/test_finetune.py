@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import TINY_NETWORK, save_untrained
@@ -19,6 +20,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from env.config import EnvConfig
 from env.factory import make_env
+from env.profile import load_profile
 
 from elden_il.finetune import (
     PRIOR_LOGITS,
@@ -350,3 +352,27 @@ def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_
     finetune(tmp_path / "bc", quick, CONFIG, tmp_path / "models" / "finetuned")
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["finetuned"]
     assert load_policy(tmp_path / "models" / "finetuned").config == CONFIG
+
+
+def test_training_pays_a_drink_back_and_nothing_else(tmp_path: Path):
+    """The same fight, played the same way, with and without ``heal_reward``: the rewards differ
+    only in the steps the player's HP rose, by ``heal_reward`` times the fraction of max HP."""
+    config = replace(CONFIG, max_steps=400)
+    heal = config.actions(load_profile(config.profile)).index("heal")
+    fights = {}
+    for weight in (0.0, 5.0):
+        env = seeded_env_fns(FinetuneConfig(num_envs=1, heal_reward=weight), config)[0]()
+        env.reset(seed=3)
+        rewards, gained = [], [0.0]
+        for _ in range(config.max_steps):
+            state = env.unwrapped.state
+            hurt = state["HeroHp"] < 0.6 * state["HeroMaxHp"]
+            _, reward, terminated, truncated, _ = env.step(heal if hurt and not max(gained) else 0)
+            rewards.append(reward)
+            gained.append(max(0.0, env.unwrapped.state["HeroHp"] - state["HeroHp"]) / state["HeroMaxHp"])
+            if terminated or truncated:
+                break
+        fights[weight] = np.array(rewards), np.array(gained[1:])
+    (plain, gained), (paid, _) = fights[0.0], fights[5.0]
+    assert gained.max() > 0.1, "the player never drank: the fight's script no longer reaches a drink"
+    np.testing.assert_allclose(paid - plain, 5.0 * gained, atol=1e-9)

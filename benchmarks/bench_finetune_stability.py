@@ -38,7 +38,6 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
-from stable_baselines3.common.callbacks import BaseCallback
 
 from elden_il.params import FIRST_HELD_OUT_SEED
 
@@ -137,26 +136,6 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     return {mode: win_rate(policy_dir, seeds, deterministic) for mode, deterministic in MODES.items()}
 
 
-class PolicyCheckpoints(BaseCallback):
-    """Saves the policy (``save_policy``) as ``folder/step-N`` at the first update boundary after
-    every ``every`` env steps: the policy the next rollout is collected with."""
-
-    def __init__(self, every: int, env_config: Any, folder: Path) -> None:
-        super().__init__()
-        self.every, self.env_config, self.folder = every, env_config, folder
-        self.due = every
-
-    def _on_rollout_start(self) -> None:
-        from elden_il.policy import save_policy
-
-        if self.num_timesteps >= self.due:
-            save_policy(self.model.policy, self.env_config, self.folder / f"step-{self.num_timesteps:07d}")
-            self.due += self.every
-
-    def _on_step(self) -> bool:
-        return True
-
-
 def checkpoint_win_rates(folder: Path, fights: int, first_seed: int) -> list[dict]:
     """Each checkpoint in ``folder`` (``PolicyCheckpoints``) on the held-out fights, deterministic."""
     seeds = list(range(first_seed, first_seed + fights))
@@ -188,6 +167,7 @@ def train_variant(
     have them) and judged on the held-out fights, with its policy every ``checkpoints`` steps
     (0: none); a job of its own, so that variants fan out over a Ray cluster (``elden_il.fanout``)."""
     from elden_il.finetune import finetune
+    from elden_il.finetune_runs import PolicyCheckpoints, rollout_starts
 
     _, config = variant
     with tempfile.TemporaryDirectory() as tmp:
@@ -196,7 +176,9 @@ def train_variant(
         for name, data in bc_policy.items():
             (bc / name).write_bytes(data)
         saved = Path(tmp) / "checkpoints"
-        hooks = [PolicyCheckpoints(checkpoints, env_config, saved)] if checkpoints else []
+        rollout = config.n_steps * config.num_envs
+        due = range(checkpoints, config.total_steps, checkpoints) if checkpoints else range(0)
+        hooks = [PolicyCheckpoints(rollout_starts(due, rollout, config.total_steps), env_config, saved)]
         started = time.perf_counter()
         finetune(bc, config, env_config, Path(tmp) / "run", callbacks=hooks)
         seconds = time.perf_counter() - started
@@ -287,7 +269,8 @@ def main() -> None:
     from elden_il.params import load_params
 
     base = load_params(ROOT / "params.yaml").finetune
-    base = replace(base, total_steps=args.steps or base.total_steps)
+    # one run and the policy it ends with: what a variant's settings make, not what validation would choose
+    base = replace(base, total_steps=args.steps or base.total_steps, runs=1, validation_every=0)
     variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
     env_config = EnvConfig.load(args.policy)
 

@@ -300,12 +300,13 @@ def finetune(
     fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
     leaves the previous one) with its curves. ``on_episode`` gets each training episode's
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's. With
-    ``config.runs`` above 1, that many runs and the best on validation fights kept
-    (``elden_il.finetune_runs``; ``callbacks`` belong to one run and are refused there)."""
-    if config.runs == 1:
+    ``config.runs`` above 1 or ``validation_every`` set, that many runs, their policies judged on
+    validation fights along the way and the best kept (``elden_il.finetune_runs``; ``callbacks``
+    belong to one run's own policy and are refused there)."""
+    if not config.validated:
         return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks)
     if callbacks:
-        raise ValueError("callbacks watch one run: give them with runs=1")
+        raise ValueError("callbacks watch the policy one run ends with: give them with runs=1 and validation_every=0")
     return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode)
 
 

@@ -1,12 +1,13 @@
-"""Several fine-tuning runs from one BC policy, side by side, and the one that wins most
-validation fights kept.
+"""Several fine-tuning runs from one BC policy, side by side, each judged on validation fights
+along the way and at its end, and the policy that wins most kept.
 
-Where a PPO run ends depends on its seed by 10-20 points of win rate (BENCHMARKS.md), and the
-judged policy is deterministic, so a run is a draw. Fights of their own (``validation_seeds``:
-apart from the demonstrations', training's and the evaluation's) tell the runs apart as the
-held-out fights would, without the evaluation's fights deciding anything. Each run plays in a
-process of its own with one torch thread: with as many cores as runs, they cost about the wall time
-of one, and a run's result does not depend on how many cores the machine has.
+Where a PPO run ends depends on its seed by 10-20 points of win rate, and a single update late in
+a run can undo what it had learnt (BENCHMARKS.md): the judged policy is deterministic, so the
+policy a run ends with is a draw. Fights of their own (``validation_seeds``: apart from the
+demonstrations', training's and the evaluation's) tell the policies apart as the held-out fights
+would, without the evaluation's fights deciding anything. Each run plays in a process of its own
+with one torch thread: with as many cores as runs, they cost about the wall time of one, and a
+run's result does not depend on how many cores the machine has.
 
 The processes are this module's own, not a pool's: a pool waits for its running tasks when the
 main process is interrupted (minutes of training nobody wants), and its worker outlives a main
@@ -94,26 +95,72 @@ def _count_fight(_record) -> None:
         _fights.value += 1
 
 
+class PolicyCheckpoints(BaseCallback):
+    """Saves the policy (``save_policy``) as ``folder/step-N`` at each update boundary ``steps``
+    names (``rollout_starts``): the policy the rollout starting there is collected with."""
+
+    def __init__(self, steps: list[int], env_config: EnvConfig, folder: Path) -> None:
+        super().__init__()
+        self.steps, self.env_config, self.folder = set(steps), env_config, folder
+
+    def _on_rollout_start(self) -> None:
+        from elden_il.policy import save_policy
+
+        if self.num_timesteps in self.steps:
+            save_policy(self.model.policy, self.env_config, self.folder / f"step-{self.num_timesteps:07d}")
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def rollout_starts(due: range, rollout: int, total_steps: int) -> list[int]:
+    """The update boundaries a run of ``total_steps`` (SB3 runs whole rollouts of ``rollout`` env
+    steps) passes first at or after each step of ``due``; none before its first update, none at its end."""
+    end = -(-total_steps // rollout) * rollout
+    return sorted({-(-max(step, 1) // rollout) * rollout for step in due if step < end} - {end})
+
+
+def judged_steps(config: FinetuneConfig) -> list[int]:
+    """Where a run's policy is judged besides its end: every ``validation_every`` steps from
+    ``validation_from``, at the update boundary that follows."""
+    if not config.validation_every:
+        return []
+    rollout = config.n_steps * config.num_envs  # validation is the in-process simulator's: num_envs of them
+    return rollout_starts(
+        range(config.validation_from, config.total_steps, config.validation_every), rollout, config.total_steps
+    )
+
+
 def _train_and_judge(run: _Run) -> dict:
-    """One run in its own process: fine-tuned into ``run.out``, then judged on the validation
-    fights with its most likely actions (as the evaluation judges)."""
+    """One run in its own process: fine-tuned into ``run.out``, its policy saved at each of
+    ``judged_steps`` beside it, then each of them and the one it ended with judged on the
+    validation fights with its most likely actions (as the evaluation judges)."""
     import torch
 
     from env.factory import make_env
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import play_fights
+    from elden_il.fights import play_many
 
     torch.set_num_threads(1)
+    checkpoints = run.out.with_name(f"{run.out.name}-checkpoints")
+    callbacks = [_CountSteps(), PolicyCheckpoints(judged_steps(run.config), run.env_config, checkpoints)]
     metrics = run.train_one(
-        run.bc_policy_path, run.config, run.env_config, run.out, callbacks=[_CountSteps()], progress_bar=False
+        run.bc_policy_path, run.config, run.env_config, run.out, callbacks=callbacks, progress_bar=False
     )
+    policies = {int(p.name.removeprefix("step-")): p for p in sorted(checkpoints.glob("step-*"))}
+    policies[metrics["timesteps"]] = run.out
+
+    def make():
+        return make_env(run.env_config, backend="sim")
+
     seeds = run.config.validation_seeds
-    records, _ = play_fights(
-        lambda: make_env(run.env_config, backend="sim"), PolicyActor(run.out, True), seeds, on_fight=_count_fight
-    )
-    wins = sum(r.win for r in records)
-    return {**metrics, "seed": run.config.seed, "validation_wins": wins, "validation_win_rate": wins / len(seeds)}
+    played = play_many([(make, PolicyActor(path, True), seeds) for path in policies.values()], on_fight=_count_fight)
+    judged = [
+        {"timesteps": step, "validation_wins": sum(r.win for r in fights.records), "path": str(path)}
+        for (step, path), fights in zip(policies.items(), played)
+    ]
+    return {**metrics, "seed": run.config.seed, "judged": judged}
 
 
 def _run_all(runs: list[_Run], workers: int, context, steps, fights, show: Callable[[], None]) -> list[dict]:
@@ -158,10 +205,14 @@ def _run_all(runs: list[_Run], workers: int, context, steps, fights, show: Calla
     return [done[run.config.seed] for run in runs]
 
 
-def kept_run(results: list[dict]) -> dict:
-    """The run that won most validation fights; of equals, the lowest seed (the same choice on
-    every machine and every order the runs finish in)."""
-    return max(results, key=lambda r: (r["validation_wins"], -r["seed"]))
+def kept_policy(results: list[dict]) -> tuple[dict, dict]:
+    """The run and the judged policy of it that won most validation fights; of equals, the lowest
+    seed's, then the earliest, the nearest its teacher (the same choice on every machine and in
+    every order the runs finish)."""
+    return max(
+        ((run, judged) for run in results for judged in run["judged"]),
+        key=lambda pair: (pair[1]["validation_wins"], -pair[0]["seed"], -pair[1]["timesteps"]),
+    )
 
 
 def finetune_runs(
@@ -173,15 +224,17 @@ def finetune_runs(
     on_episode: Callable[[dict], None] | None = None,
 ) -> dict:
     """``config.runs`` fine-tuning runs (training seeds ``config.seed`` counting up), each trained
-    by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``) and judged
-    on ``config.validation_fights`` fights; the one with most wins (the lower seed on a tie) is
-    saved in ``out``, swapped in whole once all are done: an interrupted choice leaves the
-    previous policy, and a killed one a staging folder the next run clears (``capture.staging``).
-    ``on_episode`` gets the kept run's learning-curve rows, in order, once it is chosen."""
+    by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``), its policy
+    judged on ``config.validation_fights`` fights at each of ``judged_steps`` and at its end; the
+    policy with most wins is saved in ``out`` with its run's curves, swapped in whole once all are
+    done: an interrupted choice leaves the previous policy, and a killed one a staging folder the
+    next run clears (``capture.staging``). ``on_episode`` gets the kept run's learning-curve rows,
+    in order, once it is chosen."""
     seeds = [config.seed + i for i in range(config.runs)]
     workers = min(config.runs, os.cpu_count() or 1)
     context = multiprocessing.get_context("spawn")  # torch and gRPC in the parent: never fork them
     steps, fights = context.Value("q", 0), context.Value("q", 0)
+    judged_per_run = len(judged_steps(config)) + 1
     started = time.perf_counter()
     # every run inside the kept policy's staging folder: one a killed run left is cleared by the next
     with staged_paths(out) as (built,):
@@ -196,15 +249,21 @@ def finetune_runs(
             for seed in seeds
         ]
         log.info(
-            "fine-tuning %d runs (seeds %s), %d at a time, each judged on %d validation fights",
+            "fine-tuning %d runs (seeds %s), %d at a time, %d policies of each judged on %d validation fights",
             len(runs),
             seeds,
             workers,
+            judged_per_run,
             config.validation_fights,
         )
         with (
             tqdm(total=len(runs) * config.total_steps, desc="fine-tuning", unit="step", disable=None) as trained,
-            tqdm(total=len(runs) * config.validation_fights, desc="validation", unit="fight", disable=None) as judged,
+            tqdm(
+                total=len(runs) * judged_per_run * config.validation_fights,
+                desc="validation",
+                unit="fight",
+                disable=None,
+            ) as judged,
         ):
 
             def show() -> None:
@@ -212,25 +271,38 @@ def finetune_runs(
                 judged.update(fights.value - judged.n)
 
             results = _run_all(runs, workers, context, steps, fights, show)
-        kept = kept_run(results)
+        run, policy = kept_policy(results)
         log.info(
-            "kept the run of seed %d: %s",
-            kept["seed"],
-            ", ".join(f"seed {r['seed']} won {r['validation_wins']} of {config.validation_fights}" for r in results),
+            "kept the policy of seed %d at step %d (%d of %d validation fights won)",
+            run["seed"],
+            policy["timesteps"],
+            policy["validation_wins"],
+            config.validation_fights,
         )
-        shutil.move(runs[seeds.index(kept["seed"])].out, built)
+        kept = runs[seeds.index(run["seed"])].out
+        if Path(policy["path"]) != kept:  # a policy from along the run: in place of the one it ended with
+            for file in Path(policy["path"]).iterdir():
+                shutil.copyfile(file, kept / file.name)
+        shutil.move(kept, built)
     if on_episode is not None:
         for row in json.loads((out / "learning_curve.json").read_text()):
             on_episode(row)
     seconds = time.perf_counter() - started
     return {
-        "timesteps": kept["timesteps"],
+        "timesteps": run["timesteps"],
         "env_steps_per_second": sum(r["timesteps"] for r in results) / seconds,
-        "episodes": kept["episodes"],
-        "train_win_rate_last_50": kept["train_win_rate_last_50"],
-        "kept_seed": kept["seed"],
+        "episodes": run["episodes"],
+        "train_win_rate_last_50": run["train_win_rate_last_50"],
+        "kept_seed": run["seed"],
+        "kept_timesteps": policy["timesteps"],
         "runs": [
-            {key: r[key] for key in ("seed", "validation_win_rate", "train_win_rate_last_50", "episodes")}
+            {
+                "seed": r["seed"],
+                "validation_win_rates": {
+                    str(j["timesteps"]): j["validation_wins"] / config.validation_fights for j in r["judged"]
+                },
+                **{key: r[key] for key in ("train_win_rate_last_50", "episodes")},
+            }
             for r in results
         ],
         "config": asdict(config),

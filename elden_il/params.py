@@ -302,24 +302,39 @@ class FinetuneConfig:
     """The first run's training seed (the next runs count up from it)."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
-    the one that wins most validation fights is kept. Where a run ends swings with its seed, and fights of their own
-    tell the runs apart as the held-out ones would (BENCHMARKS.md, "Several runs, one kept")."""
+    the policy that wins most validation fights is kept. Where a run ends swings with its seed, and
+    fights of their own tell the runs apart as the held-out ones would (BENCHMARKS.md, "Several
+    runs, one kept")."""
+    validation_every: int = checked(0, whole(0))
+    """Each run's policy is also judged every this many env steps from ``validation_from`` on (at
+    the first update after each), beside the one it ends with (backend sim only); 0: only the
+    policy each run ends with. A single PPO update can undo what the run had learnt, so the
+    policy it ends with is a draw from its last updates (BENCHMARKS.md, "Judged along the run")."""
+    validation_from: int = checked(16_384, whole(0))
+    """The first step a policy is judged at: before, the pull to BC still holds it near its teacher."""
     validation_fights: int = checked(50, FIGHTS)
-    """runs > 1: the simulator's fights each run is judged on (its most likely actions, as
-    evaluation judges), seeds from ``validation_first_seed``."""
+    """The simulator's fights each judged policy plays (its most likely actions, as evaluation
+    judges), seeds from ``validation_first_seed``."""
     validation_first_seed: int = checked(FIRST_VALIDATION_SEED, SEED)
     """Apart from the demonstrations' and training's seeds and from the evaluation's."""
 
     def __post_init__(self) -> None:
         check_fields(self)
         check_seed_range(self.validation_first_seed, self.validation_fights, "validation_first_seed")
-        if self.runs > 1 and self.backend != "sim":
-            raise FieldError(
-                "runs",
-                self.runs,
-                f"must be 1 with backend {self.backend}: several runs train side by side on the in-process "
-                "simulator only, and are told apart on its seeded fights (a live game's are not seeded)",
-            )
+        for name, alone in (("runs", 1), ("validation_every", 0)):
+            if getattr(self, name) != alone and self.backend != "sim":
+                raise FieldError(
+                    name,
+                    getattr(self, name),
+                    f"must be {alone} with backend {self.backend}: policies are told apart on the in-process "
+                    "simulator's seeded fights only (a live game's are not seeded), and several runs train "
+                    "side by side on it",
+                )
+
+    @property
+    def validated(self) -> bool:
+        """Policies are judged on validation fights: several runs, or one judged along the way."""
+        return self.runs > 1 or self.validation_every > 0
 
     @property
     def validation_seeds(self) -> list[int]:
@@ -336,10 +351,11 @@ def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> 
         )
 
 
-PIPELINE_FINETUNE = FinetuneConfig(runs=2)
-"""The pipeline's fine-tuning where params.yaml leaves a key out: two runs, the better on
-validation fights kept (on two cores, in the time of one); a single run is ``FinetuneConfig``'s
-own default, as ``finetune`` called from code expects."""
+PIPELINE_FINETUNE = FinetuneConfig(runs=2, validation_every=4096)
+"""The pipeline's fine-tuning where params.yaml leaves a key out: two runs (on two cores, in the
+time of one), each judged every 4,096 steps of its second half and at its end, the best of them
+kept; a single run and the policy it ends with are ``FinetuneConfig``'s own default, as
+``finetune`` called from code expects."""
 
 
 @dataclass(frozen=True)

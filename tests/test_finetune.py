@@ -31,12 +31,17 @@ from elden_il.finetune import (
     seeded_env_fns,
     train,
 )
+from elden_il.finetune_runs import PolicyCheckpoints, kept_policy
 from elden_il.params import FinetuneConfig
 from elden_il.policy import load_policy, policy_kwargs, policy_space
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 """The env every tiny run here fine-tunes in: short fights, so a few dozen steps hold several."""
+
+
+TINY_RUN = FinetuneConfig(total_steps=96, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)
+"""Three updates of 32 steps: the smallest run that has a policy to judge along the way."""
 
 
 def untrained_bc(folder: Path) -> Path:
@@ -168,14 +173,16 @@ def test_a_run_hands_its_policy_to_callbacks_that_save_it_along_the_way(tmp_path
     """SB3 callbacks given to ``finetune`` run beside its own: the stability benchmark's saves the
     policy every so many steps, each a policy folder that loads, the first still BC's (the
     critic's warm-up leaves the actor alone) and a later one moved on."""
-    from benchmarks.bench_finetune_stability import PolicyCheckpoints
-
     untrained_bc(tmp_path / "bc")
     settings = FinetuneConfig(
         total_steps=96, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=32
     )
     finetune(
-        tmp_path / "bc", settings, CONFIG, tmp_path / "out", callbacks=[PolicyCheckpoints(32, CONFIG, tmp_path / "c")]
+        tmp_path / "bc",
+        settings,
+        CONFIG,
+        tmp_path / "out",
+        callbacks=[PolicyCheckpoints([32, 64], CONFIG, tmp_path / "c")],
     )
 
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["step-0000032", "step-0000064"]
@@ -252,42 +259,69 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
 
 def test_several_runs_each_judged_on_validation_fights_and_one_kept(tmp_path: Path):
     """Two real runs from one BC policy, side by side in processes of their own, each judged on
-    its validation fights; the report lists both, the kept one is saved whole where the policy
-    goes, and ``on_episode`` gets the kept run's curve, row for row."""
+    its validation fights along the way and at its end; the report lists every judged policy, the
+    kept one is saved whole where the policy goes, and ``on_episode`` gets the kept run's curve,
+    row for row."""
     untrained_bc(tmp_path / "bc")
-    settings = FinetuneConfig(
-        total_steps=64,
-        num_envs=1,
-        n_steps=32,
-        batch_size=32,
-        n_epochs=1,
-        value_warmup_steps=0,
-        runs=2,
-        seed=5,
-        validation_fights=2,
-    )
+    settings = replace(TINY_RUN, runs=2, seed=5, validation_fights=2, validation_every=32, validation_from=32)
     rows = []
     report = finetune(tmp_path / "bc", settings, CONFIG, tmp_path / "out", on_episode=rows.append)
 
     assert [run["seed"] for run in report["runs"]] == [5, 6]
-    assert all(0 <= run["validation_win_rate"] <= 1 and run["episodes"] >= 3 for run in report["runs"])
-    assert report["kept_seed"] in (5, 6)
+    for run in report["runs"]:
+        assert list(run["validation_win_rates"]) == ["32", "64", "96"] and run["episodes"] >= 3
+        assert all(0 <= rate <= 1 for rate in run["validation_win_rates"].values())
+    assert report["kept_seed"] in (5, 6) and report["kept_timesteps"] in (32, 64, 96)
     assert rows == json.loads((tmp_path / "out" / "learning_curve.json").read_text())
     assert load_policy(tmp_path / "out").config == CONFIG
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], "a run's folder was left behind"
 
 
-def test_the_run_kept_is_the_one_with_most_validation_wins_and_the_lowest_seed_of_equals():
-    from elden_il.finetune_runs import kept_run
+def test_a_policy_judged_along_the_run_is_kept_in_place_of_the_one_it_ended_with(tmp_path: Path):
+    """One run judged at steps 32 and 64 and at its end (96): the policy kept is the one the same
+    run, trained again and saved at those steps, had at the step the report names."""
+    untrained_bc(tmp_path / "bc")
+    judged = replace(TINY_RUN, seed=2, validation_fights=2, validation_every=32, validation_from=32)
+    report = finetune(tmp_path / "bc", judged, CONFIG, tmp_path / "kept")
+    finetune(
+        tmp_path / "bc",
+        replace(judged, validation_every=0),
+        CONFIG,
+        tmp_path / "again",
+        callbacks=[PolicyCheckpoints([32, 64], CONFIG, tmp_path / "along")],
+    )
+    step = report["kept_timesteps"]
+    rates = report["runs"][0]["validation_win_rates"]
+    assert rates[str(step)] == max(rates.values())
+    same = tmp_path / "again" if step == 96 else tmp_path / "along" / f"step-{step:07d}"
+    kept, expected = (load_policy(p).policy.state_dict() for p in (tmp_path / "kept", same))
+    assert all(torch.allclose(kept[k], expected[k], atol=1e-6) for k in kept)
+    others = [tmp_path / "along" / f"step-{s:07d}" for s in (32, 64) if s != step] + (
+        [] if step == 96 else [tmp_path / "again"]
+    )
+    for other in others:
+        weights = load_policy(other).policy.state_dict()
+        assert not all(torch.allclose(kept[k], weights[k], atol=1e-6) for k in kept)
+    assert json.loads((tmp_path / "kept" / "learning_curve.json").read_text())[-1]["timesteps"] > 64  # the whole run's
 
-    runs = [{"seed": 3, "validation_wins": 40}, {"seed": 4, "validation_wins": 46}, {"seed": 5, "validation_wins": 46}]
-    assert kept_run(runs)["seed"] == 4
-    assert kept_run(runs[::-1])["seed"] == 4
+
+def test_the_policy_kept_wins_most_validation_fights_of_the_lowest_seed_then_the_earliest():
+    def run(seed: int, *wins: int) -> dict:
+        return {
+            "seed": seed,
+            "judged": [{"timesteps": 100 * (i + 1), "validation_wins": w} for i, w in enumerate(wins)],
+        }
+
+    runs = [run(3, 40, 44), run(4, 46, 41, 46), run(5, 46, 46)]
+    for order in (runs, runs[::-1]):
+        kept_run, kept = kept_policy(order)
+        assert (kept_run["seed"], kept["timesteps"]) == (4, 100)
 
 
-def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
-    with pytest.raises(ValueError, match="callbacks watch one run"):
-        finetune(tmp_path / "bc", FinetuneConfig(runs=2), CONFIG, tmp_path / "out", callbacks=[object()])
+def test_callbacks_watch_one_run_and_are_refused_with_validation(tmp_path: Path):
+    for config in (FinetuneConfig(runs=2), FinetuneConfig(validation_every=4096)):
+        with pytest.raises(ValueError, match="callbacks watch the policy one run ends with"):
+            finetune(tmp_path / "bc", config, CONFIG, tmp_path / "out", callbacks=[object()])
 
 
 def spawned_children(pid: int) -> list[int]:

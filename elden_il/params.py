@@ -239,11 +239,11 @@ class BCConfig:
     )
     """Recordings a person corrected a policy in (``capture.record --policy``): a corrected
     step's weight in the loss; a step the policy played itself weighs nothing, a demonstration 1."""
-    action_weights: dict[str, float] = checked({"use_item": 30.0}, WEIGHTS)
+    action_weights: dict[str, float] = checked({}, WEIGHTS)
     """A weight in the loss for the steps that press each named keybind (the profile's
-    ``[keybinds]``, in either action mode), as much as that many of them: the drink is a step in
-    a couple of hundred that a fight turns on, and unweighted the policy learns it as one never
-    taken. ``{}``: every step alike."""
+    ``[keybinds]``, in either action mode), as if there were that many of them: a rare action a
+    fight turns on (the drink, ``{use_item: 30}``) is otherwise learnt as one never taken.
+    ``{}``: every step alike."""
     augment_shift: int = checked(0, whole(0, 32))
     """Random shifts (DrQ, RAD): each training frame moved by up to this many pixels each way, its
     edge pixels repeated into the gap, a new shift every time it is drawn; 0: the frames as they are."""
@@ -294,10 +294,11 @@ class FinetuneConfig:
     critic_features: str = checked("shared", one_of("shared", "detached", "separate"))
     """shared: the value loss trains the features the actor reads (SB3's way); detached: it reads
     them only; separate: the critic has its own copy."""
-    heal_reward: float = checked(5.0, number(0, 1000))
+    heal_reward: float = checked(0.0, number(0, 1000))
     """Added to the env's reward per max HP a step regains (a drink), while training only: the env
-    charges 5 per max HP lost and pays nothing back, so the drink's step looks a swing lost and
-    fine-tuning unlearns it; 5 pays a drink back what the hits it heals cost. 0: the env's reward."""
+    charges 5 per max HP lost and pays nothing back, so a drink's step looks a swing lost and
+    fine-tuning unlearns drinking; 5 pays a drink back what the hits it heals cost. 0: the env's
+    reward alone."""
     seed: int = checked(0, whole(0, 2**32 - 1))
     """The first run's training seed (the next runs count up from it)."""
     runs: int = checked(1, whole(1, 16))

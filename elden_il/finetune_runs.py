@@ -32,6 +32,7 @@ from pathlib import Path
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
+from env.common import interrupts
 from env.config import EnvConfig
 
 from capture.staging import staged_paths
@@ -165,8 +166,8 @@ def _train_and_judge(run: _Run) -> dict:
 
 def _run_all(runs: list[_Run], workers: int, context, steps, fights, show: Callable[[], None]) -> list[dict]:
     """Every run's result, in the order of ``runs``, ``workers`` processes at a time; ``show``
-    is called twice a second. A run's error is raised here; any exit (an interrupt included)
-    ends the processes still running."""
+    is called twice a second. A run's error is raised here; any exit (an interrupt included, one
+    a library swallowed too) ends the processes still running."""
     queue = context.SimpleQueue()
     waiting, running, done = list(runs), {}, {}
 
@@ -187,6 +188,7 @@ def _run_all(runs: list[_Run], workers: int, context, steps, fights, show: Calla
                 process.start()
                 running[run.config.seed] = process
             time.sleep(POLL_S)
+            interrupts.check()  # a Ctrl-C some library swallowed: the runs end now, not once trained
             collect()
             for seed, process in list(running.items()):
                 if not process.is_alive():

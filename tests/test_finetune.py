@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -410,3 +412,21 @@ def test_training_pays_a_drink_back_and_nothing_else(tmp_path: Path):
     (plain, gained), (paid, _) = fights[0.0], fights[5.0]
     assert gained.max() > 0.1, "the player never drank: the fight's script no longer reaches a drink"
     np.testing.assert_allclose(paid - plain, 5.0 * gained, atol=1e-9)
+
+
+def test_an_interrupt_a_library_swallowed_still_ends_the_runs_at_once(tmp_path: Path):
+    """Ctrl-C whose ``KeyboardInterrupt`` a library caught and printed as "ignored" is still on
+    record (``env.common.interrupts``): the main process, waiting on its runs, ends them and
+    stops, rather than letting them train to the end before the swap refuses."""
+    from env.common import interrupts
+
+    untrained_bc(tmp_path / "bc")
+    endless = replace(TINY_RUN, total_steps=10_000_000, runs=2)
+    started = time.monotonic()
+    with interrupts.watched() as watch:
+        watch.received = signal.SIGINT  # as a swallowed Ctrl-C leaves it
+        with pytest.raises(KeyboardInterrupt):
+            finetune(tmp_path / "bc", endless, CONFIG, tmp_path / "out")
+    assert time.monotonic() - started < 60
+    assert spawned_children(os.getpid()) == [], "a run trained on after the interrupt"
+    assert not (tmp_path / "out").exists()

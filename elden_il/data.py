@@ -290,14 +290,15 @@ def sample_weights(
         raise DatasetError(f"intervention weight must be 0 or more, got {intervention_weight!r}")
     weights = np.where(demos.intervention, intervention_weight, 1.0)
     weights[demos.policy_played | demos.final] = 0.0
-    table = demos.config.actions(load_profile(demos.config.profile))
-    for keybind, weight in (action_weights or {}).items():
-        try:
-            weights[table.presses(keybind, demos.actions)] *= weight
-        except ValueError as e:
-            raise DatasetError(
-                f"bc.action_weights: {e} (the dataset's): name one of them, or leave {keybind!r} out"
-            ) from None
+    if action_weights:
+        table = demos.config.actions(load_profile(demos.config.profile))
+        for keybind, weight in action_weights.items():
+            try:
+                weights[table.presses(keybind, demos.actions)] *= weight
+            except ValueError as e:
+                raise DatasetError(
+                    f"bc.action_weights: {e} (the dataset's): name one of them, or leave {keybind!r} out"
+                ) from None
     return weights
 
 

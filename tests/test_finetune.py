@@ -390,7 +390,7 @@ def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_
     assert load_policy(tmp_path / "models" / "finetuned").config == CONFIG
 
 
-def test_training_pays_a_drink_back_and_nothing_else(tmp_path: Path):
+def test_training_pays_a_drink_back_and_nothing_else():
     """The same fight, played the same way, with and without ``heal_reward``: the rewards differ
     only in the steps the player's HP rose, by ``heal_reward`` times the fraction of max HP."""
     config = replace(CONFIG, max_steps=400)

@@ -773,3 +773,39 @@ def test_the_doctor_tells_an_empty_flask_from_a_wrong_binding(tmp_path: Path):
         "use_item (R: no flask charges left: rest at a grace to refill them, or the heal check is skipped)" in output
     ), output
     assert "[ok  ] keybinds: all" in output and blames_no_binding(output), output
+
+
+@pytest.mark.slow
+def test_fine_tuning_against_a_live_game_pays_a_drink_back_over_the_games_own_reward(game_server):
+    """Fine-tuning's env for a live game (``seeded_env_fns``, ``heal_reward``) against the
+    real-server mode and the game's profile: the reward of every step is the env's own for the
+    snapshots it read, plus ``heal_reward`` times the HP fraction a drink restored, and nothing
+    more where no HP came back."""
+    from env.config import EnvConfig
+
+    from elden_il.finetune import seeded_env_fns
+    from elden_il.params import FinetuneConfig
+
+    config = EnvConfig(profile="eldenring_margit", max_steps=60)
+    settings = FinetuneConfig(backend="siphon", hosts=(game_server.host,), num_envs=1, heal_reward=5.0)
+    env = seeded_env_fns(settings, config)[0]()
+    game, base = env.unwrapped.game, env.unwrapped.reward_fn
+    heal = config.actions(load_profile(config.profile)).index("heal")
+    try:
+        env.reset(seed=0)
+        game.write("HeroHp", int(0.8 * game.client.read(["HeroMaxHp"])["HeroMaxHp"]))  # above the floor (0.62)
+        regained = []
+        for _ in range(config.max_steps):
+            before = env.unwrapped.state
+            *_, reward, terminated, truncated, _ = env.step(heal)
+            after = env.unwrapped.state
+            gained = max(0.0, after["HeroHp"] - before["HeroHp"]) / after["HeroMaxHp"]
+            assert reward == pytest.approx(base(before, after) + 5.0 * gained, abs=1e-9)
+            regained.append(gained)
+            if terminated or truncated or gained:
+                break
+    finally:
+        env.close()
+    assert max(regained) > 0.1, (
+        f"no drink restored HP: the flask was never drunk ({len(regained)} steps, {terminated=})"
+    )

@@ -176,9 +176,8 @@ def train_variant(
         for name, data in bc_policy.items():
             (bc / name).write_bytes(data)
         saved = Path(tmp) / "checkpoints"
-        rollout = config.n_steps * config.num_envs
         due = range(checkpoints, config.total_steps, checkpoints) if checkpoints else range(0)
-        hooks = [PolicyCheckpoints(rollout_starts(due, rollout, config.total_steps), env_config, saved)]
+        hooks = [PolicyCheckpoints(rollout_starts(config, due), env_config, saved)]
         started = time.perf_counter()
         finetune(bc, config, env_config, Path(tmp) / "run", callbacks=hooks)
         seconds = time.perf_counter() - started

@@ -114,10 +114,12 @@ class PolicyCheckpoints(BaseCallback):
         return True
 
 
-def rollout_starts(due: range, rollout: int, total_steps: int) -> list[int]:
-    """The update boundaries a run of ``total_steps`` (SB3 runs whole rollouts of ``rollout`` env
-    steps) passes first at or after each step of ``due``; none before its first update, none at its end."""
-    end = -(-total_steps // rollout) * rollout
+def rollout_starts(config: FinetuneConfig, due: range) -> list[int]:
+    """The update boundaries a run of ``config`` passes first at or after each step of ``due``
+    (SB3 runs whole rollouts of ``n_steps`` per env); none before its first update, none at its end.
+    Its envs are the in-process simulator's ``num_envs``: what validation and the benchmarks train on."""
+    rollout = config.n_steps * config.num_envs
+    end = -(-config.total_steps // rollout) * rollout
     return sorted({-(-max(step, 1) // rollout) * rollout for step in due if step < end} - {end})
 
 
@@ -126,10 +128,7 @@ def judged_steps(config: FinetuneConfig) -> list[int]:
     ``validation_from``, at the update boundary that follows."""
     if not config.validation_every:
         return []
-    rollout = config.n_steps * config.num_envs  # validation is the in-process simulator's: num_envs of them
-    return rollout_starts(
-        range(config.validation_from, config.total_steps, config.validation_every), rollout, config.total_steps
-    )
+    return rollout_starts(config, range(config.validation_from, config.total_steps, config.validation_every))
 
 
 def _train_and_judge(run: _Run) -> dict:

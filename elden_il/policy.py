@@ -5,7 +5,8 @@ SB3 feeds image observations channel-first (it transposes them with ``VecTranspo
 the policy is built on that transposed space; offline batches go through the policy's own
 ``obs_to_tensor``, which applies the same transpose: behaviour cloning sees exactly what PPO will.
 
-A policy is saved as data (``save_policy``): its weights in safetensors and what rebuilds its
+Fine-tuning's several runs act as one policy, a ``PolicyEnsemble``: each action's probability
+is the average of theirs. A policy is saved as data (``save_policy``): its weights in safetensors and what rebuilds its
 network in JSON, beside the env config it acts in. SB3's own files are pickles, which run
 whatever code their maker put in them when read; a policy folder can be shared and loaded
 (``load_policy``, the one loader every command uses) without trusting its maker.
@@ -23,7 +24,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.policies import ActorCriticPolicy
+from stable_baselines3.common.distributions import Distribution
+from stable_baselines3.common.policies import ActorCriticPolicy, BasePolicy
 from stable_baselines3.common.preprocessing import is_image_space, is_image_space_channels_first
 from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
@@ -45,6 +47,8 @@ DESCRIPTION_FILE = "policy.json"
 PICKLED_FILE = "policy.zip"
 """Where SB3's zips (pickles) were saved before: never read here (``elden_il.sb3_zip`` converts them)."""
 FORMAT = 1
+MAX_MEMBERS = 64
+"""The most networks a saved ensemble may hold (the pipeline's holds one per fine-tuning run)."""
 MAX_DESCRIPTION_BYTES = 1_000_000
 """A policy.json is a few kilobytes; a larger one is not read."""
 FLASK_SCALE = 4.0
@@ -189,11 +193,60 @@ def network_size(policy: ActorCriticPolicy) -> NetworkSize:
     return NetworkSize(**given, hidden=tuple(policy.net_arch["pi"]))
 
 
+class PolicyEnsemble(BasePolicy):
+    """Several actor-critics over the same spaces acting as one: their log-probabilities averaged,
+    so each action's probability is the normalised geometric mean of theirs (for ``multi_binary``,
+    each bit's). A PPO run's policy swings by tens of points of win rate from one update to the
+    next and from seed to seed, and the fights it loses differ from run to run: where one member
+    errs the others outvote it, and an action one member finds far too likely to be wrong (a swing
+    into a blow) stays unlikely (BENCHMARKS.md, "Several runs as one policy", where it also won
+    more validation fights than the members' plain average). ``predict`` and ``get_distribution``
+    are an ``ActorCriticPolicy``'s; it has no critic of its own, so it is played and evaluated,
+    not trained further."""
+
+    def __init__(self, members: list[ActorCriticPolicy]) -> None:
+        super().__init__(members[0].observation_space, members[0].action_space)
+        self.members = nn.ModuleList(members)
+
+    def get_distribution(self, obs: torch.Tensor | dict[str, torch.Tensor]) -> Distribution:
+        """The members' action distribution for ``obs`` (a batch, as ``obs_to_tensor`` makes it)."""
+        each = [member.get_distribution(obs) for member in self.members]
+        mixed = each[0]
+        # Categorical's logits are log-probabilities, Bernoulli's log-odds: their mean is the
+        # normalised geometric mean of the members' probabilities in both
+        logits = torch.stack([d.distribution.logits for d in each]).mean(dim=0)
+        mixed.distribution = type(mixed.distribution)(logits=logits)
+        return mixed
+
+    def _predict(
+        self, observation: torch.Tensor | dict[str, torch.Tensor], deterministic: bool = False
+    ) -> torch.Tensor:
+        return self.get_distribution(observation).get_actions(deterministic=deterministic)
+
+
+def networks(policy: BasePolicy) -> list[ActorCriticPolicy]:
+    """The actor-critics ``policy`` is made of: itself, or an ensemble's members."""
+    return list(policy.members) if isinstance(policy, PolicyEnsemble) else [policy]
+
+
+def one_network(loaded: LoadedPolicy, use: str) -> ActorCriticPolicy:
+    """The single actor-critic of ``loaded``, or one line saying that ``use`` takes one and this
+    policy is an ensemble."""
+    if isinstance(loaded.policy, PolicyEnsemble):
+        raise ConfigError(
+            f"{loaded.path} is an ensemble of {len(loaded.policy.members)} networks (fine-tuning's runs acting as "
+            f"one), and {use} takes one network: give it a single policy, such as behaviour cloning's "
+            "(datasets/models/bc) or a fine-tuning run of finetune.runs: 1"
+        )
+    return loaded.policy
+
+
 @dataclass(frozen=True)
 class LoadedPolicy:
-    """A saved policy and the env it was trained for: ``policy.predict(obs)`` is SB3's own."""
+    """A saved policy and the env it was trained for: ``policy.predict(obs)`` is SB3's own. The
+    policy is an ``ActorCriticPolicy``, or a ``PolicyEnsemble`` of them."""
 
-    policy: ActorCriticPolicy
+    policy: ActorCriticPolicy | PolicyEnsemble
     config: EnvConfig
     path: Path
 
@@ -251,10 +304,11 @@ def policy_folder(path: str | Path) -> Path:
     )
 
 
-def save_policy(policy: ActorCriticPolicy, config: EnvConfig, folder: Path) -> None:
+def save_policy(policy: ActorCriticPolicy | PolicyEnsemble, config: EnvConfig, folder: Path) -> None:
     """Save ``policy`` and the env config it acts in as data that cannot run code: its weights
     (safetensors), what rebuilds its network (JSON) and ``config`` (``env_config.json``). The
-    same weights give the same bytes on every run and in every checkout (DVC tracks them)."""
+    same weights give the same bytes on every run and in every checkout (DVC tracks them). An
+    ensemble's members are one network size each (fine-tuning's runs all continue one BC policy)."""
     from safetensors.torch import save_file
 
     if config.profile is None:
@@ -264,13 +318,18 @@ def save_policy(policy: ActorCriticPolicy, config: EnvConfig, folder: Path) -> N
         )
     folder.mkdir(parents=True, exist_ok=True)
     config.save(folder)
+    first, *others = networks(policy)
+    if any(network_size(m) != network_size(first) for m in others):
+        raise ValueError("an ensemble's members must all be one network size")
     description = {
         "format": FORMAT,
-        "network": size_to_json(network_size(policy)),
-        "share_features_extractor": bool(policy.share_features_extractor),
+        "network": size_to_json(network_size(first)),
+        "share_features_extractor": bool(first.share_features_extractor),
         "observation_space": space_to_json(policy.observation_space),
         "action_space": space_to_json(policy.action_space),
     }
+    if others:
+        description["members"] = len(others) + 1
     (folder / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
     save_file(_unique_tensors(policy.state_dict()), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
 
@@ -304,16 +363,17 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
     observation = space_from_json(description["observation_space"], str(where))
     action = space_from_json(description["action_space"], str(where))
     check_spaces(observation, action, config, where)
-    policy = ActorCriticPolicy(
-        observation,
-        action,
-        lr_schedule=lambda _: 0.0,  # no optimizer step is taken on a loaded policy unless it is trained again
-        **{
-            **policy_kwargs(size_from_json(description["network"], NetworkSize, str(where))),
-            "share_features_extractor": description["share_features_extractor"],
-            "ortho_init": False,  # every weight is read from the file: initialising them first is time lost
-        },
-    )
+    kwargs = {
+        **policy_kwargs(size_from_json(description["network"], NetworkSize, str(where))),
+        "share_features_extractor": description["share_features_extractor"],
+        "ortho_init": False,  # every weight is read from the file: initialising them first is time lost
+    }
+    # no optimizer step is taken on a loaded policy unless it is trained again
+    members = [
+        ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **kwargs)
+        for _ in range(description.get("members", 1))
+    ]
+    policy = members[0] if len(members) == 1 else PolicyEnsemble(members)
     _read_weights(policy, folder / WEIGHTS_FILE)
     policy = policy.to(get_device(device))
     policy.set_training_mode(False)
@@ -334,9 +394,17 @@ def _read_description(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise PolicyFileError(f"{path} is not a policy's description ({e}): retrain it (`dvc repro`)") from None
     keys = {"format", "network", "share_features_extractor", "observation_space", "action_space"}
-    if not isinstance(description, dict) or set(description) != keys:
+    if not isinstance(description, dict) or set(description) - {"members"} != keys:
         got = sorted(description) if isinstance(description, dict) else type(description).__name__
-        raise PolicyFileError(f"{path} is not a policy's description (keys {got}, not {sorted(keys)}): retrain it")
+        raise PolicyFileError(
+            f"{path} is not a policy's description (keys {got}, not {sorted(keys)} and perhaps members): retrain it"
+        )
+    members = description.get("members", 1)
+    if "members" in description and (type(members) is not int or not 2 <= members <= MAX_MEMBERS):
+        raise PolicyFileError(
+            f"{path} says the policy is an ensemble of {members!r} networks: an ensemble holds 2 to {MAX_MEMBERS}; "
+            "retrain it"
+        )
     if description["format"] != FORMAT or not isinstance(description["share_features_extractor"], bool):
         raise PolicyFileError(
             f"{path} is format {description['format']!r}, this version reads format {FORMAT}: use the version that "
@@ -345,7 +413,7 @@ def _read_description(path: Path) -> dict[str, Any]:
     return description
 
 
-def _read_weights(policy: ActorCriticPolicy, path: Path) -> None:
+def _read_weights(policy: BasePolicy, path: Path) -> None:
     """Load the weights at ``path`` into ``policy``, every tensor by name and shape, or one line."""
     from safetensors import SafetensorError
     from safetensors.torch import load_model

@@ -28,7 +28,7 @@ from env.config import EnvConfig
 
 from capture.staging import staged_folder
 
-from elden_il.policy import PICKLED_FILE, load_policy, network_size, policy_kwargs, save_policy
+from elden_il.policy import PICKLED_FILE, load_policy, network_size, one_network, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +49,18 @@ def export_sb3(folder: Path, target: Path) -> None:
     from env.profile import load_profile
 
     loaded = load_policy(folder, device="cpu")
+    policy = one_network(loaded, "SB3's zip")
     observation, action = loaded.config.spaces(load_profile(loaded.config.profile))
     model = PPO(
         ActorCriticPolicy,
         SpacesOnly(observation, action),
         policy_kwargs={
-            **policy_kwargs(network_size(loaded.policy)),
-            "share_features_extractor": loaded.policy.share_features_extractor,
+            **policy_kwargs(network_size(policy)),
+            "share_features_extractor": policy.share_features_extractor,
         },
         device="cpu",
     )
-    model.policy.load_state_dict(loaded.policy.state_dict())
+    model.policy.load_state_dict(policy.state_dict())
     model.save(target)
     log.info(
         "wrote %s: PPO.load(%r) reads it (it needs elden-il installed, for the network's class)", target, str(target)

@@ -1435,6 +1435,14 @@ BAD_POLICIES = {
         lambda d: edit_description(d, lambda x: x.update(policy_class="os:system")),
         "is not a policy's description (keys",
     ),
+    "an ensemble of a billion networks": (
+        lambda d: edit_description(d, lambda x: x.update(members=10**9)),
+        "an ensemble of 1000000000 networks: an ensemble holds 2 to 64",
+    ),
+    "an ensemble's description, one network's weights": (
+        lambda d: edit_description(d, lambda x: x.update(members=2)),
+        "does not hold this policy's weights",
+    ),
     "a network a billion wide": (
         lambda d: edit_description(d, lambda x: x["network"].update(cnn_dim=10**9)),
         "network cnn_dim = 1000000000 is no size this network takes",
@@ -1502,7 +1510,8 @@ def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):
-    """The pipeline's fine-tuned policy plays in the recorder, loaded as the evaluation loads it."""
+    """The pipeline's fine-tuned policy, several runs acting as one, plays in the recorder, loaded
+    as the evaluation loads it."""
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
 
@@ -1510,7 +1519,14 @@ def test_a_fine_tuned_policy_records(tmp_path: Path):
     finetune(
         tmp_path / "bc",
         FinetuneConfig(
-            total_steps=32, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0
+            total_steps=32,
+            num_envs=1,
+            subprocesses=False,
+            n_steps=32,
+            batch_size=32,
+            n_epochs=1,
+            value_warmup_steps=0,
+            runs=2,
         ),
         POLICY_CONFIG,
         tmp_path / "finetuned",

@@ -17,7 +17,7 @@ A fine-tuning already run (the pipeline's, say) is judged the same way without t
 ``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
 
 With ``--checkpoints N`` each variant also saves its policy every N steps and reports each one's
-deterministic win rate on the held-out fights: how far the policy the pipeline would judge moves
+deterministic win rate on the held-out fights: how far the policy a run ends with moves
 between updates, and so how much one run's final number says.
 
 Each variant (its training and its held-out fights) is one job: with Ray's ``RAY_ADDRESS`` set,
@@ -38,8 +38,11 @@ from typing import Any
 import numpy as np
 import torch
 import yaml
+from stable_baselines3.common.callbacks import BaseCallback
 
-from elden_il.params import FIRST_HELD_OUT_SEED
+from env.config import EnvConfig
+
+from elden_il.params import FIRST_HELD_OUT_SEED, FinetuneConfig
 
 from benchmarks.machine import describe
 
@@ -115,7 +118,6 @@ MODES = {"deterministic": True, "sampled": False}
 
 def win_rate(policy_dir: Path, seeds: list[int], deterministic: bool) -> dict:
     """The policy saved in ``policy_dir`` on ``seeds``' fights, deterministic or sampled."""
-    from env.config import EnvConfig
     from env.factory import make_env
 
     from elden_il.evaluate import PolicyActor
@@ -134,6 +136,33 @@ def held_out_win_rates(policy_dir: Path, fights: int, first_seed: int) -> dict:
     pipeline evaluates it) and by sampling (as PPO's rollouts act)."""
     seeds = list(range(first_seed, first_seed + fights))
     return {mode: win_rate(policy_dir, seeds, deterministic) for mode, deterministic in MODES.items()}
+
+
+class PolicyCheckpoints(BaseCallback):
+    """Saves the policy (``save_policy``) as ``folder/step-N`` at each update boundary ``steps``
+    names (``rollout_starts``): the policy the rollout starting there is collected with."""
+
+    def __init__(self, steps: list[int], env_config: EnvConfig, folder: Path) -> None:
+        super().__init__()
+        self.steps, self.env_config, self.folder = set(steps), env_config, folder
+
+    def _on_rollout_start(self) -> None:
+        from elden_il.policy import save_policy
+
+        if self.num_timesteps in self.steps:
+            save_policy(self.model.policy, self.env_config, self.folder / f"step-{self.num_timesteps:07d}")
+
+    def _on_step(self) -> bool:
+        return True
+
+
+def rollout_starts(config: FinetuneConfig, due: range) -> list[int]:
+    """The update boundaries a run of ``config`` passes first at or after each step of ``due``
+    (SB3 runs whole rollouts of ``n_steps`` per env); none before its first update, none at its end.
+    Its envs are the in-process simulator's ``num_envs``: what the variants train on."""
+    rollout = config.n_steps * config.num_envs
+    end = -(-config.total_steps // rollout) * rollout
+    return sorted({-(-max(step, 1) // rollout) * rollout for step in due if step < end} - {end})
 
 
 def checkpoint_win_rates(folder: Path, fights: int, first_seed: int) -> list[dict]:
@@ -167,7 +196,6 @@ def train_variant(
     have them) and judged on the held-out fights, with its policy every ``checkpoints`` steps
     (0: none); a job of its own, so that variants fan out over a Ray cluster (``elden_il.fanout``)."""
     from elden_il.finetune import finetune
-    from elden_il.finetune_runs import PolicyCheckpoints, rollout_starts
 
     _, config = variant
     with tempfile.TemporaryDirectory() as tmp:
@@ -262,14 +290,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.checkpoints < 0:
         parser.error(f"--checkpoints {args.checkpoints}: steps between saved policies, 1 or more (0: none)")
-    from env.config import EnvConfig
-
     from elden_il.fanout import fan_out
     from elden_il.params import load_params
 
     base = load_params(ROOT / "params.yaml").finetune
-    # one run and the policy it ends with: what a variant's settings make, not what validation would choose
-    base = replace(base, total_steps=args.steps or base.total_steps, runs=1, validation_every=0)
+    # one run and the policy it ends with: what a variant's settings make, not several runs' ensemble
+    base = replace(base, total_steps=args.steps or base.total_steps, runs=1)
     variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
     env_config = EnvConfig.load(args.policy)
 

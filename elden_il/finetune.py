@@ -40,7 +40,7 @@ from capture.staging import staged_folder
 from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
 from elden_il.params import FinetuneConfig
-from elden_il.policy import load_policy, network_size, policy_kwargs, save_policy
+from elden_il.policy import load_policy, network_size, one_network, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -300,13 +300,12 @@ def finetune(
     fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
     leaves the previous one) with its curves. ``on_episode`` gets each training episode's
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's. With
-    ``config.runs`` above 1 or ``validation_every`` set, that many runs, their policies judged on
-    validation fights along the way and the best kept (``elden_il.finetune_runs``; ``callbacks``
-    belong to one run's own policy and are refused there)."""
-    if not config.validated:
+    ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
+    (``elden_il.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
+    if config.runs == 1:
         return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks)
     if callbacks:
-        raise ValueError("callbacks watch the policy one run ends with: give them with runs=1 and validation_every=0")
+        raise ValueError("callbacks watch the policy of one run: give them with runs=1")
     return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode)
 
 
@@ -321,9 +320,8 @@ def finetune_once(
 ) -> dict:
     """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says."""
     started = time.perf_counter()
-    model, curve = train(
-        load_policy(bc_policy_path).policy, config, env_config, out, on_episode, callbacks, progress_bar
-    )
+    start = one_network(load_policy(bc_policy_path), "fine-tuning")
+    model, curve = train(start, config, env_config, out, on_episode, callbacks, progress_bar)
     seconds = time.perf_counter() - started
     save_run(model, curve, env_config, out)
     wins = [r["win"] for r in curve.rows]

@@ -53,9 +53,6 @@ FIRST_HELD_OUT_SEED = 1_000_000
 """The first seed of the evaluation's fights: demonstrations and training use small seeds, so
 fights from here on are ones no policy has seen. Studies and benchmarks that compare with the
 pipeline's evaluation start here too."""
-FIRST_VALIDATION_SEED = 500_000
-"""The first seed of the fights fine-tuning runs are judged on to keep one: apart from the
-demonstrations' and training's small seeds and from the evaluation's held-out ones."""
 
 
 @dataclass(frozen=True)
@@ -303,43 +300,19 @@ class FinetuneConfig:
     """The first run's training seed (the next runs count up from it)."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
-    the policy that wins most validation fights is kept. Where a run ends swings with its seed, and
-    fights of their own tell the runs apart as the held-out ones would (BENCHMARKS.md, "Several
-    runs, one kept")."""
-    validation_every: int = checked(0, whole(0))
-    """Each run's policy is also judged every this many env steps from ``validation_from`` on (at
-    the first update after each), beside the one it ends with (backend sim only); 0: only the
-    policy each run ends with. A single PPO update can undo what the run had learnt, so the
-    policy it ends with is a draw from its last updates (BENCHMARKS.md, "Judged along the run")."""
-    validation_from: int = checked(16_384, whole(0))
-    """The first step a policy is judged at: before, the pull to BC still holds it near its teacher."""
-    validation_fights: int = checked(50, FIGHTS)
-    """The simulator's fights each judged policy plays (its most likely actions, as evaluation
-    judges), seeds from ``validation_first_seed``."""
-    validation_first_seed: int = checked(FIRST_VALIDATION_SEED, SEED)
-    """Apart from the demonstrations' and training's seeds and from the evaluation's."""
+    with more than one, the fine-tuned policy is all of them acting as one, each action's
+    probability the average of theirs. Where a run ends swings with its seed by tens of points,
+    and the fights the runs lose differ (BENCHMARKS.md, "Several runs as one policy")."""
 
     def __post_init__(self) -> None:
         check_fields(self)
-        check_seed_range(self.validation_first_seed, self.validation_fights, "validation_first_seed")
-        for name, alone in (("runs", 1), ("validation_every", 0)):
-            if getattr(self, name) != alone and self.backend != "sim":
-                raise FieldError(
-                    name,
-                    getattr(self, name),
-                    f"must be {alone} with backend {self.backend}: policies are told apart on the in-process "
-                    "simulator's seeded fights only (a live game's are not seeded), and several runs train "
-                    "side by side on it",
-                )
-
-    @property
-    def validated(self) -> bool:
-        """Policies are judged on validation fights: several runs, or one judged along the way."""
-        return self.runs > 1 or self.validation_every > 0
-
-    @property
-    def validation_seeds(self) -> list[int]:
-        return list(range(self.validation_first_seed, self.validation_first_seed + self.validation_fights))
+        if self.runs != 1 and self.backend != "sim":
+            raise FieldError(
+                "runs",
+                self.runs,
+                f"must be 1 with backend {self.backend}: several runs train side by side, each on in-process "
+                "simulators of its own; a live game trains one",
+            )
 
 
 def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> None:
@@ -352,11 +325,10 @@ def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> 
         )
 
 
-PIPELINE_FINETUNE = FinetuneConfig(runs=2, validation_every=4096)
-"""The pipeline's fine-tuning where params.yaml leaves a key out: two runs (on two cores, in the
-time of one), each judged every 4,096 steps of its second half and at its end, the best of them
-kept; a single run and the policy it ends with are ``FinetuneConfig``'s own default, as
-``finetune`` called from code expects."""
+PIPELINE_FINETUNE = FinetuneConfig(runs=4)
+"""The pipeline's fine-tuning where params.yaml leaves a key out: four runs (on two cores, in the
+time of two), their policies acting as one; a single run and the policy it ends with are
+``FinetuneConfig``'s own default, as ``finetune`` called from code expects."""
 
 
 @dataclass(frozen=True)
@@ -402,15 +374,6 @@ class PipelineParams:
     bc: BCConfig = field(default_factory=BCConfig)
     finetune: FinetuneConfig = field(default_factory=lambda: PIPELINE_FINETUNE)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
-
-    def __post_init__(self) -> None:
-        ft, held_out = self.finetune, self.evaluate
-        if ft.runs > 1 and set(ft.validation_seeds) & set(held_out.seeds):
-            raise ParamsError(
-                f"finetune.validation_first_seed = {ft.validation_first_seed}: its "
-                f"{ft.validation_fights} fights overlap the evaluation's held-out ones (seeds "
-                f"{held_out.first_seed}..{held_out.seeds[-1]}), which no choice may see: move one of them"
-            )
 
     @classmethod
     def from_mapping(cls, raw: Any, source: str = "params.yaml") -> PipelineParams:

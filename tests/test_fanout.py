@@ -358,7 +358,6 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
         "n_epochs": 1,
         "value_warmup_steps": 32,
         "runs": 1,  # the policy one run ends with, as the bench judges a variant's
-        "validation_every": 0,
     }
     pipeline = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]  # what a variant starts from
     finetune(bc, read_section({**pipeline, **tiny}, "finetune", FinetuneConfig), config, tmp_path / "saved")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY_NETWORK, save_untrained
+from conftest import TINY_NETWORK, save_untrained, untrained_policy
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -33,9 +33,8 @@ from elden_il.finetune import (
     seeded_env_fns,
     train,
 )
-from elden_il.finetune_runs import PolicyCheckpoints, kept_policy
 from elden_il.params import FinetuneConfig
-from elden_il.policy import load_policy, policy_kwargs, policy_space
+from elden_il.policy import PolicyEnsemble, load_policy, policy_kwargs, policy_space, save_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
@@ -46,9 +45,9 @@ TINY_RUN = FinetuneConfig(total_steps=96, num_envs=1, n_steps=32, batch_size=32,
 """Three updates of 32 steps: the smallest run that has a policy to judge along the way."""
 
 
-def untrained_bc(folder: Path) -> Path:
-    """A fresh policy for ``CONFIG`` saved where a BC policy would be: fine-tuning's starting point."""
-    return save_untrained(folder, CONFIG)
+def untrained_bc(folder: Path, config: EnvConfig = CONFIG) -> Path:
+    """A fresh policy for ``config`` saved where a BC policy would be: fine-tuning's starting point."""
+    return save_untrained(folder, config)
 
 
 def test_the_critic_warms_up_alone_with_its_own_passes_and_the_kl_pull_decays_to_nothing(tmp_path: Path):
@@ -175,6 +174,8 @@ def test_a_run_hands_its_policy_to_callbacks_that_save_it_along_the_way(tmp_path
     """SB3 callbacks given to ``finetune`` run beside its own: the stability benchmark's saves the
     policy every so many steps, each a policy folder that loads, the first still BC's (the
     critic's warm-up leaves the actor alone) and a later one moved on."""
+    from benchmarks.bench_finetune_stability import PolicyCheckpoints
+
     untrained_bc(tmp_path / "bc")
     settings = FinetuneConfig(
         total_steps=96, num_envs=1, subprocesses=False, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=32
@@ -259,71 +260,79 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
         assert loaded.policy.predict(observation, deterministic=True)[0] in range(13)
 
 
-def test_several_runs_each_judged_on_validation_fights_and_one_kept(tmp_path: Path):
-    """Two real runs from one BC policy, side by side in processes of their own, each judged on
-    its validation fights along the way and at its end; the report lists every judged policy, the
-    kept one is saved whole where the policy goes, and ``on_episode`` gets the kept run's curve,
-    row for row."""
+def test_several_runs_act_as_one_policy_each_the_run_of_its_seed(tmp_path: Path):
+    """Two real runs from one BC policy, side by side in processes of their own, saved as one
+    ensemble whose members are, weight for weight, what each seed's run alone ends with; the
+    report lists both runs, and ``on_episode`` gets the first run's curve, row for row."""
     untrained_bc(tmp_path / "bc")
-    settings = replace(TINY_RUN, runs=2, seed=5, validation_fights=2, validation_every=32, validation_from=32)
     rows = []
-    report = finetune(tmp_path / "bc", settings, CONFIG, tmp_path / "out", on_episode=rows.append)
+    report = finetune(
+        tmp_path / "bc", replace(TINY_RUN, runs=2, seed=5), CONFIG, tmp_path / "out", on_episode=rows.append
+    )
 
-    assert [run["seed"] for run in report["runs"]] == [5, 6]
-    for run in report["runs"]:
-        assert list(run["validation_win_rates"]) == ["32", "64", "96"] and run["episodes"] >= 3
-        assert all(0 <= rate <= 1 for rate in run["validation_win_rates"].values())
-    assert report["kept_seed"] in (5, 6) and report["kept_timesteps"] in (32, 64, 96)
+    assert [run["seed"] for run in report["runs"]] == [5, 6] and all(run["episodes"] >= 3 for run in report["runs"])
+    assert report["episodes"] == sum(run["episodes"] for run in report["runs"])
+    ensemble = load_policy(tmp_path / "out")
+    assert isinstance(ensemble.policy, PolicyEnsemble) and ensemble.config == CONFIG
+    for member, seed in zip(ensemble.policy.members, (5, 6)):
+        finetune(tmp_path / "bc", replace(TINY_RUN, seed=seed), CONFIG, tmp_path / f"alone-{seed}")
+        alone = load_policy(tmp_path / f"alone-{seed}").policy.state_dict()
+        assert all(torch.allclose(member.state_dict()[k], alone[k], atol=1e-6) for k in alone)
     assert rows == json.loads((tmp_path / "out" / "learning_curve.json").read_text())
-    assert load_policy(tmp_path / "out").config == CONFIG
+    assert rows == json.loads((tmp_path / "alone-5" / "learning_curve.json").read_text())
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == [], "a run's folder was left behind"
 
 
-def test_a_policy_judged_along_the_run_is_kept_in_place_of_the_one_it_ended_with(tmp_path: Path):
-    """One run judged at steps 32 and 64 and at its end (96): the policy kept is the one the same
-    run, trained again and saved at those steps, had at the step the report names."""
-    untrained_bc(tmp_path / "bc")
-    judged = replace(TINY_RUN, seed=2, validation_fights=2, validation_every=32, validation_from=32)
-    report = finetune(tmp_path / "bc", judged, CONFIG, tmp_path / "kept")
-    finetune(
-        tmp_path / "bc",
-        replace(judged, validation_every=0),
-        CONFIG,
-        tmp_path / "again",
-        callbacks=[PolicyCheckpoints([32, 64], CONFIG, tmp_path / "along")],
-    )
-    step = report["kept_timesteps"]
-    rates = report["runs"][0]["validation_win_rates"]
-    assert rates[str(step)] == max(rates.values())
-    same = tmp_path / "again" if step == 96 else tmp_path / "along" / f"step-{step:07d}"
-    kept, expected = (load_policy(p).policy.state_dict() for p in (tmp_path / "kept", same))
-    assert all(torch.allclose(kept[k], expected[k], atol=1e-6) for k in kept)
-    others = [tmp_path / "along" / f"step-{s:07d}" for s in (32, 64) if s != step] + (
-        [] if step == 96 else [tmp_path / "again"]
-    )
-    for other in others:
-        weights = load_policy(other).policy.state_dict()
-        assert not all(torch.allclose(kept[k], weights[k], atol=1e-6) for k in kept)
-    assert json.loads((tmp_path / "kept" / "learning_curve.json").read_text())[-1]["timesteps"] > 64  # the whole run's
+@pytest.mark.parametrize("mode", ["discrete", "multi_binary"])
+def test_an_ensemble_acts_on_its_members_geometric_mean_and_loads_as_it_was_saved(tmp_path: Path, mode: str):
+    """Each action's probability (each bit's, for multi_binary) is the normalised geometric mean of
+    the members', its most likely action the one it plays; saved and loaded, it is the same policy."""
+    config = CONFIG.replace(action_mode=mode)
+    members = []
+    for i in range(3):  # fresh policies are all but uniform: sharpened, their means differ
+        policy = untrained_policy(config)
+        with torch.no_grad():
+            policy.action_net.weight.mul_(300)
+        save_policy(policy, config, tmp_path / f"m{i}")
+        members.append(tmp_path / f"m{i}")
+    save_policy(PolicyEnsemble([load_policy(m).policy for m in members]), config, tmp_path / "ensemble")
+    ensemble = load_policy(tmp_path / "ensemble")
+    with ensemble.make_env() as env:
+        observation, _ = env.reset(seed=3)
+        batch = {k: np.asarray(v)[None] for k, v in observation.items()}
+        each = np.stack([load_policy(m).probabilities(batch) for m in members])
+        probabilities = ensemble.probabilities(batch)
+        if mode == "discrete":
+            geometric = np.exp(np.log(each).mean(axis=0))
+            expected = geometric / geometric.sum(axis=-1, keepdims=True)
+        else:  # each bit on or off: the geometric means of both, normalised
+            on, off = np.exp(np.log(each).mean(axis=0)), np.exp(np.log(1 - each).mean(axis=0))
+            expected = on / (on + off)
+        assert np.allclose(probabilities, expected, atol=1e-6)
+        assert not np.allclose(probabilities, each.mean(axis=0), atol=1e-3), "not told from the plain average"
+        assert not np.allclose(each[0], each[1], atol=1e-6), "the members are alike: the test would prove nothing"
+        action = ensemble.policy.predict(observation, deterministic=True)[0]
+        assert np.array_equal(action, probabilities[0].argmax() if mode == "discrete" else probabilities[0] > 0.5)
+        env.step(action)
 
 
-def test_the_policy_kept_wins_most_validation_fights_of_the_lowest_seed_then_the_earliest():
-    def run(seed: int, *wins: int) -> dict:
-        return {
-            "seed": seed,
-            "judged": [{"timesteps": 100 * (i + 1), "validation_wins": w} for i, w in enumerate(wins)],
-        }
+def test_fine_tuning_and_sb3s_zip_take_one_network_and_say_so_for_an_ensemble(tmp_path: Path):
+    from env.common.errors import ConfigError
 
-    runs = [run(3, 40, 44), run(4, 46, 41, 46), run(5, 46, 46)]
-    for order in (runs, runs[::-1]):
-        kept_run, kept = kept_policy(order)
-        assert (kept_run["seed"], kept["timesteps"]) == (4, 100)
+    from elden_il.sb3_zip import export_sb3
+
+    members = [load_policy(untrained_bc(tmp_path / f"m{i}")).policy for i in range(2)]
+    save_policy(PolicyEnsemble(members), CONFIG, tmp_path / "ensemble")
+    with pytest.raises(ConfigError, match="is an ensemble of 2 networks .* and fine-tuning takes one network"):
+        finetune(tmp_path / "ensemble", TINY_RUN, CONFIG, tmp_path / "out")
+    with pytest.raises(ConfigError, match="and SB3's zip takes one network"):
+        export_sb3(tmp_path / "ensemble", tmp_path / "ensemble.zip")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ensemble.zip").exists()
 
 
-def test_callbacks_watch_one_run_and_are_refused_with_validation(tmp_path: Path):
-    for config in (FinetuneConfig(runs=2), FinetuneConfig(validation_every=4096)):
-        with pytest.raises(ValueError, match="callbacks watch the policy one run ends with"):
-            finetune(tmp_path / "bc", config, CONFIG, tmp_path / "out", callbacks=[object()])
+def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
+    with pytest.raises(ValueError, match="callbacks watch the policy of one run"):
+        finetune(tmp_path / "bc", FinetuneConfig(runs=2), CONFIG, tmp_path / "out", callbacks=[object()])
 
 
 def spawned_children(pid: int) -> list[int]:
@@ -384,7 +393,7 @@ def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_
         main.kill()
     assert list((tmp_path / "models").glob(".building-*"))  # what the killed choice left
 
-    quick = replace(endless, total_steps=32, validation_fights=1)
+    quick = replace(endless, total_steps=32)
     finetune(tmp_path / "bc", quick, CONFIG, tmp_path / "models" / "finetuned")
     assert sorted(p.name for p in (tmp_path / "models").iterdir()) == ["finetuned"]
     assert load_policy(tmp_path / "models" / "finetuned").config == CONFIG

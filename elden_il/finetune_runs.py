@@ -2,8 +2,8 @@
 
 Where a PPO run ends depends on its seed by 10-20 points of win rate, and a single update late in
 a run can undo what it had learnt (BENCHMARKS.md): the policy a run ends with is a draw. The
-fights each run's policy loses differ, though, so the runs together, each action's probability
-the average of theirs (``elden_il.policy.PolicyEnsemble``), win more often than any one of them.
+fights each run's policy loses differ, though, so the runs together, their log-probabilities
+averaged (``elden_il.policy.PolicyEnsemble``), win more often than any one of them.
 Each run trains in a process of its own with one torch thread: with as many cores as runs, they
 cost about the wall time of one, and a run's result does not depend on how many cores the
 machine has.

@@ -300,9 +300,9 @@ class FinetuneConfig:
     """The first run's training seed (the next runs count up from it)."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
-    with more than one, the fine-tuned policy is all of them acting as one, each action's
-    probability the average of theirs. Where a run ends swings with its seed by tens of points,
-    and the fights the runs lose differ (BENCHMARKS.md, "Several runs as one policy")."""
+    with more than one, the fine-tuned policy is all of them acting as one, their log-probabilities
+    averaged. Where a run ends swings with its seed by tens of points, and the fights the runs
+    lose differ (BENCHMARKS.md, "Several runs as one policy")."""
 
     def __post_init__(self) -> None:
         check_fields(self)

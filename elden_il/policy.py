@@ -5,8 +5,9 @@ SB3 feeds image observations channel-first (it transposes them with ``VecTranspo
 the policy is built on that transposed space; offline batches go through the policy's own
 ``obs_to_tensor``, which applies the same transpose: behaviour cloning sees exactly what PPO will.
 
-Fine-tuning's several runs act as one policy, a ``PolicyEnsemble``: each action's probability
-is the average of theirs. A policy is saved as data (``save_policy``): its weights in safetensors and what rebuilds its
+Fine-tuning's several runs act as one policy, a ``PolicyEnsemble`` of such networks.
+
+A policy is saved as data (``save_policy``): its weights in safetensors and what rebuilds its
 network in JSON, beside the env config it acts in. SB3's own files are pickles, which run
 whatever code their maker put in them when read; a policy folder can be shared and loaded
 (``load_policy``, the one loader every command uses) without trusting its maker.

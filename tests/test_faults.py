@@ -1516,21 +1516,8 @@ def test_a_fine_tuned_policy_records(tmp_path: Path):
     from elden_il.params import FinetuneConfig
 
     policy_folder(tmp_path / "bc")
-    finetune(
-        tmp_path / "bc",
-        FinetuneConfig(
-            total_steps=32,
-            num_envs=1,
-            subprocesses=False,
-            n_steps=32,
-            batch_size=32,
-            n_epochs=1,
-            value_warmup_steps=0,
-            runs=2,
-        ),
-        POLICY_CONFIG,
-        tmp_path / "finetuned",
-    )
+    two_runs = FinetuneConfig(total_steps=32, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, runs=2)
+    finetune(tmp_path / "bc", two_runs, POLICY_CONFIG, tmp_path / "finetuned")
     result = cli(
         "capture.record",
         "--backend",

@@ -199,9 +199,9 @@ class PolicyEnsemble(BasePolicy):
     so each action's probability is the normalised geometric mean of theirs (for ``multi_binary``,
     each bit's). A PPO run's policy swings by tens of points of win rate from one update to the
     next and from seed to seed, and the fights it loses differ from run to run: where one member
-    errs the others outvote it, and an action one member finds far too likely to be wrong (a swing
-    into a blow) stays unlikely (BENCHMARKS.md, "Several runs as one policy", where it also won
-    more validation fights than the members' plain average). ``predict`` and ``get_distribution``
+    errs the others outvote it, and an action any member finds very unlikely stays unlikely
+    (BENCHMARKS.md, "Several runs as one policy", where the geometric mean also won more
+    validation fights than the members' plain average). ``predict`` and ``get_distribution``
     are an ``ActorCriticPolicy``'s; it has no critic of its own, so it is played and evaluated,
     not trained further."""
 
@@ -317,11 +317,11 @@ def save_policy(policy: ActorCriticPolicy | PolicyEnsemble, config: EnvConfig, f
             "the policy's env config names no profile: name the one it plays on "
             "(EnvConfig(profile='sim_margit') or 'eldenring_margit'), since its keys and spaces depend on it"
         )
+    first, *others = members = networks(policy)
+    if len({(network_size(m), m.share_features_extractor) for m in members}) > 1:
+        raise ValueError("an ensemble's members must all be one network: one size, features shared alike")
     folder.mkdir(parents=True, exist_ok=True)
     config.save(folder)
-    first, *others = networks(policy)
-    if any(network_size(m) != network_size(first) for m in others):
-        raise ValueError("an ensemble's members must all be one network size")
     description = {
         "format": FORMAT,
         "network": size_to_json(network_size(first)),

@@ -330,6 +330,16 @@ def test_fine_tuning_and_sb3s_zip_take_one_network_and_say_so_for_an_ensemble(tm
     assert not (tmp_path / "out").exists() and not (tmp_path / "ensemble.zip").exists()
 
 
+def test_an_ensemble_of_different_networks_is_refused_before_anything_is_written(tmp_path: Path):
+    from elden_il.policy import make_policy
+
+    spaces = CONFIG.spaces(load_profile(CONFIG.profile))
+    members = [make_policy(*spaces, TINY_NETWORK), make_policy(*spaces, replace(TINY_NETWORK, cnn_dim=64))]
+    with pytest.raises(ValueError, match="an ensemble's members must all be one network"):
+        save_policy(PolicyEnsemble(members), CONFIG, tmp_path / "ensemble")
+    assert not (tmp_path / "ensemble").exists()
+
+
 def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
     with pytest.raises(ValueError, match="callbacks watch the policy of one run"):
         finetune(tmp_path / "bc", FinetuneConfig(runs=2), CONFIG, tmp_path / "out", callbacks=[object()])

@@ -42,7 +42,7 @@ CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
 
 
 TINY_RUN = FinetuneConfig(total_steps=96, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)
-"""Three updates of 32 steps: the smallest run that has a policy to judge along the way."""
+"""Three updates of 32 steps: a run short enough to train several times in one test."""
 
 
 def untrained_bc(folder: Path, config: EnvConfig = CONFIG) -> Path:

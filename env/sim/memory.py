@@ -228,6 +228,11 @@ FP, SP = Range(0, MAX_POINTS, "FP"), Range(0, MAX_POINTS, "stamina")
 MAX_SP = Range(1, MAX_POINTS, "stamina")
 
 
+def _tick_or_never(tick: int) -> int:
+    """A tick as the game's int32 holds it, or -1 for one that has not happened."""
+    return tick & 0x7FFFFFFF if tick >= 0 else -1
+
+
 ATTRIBUTES: dict[str, Attribute] = {
     "HeroHp": Attribute("int", lambda w: w.player.hp, _write_player_hp, range=HP),
     "HeroMaxHp": Attribute("int", lambda w: w.player.max_hp, _set_player("max_hp", int), range=MAX_HP),
@@ -259,9 +264,10 @@ ATTRIBUTES: dict[str, Attribute] = {
     # The simulator's own: flasks (restored at a grace in the game), and its control surface: a
     # debug-menu style "restart the fight with this seed" (the simulator's equivalent of the
     # game's reset writes, from any state), "restore the backup save" (on the game a manual file
-    # copy at the title screen), the tick count, the life-cycle phase (``world.Phase``), and how
-    # many game-memory writes it was sent (a client that must write nothing, the recorder, is
-    # checked by it).
+    # copy at the title screen), the tick count, the last ticks that saw a button pressed and
+    # released (when a client's input really reached the game), the life-cycle phase
+    # (``world.Phase``), and how many game-memory writes it was sent (a client that must write
+    # nothing, the recorder, is checked by it).
     "HeroFlaskCharges": Attribute(
         "int",
         lambda w: w.player.flasks,
@@ -272,6 +278,8 @@ ATTRIBUTES: dict[str, Attribute] = {
         "int", lambda w: w.seed & 0x7FFFFFFF, lambda w, v: w.restart(int(v)), "sim", Range(0, MAX_SEED, "(a seed)")
     ),
     "SimTick": Attribute("int", lambda w: w.tick_count & 0x7FFFFFFF, kind="sim"),
+    "SimPressTick": Attribute("int", lambda w: _tick_or_never(w.press_tick), kind="sim"),
+    "SimReleaseTick": Attribute("int", lambda w: _tick_or_never(w.release_tick), kind="sim"),
     "SimRestoreSave": Attribute("int", lambda w: 0, _restore_save, "sim", Range(0, 1, "(either restores the save)")),
     "SimPhase": Attribute("int", lambda w: int(w.phase), kind="sim"),
     "SimWrites": Attribute("int", lambda w: w.memory_writes & 0x7FFFFFFF, kind="sim"),

@@ -345,6 +345,10 @@ class World:
         # frame cache keys on it: a paused world keeps its tick while writes move things.
         self.revision = 0
         self.memory_writes = 0  # writes of game memory (not of the Sim* controls) since the world began
+        # The last ticks that saw a button pressed and released: when input reached the game, on
+        # its own clock (what a live client cannot see from its side of the wire)
+        self.press_tick = -1
+        self.release_tick = -1
         self.camera_yaw = math.pi / 2
         self.seed = seed
         self.rng = random.Random(seed)
@@ -440,6 +444,10 @@ class World:
     def tick(self, held: int = 0, pressed: int = 0, released: int = 0, mouse_dx: float = 0.0) -> None:
         """Advance one tick with the buttons ``held`` now and those ``pressed``/``released`` since
         the previous tick (bit masks of ``Button``), and ``mouse_dx`` counts of camera turn."""
+        if pressed:
+            self.press_tick = self.tick_count
+        if released:
+            self.release_tick = self.tick_count
         self._update_camera(mouse_dx)
         self._update_player(held, pressed, released)
         self._update_boss()

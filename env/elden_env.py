@@ -37,7 +37,8 @@ from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
 
 PAUSE_LAG_WEIGHT = 0.2
-"""The weight of each new pause's lag in the running mean the next step's pause is timed by."""
+"""How much of a paused step's error (the game time it ran past its timestep) the next step's
+pause is asked earlier by."""
 DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
 size the observation is (84x84 for training)."""
@@ -105,8 +106,8 @@ class EldenRingEnv(gym.Env):
         if config.timestep_ms > 0:  # videos and play() run at the game's pace: one picture per step
             self.metadata = {**self.metadata, "render_fps": max(1, round(1000 / config.timestep_ms))}
         # faster than real time only step by step: paused between steps, as the game cannot catch
-        # up on a policy's thinking at 3x
-        self.pause_between_steps = pause_between_steps or (game.realtime and config.game_speed != 1.0)
+        # up on a policy's thinking at 3x; a lock-step game runs only within steps anyway
+        self.pause_between_steps = game.realtime and (pause_between_steps or config.game_speed != 1.0)
         self.speed = config.game_speed if game.realtime else 1.0
         self.rules = self.profile.fight_rules
         self._floors = FloorWatch(self.rules, self.profile.name)
@@ -125,7 +126,7 @@ class EldenRingEnv(gym.Env):
         self._state: GameState | None = None
         self._frame: Frame | None = None
         self._deadline = 0.0
-        self._pause_lag = 0.0  # how long a pause takes to reach the game (a running mean)
+        self._pause_lag = 0.0  # how much earlier than its end a step's pause is asked for (live)
         self._steps = 0
         self._previous_action: Any = None
         self._episode_reward = 0.0
@@ -169,6 +170,10 @@ class EldenRingEnv(gym.Env):
             self.game.hold_keys(())
             if self.pause_between_steps:  # freeze first, so the restarted fight waits for step 1
                 self.game.set_speed(0.0)
+                if not self._pause_lag:  # a first guess: how long a pause takes to answer
+                    asked = self.game.now()
+                    self.game.set_speed(0.0)
+                    self._pause_lag = self.game.now() - asked
             state = self.game.reset_fight(fight_seed)
             if boss_hp < 1:
                 self.game.write("NpcHp", max(1, round(state["NpcMaxHp"] * boss_hp)))
@@ -203,12 +208,12 @@ class EldenRingEnv(gym.Env):
         command = self.actions.command(action, self._previous_action if self.config.action_persistence else None)
         self._previous_action = action
         try:
-            overrun = self._play(command)
+            overrun, ran = self._play_paused(command) if self.pause_between_steps else (self._play(command), None)
             state, frame = self.game.observe(self._names)
             self._check_picture(frame)
-            if self.pause_between_steps and self.game.realtime:
-                # the game ran this step's timestep and no more: its clock, whatever the wall's
-                state = GameState(state.attributes, self._state.timestamp + self.timestep)
+            if ran is not None:
+                # the game's clock: the time it ran between the resume and the pause, not the wall's
+                state = GameState(state.attributes, self._state.timestamp + ran)
         except BaseException:
             self._release_keys()
             raise
@@ -224,9 +229,9 @@ class EldenRingEnv(gym.Env):
             self._release_keys()
             self._revive(state)
         obs = self._obs.step(state, frame.rgb, action)
-        timing = {}
+        timing = {"step_game_ms": round((state.timestamp - before.timestamp) * 1000.0, 3)}
         if self.game.realtime:  # in lock-step, wall time says nothing about the game
-            timing = {
+            timing |= {
                 "step_wall_ms": (time.perf_counter() - started) * 1000.0,
                 "overrun_ms": overrun * 1000.0,
                 "frame_age_ms": max(0.0, self.game.now() - frame.timestamp) * 1000.0,
@@ -234,29 +239,42 @@ class EldenRingEnv(gym.Env):
         return obs, reward, terminated, truncated, self._info(**timing)
 
     def _play(self, command: KeyCommand) -> float:
-        """Apply the keys, let one timestep of game time pass; return how late the step was."""
+        """Apply the keys and let one timestep of game time pass; return how late the step was."""
         game = self.game
         send(game, command, self.config.tap_ms)
-        if self.pause_between_steps:
-            game.set_speed(self.speed)
-            self._deadline = game.now()
-        self._deadline += self.timestep / self.speed  # the game's clock runs ``speed`` times the env's
+        self._deadline += self.timestep
         overrun = max(0.0, game.now() - self._deadline)
         if overrun > 0:
             self._deadline = game.now()  # restart the schedule: never rush to catch up
-        if self.pause_between_steps:
-            # the game runs on until the pause reaches it (a real Siphon scans the game's memory
-            # first): asked that much earlier, the step gets its timestep of game time, at any speed
-            game.wait_until(self._deadline - self._pause_lag)
-            asked = game.now()
-            game.set_speed(0.0)
-            if game.realtime:
-                self._pause_lag += PAUSE_LAG_WEIGHT * (game.now() - asked - self._pause_lag)
-        else:
-            game.wait_until(self._deadline)
+        game.wait_until(self._deadline)
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun
+
+    def _play_paused(self, command: KeyCommand) -> tuple[float, float]:
+        """One step of a game paused between steps: the keys held from the step's first tick, the
+        taps pressed and released while it runs (a press and its release sent to a paused game
+        both land before its next tick, or on the real game perhaps never), then paused again.
+        A live pause lands when the server has scanned for the speed's address, so it is asked
+        for ``_pause_lag`` early, the lag kept so that the steps' game time averages the
+        timestep. Returns how late the pause was asked and the game time the step really ran:
+        on a live game the wall time between the resume's answer and the pause's, times the
+        speed (each lands just before its answer leaves)."""
+        game = self.game
+        game.hold_keys(command.hold)  # paused: down from the first tick the step runs
+        game.set_speed(self.speed)
+        resumed = game.now()
+        if command.tap:
+            game.tap_keys(command.tap, self.config.tap_ms)
+        deadline = resumed + self.timestep / self.speed  # the game's clock runs ``speed`` times the env's
+        game.wait_until(deadline - self._pause_lag)
+        overrun = max(0.0, game.now() - (deadline - self._pause_lag))
+        game.set_speed(0.0)
+        ran = (game.now() - resumed) * self.speed
+        self._pause_lag += PAUSE_LAG_WEIGHT * (ran - self.timestep) / self.speed
+        if not self.config.action_persistence:
+            game.hold_keys(())
+        return overrun, ran
 
     def _check_picture(self, frame: Frame) -> None:
         """Refuse a game whose window is not the size the config's picture is captured at: a

@@ -58,6 +58,18 @@ class Unreadable(GameError):
     wait (the recorder) pauses and reads again, one that cannot says so."""
 
 
+class PausedTap(GameError):
+    """A tap sent to a paused game: its press and its release would both arrive before the game's
+    next tick (the simulator then sees a tap of no length), or, on the real game, perhaps never
+    be seen at all. Resume the game (``set_speed``) before tapping."""
+
+
+TAP_WHILE_PAUSED = (
+    "a key was tapped while the game is paused: its press and release would both land before the game's "
+    "next tick, or never reach it; resume the game (set_speed) first, then tap"
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """A captured frame: RGB ``uint8`` (H, W, 3), its capture time on the game's clock, and the
@@ -105,7 +117,9 @@ class Game(Protocol):
         ...
 
     def tap_keys(self, keys: Collection[str], hold_ms: int = 50) -> None:
-        """Press ``keys`` and release them ``hold_ms`` later, without blocking the caller."""
+        """Press ``keys`` and release them ``hold_ms`` of game time later, without blocking the
+        caller. The game must be running (``PausedTap`` otherwise): a tap needs game time to
+        pass between its press and its release."""
         ...
 
     def wait_until(self, deadline: float) -> None:

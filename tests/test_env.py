@@ -124,14 +124,16 @@ def test_a_discrete_roll_is_a_dodge_tap_not_a_sprint():
     assert spy.count(1, Button.DODGE) == 1 and spy.count(2, Button.DODGE) == 1
 
 
-def test_pause_between_steps_runs_exactly_one_timestep_per_step():
+def test_a_lock_step_game_runs_only_within_steps_paused_or_not():
+    """Pausing between steps is for a game on its own clock; a lock-step one runs only while a
+    step waits, so the env leaves its speed alone and each exact step is its timestep."""
     game = SimGame()
     e = EldenRingEnv(game, EnvConfig(timestep_ms=200), pause_between_steps=True)
     e.reset(seed=0)
     start = game.world.tick_count
     for _ in range(3):
         e.step(0)
-    assert game.world.tick_count - start == 36 and game.world.speed == 0.0
+    assert game.world.tick_count - start == 36 and game.world.speed == 1.0 and not e.pause_between_steps
 
 
 def test_invalid_actions_are_refused_clearly():

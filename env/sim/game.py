@@ -18,7 +18,7 @@ import numpy as np
 
 from env import fight
 from env.common.errors import GameError
-from env.game import AttributeValue, Frame, GameState, Unreadable
+from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, Unreadable
 from env.keys import normalize_key
 from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
@@ -102,18 +102,14 @@ class SimGame:
         self._latch.set_held(set(keys))
 
     def tap_keys(self, keys: Collection[str], hold_ms: int = 50) -> None:
-        """Press now; release after ``hold_ms`` of game time (at least one tick later). While
-        the game is paused, no game time passes during the hold, so the press and the release
-        both land before the next tick, exactly as a real-time tap on a paused server does."""
-        paused = self.world.speed <= 0
+        """Press now; release after ``hold_ms`` of game time (at least one tick later)."""
+        if self.world.speed <= 0:
+            raise PausedTap(TAP_WHILE_PAUSED)
         release_tick = self.world.tick_count + max(1, math.ceil(hold_ms * TICK_HZ / 1000 - 1e-9))
         for key in keys:
             key = normalize_key(key)
             self._latch.press(key)
-            if paused:
-                self._latch.release(key)
-            else:
-                heapq.heappush(self._releases, (release_tick, next(self._order), key))
+            heapq.heappush(self._releases, (release_tick, next(self._order), key))
 
     def wait_until(self, deadline: float) -> None:
         """Advance whole ticks until game time reaches ``deadline``. While the game is paused

@@ -4,7 +4,8 @@ A memory write restarts a fight in place only while both fighters are alive in t
 a real death the game shows a loading screen (every pointer chain fails to read), then puts the
 player at the Site of Grace outside the fog wall with nothing targeted; after a real kill the
 boss is gone from the save. ``back_into_the_fight`` gets from any of these to "in the arena, the
-boss targeted", or says precisely why it cannot:
+boss targeted", or says precisely why it cannot, with the game running (a paused game plays
+no loading screen, walks nowhere and locks on to nothing: it runs at real time meanwhile):
 
 1. wait out the death and the loading screen (the player's attributes read again, HP above 0);
 2. if the NPC the reads follow is not the boss (nothing targeted, another enemy): teleport in
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from env.common.errors import GameError
@@ -49,11 +51,28 @@ class SiphonHost(Game, Protocol):
 
     def teleport(self, target: tuple[float, float, float]) -> None: ...
 
+    def running(self) -> AbstractContextManager[None]: ...
+
 
 def back_into_the_fight(game: SiphonHost, timeout: float) -> None:
     """Return when the player is in the arena with the boss targeted, or raise ``GameError``
     (``BossKilled`` for a real kill) saying what to do."""
-    deadline = time.monotonic() + timeout
+    if _in_the_fight(game):  # read where it stands, paused or not
+        return
+    with game.running():
+        _walk_back(game, time.monotonic() + timeout)
+
+
+def _in_the_fight(game: SiphonHost) -> bool:
+    try:
+        if AT_DEATH.player_down(game.client.read(["HeroHp", "HeroMaxHp"])):
+            return False
+    except ReadRefused:
+        return False
+    return _boss_targeted(game)
+
+
+def _walk_back(game: SiphonHost, deadline: float) -> None:
     _wait_out_loading(game, deadline)
     if _boss_targeted(game):
         return

@@ -25,14 +25,15 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import grpc
 import numpy as np
 
 from env import fight
 from env.common.errors import GameError
-from env.game import AttributeValue, Frame, GameState, scaled
+from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, scaled
 from env.keys import normalize_key
 from env.profile import Profile, load_profile
 from env.siphon.arena import back_into_the_fight
@@ -143,13 +144,12 @@ class SiphonGame:
             self._held.add(key)
 
     def tap_keys(self, keys: Collection[str], hold_ms: int = 50) -> None:
-        """Start a tap without waiting for it, unless the game is paused: then wait, so the press
-        and the release have both reached the game before it resumes."""
-        future = self.client.tap_keys(keys, hold_ms)
+        """Start a tap without waiting for it. Siphon holds the keys ``hold_ms`` of the wall's
+        time, so at a game speed the hold asked for is that much shorter: the game holds them
+        ``hold_ms`` of its own time, as in-process."""
         if self._speed <= 0:
-            self.client.check_tap(future)
-        else:
-            self._taps.append(future)
+            raise PausedTap(TAP_WHILE_PAUSED)
+        self._taps.append(self.client.tap_keys(keys, max(1, round(hold_ms / self._speed))))
 
     def wait_until(self, deadline: float) -> None:
         remaining = deadline - time.monotonic()
@@ -164,6 +164,19 @@ class SiphonGame:
             self._speed_flag_set = True
         self.client.write("gameSpeedVal", float(speed))
         self._speed = speed
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """The game running while the block lasts: at real time if it was paused, paused again
+        after (what must play out in game time, a loading screen or a walk, does not play paused)."""
+        paused = self._speed <= 0
+        if paused:
+            self.set_speed(1.0)
+        try:
+            yield
+        finally:
+            if paused:
+                self.set_speed(0.0)
 
     def reset_fight(self, seed: int | None = None) -> GameState:
         """Restart the fight with the profile's reset writes, then read memory until the fight is

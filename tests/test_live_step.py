@@ -1,0 +1,132 @@
+"""One fight, however it is reached: a live step (a simulator server, paused between steps, at a
+game speed) presses, holds and times its keys as an in-process step does, and says how much
+game time it really ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from env.config import EnvConfig
+from env.elden_env import EldenRingEnv
+from env.factory import make_env
+from env.game import PausedTap
+from env.sim.expert import ScriptedExpert
+from env.sim.game import SimGame
+from env.sim.launcher import SimServer
+from env.siphon.game import SiphonGame
+
+from elden_il.evaluate import evaluate
+from elden_il.fights import Actor, expert_actor
+
+TICK_MS = 1000 / 60
+ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
+
+
+def live_env(server: SimServer, speed: float, **options) -> EldenRingEnv:
+    return EldenRingEnv(
+        SiphonGame(server.host, "sim_margit"),
+        EnvConfig(profile="sim_margit", game_speed=speed),
+        state_attributes=("SimTick",),
+        pause_between_steps=True,  # as evaluation over a server does; above 1x, always
+        **options,
+    )
+
+
+def input_ticks(env: EldenRingEnv) -> tuple[int, int, int]:
+    game = env.game
+    if isinstance(game, SimGame):
+        return game.world.tick_count, game.world.press_tick, game.world.release_tick
+    read = game.client.read(["SimTick", "SimPressTick", "SimReleaseTick"])
+    return read["SimTick"], read["SimPressTick"], read["SimReleaseTick"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("speed", [1.0, 3.0])
+def test_a_live_step_taps_while_the_game_runs_and_holds_the_tap_its_game_time(
+    sim_server: SimServer, player: None, speed: float
+):
+    """A paused live step resumes the game before it taps: the dodge's press reaches the game on
+    the step's ticks, not while it is paused (then press and release land before one tick and
+    the roll fires at once, a step's worth of timing unlike in-process), and it is held the
+    config's ``tap_ms`` of game time at any speed, as in-process: 3 ticks for 50 ms, give or take
+    the tick a live call can be late by."""
+    env = live_env(sim_server, speed)
+    try:
+        env.reset(seed=3)
+        for name in ROLL_LEFT:
+            start, _, _ = input_ticks(env)
+            env.step(env.actions.index(name))
+            if name == "roll_left":
+                end, pressed, released = input_ticks(env)
+                break
+    finally:
+        env.close()
+    assert start <= pressed < start + 2, (start, pressed)  # pressed once the game runs, on its first ticks
+    assert released - pressed in (2, 3, 4), (
+        pressed,
+        released,
+    )  # held 50 ms of game time, not 0 (paused) or 150 (3x wall)
+    assert released < end
+
+
+def test_a_tap_while_the_game_is_paused_is_refused_on_both_backends(sim_server: SimServer, player: None):
+    """The press and release of a tap sent to a paused game land before its next tick (the game
+    may never see it): both backends refuse it, saying to resume first."""
+    game = SimGame()
+    game.set_speed(0.0)
+    with pytest.raises(PausedTap, match="resume the game"):
+        game.tap_keys(["SPACE"])
+    live = SiphonGame(sim_server.host, "sim_margit")
+    try:
+        live.set_speed(0.0)
+        with pytest.raises(PausedTap, match="resume the game"):
+            live.tap_keys(["SPACE"])
+    finally:
+        live.close()
+
+
+class ClockReader(Actor):
+    """The scripted expert, noting at each decision the game's own tick and the env's clock."""
+
+    def __init__(self, config: EnvConfig) -> None:
+        self.expert = expert_actor(config)
+        self.clocks: list[tuple[int, float]] = []
+
+    def start(self, slot: int, seed: int) -> None:
+        self.expert.start(slot, seed)
+        self.clocks.append((-1, 0.0))  # a new fight: no step before it
+
+    def act(self, observations, envs, slots):
+        state = envs[0].unwrapped.state
+        self.clocks.append((state["SimTick"], state.timestamp))
+        return self.expert.act(observations, envs, slots)
+
+
+@pytest.mark.slow
+def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_path):
+    """Evaluation's live path (a simulator server of its own, in the real-server mode when CI
+    runs this again with every server in it; 3x, paused between steps): every step ran the game
+    time the env said it ran, to within the one tick the game's clock rounds to. Before, the env
+    reported every paused step as exactly its timestep, and on the real server a step ran up to
+    two ticks longer."""
+    config = EnvConfig(profile="sim_margit", game_speed=3.0, max_steps=60)
+    actor = ClockReader(config)
+
+    def make() -> EldenRingEnv:
+        return make_env(
+            config,
+            backend="sim_server",
+            state_attributes=(*ScriptedExpert.ATTRIBUTES, "SimTick"),
+            pause_between_steps=True,
+        )
+
+    results = evaluate({"expert": actor}, make, seeds=[1_000_000, 1_000_001], parallel=1)
+    assert results["expert"]["fights"] == 2
+    steps = [
+        (tick - before, (stamp - stamped) * 1000)
+        for (before, stamped), (tick, stamp) in zip(actor.clocks, actor.clocks[1:])
+        if before >= 0 and tick >= 0
+    ]
+    assert len(steps) > 60
+    for ticks, reported_ms in steps:
+        assert abs(reported_ms - ticks * TICK_MS) < TICK_MS, (ticks, reported_ms)

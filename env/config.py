@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from env.profile import Profile
 
 ACTION_MODES = ("discrete", "multi_binary")
+STEP_TIMINGS = ("live", "exact")
 FILE = "env_config.json"
 """An ``EnvConfig`` saved in a folder (beside every saved policy: the env it was trained for)."""
 
@@ -161,6 +162,19 @@ class EnvConfig:
     time. How the env is run, not what it is: a policy plays at any speed. The in-process
     simulator, lock-step, runs as fast as it can whatever this says."""
 
+    step_timing: str = checked(
+        "live",
+        one_of(*STEP_TIMINGS),
+        "in-process: draw each step's timing as a live game's falls (live), or keep it exact",
+        type=str,
+        choices=STEP_TIMINGS,
+    )
+    """The in-process simulator's steps: ``live`` draws what a live step cannot make exact (when
+    a tap reaches the game, how long it is held, when the pause lands: ``env.step_timing``), so
+    a policy trained and judged in-process meets the game it will fight; ``exact``: every step
+    exactly its timestep. How the env is run, not which env: a live game's steps are what they
+    are, whatever this says."""
+
     def __post_init__(self) -> None:
         # YAML and JSON have lists, not tuples: accept them, store tuples (hashable, comparable)
         for name in ("frame_size", "frame_crop", "capture_size"):
@@ -185,9 +199,9 @@ class EnvConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data (lists for tuples): ``EnvConfig.from_dict(c.to_dict()) == c``.
-        ``capture_size`` is written only when set, ``game_speed`` only when not real time and
-        ``observe_flasks`` only when on, so an env description without them reads and writes as
-        before they existed (and older code still reads it)."""
+        ``capture_size`` is written only when set, ``game_speed`` only when not real time,
+        ``observe_flasks`` only when on and ``step_timing`` only when exact, so an env description
+        without them reads and writes as before they existed (and older code still reads it)."""
         values = asdict(self)
         if values["capture_size"] is None:
             del values["capture_size"]
@@ -195,6 +209,8 @@ class EnvConfig:
             del values["game_speed"]
         if not values["observe_flasks"]:  # likewise
             del values["observe_flasks"]
+        if values["step_timing"] == "live":  # likewise
+            del values["step_timing"]
         return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
     def save(self, folder: Path) -> Path:
@@ -275,6 +291,6 @@ class EnvConfig:
 
 
 FIELD_NAMES = tuple(f.name for f in fields(EnvConfig))
-RUN_ONLY = ("game_speed",)
+RUN_ONLY = ("game_speed", "step_timing")
 """Fields that say how the env is run, not which env it is: two configs that differ only there
 describe the same env, for a dataset and a policy alike (``EnvConfig.differences``)."""

@@ -35,6 +35,7 @@ from env.game import Frame, Game, GameState
 from env.keys import pygame_key
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
+from env.step_timing import LIVE
 
 PAUSE_LAG_WEIGHT = 0.2
 """How much of a paused step's error (the game time it ran past its timestep) the next step's
@@ -43,6 +44,8 @@ DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
 size the observation is (84x84 for training)."""
 MAX_RENDER_SIZE = (7680, 4320)
+TIMING_STREAM = 0x5717
+"""Mixed into a fight's seed for its steps' timing draws: a stream apart from the boss's."""
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +112,9 @@ class EldenRingEnv(gym.Env):
         # up on a policy's thinking at 3x; a lock-step game runs only within steps anyway
         self.pause_between_steps = game.realtime and (pause_between_steps or config.game_speed != 1.0)
         self.speed = config.game_speed if game.realtime else 1.0
+        # lock-step, each step drawn as a live one falls (env.step_timing), seeded by its fight
+        self._timing = LIVE if not game.realtime and config.step_timing == "live" else None
+        self._timing_rng = np.random.default_rng()
         self.rules = self.profile.fight_rules
         self._floors = FloorWatch(self.rules, self.profile.name)
         self.reward_fn: RewardFn = reward_fn or BaseReward(rules=self.rules)
@@ -189,6 +195,7 @@ class EldenRingEnv(gym.Env):
         self._episode_reward = 0.0
         self._damage_taken = 0.0
         self._deadline = self.game.now()
+        self._timing_rng = np.random.default_rng([TIMING_STREAM, fight_seed])
         obs = self._obs.reset(self._state, self._frame.rgb)
         return obs, self._info(fight_seed=fight_seed)
 
@@ -241,6 +248,9 @@ class EldenRingEnv(gym.Env):
     def _play(self, command: KeyCommand) -> float:
         """Apply the keys and let one timestep of game time pass; return how late the step was."""
         game = self.game
+        if self._timing is not None:
+            self._play_drawn(command)
+            return 0.0
         send(game, command, self.config.tap_ms)
         self._deadline += self.timestep
         overrun = max(0.0, game.now() - self._deadline)
@@ -250,6 +260,22 @@ class EldenRingEnv(gym.Env):
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun
+
+    def _play_drawn(self, command: KeyCommand) -> None:
+        """A lock-step step played as a live one falls (``env.step_timing``): the keys held at its
+        start, its taps pressed when a live one would reach the game and held as long, and the
+        step as long as a live pause lets it run, each drawn. Every step counts from its own start,
+        as a live step counts from its resume."""
+        game = self.game
+        drawn = self._timing.draw(self._timing_rng)
+        start = game.now()
+        game.hold_keys(command.hold)
+        if command.tap:
+            game.wait_until(start + drawn.tap_delay_ms / 1000.0)
+            game.tap_keys(command.tap, self.config.tap_ms + drawn.tap_hold_ms)
+        game.wait_until(start + self.timestep + drawn.length_ms / 1000.0)
+        if not self.config.action_persistence:
+            game.hold_keys(())
 
     def _play_paused(self, command: KeyCommand) -> tuple[float, float]:
         """One step of a game paused between steps: the keys held from the step's first tick, the

@@ -128,7 +128,7 @@ def test_a_lock_step_game_runs_only_within_steps_paused_or_not():
     """Pausing between steps is for a game on its own clock; a lock-step one runs only while a
     step waits, so the env leaves its speed alone and each exact step is its timestep."""
     game = SimGame()
-    e = EldenRingEnv(game, EnvConfig(timestep_ms=200), pause_between_steps=True)
+    e = EldenRingEnv(game, EnvConfig(timestep_ms=200, step_timing="exact"), pause_between_steps=True)
     e.reset(seed=0)
     start = game.world.tick_count
     for _ in range(3):

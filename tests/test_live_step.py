@@ -1,9 +1,12 @@
 """One fight, however it is reached: a live step (a simulator server, paused between steps, at a
 game speed) presses, holds and times its keys as an in-process step does, and says how much
-game time it really ran."""
+game time it really ran; in-process, each step is drawn as a live one falls."""
 
 from __future__ import annotations
 
+from collections import Counter
+
+import numpy as np
 import pytest
 
 from env.config import EnvConfig
@@ -14,11 +17,11 @@ from env.sim.expert import ScriptedExpert
 from env.sim.game import SimGame
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
+from env.step_timing import LIVE, TICK_MS
 
 from elden_il.evaluate import evaluate
 from elden_il.fights import Actor, expert_actor
 
-TICK_MS = 1000 / 60
 ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
 
 
@@ -130,3 +133,45 @@ def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_
     assert len(steps) > 60
     for ticks, reported_ms in steps:
         assert abs(reported_ms - ticks * TICK_MS) < TICK_MS, (ticks, reported_ms)
+
+
+def drawn_steps(timing: str, fight_seed: int, steps: int = 120) -> list[tuple[int, int, int]]:
+    """Per roll step in-process: (ticks the step ran, tick its tap was pressed on, ticks held)."""
+    env = EldenRingEnv(SimGame(), EnvConfig(step_timing=timing))
+    env.reset(options={"fight_seed": fight_seed})
+    roll = env.actions.index("roll_left")
+    out = []
+    for _ in range(steps):
+        start, _, _ = input_ticks(env)
+        env.step(roll)
+        env.game.write("HeroHp", 1100)  # nobody dies and the rolls go on: the steps' timing is all that is looked at
+        env.game.write("HeroSp", 100)
+        end, pressed, released = input_ticks(env)
+        out.append((end - start, pressed - start, released - pressed))
+    return out
+
+
+def test_in_process_steps_are_drawn_as_live_ones_fall_and_repeat_with_their_fight():
+    """``step_timing: live`` (the default) draws each in-process step's length and its tap's
+    delay and hold from the live path's shares; a fight's draws are its seed's, so the same fight
+    plays the same way twice; ``exact`` makes every step 12 ticks with its tap at once for 3."""
+    live = drawn_steps("live", 7)
+    assert live == drawn_steps("live", 7)
+    assert live != drawn_steps("live", 8)
+    lengths, delays, holds = (Counter(column) for column in zip(*live))
+    assert set(lengths) <= {12 + t for t in LIVE.length.counts} and len(lengths) > 1
+    assert set(delays) <= set(LIVE.tap_delay.counts) and set(holds) <= {3 + t for t in LIVE.tap_hold.counts}
+    assert set(drawn_steps("exact", 7)) == {(12, 0, 3)}
+
+
+def test_a_drawn_step_reports_the_game_time_it_ran():
+    env = EldenRingEnv(SimGame(), EnvConfig())
+    env.reset(seed=0)
+    ticks = [env.game.world.tick_count]
+    reported = []
+    terminated = False
+    while not terminated:  # the idle player's fight, to its end
+        _, _, terminated, _, info = env.step(0)
+        ticks.append(env.game.world.tick_count)
+        reported.append(info["step_game_ms"])
+    assert np.allclose(np.diff(ticks) * TICK_MS, reported) and len(set(reported)) > 1

@@ -310,7 +310,7 @@ def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
         )
     actions = [1, 1, 9, 9, 7, 0, 5, 10, 11, 3, 12, 9, 0, 8, 2, 9] * 2
     size = (160, 90)
-    config = EnvConfig(frame_size=size)
+    config = EnvConfig(frame_size=size, step_timing="exact")  # in-process, each step the ticks the server ran
     nominal_ticks = round(config.timestep_ms * 60 / 1000)
 
     def trajectory(game) -> tuple[list[tuple], list[int]]:

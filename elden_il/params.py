@@ -361,6 +361,30 @@ class EvaluateParams:
         return list(range(self.first_seed, self.first_seed + self.fights))
 
 
+LIVE_SERVERS = ("real", "ideal")
+
+
+@dataclass(frozen=True)
+class EvaluateLiveParams:
+    """``evaluate_live``: the evaluate stage's policies on its held-out seeds again, over the live
+    path (``python -m elden_il.pipeline evaluate_live``; not part of ``dvc repro``: it plays in
+    real time). Each worker starts a simulator server of its own and plays it over gRPC as the
+    real game is played, paused between steps at ``game_speed``."""
+
+    fights: int = checked(50, FIGHTS)
+    """Held-out fights per policy: the first of the evaluate stage's seeds (``evaluate.first_seed``)."""
+    game_speed: float = checked(3.0, number(1, MAX_GAME_SPEED))
+    """As ``evaluate.game_speed``: a step is still its timestep of game time."""
+    server: str = checked("real", one_of(*LIVE_SERVERS))
+    """real: the server as unkind as Siphon (one lock, a scan per memory call, its sticky config
+    and NPC hook: ``python -m env.sim --real-server``); ideal: the simulator's own server."""
+    workers: int = checked(2, whole(1, 64))
+    """Servers playing at once, each with a process of its own."""
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 @dataclass(frozen=True)
 class PipelineParams:
     """params.yaml, whole."""
@@ -374,6 +398,7 @@ class PipelineParams:
     bc: BCConfig = field(default_factory=BCConfig)
     finetune: FinetuneConfig = field(default_factory=lambda: PIPELINE_FINETUNE)
     evaluate: EvaluateParams = field(default_factory=EvaluateParams)
+    evaluate_live: EvaluateLiveParams = field(default_factory=EvaluateLiveParams)
 
     @classmethod
     def from_mapping(cls, raw: Any, source: str = "params.yaml") -> PipelineParams:
@@ -408,6 +433,7 @@ SECTIONS: dict[str, type] = {
     "bc": BCConfig,
     "finetune": FinetuneConfig,
     "evaluate": EvaluateParams,
+    "evaluate_live": EvaluateLiveParams,
 }
 """params.yaml's sections, in its order, and the dataclass each is read into (``demos``, ``env``
 and ``finetune`` by ``READERS``)."""

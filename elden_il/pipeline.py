@@ -5,6 +5,9 @@
     python -m elden_il.pipeline bc         behaviour cloning
     python -m elden_il.pipeline finetune   RL fine-tuning near the BC policy
     python -m elden_il.pipeline evaluate   every policy, same seeds, same env; metrics and plots
+    python -m elden_il.pipeline evaluate_live   the same policies over the live path (not in dvc repro:
+                                           real time, about an hour): a simulator server in Siphon's
+                                           real-server mode, paused between steps at evaluate_live.game_speed
     python -m elden_il.pipeline summary    the last evaluation, as a table
 
 Outputs, all under ``datasets/``: ``demos/``, ``minari/``, ``models/`` (DVC-cached, git-ignored);
@@ -77,6 +80,13 @@ class Workspace:
     def live(self) -> Path:
         """DVCLive's training curves, a folder per training stage."""
         return self.reports / "live"
+
+    @property
+    def live_path_report(self) -> tuple[Path, Path]:
+        """Where ``evaluate_live`` writes its evaluation over the live path, and its run report:
+        kept in git beside the studies, as no ``dvc repro`` writes it."""
+        folder = self.root / "studies" / "live_path"
+        return folder / "eval.json", folder / "eval.run.json"
 
     def report(self, stage: str) -> tuple[Path, Path]:
         """Where ``stage`` writes its metrics, and the rest of its report (``write_report``)."""
@@ -215,16 +225,84 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
 
 
 def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
+    from elden_il.plots import comparison_chart, learning_curves
+
+    ev = params.evaluate
+    parallel, workers = (ev.parallel, ev.workers) if ev.backend == "sim" else (1, 1)
+    # every output built aside and swapped in together once all fights are played: an interrupted
+    # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
+    # are not an output DVC clears: none is left of another run's policies
+    outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
+    with staged_paths(*(ws.reports / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
+        results = judge_policies(
+            ws,
+            ev.seeds,
+            ev.deterministic,
+            ev.backend,
+            game_speed=ev.game_speed,
+            host=ev.host,
+            parallel=parallel,
+            workers=workers,
+            gif_dir=gifs,
+            recording_dir=recordings,
+        )
+        write_report({"backend": ev.backend, "fights": ev.fights, "policies": results}, (report, run))
+        write_policy_table(results, table)
+        comparison_chart(results, plots / "comparison.png")
+        learning_curves(
+            ws.models / "bc" / "history.json",
+            ws.models / "finetuned" / "learning_curve.json",
+            plots / "learning_curves.png",
+        )
+    show_summary(path=ws.report("eval")[0])
+
+
+def stage_evaluate_live(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
+    """The evaluate stage's policies over the live path (``params.evaluate_live``), into
+    ``ws.live_path``: swapped in whole once every fight is played, as the evaluate stage's."""
+    from elden_il.params import check_seed_range
+
+    live, ev = params.evaluate_live, params.evaluate
+    check_seed_range(ev.first_seed, live.fights, "evaluate.first_seed")
+    seeds = list(range(ev.first_seed, ev.first_seed + live.fights))
+    with staged_paths(*ws.live_path_report) as paths:
+        results = judge_policies(
+            ws,
+            seeds,
+            ev.deterministic,
+            "sim_server",
+            game_speed=live.game_speed,
+            server_args=("--real-server",) if live.server == "real" else (),
+            workers=live.workers,
+        )
+        report = {"backend": "sim_server", "server": live.server, "game_speed": live.game_speed}
+        write_report({**report, "fights": live.fights, "policies": results}, paths)
+    show_summary(path=ws.live_path_report[0])
+
+
+def judge_policies(
+    ws: Workspace,
+    seeds: list[int],
+    deterministic: bool,
+    backend: str,
+    *,
+    game_speed: float = 1.0,
+    host: str = "127.0.0.1:50051",
+    server_args: tuple[str, ...] = (),
+    parallel: int = 1,
+    workers: int = 1,
+    gif_dir: Path | None = None,
+    recording_dir: Path | None = None,
+) -> dict:
+    """Random, BC, fine-tuned and (but against a real game) the scripted expert on ``seeds``, in
+    the env the BC policy was trained for, over ``backend``: each policy's results by name."""
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
     from elden_il.fights import RandomActor, expert_actor
-    from elden_il.plots import comparison_chart, learning_curves
 
-    ev = params.evaluate
-    backend = ev.backend
     config = EnvConfig.load(ws.models / "bc")
     check_config(
         EnvConfig.load(ws.models / "finetuned"),
@@ -232,8 +310,6 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
         "the fine-tuned policy",
         "fine-tune it again from this BC policy (`dvc repro finetune`)",
     )
-    seeds = ev.seeds
-    deterministic = ev.deterministic
     actors = {
         "random": RandomActor(),
         "bc": PolicyActor(ws.models / "bc", deterministic),
@@ -244,38 +320,24 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
     else:
         actors["expert"] = expert_actor(config)
 
-    played = config.replace(game_speed=ev.game_speed)  # how the env runs, not which env: the policies' own
+    played = config.replace(game_speed=game_speed)  # how the env runs, not which env: the policies' own
 
     def make():
         if backend == "siphon":
-            return make_env(played, backend=backend, host=ev.host, render_mode="rgb_array")
+            return make_env(played, backend=backend, host=host, render_mode="rgb_array")
         # a simulator server runs in real time: paused while the policies think, so the live path is exact
         return make_env(
             played,
             backend=backend,
+            server_args=server_args,
             state_attributes=ScriptedExpert.ATTRIBUTES,
             pause_between_steps=backend == "sim_server",
             render_mode="rgb_array",
         )
 
-    parallel, workers = (ev.parallel, ev.workers) if backend == "sim" else (1, 1)
-    # every output built aside and swapped in together once all fights are played: an interrupted
-    # evaluation leaves the last one's report, GIFs, plots and recordings as they were. Recordings
-    # are not an output DVC clears: none is left of another run's policies
-    outputs = ("gifs", "recordings", "plots", "eval.json", "eval.run.json", "eval_policies.csv")
-    with staged_paths(*(ws.reports / name for name in outputs)) as (gifs, recordings, plots, report, run, table):
-        results = evaluate(
-            actors, make, seeds, gif_dir=gifs, recording_dir=recordings, parallel=parallel, workers=workers
-        )
-        write_report({"backend": backend, "fights": len(seeds), "policies": results}, (report, run))
-        write_policy_table(results, table)
-        comparison_chart(results, plots / "comparison.png")
-        learning_curves(
-            ws.models / "bc" / "history.json",
-            ws.models / "finetuned" / "learning_curve.json",
-            plots / "learning_curves.png",
-        )
-    show_summary(path=ws.report("eval")[0])
+    return evaluate(
+        actors, make, seeds, gif_dir=gif_dir, recording_dir=recording_dir, parallel=parallel, workers=workers
+    )
 
 
 POLICY_COLUMNS = (
@@ -309,6 +371,8 @@ POLICY_NAMES = {
 }
 """How the results table names each evaluated policy."""
 SUMMARY_COLUMNS = ("policy", "win rate", "95 % interval", "boss damage dealt", "damage taken", "episode length (steps)")
+LIVE_COLUMNS = ("live: win rate", "live: 95 % interval")
+"""Beside a policy's own win rate: the same policy's over the live path (``evaluate_live``)."""
 
 
 LEARNED = ("bc", "finetuned")
@@ -362,13 +426,21 @@ def report_problem(report: Any) -> str | None:
 
 
 def summary_rows(
-    path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None
+    path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None, live: Path | None = None
 ) -> tuple[str, list[tuple[str, ...]]]:
     """The last evaluation (``path``) as a title and one row of text per policy; then, for each
     experiment (a label and its own ``eval.json``, played on the same fights), a row per learned
-    policy, named with the label."""
+    policy, named with the label. With ``live`` (an ``evaluate_live`` report of the same
+    policies), each policy's live win rate and interval beside its own."""
     report = load_report(path)
-    rows = [policy_row(POLICY_NAMES.get(name, name), r) for name, r in report["policies"].items()]
+    judged_live = load_report(live)["policies"] if live is not None else None
+
+    def beside(name: str) -> tuple[str, ...]:
+        if judged_live is None:
+            return ()
+        return win_rate_cells(judged_live[name]) if name in judged_live else ("", "")
+
+    rows = [policy_row(POLICY_NAMES.get(name, name), r, beside(name)) for name, r in report["policies"].items()]
     for label, experiment_path in (experiments or {}).items():
         experiment = load_report(experiment_path)
         if (experiment["backend"], experiment["fights"]) != (report["backend"], report["fights"]):
@@ -377,44 +449,67 @@ def summary_rows(
                 f"{report['fights']} on {report['backend']}: one table compares evaluations of the same fights"
             )
         rows += [
-            policy_row(f"{POLICY_NAMES[name]}, {label}", experiment["policies"][name])
+            policy_row(f"{POLICY_NAMES[name]}, {label}", experiment["policies"][name], ("", "") if live else ())
             for name in LEARNED
             if name in experiment["policies"]
         ]
-    return f"{report['fights']} fights per policy, same seeds ({report['backend']})", rows
+    title = f"{report['fights']} fights per policy, same seeds ({report['backend']})"
+    return title + (f"; live: {live_title(load_report(live))}" if live else ""), rows
 
 
-def policy_row(name: str, r: dict) -> tuple[str, ...]:
+def live_title(report: dict) -> str:
+    """How an ``evaluate_live`` report played: ``50 fights, real-server mode, 3x``."""
+    mode = {"real": "real-server mode", "ideal": "ideal server"}.get(report.get("server"), report["backend"])
+    return f"{report['fights']} fights, {mode}, {report.get('game_speed', 1):g}x"
+
+
+def win_rate_cells(r: dict) -> tuple[str, str]:
     low, high = r["win_rate_ci95"]
+    return f"{r['win_rate']:.0%}", f"{low:.0%}-{high:.0%}"
+
+
+def policy_row(name: str, r: dict, live: tuple[str, ...] = ()) -> tuple[str, ...]:
     return (
         name,
-        f"{r['win_rate']:.0%}",
-        f"{low:.0%}-{high:.0%}",
+        *win_rate_cells(r),
+        *live,
         f"{r['boss_damage_dealt']:.0%}",
         f"{r['player_damage_taken']:.0%}",
         f"{r['episode_length']:.0f}",
     )
 
 
-def markdown_summary(path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None) -> str:
+def summary_columns(live: bool) -> tuple[str, ...]:
+    return SUMMARY_COLUMNS[:3] + LIVE_COLUMNS + SUMMARY_COLUMNS[3:] if live else SUMMARY_COLUMNS
+
+
+def markdown_summary(
+    path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None, live: Path | None = None
+) -> str:
     """The results table as Markdown: the README's, which a test holds equal to this."""
-    _, rows = summary_rows(path, experiments)
-    lines = ["| " + " | ".join(SUMMARY_COLUMNS) + " |", "|---|" + "---:|" * (len(SUMMARY_COLUMNS) - 1)]
+    _, rows = summary_rows(path, experiments, live)
+    columns = summary_columns(live is not None)
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * (len(columns) - 1)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def show_summary(markdown: bool = False, experiments: dict[str, Path] | None = None, path: Path = EVAL_REPORT) -> None:
+def show_summary(
+    markdown: bool = False,
+    experiments: dict[str, Path] | None = None,
+    path: Path = EVAL_REPORT,
+    live: Path | None = None,
+) -> None:
     """The evaluation at ``path`` as one readable table (``dvc metrics show`` spreads it over
     dozens of columns), or as Markdown to paste."""
     if markdown:
-        print(markdown_summary(path, experiments))
+        print(markdown_summary(path, experiments, live))
         return
     from rich.console import Console
     from rich.table import Table
 
-    title, rows = summary_rows(path, experiments)
+    title, rows = summary_rows(path, experiments, live)
     table = Table(title=title)
-    for column in SUMMARY_COLUMNS:
+    for column in summary_columns(live is not None):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
         table.add_row(*row)
@@ -437,6 +532,7 @@ STAGES = {
     "bc": stage_bc,
     "finetune": stage_finetune,
     "evaluate": stage_evaluate,
+    "evaluate_live": stage_evaluate_live,
 }
 """Each stage reads the whole tree (``load_params`` checks every section before any stage starts)
 and works in a ``Workspace``."""
@@ -463,10 +559,17 @@ def main(argv: list[str] | None = None) -> int:
         help="summary: add the learned policies of another evaluation of the same fights (a `dvc exp run`'s "
         "datasets/reports/eval.json, kept under datasets/studies/), named with LABEL; repeatable",
     )
+    parser.add_argument(
+        "--live",
+        type=Path,
+        metavar="EVAL_JSON",
+        help="summary: each policy's win rate over the live path beside its own (evaluate_live's report, "
+        f"{REPOSITORY_WORKSPACE.live_path_report[0]})",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
-        return run_command(lambda: show_summary(args.markdown, dict(args.experiment)))
+        return run_command(lambda: show_summary(args.markdown, dict(args.experiment), live=args.live))
     # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
     # machine whose cores other work keeps busy, spinning threads made a training step several
     # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)

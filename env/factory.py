@@ -73,13 +73,15 @@ def make_env(
     backend: str = "sim",
     host: str = DEFAULT_HOST,
     seed: int = 0,
+    server_args: tuple[str, ...] = (),
     **options: Any,
 ) -> EldenRingEnv:
     """An env for ``config`` over ``backend``. ``options`` may set config fields one by one
     (``frame_size=(64, 48)``, as ``gymnasium.make`` passes them) and the env's own behaviour
-    (``reward_fn``, ``pause_between_steps``, ``state_attributes``, ``render_mode``, ``boss_name``)."""
+    (``reward_fn``, ``pause_between_steps``, ``state_attributes``, ``render_mode``, ``boss_name``);
+    ``server_args``: the ``sim_server`` backend's server's flags (``("--real-server",)``)."""
     config = _with_fields(config, options)
-    game = make_game(config, backend, host, seed)
+    game = make_game(config, backend, host, seed, **({"extra_args": server_args} if server_args else {}))
     try:
         return EldenRingEnv(game, config, **options)
     except BaseException:

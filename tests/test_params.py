@@ -57,7 +57,7 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
         ("training:\n  epochs: 3\n", "params.yaml: unknown sections ['training']"),
         (
             "- demos\n",
-            "params.yaml must be a mapping of sections (demos, dataset, env, network, bc, finetune, evaluate)",
+            "params.yaml must be a mapping of sections (demos, dataset, env, network, bc, finetune, evaluate, evaluate_live)",
         ),
         ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
         ("bc:\n  action_weights: [use_item]\n", "params.yaml bc.action_weights = ['use_item']: must be a mapping"),

@@ -267,6 +267,41 @@ def test_evaluation_over_the_simulator_server_through_a_param(project: Path):
     assert metrics["backend"] == "sim_server" and metrics["policies"]["expert"]["fights"] == 1
 
 
+@pytest.mark.slow
+def test_the_policies_are_judged_over_the_live_path_and_shown_beside_their_own(project: Path):
+    """``evaluate_live`` plays the evaluate stage's policies again over simulator servers of its
+    own (here one worker, one fight each, a server in the real-server mode: the world at the
+    Site of Grace, Siphon's hook and scans), at 3x, paused between steps, into the live path's
+    report; ``summary --live`` shows each policy's live win rate beside its in-process one."""
+    if not (project / "datasets/models/finetuned/policy.safetensors").exists():
+        assert run(project, "dvc", "repro").returncode == 0
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["evaluate_live"] = {"fights": 1, "game_speed": 3, "server": "real", "workers": 1}
+    (project / "live.yaml").write_text(yaml.safe_dump(params))
+    fast = {ARGS_VARIABLE: " ".join(REAL_SERVER_TEST_ARGS[1:])}  # the mode itself comes from evaluate_live.server
+    result = run(
+        project, sys.executable, "-m", "elden_il.pipeline", "evaluate_live", "--params", "live.yaml", extra_env=fast
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads((project / "datasets/studies/live_path/eval.json").read_text())
+    assert (report["backend"], report["server"], report["game_speed"], report["fights"]) == ("sim_server", "real", 3, 1)
+    assert list(report["policies"]) == ["random", "bc", "finetuned", "expert"]
+    table = run(
+        project,
+        sys.executable,
+        "-m",
+        "elden_il.pipeline",
+        "summary",
+        "--markdown",
+        "--live",
+        "datasets/studies/live_path/eval.json",
+    )
+    assert table.returncode == 0, table.stderr
+    header, _, *rows = table.stdout.strip().splitlines()
+    assert "| win rate | 95 % interval | live: win rate | live: 95 % interval |" in header
+    assert len(rows) == 4 and all(row.count("|") == 9 for row in rows)  # eight columns
+
+
 def write_params(project: Path, name: str, **changes) -> str:
     params = yaml.safe_load(yaml.safe_dump(TINY))
     for dotted, value in changes.items():

@@ -125,6 +125,7 @@ DECIDING_NOTHING = {
 """Modules (or folders) every stage loads that decide nothing in what any stage writes."""
 NOT_DECIDING_WHAT_IS_RECORDED = DECIDING_NOTHING | {
     "env/elden_env.py",
+    "env/step_timing.py",  # the env's steps: the stage records the game, not an env
     "env/floors.py",
     "env/rewards.py",  # imported beside make_game and the expert, not run
     "env/siphon/__init__.py",

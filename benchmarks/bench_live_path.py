@@ -1,0 +1,310 @@
+"""One fight, however it is reached: the same players on the same held-out seeds in-process and
+over the live path, with each step's game time and input timing read off the game's own clock.
+
+Every live use of a policy (evaluating against the game, fine-tuning on it, recording with a
+policy at the keys) goes through a Siphon server in real time; the in-process simulator is
+lock-step. A result that holds only in-process is not one a user can have, so this plays the
+scripted expert and a saved policy (the pipeline's fine-tuned one by default) on the same seeds
+along several paths:
+
+* ``in-process``: the env as the evaluate stage makes it (its default step timing);
+* ``in-process-exact``: the same with ``step_timing: exact`` (every step exactly its timestep);
+* ``in-process-paused``: in-process, paused between steps as a live env is (before the live
+  path's taps were sent while the game runs, this was the live path's tap without its lag);
+* ``live-3x``, ``live-1x``: a simulator server in its real-server mode (Siphon's one lock, a
+  module scan per attribute call) at 3x and 1x, paused between steps, as ``evaluate.backend:
+  sim_server`` plays; ``live-3x-ideal``: the ideal server at 3x.
+
+After every step it reads the simulator's tick counter and the ticks that last saw a key pressed
+and released (``SimTick``, ``SimPressTick``, ``SimReleaseTick``: the game's clock, which a live
+client cannot see from its side): how much game time the step really ran against what the env
+reported (``info["step_game_ms"]``), and when a tapped key reached the game and how long it was
+held. ``--load N`` keeps N busy processes running throughout (a gaming PC is never idle: the game
+itself runs there); ``--processes`` plays that many fight processes at once. ``--baseline REV``
+plays the live paths again with commit REV's code, from a worktree, side by side.
+
+    python -m benchmarks.bench_live_path --fights 50 --load 2 --json /tmp/live.json
+    python -m benchmarks.bench_live_path --fights 10 --path in-process --path live-3x --baseline 107eb23
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).parents[1]
+FIRST_HELD_OUT_SEED = 1_000_000
+PATHS = {
+    "in-process": {"backend": "sim"},
+    "in-process-exact": {"backend": "sim", "step_timing": "exact"},
+    "in-process-paused": {"backend": "sim", "pause": True},
+    "live-3x": {"backend": "sim_server", "speed": 3.0, "server_args": "--real-server"},
+    "live-1x": {"backend": "sim_server", "speed": 1.0, "server_args": "--real-server"},
+    "live-3x-ideal": {"backend": "sim_server", "speed": 3.0, "server_args": ""},
+}
+CLOCKS = ("SimTick", "SimPressTick", "SimReleaseTick")
+TICK_MS = 1000 / 60
+
+
+# ---------------------------------------------------------------------------- one fight process
+def probe(env) -> tuple[int, int | None, int | None]:
+    """The game's tick and the last ticks that saw a press and a release (None where this code's
+    simulator has no such counters), read while the game is paused or lock-step."""
+    game = env.unwrapped.game
+    if hasattr(game, "world"):
+        world = game.world
+        return world.tick_count, getattr(world, "press_tick", None), getattr(world, "release_tick", None)
+    try:
+        values = game.client.read(list(CLOCKS))
+        return values["SimTick"], values["SimPressTick"], values["SimReleaseTick"]
+    except Exception:  # noqa: BLE001 - a baseline's server without the input counters
+        return game.client.read(["SimTick"])["SimTick"], None, None
+
+
+def play_job(job: dict) -> dict:
+    """Fights of ``job["seeds"]`` for one player along one path, with every step's timing."""
+    from env.config import EnvConfig
+    from env.factory import make_env
+    from env.sim.expert import ScriptedExpert
+
+    from elden_il.evaluate import PolicyActor
+    from elden_il.fights import expert_actor
+
+    path = job["path"]
+    if path.get("server_args") is not None:
+        os.environ["ELDEN_IL_SIM_ARGS"] = path["server_args"]
+    config = EnvConfig.load(Path(job["config"]))
+    if "step_timing" in path:
+        config = config.replace(step_timing=path["step_timing"])
+    config = config.replace(game_speed=path.get("speed", 1.0))
+    actor = expert_actor(config) if job["player"] == "expert" else PolicyActor(Path(job["player"]), True)
+    live = path["backend"] == "sim_server"
+    env = make_env(
+        config,
+        backend=path["backend"],
+        state_attributes=ScriptedExpert.ATTRIBUTES,
+        pause_between_steps=live or path.get("pause", False),
+    )
+    fights, steps = [], {"ticks": [], "reported_ms": [], "wall_ms": [], "tap_delay": [], "tap_hold": []}
+    try:
+        for seed in job["seeds"]:
+            obs, _ = env.reset(seed=seed)
+            actor.start(0, seed)
+            tick, _, _ = probe(env)
+            stamp = env.unwrapped.state.timestamp
+            done = False
+            while not done:
+                action = actor.act([obs], [env], [0])[0]
+                tapped = bool(env.unwrapped.actions.command(action).tap)
+                started = time.perf_counter()
+                obs, _, terminated, truncated, info = env.step(action)
+                steps["wall_ms"].append((time.perf_counter() - started) * 1000)
+                now, pressed, released = probe(env)
+                steps["ticks"].append(now - tick)
+                reported = env.unwrapped.state.timestamp - stamp
+                steps["reported_ms"].append(info.get("step_game_ms", reported * 1000))
+                if tapped and pressed is not None and pressed >= tick:
+                    steps["tap_delay"].append(pressed - tick)
+                    if released is not None and released > pressed:
+                        steps["tap_hold"].append(released - pressed)
+                tick, stamp = now, env.unwrapped.state.timestamp
+                done = terminated or truncated
+            fights.append(
+                {
+                    "seed": seed,
+                    "win": bool(info["win"]),
+                    "length": info["episode_length"],
+                    "boss_damage_dealt": info["boss_damage_dealt"],
+                    "player_damage_taken": info["player_damage_taken"],
+                }
+            )
+    finally:
+        env.close()
+    return {"fights": fights, "steps": steps}
+
+
+# ------------------------------------------------------------------------------- the whole run
+def worktree(revision: str, into: Path) -> Path:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(into), revision], check=True)
+    return into
+
+
+def run_job(job: dict, tree: Path) -> dict:
+    """``play_job`` in a process of its own, importing ``tree``'s code."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [sys.executable, __file__, "--job", json.dumps(job)], env=env, cwd=tree, capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"a fight process failed:\n{result.stderr[-4000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def summarize(parts: list[dict]) -> dict:
+    """Fights and step timing of one (tree, path, player), its processes' parts together."""
+    from elden_il.fights import wilson_interval
+
+    fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: f["seed"])
+    steps = {k: [v for p in parts for v in p["steps"][k]] for k in parts[0]["steps"]}
+    wins = sum(f["win"] for f in fights)
+    ticks = np.array(steps["ticks"])
+    error = np.array(steps["reported_ms"]) - ticks * TICK_MS
+    return {
+        "fights": len(fights),
+        "wins": wins,
+        "win_rate": wins / len(fights),
+        "win_rate_ci95": list(wilson_interval(wins, len(fights))),
+        "boss_damage_dealt": float(np.mean([f["boss_damage_dealt"] for f in fights])),
+        "player_damage_taken": float(np.mean([f["player_damage_taken"] for f in fights])),
+        "length": float(np.mean([f["length"] for f in fights])),
+        "outcomes": [int(f["win"]) for f in fights],
+        "steps": len(ticks),
+        "step_ticks": dict(sorted(Counter(int(t) for t in ticks).items())),
+        "step_game_ms_mean": float(ticks.mean() * TICK_MS),
+        "step_game_ms_sd": float(ticks.std() * TICK_MS),
+        "reported_error_ms": {
+            "mean": float(error.mean()),
+            "sd": float(error.std()),
+            "max_abs": float(np.abs(error).max()),
+            "whole_ticks_off": int((np.abs(error) >= TICK_MS).sum()),
+        },
+        "tap_delay_ticks": dict(sorted(Counter(steps["tap_delay"]).items())),
+        "tap_hold_ticks": dict(sorted(Counter(steps["tap_hold"]).items())),
+        "step_wall_ms_median": float(np.median(steps["wall_ms"])),
+    }
+
+
+def busy(n: int) -> list[subprocess.Popen]:
+    """``n`` processes that keep a core each busy: the game and everything else on a gaming PC."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def run(args: argparse.Namespace) -> dict:
+    from benchmarks.machine import describe
+
+    seeds = list(range(args.first_seed, args.first_seed + args.fights))
+    players = (["expert"] if args.players in ("both", "expert") else []) + (
+        [str(args.policy.resolve())] if args.players in ("both", "policy") else []
+    )
+    trees = {"this": ROOT}
+    jobs = []
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.baseline:
+            trees[args.baseline] = worktree(args.baseline, Path(scratch) / "baseline")
+        for tree_name, tree in trees.items():
+            for path in args.path:
+                for player in players:
+                    for chunk in np.array_split(np.asarray(seeds), args.processes):
+                        if len(chunk):
+                            job = {
+                                "path": PATHS[path],
+                                "player": player,
+                                "config": str(args.config.resolve()),
+                                "seeds": [int(s) for s in chunk],
+                            }
+                            jobs.append(((tree_name, path, player), job, tree))
+        load = busy(args.load)
+        started = time.perf_counter()
+        try:
+            with ThreadPoolExecutor(args.processes) as pool:
+                parts = list(pool.map(lambda j: (j[0], run_job(j[1], j[2])), jobs))
+        finally:
+            for p in load:
+                p.kill()
+            if args.baseline:
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees[args.baseline])])
+    results: dict = {
+        "machine": describe(),
+        "load_processes": args.load,
+        "fight_processes": args.processes,
+        "seeds": [seeds[0], seeds[-1]],
+        "minutes": (time.perf_counter() - started) / 60,
+        "runs": [],
+    }
+    for key in dict.fromkeys(k for k, _ in parts):
+        tree_name, path, player = key
+        summary = summarize([r for k, r in parts if k == key])
+        name = "expert" if player == "expert" else Path(player).name
+        results["runs"].append({"code": tree_name, "path": path, "player": name, **summary})
+    return results
+
+
+def table(results: dict) -> str:
+    lines = [
+        f"Machine: {results['machine']}; {results['load_processes']} busy processes, "
+        f"{results['fight_processes']} fight processes at once; {results['minutes']:.0f} min",
+        "",
+        "| code | path | player | won | 95 % interval | damage taken | game ms a step: mean (sd) | "
+        "ticks a step | env's report off by, ms: mean (sd) [max] | tap reached the game, tick | tap held, ticks |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---|---|",
+    ]
+    for r in results["runs"]:
+        low, high = r["win_rate_ci95"]
+        e = r["reported_error_ms"]
+        lines.append(
+            f"| {r['code']} | {r['path']} | {r['player']} | {r['wins']} of {r['fights']} | {low:.0%}-{high:.0%} | "
+            f"{r['player_damage_taken']:.0%} | {r['step_game_ms_mean']:.1f} ({r['step_game_ms_sd']:.1f}) | "
+            f"{share(r['step_ticks'])} | {e['mean']:.1f} ({e['sd']:.1f}) [{e['max_abs']:.0f}] | "
+            f"{share(r['tap_delay_ticks'])} | {share(r['tap_hold_ticks'])} |"
+        )
+    return "\n".join(lines)
+
+
+def share(counts: dict) -> str:
+    """``{12: 980, 13: 20}`` as ``12: 98 %, 13: 2 %``."""
+    total = sum(counts.values())
+    return ", ".join(f"{k}: {v / total:.0%}" for k, v in counts.items()) if total else "-"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench_live_path",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--job", help=argparse.SUPPRESS)  # one fight process's work (internal)
+    parser.add_argument("--path", action="append", choices=PATHS, help="a path to play (repeat; default: all)")
+    parser.add_argument("--fights", type=int, default=50, help="held-out fights per player and path")
+    parser.add_argument("--first-seed", type=int, default=FIRST_HELD_OUT_SEED)
+    parser.add_argument(
+        "--policy", type=Path, default=ROOT / "datasets/models/finetuned", help="the saved policy to play"
+    )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=ROOT / "datasets/models/bc/env_config.json",
+        help="the env both players fight in (default: the pipeline's, beside its BC policy)",
+    )
+    parser.add_argument(
+        "--players", choices=("both", "expert", "policy"), default="both", help="who fights (default: %(default)s)"
+    )
+    parser.add_argument("--load", type=int, default=0, help="busy processes kept running throughout")
+    parser.add_argument("--processes", type=int, default=2, help="fight processes at once")
+    parser.add_argument("--baseline", help="also play the live paths with this commit's code")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    if args.job:
+        print(json.dumps(play_job(json.loads(args.job))))
+        return 0
+    args.path = args.path or list(PATHS)
+    args.config = args.config.parent if args.config.name.endswith(".json") else args.config
+    results = run(args)
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

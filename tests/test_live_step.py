@@ -107,9 +107,10 @@ class ClockReader(Actor):
 
 @pytest.mark.slow
 def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_path):
-    """Evaluation's live path (a simulator server of its own, in the real-server mode when CI
-    runs this again with every server in it; 3x, paused between steps): every step ran the game
-    time the env said it ran, to within the one tick the game's clock rounds to. Before, the env
+    """Evaluation's live path (a simulator server of its own in the real-server mode, its scans
+    slow; 3x, paused between steps): every step ran the game
+    time the env said it ran, as closely as the wall's clock can tell from the client's side (the
+    game's clock rounds to whole ticks, and a loaded machine answers late). Before, the env
     reported every paused step as exactly its timestep, and on the real server a step ran up to
     two ticks longer."""
     config = EnvConfig(profile="sim_margit", game_speed=3.0, max_steps=60)
@@ -119,6 +120,9 @@ def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_
         return make_env(
             config,
             backend="sim_server",
+            # Siphon's scan as slow as it gets (unverified on the game: tens of ms near the module's
+            # end): at 3x each pause lands about five ticks after it is asked for
+            server_args=("--real-server", "--scan-ms", "30"),
             state_attributes=(*ScriptedExpert.ATTRIBUTES, "SimTick"),
             pause_between_steps=True,
         )
@@ -131,8 +135,10 @@ def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_
         if before >= 0 and tick >= 0
     ]
     assert len(steps) > 60
-    for ticks, reported_ms in steps:
-        assert abs(reported_ms - ticks * TICK_MS) < TICK_MS, (ticks, reported_ms)
+    errors = np.array([reported_ms - ticks * TICK_MS for ticks, reported_ms in steps])
+    # measured from this side of the wire, to within what a loaded machine delays an answer by:
+    # never two ticks off, half a tick on average
+    assert np.abs(errors).max() < 2 * TICK_MS and np.abs(errors).mean() < TICK_MS / 2, (errors.round(1), steps)
 
 
 def drawn_steps(timing: str, fight_seed: int, steps: int = 120) -> list[tuple[int, int, int]]:

@@ -39,8 +39,9 @@ def recorded_while_paused(server: SimServer, out: Path) -> None:
     restarts (fight ``SEED``) stays at its first tick, a game state the in-process env reaches
     exactly by restarting the same fight."""
     game = SiphonGame(server.host, "sim_margit")
-    try:
-        game.set_speed(0.0)
+    try:  # paused as a person pauses it (pysiphon set gameSpeedVal float 0): no env of ours hands it back
+        game.client.write("gameSpeedFlag", True)
+        game.client.write("gameSpeedVal", 0.0)
     finally:
         game.close()
     record(
@@ -94,12 +95,12 @@ def test_the_live_env_the_in_process_env_and_a_recording_of_a_1280x720_window_sh
             actions,
         )
 
-    # paused between steps on both sides, so both play the same fight (a tap lands within the
-    # paused moment there and here); a paused live step is exact to a few ms of sleep, which a
-    # loaded machine can miss by a tick: the fights then part, so frames are compared while the
-    # game states agree, and the reset (paused throughout) always does
-    in_process = trajectory(make_env(config, pause_between_steps=True, state_attributes=everything), actions)
-    straight = trajectory(make_env(config.replace(capture_size=None), pause_between_steps=True), actions)
+    # the same fight both sides, each step its timestep (in-process exactly; live to a tick, which a
+    # loaded machine can miss: the fights then part, so frames are compared while the game states
+    # agree, and the reset, paused throughout, always does)
+    exact = config.replace(step_timing="exact")
+    in_process = trajectory(make_env(exact, state_attributes=everything), actions)
+    straight = trajectory(make_env(exact.replace(capture_size=None)), actions)
     for step, ((live_state, a), (state, b)) in enumerate(zip(live, in_process, strict=True)):
         if live_state != state:
             assert step > 0, "the reset's game state differs: not the same fight"

@@ -97,7 +97,7 @@ def test_every_training_batch_is_what_the_env_shows_when_the_recording_is_replay
         if action_mode == "multi_binary":
             rows = rows[:padded_steps]
         assert len(rows) >= padded_steps
-        env = make_env(demos.config)
+        env = make_env(demos.config.replace(step_timing="exact"))  # each step as the lock-step recording's
         try:
             obs, _ = env.reset(options={"fight_seed": 5 + episode})
             captured = env.game.capture_frame().rgb.shape  # the premise: the master picture, cut and scaled down

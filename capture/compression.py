@@ -20,7 +20,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from capture import files
+from env.common import files
 
 log = logging.getLogger(__name__)
 

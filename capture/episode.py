@@ -10,11 +10,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from env.common.files import plain_file_problem
 from env.observations import FrameSpec
 
-from capture.bounds import check_rows
+from capture.bounds import check_columns, check_rows
 from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, video_path
-from capture.files import plain_file_problem
 from capture.footage import VideoOf, frames_at
 from capture.video import VideoError
 
@@ -130,26 +130,32 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
         with h5py.File(path, "r") as f:
             if not f.attrs.get("finished", False):
                 raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
+            attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
+            names = {key: json.loads(attrs[key]) for key in ("attribute_names", "key_names")}
+            check_columns(path, f, len(names["attribute_names"]), len(names["key_names"]))
             stored = ("frames",) if frames and "frames" in f else ()  # format 1's frames
-            for name in (*stored, *PER_SAMPLE, "events", *(m for m in MARKS if m in f)):
+            optional = tuple(name for name in (*MARKS, *PAD) if name in f)
+            for name in (*stored, *PER_SAMPLE, "events", *optional):
                 check_rows(path, f[name])  # before anything is allocated
             data = {name: f[name][()] for name in (*stored, *PER_SAMPLE, "events")}
             n = len(data["t"])
-            data |= {name: f[name][:n] if name in f else np.zeros(n, bool) for name in MARKS}
-            data |= {
-                name: f[name][:n] if name in f else np.zeros((n, len(columns)), dtype)
-                for name, (dtype, columns) in PAD.items()
-            }
-            attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
-    except (OSError, KeyError) as e:
+            # marks and the controller's columns: absent from older files, and past a tear that took
+            # them (capture.recover keeps them as far as they reach) read as absent
+            absent = {name: (bool, ()) for name in MARKS} | {name: (d, (len(c),)) for name, (d, c) in PAD.items()}
+            for name, (dtype, width) in absent.items():
+                data[name] = np.zeros((n, *width), dtype)
+                if name in f:
+                    kept = f[name][:n]
+                    data[name][: len(kept)] = kept
+    except (OSError, KeyError, ValueError, TypeError) as e:
         raise EpisodeError(
             f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode"
         ) from None
     data.setdefault("frames", None)
     return Episode(
         path=path,
-        attribute_names=tuple(json.loads(attrs["attribute_names"])),
-        key_names=tuple(json.loads(attrs["key_names"])),
+        attribute_names=tuple(names["attribute_names"]),
+        key_names=tuple(names["key_names"]),
         attrs=attrs,
         **data,
     )

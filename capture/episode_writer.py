@@ -41,9 +41,9 @@ from typing import Any
 import h5py
 import numpy as np
 
+from env.common import files
 from env.controller import AXES, BUTTONS
 
-from capture import files
 from capture.episode_format import FORMAT_VERSION, MARKS, PAD, PARTIAL, EpisodeError, partial_video_path, video_path
 from capture.inputs import EVENT_DTYPE
 from capture.lock import FileLock

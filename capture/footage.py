@@ -26,9 +26,9 @@ import av
 import numpy as np
 from av.video.reformatter import VideoReformatter
 
+from env.common.files import plain_file_problem
 from env.observations import FrameSpec
 
-from capture.files import plain_file_problem
 from capture.video import FORMAT, VIDEO_ID_TAG, VideoError
 
 _READ_ERRORS = (av.error.FFmpegError, OSError, ValueError)

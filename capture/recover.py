@@ -25,13 +25,13 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from env.common import files
 from env.common.cli import ERROR_EXIT, run_command
+from env.common.files import plain_file_problem
 
-from capture import files
-from capture.bounds import BoundsError, check_rows
+from capture.bounds import BoundsError, check_columns, check_rows
 from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, partial_video_path, video_path
 from capture.episode_writer import finalize, require_space
-from capture.files import plain_file_problem
 from capture.footage import VideoOf, count_frames, keep_first
 from capture.lock import FileLock
 from capture.torn import intact_rows, recorded_length, torn_copy
@@ -102,6 +102,9 @@ def _recover(partial: Path) -> Path:
             # marks and a controller's columns (later formats) are kept as far as they reach; past
             # a tear that took them, they read as absent (no intervention, a pad at rest)
             optional = tuple(name for name in (*MARKS, *PAD) if name in source)
+            check_columns(
+                partial, source, *(len(json.loads(source.attrs[key])) for key in ("attribute_names", "key_names"))
+            )
             for name in (*per_sample, *optional, "events"):
                 check_rows(partial, source[name])  # before anything is allocated
             lengths = [rows_before_tear(source[name]) for name in per_sample]
@@ -152,7 +155,7 @@ def _recover(partial: Path) -> Path:
         if video is not None and _staging(video).exists():
             files.replace(_staging(video), video_path(target))
         finalize(staging, target, "recovered", stats, recovered=True)
-    except (OSError, KeyError, VideoError, BoundsError) as e:
+    except (OSError, KeyError, ValueError, TypeError, VideoError, BoundsError) as e:
         staging.unlink(missing_ok=True)
         if video is not None:
             _staging(video).unlink(missing_ok=True)

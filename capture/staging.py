@@ -27,9 +27,8 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from env.common import interrupts
+from env.common import files, interrupts
 
-from capture import files
 from capture.lock import FileLock
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from env.common.errors import DataError, SetupError
+from env.common.errors import ConfigError, DataError, SetupError
+from env.common.files import regular_file_problem
 
 from capture.staging import staged_paths
 
@@ -153,6 +154,10 @@ def recording(name: str, save: Path | None = None, blueprint: Any = None) -> Ite
         with _recording(name, None, blueprint) as stream:
             yield stream
         return
+    if save.exists() or save.is_symlink():  # a recording replaces a file: never a folder, a FIFO, a device
+        problem = regular_file_problem(save)
+        if problem is not None:
+            raise ConfigError(f"{save} {problem}: a recording replaces a file; give --save a file's name (FIGHT.rrd)")
     with staged_paths(save) as (built,), _recording(name, built, blueprint) as stream:
         yield stream
 

@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from env.common.errors import DataError
+from env.common.errors import ConfigError, DataError
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -160,6 +160,35 @@ def check_env_spec(dataset: Any) -> None:
                 f"({ours.entry_point}): recover_environment() would import and run that; build the env from "
                 "the dataset's EnvConfig instead (elden_il.data.dataset_config and env.factory.make_env)"
             )
+        problem = spec_arguments_problem(spec.kwargs)
+        if problem is not None:
+            raise DatasetError(
+                f"dataset {dataset.id!r}: its {key} {problem}: a dataset says which env it was built for, never "
+                "which game to reach or how; build the env from the dataset's EnvConfig instead "
+                "(elden_il.data.dataset_config and env.factory.make_env, with the backend you choose)"
+            )
+
+
+def spec_arguments_problem(kwargs: Any) -> str | None:
+    """What a dataset's env spec asks of the env beyond an ``EnvConfig`` of a bundled profile,
+    or None: a backend, a host, a server's flags or the env's own behaviour would make
+    ``recover_environment()`` reach a game the dataset's maker chose; a profile folder would load
+    whatever files that folder holds."""
+    from env.config import FIELD_NAMES, EnvConfig
+    from env.profile import available_profiles
+
+    if not isinstance(kwargs, dict):
+        return f"gives the env {type(kwargs).__name__} arguments, not an env config"
+    beyond = sorted(set(kwargs) - set(FIELD_NAMES))
+    if beyond:
+        return f"passes the env {', '.join(beyond)}, which no env config holds"
+    try:
+        config = EnvConfig.from_dict(kwargs, "its env config")
+    except ConfigError as e:
+        return f"describes no env config this project makes ({e})"
+    if config.profile is not None and config.profile not in available_profiles():
+        return f"names the profile {config.profile!r}, not one of this project's ({', '.join(available_profiles())})"
+    return None
 
 
 MINARI_METADATA = ("dataset_id", "data_format", "observation_space", "action_space", "total_episodes")

@@ -29,7 +29,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
-from env.common.errors import GameError
+from env.common.errors import ConfigError, GameError
 from env.config import EnvConfig
 from env.factory import env_fns
 from env.rewards import HealReward
@@ -302,11 +302,33 @@ def finetune(
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's. With
     ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
     (``elden_il.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
+    check_rollout_fits(config, env_config)
     if config.runs == 1:
         return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks)
     if callbacks:
         raise ValueError("callbacks watch the policy of one run: give them with runs=1")
     return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode)
+
+
+MAX_ROLLOUT_BYTES = 8 * 2**30
+"""The most memory a run's rollout may hold: SB3 keeps every observation of it as float32 (the
+pipeline's 2 envs x 1,024 steps of 84x84 frames: 173 MB)."""
+
+
+def check_rollout_fits(config: FinetuneConfig, env_config: EnvConfig) -> None:
+    """Refuse ``finetune.n_steps`` x ``num_envs`` whose rollout would hold more observations than
+    ``MAX_ROLLOUT_BYTES``, before anything is allocated (a run per core holds one each)."""
+    from env.profile import load_profile
+
+    observation, _ = env_config.spaces(load_profile(env_config.profile))
+    per_step = 4 * sum(int(np.prod(space.shape)) for space in observation.spaces.values())
+    held = config.n_steps * config.num_envs * per_step
+    if held > MAX_ROLLOUT_BYTES:
+        raise ConfigError(
+            f"finetune.n_steps = {config.n_steps} with num_envs = {config.num_envs}: each rollout would hold "
+            f"{held / 2**30:.1f} GiB of observations (float32, {per_step:,} bytes a step), more than "
+            f"{MAX_ROLLOUT_BYTES / 2**30:g} GiB: take fewer steps per rollout (params.yaml finetune.n_steps)"
+        )
 
 
 def finetune_once(
@@ -397,7 +419,8 @@ def train(
             f"saved in {kept})",
         )
         raise
-    vec.close()
+    finally:
+        vec.close()  # a live game handed back as it was found, however the run ended
     return model, curve
 
 

@@ -38,6 +38,7 @@ from env.common.fields import (
     optional,
     whole,
 )
+from env.common.files import UnreadableFile, read_text
 from env.config import FIELD_NAMES, MAX_GAME_SPEED, EnvConfig
 from env.factory import BACKENDS
 
@@ -271,8 +272,9 @@ class FinetuneConfig:
     kl_coef: float = checked(0.05, number(0))
     """The pull towards the BC policy (a KL penalty)."""
     learning_rate: float = checked(3e-4, number(0, 1, above=True))
-    n_steps: int = checked(1024, whole(2))
-    """Steps per env per rollout."""
+    n_steps: int = checked(1024, whole(2, 1_000_000))
+    """Steps per env per rollout (what they hold in memory is checked against the env's
+    observations when fine-tuning starts: ``elden_il.finetune.check_rollout_fits``)."""
     batch_size: int = checked(256, whole(2))
     """PPO normalises advantages over a batch: one sample is nan."""
     n_epochs: int = checked(10, whole(1))
@@ -466,12 +468,41 @@ def read_section(values: Any, name: str, kind: type, source: str = "params.yaml"
         raise ParamsError(f"{source} {name}.{e}") from None
 
 
+MAX_PARAMS_BYTES = 256_000
+"""params.yaml is a few kilobytes; a larger file is not read."""
+
+
+class PlainYaml(yaml.SafeLoader):
+    """YAML's safe loader, without aliases: params.yaml holds plain values, and an alias of an
+    alias of a list (a few hundred bytes: "billion laughs") expands to gigabytes as it is read."""
+
+    def __init__(self, stream: str, name: str = "params.yaml") -> None:
+        super().__init__(stream)
+        self.name = name  # what its errors' marks name, where PyYAML says <unicode string>
+
+    def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's own signature
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise ParamsError(
+                f"{self.name}, line {event.start_mark.line + 1}: *{event.anchor} is a YAML alias: params.yaml takes "
+                "plain values only; write the value out"
+            )
+        return super().compose_node(parent, index)
+
+
 def load_params(path: Path = Path("params.yaml")) -> PipelineParams:
-    """params.yaml as the typed tree; ``ParamsError`` for a missing file, bad YAML or a bad value."""
+    """params.yaml as the typed tree; ``ParamsError`` for a missing file, one that is no plain
+    UTF-8 file of a few kilobytes, bad YAML (aliases included) or a bad value."""
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ParamsError(f"{path} not found: run from the repository root") from None
+        text = read_text(path, MAX_PARAMS_BYTES)
+    except UnreadableFile as e:
+        if e.reason == "is missing":
+            raise ParamsError(f"{path} not found: run from the repository root") from None
+        raise ParamsError(str(e)) from None
+    try:
+        raw = yaml.load(text, Loader=lambda stream: PlainYaml(stream, str(path)))  # noqa: S506 - a safe loader
     except yaml.YAMLError as e:
         raise ParamsError(f"{path} is not valid YAML: {e}") from None
+    except ValueError as e:  # a number of thousands of digits
+        raise ParamsError(f"{path} holds a number no setting takes ({str(e).split(';')[0]})") from None
     return PipelineParams.from_mapping(raw, path.name)

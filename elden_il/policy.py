@@ -32,6 +32,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 from env.common.errors import ConfigError, EldenILError
+from env.common.files import UnreadableFile, read_json, regular_file_problem
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 
@@ -281,10 +282,16 @@ class LoadedPolicy:
 
 def policy_folder(path: str | Path) -> Path:
     """The folder of a saved policy given as the folder (``datasets/models/bc``) or one of its
-    files; one line if it holds none, only the env config a stopped training wrote, or a policy
-    in SB3's pickle format, which is never read here (it can run code)."""
+    files; one line if it holds none, only the env config a stopped training wrote, a file that
+    is no plain file (a FIFO, a device, a folder), or a policy in SB3's pickle format, which is
+    never read here (it can run code)."""
     path = Path(path)
     folder = path if path.is_dir() or path.suffix not in (".json", ".safetensors", ".zip") else path.parent
+    for name in (WEIGHTS_FILE, DESCRIPTION_FILE, CONFIG_FILE):
+        there = folder / name
+        problem = regular_file_problem(there)
+        if (there.exists() or there.is_symlink()) and problem is not None:
+            raise PolicyFileError(f"{there} {problem}: a policy folder holds plain files; retrain it (`dvc repro`)")
     if (folder / WEIGHTS_FILE).is_file() and (folder / DESCRIPTION_FILE).is_file():
         return folder
     zipped = path if path.suffix == ".zip" else folder / PICKLED_FILE
@@ -310,7 +317,7 @@ def save_policy(policy: ActorCriticPolicy | PolicyEnsemble, config: EnvConfig, f
     (safetensors), what rebuilds its network (JSON) and ``config`` (``env_config.json``). The
     same weights give the same bytes on every run and in every checkout (DVC tracks them). An
     ensemble's members are one network size each (fine-tuning's runs all continue one BC policy)."""
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
     if config.profile is None:
         raise ConfigError(
@@ -332,7 +339,8 @@ def save_policy(policy: ActorCriticPolicy | PolicyEnsemble, config: EnvConfig, f
     if others:
         description["members"] = len(others) + 1
     (folder / DESCRIPTION_FILE).write_text(json.dumps(description, indent=2, sort_keys=True) + "\n")
-    save_file(_unique_tensors(policy.state_dict()), str(folder / WEIGHTS_FILE), metadata={"format": "pt"})
+    # serialised here and written by Python: a full disk is an OSError (ENOSPC), as every other write's
+    (folder / WEIGHTS_FILE).write_bytes(save(_unique_tensors(policy.state_dict()), metadata={"format": "pt"}))
 
 
 def _unique_tensors(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -369,11 +377,10 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
         "share_features_extractor": description["share_features_extractor"],
         "ortho_init": False,  # every weight is read from the file: initialising them first is time lost
     }
+    count = description.get("members", 1)
+    check_network_size(observation, action, kwargs, count, where)
     # no optimizer step is taken on a loaded policy unless it is trained again
-    members = [
-        ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **kwargs)
-        for _ in range(description.get("members", 1))
-    ]
+    members = [ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **kwargs) for _ in range(count)]
     policy = members[0] if len(members) == 1 else PolicyEnsemble(members)
     _read_weights(policy, folder / WEIGHTS_FILE)
     policy = policy.to(get_device(device))
@@ -387,13 +394,9 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
 def _read_description(path: Path) -> dict[str, Any]:
     """policy.json, checked for every key it must have and none it must not."""
     try:
-        if path.stat().st_size > MAX_DESCRIPTION_BYTES:
-            raise PolicyFileError(
-                f"{path} is larger than a policy's description ({MAX_DESCRIPTION_BYTES} bytes at most)"
-            )
-        description = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise PolicyFileError(f"{path} is not a policy's description ({e}): retrain it (`dvc repro`)") from None
+        description = read_json(path, MAX_DESCRIPTION_BYTES)
+    except UnreadableFile as e:
+        raise PolicyFileError(f"{e}: it is not a policy's description; retrain it (`dvc repro`)") from None
     keys = {"format", "network", "share_features_extractor", "observation_space", "action_space"}
     if not isinstance(description, dict) or set(description) - {"members"} != keys:
         got = sorted(description) if isinstance(description, dict) else type(description).__name__
@@ -415,11 +418,16 @@ def _read_description(path: Path) -> dict[str, Any]:
 
 
 def _read_weights(policy: BasePolicy, path: Path) -> None:
-    """Load the weights at ``path`` into ``policy``, every tensor by name and shape, or one line."""
-    from safetensors import SafetensorError
+    """Load the weights at ``path`` into ``policy``, every tensor by name, shape and dtype
+    (float32, as saved), and every one finite; or one line."""
+    from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_model
 
     try:
+        with safe_open(str(path), "pt") as f:
+            others = sorted({f.get_slice(name).get_dtype() for name in f.keys()} - {"F32"})
+        if others:
+            raise ValueError(f"tensors of dtype {', '.join(others)}, where a policy saves float32 (F32) alone")
         load_model(policy, str(path), strict=True)
     except (SafetensorError, RuntimeError, OSError, ValueError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -427,6 +435,32 @@ def _read_weights(policy: BasePolicy, path: Path) -> None:
             f"{path} does not hold this policy's weights ({reason[:300]}): the folder's files belong to different "
             "policies, or it is damaged; retrain it (`dvc repro`)"
         ) from None
+    broken = [name for name, tensor in policy.state_dict().items() if not torch.isfinite(tensor).all()]
+    if broken:
+        raise PolicyFileError(
+            f"{path} holds weights that are not numbers (NaN or infinite, in {', '.join(broken[:3])}"
+            f"{' and more' if len(broken) > 3 else ''}): a training run diverged or the file is damaged; retrain it"
+        )
+
+
+MAX_PARAMETERS = 64_000_000
+"""The most weights a saved policy may ask for, its members together (256 MB of float32): the
+pipeline's network has under a million, an ensemble of 64 of them under 45 million."""
+
+
+def check_network_size(
+    observation: gym.Space, action: gym.Space, kwargs: dict[str, Any], members: int, where: Path
+) -> None:
+    """Refuse a policy whose description asks for more weights than ``MAX_PARAMETERS``, counted
+    on a network built on torch's meta device (shapes only, no memory) before any is made."""
+    with torch.device("meta"):
+        network = ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **{**kwargs, "ortho_init": False})
+    weights = members * sum(p.numel() for p in network.parameters())
+    if weights > MAX_PARAMETERS:
+        raise PolicyFileError(
+            f"{where} describes a policy of {weights:,} weights ({members} network{'s' * (members > 1)}), more "
+            f"than any policy of this project ({MAX_PARAMETERS:,} at most): the file is damaged or not a policy's"
+        )
 
 
 def check_spaces(observation: gym.Space, action: gym.Space, config: EnvConfig, path: Path) -> None:

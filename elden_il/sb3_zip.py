@@ -23,6 +23,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 
 from env.common.cli import run_command
 from env.common.errors import ConfigError, DataError
+from env.common.files import regular_file_problem
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 
@@ -43,11 +44,21 @@ class SpacesOnly(gym.Env):
 
 def export_sb3(folder: Path, target: Path) -> None:
     """Write the policy in ``folder`` as the zip ``PPO.load`` reads (PPO's default settings, the
-    policy's weights): for SB3's own tools. The zip is a pickle: share the folder, not the zip."""
+    policy's weights): for SB3's own tools. The zip is a pickle: share the folder, not the zip.
+    ``target`` is the zip (``.zip`` added where it lacks it, as SB3 adds it), or a folder to
+    write ``<policy folder>_ppo.zip`` into."""
     from stable_baselines3 import PPO
 
     from env.profile import load_profile
 
+    if target.is_dir():  # as cp does: into the folder
+        target = target / f"{Path(folder).resolve().name}_ppo.zip"
+    if target.suffix != ".zip":
+        target = target.with_name(target.name + ".zip")  # what SB3's save writes anyway: said as written
+    if target.exists() or target.is_symlink():
+        problem = regular_file_problem(target)
+        if problem is not None:
+            raise ConfigError(f"{target} {problem}: give the zip a file's name (as finetuned_ppo.zip) to write")
     loaded = load_policy(folder, device="cpu")
     policy = one_network(loaded, "SB3's zip")
     observation, action = loaded.config.spaces(load_profile(loaded.config.profile))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from env.common.errors import ConfigError
+from env.common.files import UnreadableFile, read_text
 
 ATTRIBUTE_TYPES = ("int", "float", "bool", "array")
 
@@ -37,22 +38,19 @@ class SiphonConfig:
     attributes: dict[str, AttributeSpec] = field(default_factory=dict)
 
 
+MAX_TOML_BYTES = 1_000_000
+"""A profile's TOML is a few kilobytes; a larger one is not read."""
+
+
 def read_toml(path: Path) -> dict:
     """Parse a TOML file, turning every failure into a ``ConfigError`` that names the file. A
     UTF-8 byte-order mark (what Windows Notepad writes as "UTF-8 with BOM") is accepted; another
-    encoding (Notepad's "ANSI") is named with the line of its first byte that is not UTF-8."""
+    encoding (Notepad's "ANSI") is named with the line of its first byte that is not UTF-8; a
+    FIFO, a device or a huge file is refused before it is read."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path}, line {line}: byte 0x{raw[e.start]:02x} is not UTF-8 (the file was saved in another "
-            'encoding, such as Windows Notepad\'s "ANSI"): save it as UTF-8'
-        ) from None
+        text = read_text(path, MAX_TOML_BYTES)
+    except UnreadableFile as e:
+        raise ConfigError(f"{path}: no such file" if e.reason == "is missing" else str(e)) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

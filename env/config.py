@@ -24,6 +24,7 @@ from env.actions import ActionTable
 from env.common.cli import ruled
 from env.common.errors import ConfigError, DataError
 from env.common.fields import FLAG, STEP_MS, Rule, check_fields, checked, is_int, number, one_of
+from env.common.files import UnreadableFile, read_json
 from env.observations import (
     FRAME_CROP_RULE,
     FRAME_SIZE,
@@ -48,6 +49,8 @@ ACTION_MODES = ("discrete", "multi_binary")
 STEP_TIMINGS = ("live", "exact")
 FILE = "env_config.json"
 """An ``EnvConfig`` saved in a folder (beside every saved policy: the env it was trained for)."""
+MAX_CONFIG_BYTES = 64_000
+"""An env_config.json is a few hundred bytes; a larger one is not read."""
 
 
 MAX_TAP_MS = 10_000
@@ -224,14 +227,13 @@ class EnvConfig:
     def load(cls, folder: Path) -> EnvConfig:
         """The config ``save`` wrote into ``folder``; a missing or damaged file is one line."""
         path = folder / FILE
+        if not path.exists() and not path.is_symlink():
+            raise DataError(f"{path} is missing: {folder} holds nothing trained by this project (run `dvc repro`)")
         try:
-            return cls.from_dict(json.loads(path.read_text()), str(path))
-        except FileNotFoundError:
-            raise DataError(
-                f"{path} is missing: {folder} holds nothing trained by this project (run `dvc repro`)"
-            ) from None
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path} is not valid JSON ({e}): retrain the policy (`dvc repro`)") from None
+            values = read_json(path, MAX_CONFIG_BYTES)
+        except UnreadableFile as e:
+            raise DataError(f"{e}: it is no env config this project wrote; retrain the policy (`dvc repro`)") from None
+        return cls.from_dict(values, str(path))
 
     def replace(self, **changes: Any) -> EnvConfig:
         return replace(self, **changes)

@@ -117,7 +117,7 @@ def test_a_report_keeps_results_and_moves_timings_and_config_to_the_run_file():
 PACKAGES = {"capture", "env", "elden_il"}
 DECIDING_NOTHING = {
     "env/__init__.py",
-    "env/common",  # errors, field rules, the command runner, signals
+    "env/common",  # errors, field rules, the command runner, signals, reading and publishing files
     "env/game.py",  # the Game protocol and its checks
     "capture/__init__.py",
     "elden_il/__init__.py",
@@ -132,7 +132,6 @@ NOT_DECIDING_WHAT_IS_RECORDED = DECIDING_NOTHING | {
     "env/siphon/client.py",
     "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
     "capture/dataset_id.py",
-    "capture/files.py",
     "capture/lock.py",
     "capture/staging.py",  # names, publishing (whole, or not at all), locks
     "capture/bounds.py",  # what a file read back may ask for
@@ -156,8 +155,8 @@ NOT_DECIDING_WHAT_IS_BUILT = DECIDING_NOTHING | {
     "env/attribute_config.py",  # the attribute list of a profile, a dependency
     "env/controller.py",  # a pad's names, which the labels read from the episode itself
     "env/elden_env.py",  # registered with Gymnasium beside the config; no env is made
+    "env/step_timing.py",
     "capture/dataset_id.py",
-    "capture/files.py",
     "capture/staging.py",  # names, publishing (whole, or not at all)
     "capture/bounds.py",  # what a file read back may ask for
     # params.yaml's demos section is the recorder's own settings (capture.record.RecordSettings),

@@ -62,6 +62,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from stat import S_ISFIFO
 
 import grpc
 import h5py
@@ -599,6 +600,7 @@ def snapshot_files(folder: Path, leave_out: tuple[str, ...] = ()) -> dict[str, b
 
 # ------------------------------------------------------------------ every stage, interrupted
 STAGES = ("demos", "dataset", "bc", "finetune", "evaluate")
+GAME_SPEED = ("gameSpeedFlag", "gameSpeedVal")
 
 
 def stage_process(project: Path, stage: str, params: str = "params.yaml") -> subprocess.Popen:
@@ -646,11 +648,36 @@ would write other outputs: an interrupted one must write none)."""
 OUTPUTS = {
     "demos": ("datasets/demos", ()),
     "dataset": ("datasets/minari", ()),
-    "bc": ("datasets/models/bc", ()),
-    "finetune": ("datasets/models/finetuned", ()),
+    "bc": (
+        "datasets",
+        (
+            "demos",
+            "minari",
+            "models/finetuned",
+            "reports/live/finetune",
+            "reports/eval",
+            "reports/gifs",
+            "reports/plots",
+            "reports/recordings",
+        ),
+    ),
+    "finetune": (
+        "datasets",
+        (
+            "demos",
+            "minari",
+            "models/bc",
+            "reports/live/bc",
+            "reports/eval",
+            "reports/gifs",
+            "reports/plots",
+            "reports/recordings",
+        ),
+    ),
     "evaluate": ("datasets/reports", ("live",)),
 }
-"""Where each stage writes (and what there is no output of its own)."""
+"""Where each stage writes (and what there is no output of its own): the training stages their
+policy, their curves (DVCLive's) and their report."""
 MID_WAY = {
     "demos": lambda p: any(p.glob("datasets/demos/.building-sim-*/sim/*.h5")),
     "dataset": lambda p: any(p.glob("datasets/minari/.building-*")),
@@ -682,10 +709,11 @@ def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it
     scheduler or ``kill`` sends it) part way through each stage: exit 130 or 143, one line, no
     traceback (fine-tuning printed 84 lines with 2 tracebacks; the evaluation exited 1 with one
     and left new GIFs beside the old eval.json, the old recordings deleted), and the output of
-    the last finished run byte for byte as it was, with no staging folder left."""
+    the last finished run byte for byte as it was, its training curves too (they were written in
+    place: cut to the epochs run so far, or deleted with the metrics left {}), with no staging
+    folder left."""
     project = reproduced_stages
     folder, leave_out = OUTPUTS[stage]
-    shutil.rmtree(project / "datasets/reports/live/finetune", ignore_errors=True)  # its curves start anew
     before = snapshot_files(project / folder, leave_out)
     process = stage_process(project, stage, longer_params(project, stage))
     deadline = time.monotonic() + 300
@@ -708,6 +736,71 @@ def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it
         assert line.startswith(f"error: interrupted by {name}"), line
     assert snapshot_files(project / folder, leave_out) == before
     assert not list((project / "datasets").rglob(".building-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stage_stopped_while_it_plays_a_live_game_at_3x_hands_the_game_back(reproduced_stages: Path, signum: int):
+    """The evaluate stage against a live game at 3x (``evaluate.backend: siphon``), stopped by
+    Ctrl-C or SIGTERM while it plays: the game left paused before (gameSpeedVal 0 after every
+    such run, even one that ended well); now back at real time, the stage's one line said."""
+    project = reproduced_stages
+    window = EnvConfig.load(project / "datasets/models/bc").picture_size  # the window the policies were trained on
+    with SimServer(seed=0, size=window) as server:
+        params = yaml.safe_load((project / "params.yaml").read_text())
+        params["evaluate"].update(backend="siphon", host=server.host, game_speed=3, fights=50)
+        (project / "live.yaml").write_text(yaml.safe_dump(params))
+        process = stage_process(project, "evaluate", "live.yaml")
+        with grpc.insecure_channel(server.host) as channel:
+            stub = pb2_grpc.SiphonServiceStub(channel)
+
+            def speed() -> tuple[bool, float]:
+                read = [stub.GetAttribute(pb2.GetSiphonRequest(attributeName=n), timeout=5) for n in GAME_SPEED]
+                return read[0].bool_value, read[1].float_value
+
+            deadline = time.monotonic() + 120
+            while speed() != (True, 0.0):  # the env has paused it between steps: it plays
+                assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+                time.sleep(0.05)
+            if signum == signal.SIGINT:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
+            err = process.communicate(timeout=60)[1]
+            assert process.returncode == 128 + signum, err
+            assert one_error_line(err).startswith(f"error: interrupted by {signal.Signals(signum).name}"), err
+            flag, value = speed()
+        assert not flag or value == 1.0, (flag, value)
+
+
+@pytest.mark.slow
+def test_a_disk_filling_up_while_fine_tuning_saves_is_one_line_and_keeps_the_last_run(reproduced_stages: Path):
+    """The models' disk full as fine-tuning saves its policy: one line saying so (a SafetensorError
+    traceback before, its curves deleted and its metrics left {}); the last run's policy, curves
+    and report as they were."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root on Linux (CI runs as root)")
+    project = reproduced_stages
+    models = project / "datasets/models"
+    kept = project / "models-kept"
+    shutil.copytree(models, kept)
+    shutil.rmtree(models)
+    disk = SmallDisk(models, size_mib=4)
+    try:
+        shutil.copytree(kept, models, dirs_exist_ok=True)
+        before = snapshot_files(project / "datasets", ("demos", "minari"))
+        disk.fill()
+        process = stage_process(project, "finetune")
+        err = process.communicate(timeout=600)[1]
+        assert process.returncode == 2, err
+        line = one_error_line(err)
+        assert line.startswith("error: the disk is full") and "nothing half-written replaced" in line, line
+        (models / "filler").unlink()
+        assert snapshot_files(project / "datasets", ("demos", "minari")) == before
+    finally:
+        disk.unmount()
+        shutil.rmtree(models, ignore_errors=True)
+        shutil.move(kept, models)
 
 
 @pytest.mark.slow
@@ -958,6 +1051,39 @@ def test_a_dataset_missing_an_episode_or_part_of_one_is_one_line_naming_it(
         del f[member]
     with pytest.raises(DatasetError, match=f"test/damaged-v0': in .*{message}.*dvc repro dataset"):
         load_demonstrations("test/damaged-v0", tmp_path / "minari")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"backend": "siphon", "host": "203.0.113.9:50051"}, "passes the env backend, host, which no env config holds"),
+        ({"backend": "sim_server"}, "passes the env backend, which no env config holds"),
+        ({"profile": "/somewhere/else/a_profile"}, "names the profile '/somewhere/else/a_profile', not one of this"),
+        ({"max_steps": -5}, "describes no env config this project makes"),
+    ],
+    ids=["a host to connect to", "a server to start", "a profile folder elsewhere", "a bad value"],
+)
+def test_a_dataset_whose_env_spec_chooses_the_game_is_refused(
+    raw_episodes: Path, tmp_path: Path, kwargs: dict, message: str
+):
+    """``check_env_spec`` checked the entry point, not its arguments: a shared dataset whose spec
+    passed ``backend: siphon, host: ...`` made ``recover_environment()`` connect to that host and
+    configure it, ``sim_server`` spawned a server, and a profile folder loaded whatever it holds.
+    A dataset says which env it was built for, never which game to reach: refused in one line."""
+    from elden_il.data import DatasetError, check_env_spec, open_dataset
+
+    root = tmp_path / "minari"
+    build_dataset(raw_episodes, "test/shared-v0", root=root)
+    path = root / "test/shared-v0/data/metadata.json"
+    metadata = json.loads(path.read_text())
+    spec = json.loads(metadata["env_spec"])
+    spec["kwargs"].update(kwargs)
+    metadata["env_spec"] = json.dumps(spec)
+    path.write_text(json.dumps(metadata))
+    with pytest.raises(DatasetError) as refused:
+        check_env_spec(open_dataset("test/shared-v0", root))
+    line = str(refused.value)
+    assert "\n" not in line and message in line and "never which game to reach" in line, line
 
 
 @pytest.mark.parametrize("where", ["entry_point", "additional_wrappers"])
@@ -1267,6 +1393,13 @@ def spoil_times(name: str, rows: slice | int, value):
     return spoil
 
 
+def reshaped(f: h5py.File, name: str, columns: int, **options) -> None:
+    """``name`` replaced by a dataset of as many rows and ``columns`` columns, never written."""
+    rows, dtype = f[name].shape[0], f[name].dtype
+    del f[name]
+    f.create_dataset(name, (rows, columns), dtype, chunks=(16, min(columns, 4096)), **options)
+
+
 EPISODE_SPOILS = {
     # what an 862 KB file could ask for: (how, what the one line says)
     "10^11 sample times": (
@@ -1285,6 +1418,16 @@ EPISODE_SPOILS = {
     ),
     "a sample time days away": (spoil_times("t", -1, lambda t: t[-1] + 1e7), "its sample times (t) span 1e+07 s"),
     "a NaN input event time": (spoil_times("events", 0, lambda t: math.nan), "its input events' times hold no number"),
+    "pad_held of 32 columns": (lambda f: reshaped(f, "pad_held", 32), "its pad_held is ("),
+    "pad_held of 2 columns": (lambda f: reshaped(f, "pad_held", 2), "its pad_held is ("),
+    "a compressed state of 10^7 columns": (
+        lambda f: reshaped(f, "state", 10**7, compression="gzip"),
+        ", 10000000), where the format holds (rows, ",
+    ),
+    "a compressed state of 100,000 columns": (
+        lambda f: reshaped(f, "state", 100_000, compression="gzip"),
+        ", 100000), where the format holds (rows, ",
+    ),
 }
 
 
@@ -1293,8 +1436,11 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
     raw_episodes: Path, tmp_path: Path, spoil: str
 ):
     """10^11 rows declared: a 745 GiB allocation traceback; 3x10^8 mouse rows: built, using
-    3.5 GB; one NaN or far-off sample time: a traceback. Now the builder and the viewer refuse
-    the file in one line naming it, its dataset and the limit, in seconds."""
+    3.5 GB; one NaN or far-off sample time: a traceback; the controller's buttons in 32 columns:
+    built, then the viewer's IndexError (2 columns: the builder's); a compressed state of 10^7
+    columns (check_rows skipped compressed data): 227 GiB allocation tracebacks, 100,000 columns
+    built at 2.8 GB. Now the builder and the viewer refuse the file in one line naming it, its
+    dataset and the limit, in seconds."""
     raw = copy_raw(raw_episodes, tmp_path)
     episode = list_episodes(raw)[-1]
     how, said = EPISODE_SPOILS[spoil]
@@ -1325,6 +1471,81 @@ def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
     line = one_error_line(result.stderr)
     assert result.returncode == 2 and "cannot be recovered" in line and "declares 100000000000 rows" in line, line
     assert writer.path.exists() and not list_episodes(tmp_path / "raw")
+
+
+@pytest.mark.parametrize("what", ["a folder holding files", "a FIFO"])
+def test_a_recording_saved_over_something_not_a_file_is_one_line_and_leaves_it(
+    raw_episodes: Path, tmp_path: Path, what: str
+):
+    """``capture.view EPISODE --save keep.rrd`` where keep.rrd is a folder of other files: exit 0,
+    and the folder with its files was gone (replaced whole, as an output is); a FIFO was replaced
+    too. Now one line, and what was there stays."""
+    pytest.importorskip("rerun")
+    episode = list_episodes(raw_episodes)[0]
+    target = tmp_path / "keep.rrd"
+    if what == "a FIFO":
+        os.mkfifo(target)
+    else:
+        target.mkdir()
+        (target / "notes.txt").write_text("mine")
+    result = cli("capture.view", str(episode), "--save", str(target), timeout=120)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and "a recording replaces a file" in line, line
+    assert (target / "notes.txt").read_text() == "mine" if what != "a FIFO" else S_ISFIFO(target.stat().st_mode)
+
+
+def test_sb3s_zip_is_written_where_it_says_and_a_folder_takes_it(tmp_path: Path, caplog):
+    """``sb3_zip export bc EXISTING_DIR`` wrote ``EXISTING_DIR.zip`` and told the user to call
+    ``PPO.load('EXISTING_DIR')``, which fails. A folder now takes the zip inside it, a name
+    without ``.zip`` gets it, and the line names the file written."""
+    from elden_il.sb3_zip import export_sb3
+
+    folder = policy_folder(tmp_path / "bc")
+    (tmp_path / "out").mkdir()
+    with caplog.at_level(logging.INFO, logger="elden_il.sb3_zip"):
+        export_sb3(folder, tmp_path / "out")
+        export_sb3(folder, tmp_path / "plain")
+    assert (tmp_path / "out/bc_ppo.zip").is_file() and (tmp_path / "plain.zip").is_file()
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert f"PPO.load('{tmp_path / 'out/bc_ppo.zip'}')" in said and f"PPO.load('{tmp_path / 'plain.zip'}')" in said
+
+
+def test_recover_refuses_a_partial_of_a_compressed_state_gigabytes_wide_and_leaves_nothing_behind(tmp_path: Path):
+    """A partial whose state is a compressed (N, 10^7): recover's 227 GiB allocation traceback left
+    its ``.recovering`` copy behind. Now one line; the partial untouched, nothing beside it."""
+    from test_recording import meta, sample
+
+    writer = EpisodeWriter(tmp_path / "raw", meta(), lock_step=True)
+    for i in range(40):
+        writer.append(sample(i))
+    writer.flush()
+    writer._abandon()  # as a kill after a flush leaves it
+    with h5py.File(writer.path, "r+", locking=False) as f:
+        reshaped(f, "state", 10**7, compression="gzip")
+    result = cli("capture.recover", str(tmp_path / "raw"), timeout=60)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and "cannot be recovered" in line and "10000000), where the format holds" in line, (
+        line
+    )
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir() if p.suffix != ".mkv" and ".mkv." not in p.name) == [
+        writer.path.name
+    ]
+
+
+def test_an_episode_whose_controller_columns_hold_no_rows_reads_them_as_a_pad_at_rest(
+    raw_episodes: Path, tmp_path: Path
+):
+    """The controller's columns cut to 0 rows (as a tear past them leaves them, recovered): an
+    IndexError in the builder before. They read as absent, a pad at rest, as format 2's files do."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    episode = list_episodes(raw)[-1]
+    with h5py.File(episode, "r+") as f:
+        for name in ("pad_held", "pad_pressed", "pad_axes"):
+            f[name].resize(0, axis=0)
+    read = read_episode(episode, frames=False)
+    assert read.pad_held.shape == (len(read), read.pad_held.shape[1]) and not read.pad_held.any()
+    built = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/rest-v0", "--root", str(tmp_path / "minari"))
+    assert built.returncode == 0, built.stderr
 
 
 @pytest.mark.parametrize("rows, why", [(slice(0, 3), "from the first sample"), (slice(20, 80), "for 2.0 s")])
@@ -1418,6 +1639,59 @@ def sb3_zip(folder: Path) -> None:
     untrained_policy(POLICY_CONFIG).save(str(folder / "policy.zip"))
 
 
+def rewrite_weights(folder: Path, change) -> None:
+    """The folder's weights, each tensor passed through ``change``, saved back."""
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "policy.safetensors"
+    tensors = load_file(str(path))
+    save_file({name: change(name, t) for name, t in tensors.items()}, str(path))
+
+
+def first_made(value: float):
+    """A change that puts ``value`` in the first element of the first tensor."""
+
+    def change(name: str, tensor):
+        if name == "action_net.bias":
+            tensor = tensor.clone()
+            tensor[0] = value
+        return tensor
+
+    return change
+
+
+def replaced_by(name: str, what: str):
+    """Spoil a folder by making its file ``name`` a FIFO, a link to /dev/zero or a folder."""
+
+    def spoil(folder: Path) -> None:
+        path = folder / name
+        path.unlink()
+        if what == "fifo":
+            os.mkfifo(path)
+        elif what == "zero":
+            path.symlink_to("/dev/zero")
+        else:
+            path.mkdir()
+
+    return spoil
+
+
+def latin1_config(folder: Path) -> None:
+    path = folder / "env_config.json"
+    path.write_bytes(path.read_bytes().replace(b'"sim_margit"', b'"sim_margit", "note": "\xe9t\xe9"'))
+
+
+def profile_with_a_fifo(folder: Path) -> None:
+    """A profile folder beside the policy folder (one for the evaluation's two), its config
+    naming it, its siphon config a FIFO."""
+    profile = folder.parent / "profile"
+    if not profile.exists():
+        shutil.copytree(ROOT / "env/profiles/sim_margit", profile)
+        (profile / "siphon.toml").unlink()
+        os.mkfifo(profile / "siphon.toml")
+    POLICY_CONFIG.replace(profile=str(profile)).save(folder)
+
+
 SIZE_64 = POLICY_CONFIG.replace(frame_size=(64, 64))
 BAD_POLICIES = {
     # name: (how to spoil a good policy folder, the one line's expected text)
@@ -1462,6 +1736,44 @@ BAD_POLICIES = {
     "env_config.json without the policy": (only_the_config, "is incomplete"),
     "an env config naming no profile": (lambda d: POLICY_CONFIG.replace(profile=None).save(d), "names no profile"),
     "an SB3 zip (a pickle)": (sb3_zip, "is a policy in SB3's zip format, a pickle"),
+    "env_config.json a FIFO": (replaced_by("env_config.json", "fifo"), "env_config.json is a FIFO"),
+    "env_config.json a link to /dev/zero": (replaced_by("env_config.json", "zero"), "env_config.json is a device"),
+    "env_config.json a folder": (replaced_by("env_config.json", "folder"), "env_config.json is a folder"),
+    "env_config.json with a latin-1 byte": (latin1_config, "env_config.json is not UTF-8 text: byte 0xe9 on line"),
+    "a profile folder whose siphon config is a FIFO": (profile_with_a_fifo, "siphon.toml is a FIFO"),
+    "the weights a FIFO": (replaced_by("policy.safetensors", "fifo"), "policy.safetensors is a FIFO"),
+    "the weights a link to /dev/zero": (replaced_by("policy.safetensors", "zero"), "policy.safetensors is a device"),
+    "the description a folder": (replaced_by("policy.json", "folder"), "policy.json is a folder"),
+    "hidden layers 16384 wide": (
+        lambda d: edit_description(d, lambda x: x["network"].update(hidden=[16384, 16384])),
+        "weights (1 network), more than any policy of this project",
+    ),
+    "hidden layers 16384 wide, 64 members": (
+        lambda d: edit_description(d, lambda x: (x["network"].update(hidden=[16384, 16384]), x.update(members=64))),
+        "weights (64 networks), more than any policy of this project",
+    ),
+    "1024 channels of 1x1 kernels": (
+        lambda d: edit_description(
+            d,
+            lambda x: x["network"].update(
+                cnn_channels=[1024] * 3, cnn_kernels=[1] * 3, cnn_strides=[1] * 3, cnn_dim=16384
+            ),
+        ),
+        "more than any policy of this project",
+    ),
+    "a description nested 200,000 deep": (
+        lambda d: (d / "policy.json").write_text("[" * 200_000 + "]" * 200_000),
+        "policy.json is JSON nested deeper than any file of its kind",
+    ),
+    "a 5,000-digit number": (
+        lambda d: (d / "policy.json").write_text('{"format": ' + "9" * 5000 + "}"),
+        "policy.json holds a number no file of its kind holds",
+    ),
+    "NaN weights": (lambda d: rewrite_weights(d, first_made(float("nan"))), "holds weights that are not numbers"),
+    "infinite weights": (lambda d: rewrite_weights(d, first_made(float("inf"))), "holds weights that are not numbers"),
+    "float64 weights": (lambda d: rewrite_weights(d, lambda _, t: t.double()), "tensors of dtype F64"),
+    "int64 weights": (lambda d: rewrite_weights(d, lambda _, t: t.long()), "tensors of dtype I64"),
+    "bool weights": (lambda d: rewrite_weights(d, lambda _, t: t.bool()), "tensors of dtype BOOL"),
 }
 
 
@@ -1496,17 +1808,45 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)
-def test_a_bad_policy_is_one_line_in_the_evaluate_stage(
-    bad_policies: Path, tmp_path: Path, monkeypatch, capsys, bad: str
-):
-    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
-    for name in ("bc", "finetuned"):
-        shutil.copytree(folder, tmp_path / "datasets/models" / name)
+def test_a_bad_policy_is_one_line_in_the_evaluate_stage(tmp_path: Path, monkeypatch, capsys, bad: str):
+    for name in ("bc", "finetuned"):  # made in place: a copy would read a FIFO, or /dev/zero without end
+        BAD_POLICIES[bad][0](policy_folder(tmp_path / "datasets/models" / name))
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
     monkeypatch.chdir(tmp_path)
     status, _, err = main_here("elden_il.pipeline", "evaluate", capsys=capsys)
     assert status == 2
     assert BAD_POLICIES[bad][1] in one_error_line(err)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "env_config.json a link to /dev/zero",
+        "hidden layers 16384 wide",
+        "hidden layers 16384 wide, 64 members",
+        "1024 channels of 1x1 kernels",
+        "a description nested 200,000 deep",
+    ],
+)
+def test_a_policy_folder_asking_for_gigabytes_is_refused_before_they_are_allocated(tmp_path: Path, bad: str):
+    """Refused before anything the file asks for is made: before, 2.56 GB were allocated for the
+    wide layers ahead of the refusal, 4.7 GB with 64 members, 2.7 GB read from /dev/zero, and
+    473 GB asked for the 1x1 kernels. A process loading each stays at what torch takes itself."""
+    BAD_POLICIES[bad][0](policy_folder(tmp_path / "policy"))
+    code = (
+        "import resource, sys\n"
+        "from elden_il.policy import load_policy\n"
+        "from env.common.errors import EldenILError\n"
+        "try:\n"
+        f"    load_policy({str(tmp_path / 'policy')!r})\n"
+        "except EldenILError as e:\n"
+        "    print(e)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    message, peak_kib = result.stdout.strip().splitlines()
+    assert BAD_POLICIES[bad][1] in message, result.stdout + result.stderr
+    assert int(peak_kib) < 1_000_000, f"{int(peak_kib) / 1024:.0f} MiB at its peak"
 
 
 def test_a_fine_tuned_policy_records(tmp_path: Path):
@@ -1710,8 +2050,8 @@ def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", 
             'boss_name = "Margit, the Fell Omen"',
             'boss_name = "Margit, l\'Omen Déchu"',
             "latin-1",
-            "profile.toml, line 5: byte 0xe9 is not UTF-8 (the file was saved in another encoding, such as Windows Notepad's "
-            '"ANSI"): save it as UTF-8',
+            "profile.toml is not UTF-8 text: byte 0xe9 on line 5 (the file was saved in another encoding, such as "
+            'Windows Notepad\'s "ANSI"): save it as UTF-8',
         ),
     ],
     ids=["a text animation id", "latin-1 (Notepad's ANSI)"],
@@ -1750,6 +2090,12 @@ TINY = yaml.safe_load((ROOT / "params.yaml").read_text())
 
 PARAM_FAULTS = [
     # (stage, key, value, the one line's expected text)
+    (
+        "finetune",
+        "finetune.n_steps",
+        10**9,
+        "params.yaml finetune.n_steps = 1000000000: must be a whole number from 2 to 1000000",
+    ),
     ("bc", "bc.batch_size", -1, "params.yaml bc.batch_size = -1: must be a whole number from 1"),
     ("bc", "bc.batch_size", 0, "params.yaml bc.batch_size = 0: must be a whole number from 1"),
     ("bc", "bc.epochs", 0, "params.yaml bc.epochs = 0: must be a whole number from 1"),

@@ -449,3 +449,17 @@ def test_an_interrupt_a_library_swallowed_still_ends_the_runs_at_once(tmp_path: 
     assert time.monotonic() - started < 60
     assert spawned_children(os.getpid()) == [], "a run trained on after the interrupt"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_rollout_larger_than_memory_is_refused_before_anything_is_made():
+    """``n_steps`` x ``num_envs`` within their own bounds can still ask for more observations than
+    a machine holds (SB3 keeps every one as float32): one line before the run starts."""
+    from env.common.errors import ConfigError
+
+    from elden_il.finetune import check_rollout_fits
+    from elden_il.params import FinetuneConfig
+
+    config = EnvConfig(profile="sim_margit")
+    check_rollout_fits(FinetuneConfig(), config)  # the pipeline's: 173 MB
+    with pytest.raises(ConfigError, match=r"finetune.n_steps = 1000000 with num_envs = 256: each rollout would hold"):
+        check_rollout_fits(FinetuneConfig(n_steps=1_000_000, num_envs=256), config)

@@ -49,6 +49,14 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
     assert load_params(tmp_path / "params.yaml") == PipelineParams()
 
 
+BILLION_LAUGHS = (
+    "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+    + "".join(f"{x}: &{x} [{', '.join(f'*{y}' for _ in range(10))}]\n" for y, x in zip("bcdefgh", "cdefghi"))
+    + "bc:\n  epochs: *i\n"
+)
+"""A few hundred bytes of YAML that expand to 10^9 values when read."""
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -62,13 +70,32 @@ def test_a_key_left_out_takes_the_pipelines_default(tmp_path: Path):
         ("bc: {epochs: 3\n", "params.yaml is not valid YAML"),
         ("bc:\n  action_weights: [use_item]\n", "params.yaml bc.action_weights = ['use_item']: must be a mapping"),
         ("bc:\n  action_weights: {use_item: -1}\n", "bc.action_weights = {'use_item': -1}: must be a mapping of"),
+        (BILLION_LAUGHS, "params.yaml, line 2: *a is a YAML alias: params.yaml takes plain values only"),
+        ("bc:\n  epochs: 3  # \xe9poques\n".encode("latin-1"), "params.yaml is not UTF-8 text: byte 0xe9 on line 2"),
+        ("bc:\n  epochs: " + "9" * 5000 + "\n", "params.yaml holds a number no setting takes"),
+        ("bc:\n  epochs: " + "9" * 300_000 + "\n", "params.yaml is larger than any file of its kind"),
     ],
+    ids=lambda v: v[:40] if isinstance(v, str) else None,
 )
-def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str, message: str):
-    (tmp_path / "params.yaml").write_text(text)
+def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str | bytes, message: str):
+    """Each one line, at once and in bounded memory: the 600-byte alias of aliases below took 26 s
+    and 2.9 GB before its MemoryError; Windows Notepad's "ANSI" comment and a number of thousands
+    of digits were tracebacks."""
+    path = tmp_path / "params.yaml"
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     with pytest.raises(ParamsError) as caught:
         load_params(tmp_path / "params.yaml")
     assert message in str(caught.value)
+
+
+def test_params_given_as_a_folder_or_a_fifo_is_one_line(tmp_path: Path):
+    import os
+
+    (tmp_path / "folder.yaml").mkdir()
+    os.mkfifo(tmp_path / "fifo.yaml")
+    for name, said in (("folder.yaml", "is a folder, not a file"), ("fifo.yaml", "is a FIFO")):
+        with pytest.raises(ParamsError, match=said):
+            load_params(tmp_path / name)
 
 
 def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_env(tmp_path: Path):

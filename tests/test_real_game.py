@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from conftest import REAL_SERVER_TEST_ARGS
 
+from env.common import files
 from env.profile import load_profile
 from env.sim.display import focus_window
 
-from capture import files
 from capture.fights import FightTracker
 from capture.silence import InputSilence
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from contextlib import ExitStack
 from pathlib import Path
+
+from capture.staging import staged_folder
 
 log = logging.getLogger(__name__)
 
@@ -24,10 +27,12 @@ WIN_RATE_WINDOW = 20
 class TrainingLog:
     """One training run's curves: ``bc_epoch`` and ``rl_episode`` are the callbacks that
     ``elden_il.bc.train_bc`` and ``elden_il.finetune.finetune`` accept. A context manager:
-    the run's curves are complete when it exits."""
+    the curves are written aside (``capture.staging``) and replace ``directory``'s whole when
+    it exits cleanly, so a run stopped half-way leaves the last finished run's curves."""
 
     def __init__(self, directory: Path) -> None:
-        self.live = _live(directory)
+        self._staging = ExitStack()
+        self.live = _live(self._staging.enter_context(staged_folder(directory)))
         self._wins: deque[float] = deque(maxlen=WIN_RATE_WINDOW)
 
     def bc_epoch(self, record: dict) -> None:
@@ -58,7 +63,10 @@ class TrainingLog:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.live.end()
+        try:
+            self.live.end()
+        finally:
+            self._staging.__exit__(*exc)
 
 
 def _live(directory: Path):

@@ -3,10 +3,12 @@ evaluation over gRPC, and clear errors for bad params and bad datasets."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -300,6 +302,84 @@ def test_the_policies_are_judged_over_the_live_path_and_shown_beside_their_own(p
     header, _, *rows = table.stdout.strip().splitlines()
     assert "| win rate | 95 % interval | live: win rate | live: 95 % interval |" in header
     assert len(rows) == 4 and all(row.count("|") == 9 for row in rows)  # eight columns
+
+
+def outputs_digest(project: Path, *outputs: str) -> dict[str, str]:
+    """Every file under ``outputs`` (files or folders of ``project``), by path, with its bytes' hash."""
+    found = {}
+    for output in outputs:
+        path = project / output
+        for file in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+            found[str(file.relative_to(project))] = hashlib.sha256(file.read_bytes()).hexdigest()
+    return found
+
+
+def interrupted_after(project: Path, marker: str, *command: str) -> subprocess.CompletedProcess:
+    """``command`` in ``project``, Ctrl-C'd (SIGINT to its whole process group, as a terminal
+    sends it) once a line of its output holds ``marker``."""
+    env = {
+        **os.environ,
+        "DVC_NO_ANALYTICS": "1",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+    }
+    process = subprocess.Popen(
+        command,
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if marker in line:
+            os.killpg(process.pid, signal.SIGINT)
+            break
+    rest, _ = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, process.returncode, "".join(lines) + rest, "")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "stage, marker, outputs",
+    [
+        ("demos", "episode saved", ("datasets/demos",)),
+        (
+            "evaluate",
+            "bc:",
+            (
+                "datasets/reports/eval.json",
+                "datasets/reports/eval_policies.csv",
+                "datasets/reports/gifs",
+                "datasets/reports/plots",
+            ),
+        ),
+    ],
+)
+def test_a_stage_interrupted_under_dvc_repro_leaves_its_outputs_as_they_were(
+    project: Path, stage: str, marker: str, outputs: tuple[str, ...]
+):
+    """DVC deletes a stage's outputs before it runs it unless they persist (dvc.yaml): Ctrl-C in
+    ``dvc repro -s -f STAGE`` then left ``eval.json``, the GIFs and the plots gone, and the demos
+    folder empty under the stage's line that it was as before. Each stage builds aside and
+    swaps in whole; with persist, what it said it kept is there."""
+    if not (project / "datasets/reports/eval.json").exists():
+        assert run(project, "dvc", "repro").returncode == 0
+    before = outputs_digest(project, *outputs)
+    assert before
+    kept = (project / "params.yaml").read_text()
+    params = yaml.safe_load(kept)
+    params["demos"]["record"]["max_episodes"] = 6  # long enough to be stopped after its first fight
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    try:
+        result = interrupted_after(project, marker, "dvc", "repro", "-s", "-f", stage)
+    finally:
+        (project / "params.yaml").write_text(kept)
+    assert result.returncode != 0, result.stdout
+    assert outputs_digest(project, *outputs) == before, result.stdout
 
 
 def write_params(project: Path, name: str, **changes) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import logging
 import os
 import signal
@@ -77,7 +78,7 @@ def run_command(work: Callable[[], int | None]) -> int:
     0); for an ``EldenILError`` its message as one ``error:`` line on stderr and ``ERROR_EXIT``;
     for an interrupted run (Ctrl-C, SIGTERM: ``env.common.interrupts``) one line, and the shell's 128 +
     signal, so that a script or DVC never takes the run as done, even where a library swallowed
-    the interrupt. Anything else is a bug and keeps its traceback."""
+    the interrupt; a full disk is one line too. Anything else is a bug and keeps its traceback."""
     with interrupts.watched() as watch:
         try:
             try:
@@ -104,6 +105,16 @@ def run_command(work: Callable[[], int | None]) -> int:
                 sys.stderr.flush()
                 logging.shutdown()
                 os._exit(ERROR_EXIT)
+            return ERROR_EXIT
+        except OSError as e:
+            if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            where = f" writing {e.filename}" if e.filename else ""
+            print(
+                f"error: the disk is full ({e.strerror}{where}): free some space and run it again; every output "
+                "is built aside and swapped in whole, so nothing half-written replaced what was there",
+                file=sys.stderr,
+            )
             return ERROR_EXIT
 
 

@@ -139,6 +139,7 @@ class EldenRingEnv(gym.Env):
         self._start_state: GameState | None = None
         self._start_frame = 0
         self._damage_taken = 0.0
+        game.take_control()  # from whatever state the last client left it in
 
     @property
     def action_mode(self) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 from env import fight
 from env.common.errors import GameError
 from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, scaled
-from env.keys import normalize_key
+from env.keys import is_mouse_button, normalize_key
 from env.profile import Profile, load_profile
 from env.siphon.arena import back_into_the_fight
 from env.siphon.client import NoFrame, NotConfigured, SiphonClient
@@ -72,6 +72,7 @@ class SiphonGame:
         self._taps: list[grpc.Future] = []
         self._speed = 1.0
         self._speed_flag_set = False
+        self._found_speed: float | None = None  # what take_control found, handed back on close
         self._frame_numbers = itertools.count(1)  # thread-safe: the recorder observes from several threads
         self._closed = False
         atexit.register(self.close)
@@ -234,6 +235,28 @@ class SiphonGame:
             local, world = now[f"HeroLocalPos{axis}"], now[f"HeroGlobalPos{axis}"]
             self.client.write(f"HeroLocalPos{axis}", local + (goal - world))
 
+    def take_control(self) -> None:
+        """Let go of every key the profile binds (a client that died holding one left it down:
+        the hero walks on by itself), and take a game left paused back to real time, saying so.
+        The speed found is what ``close`` hands back."""
+        for key in sorted({normalize_key(k) for binding in self.profile.keybinds.values() for k in binding}):
+            if not is_mouse_button(key):  # Siphon only taps them: none is left down
+                self.client.toggle_key(key, False)
+        self._held.clear()
+        if not {"gameSpeedFlag", "gameSpeedVal"} <= self.profile.siphon.attributes.keys():
+            return
+        found = self.client.read(["gameSpeedFlag", "gameSpeedVal"])
+        speed = float(found["gameSpeedVal"]) if found["gameSpeedFlag"] else 1.0
+        if speed <= 0:
+            log.warning(
+                "the game at %s was left paused (gameSpeedVal 0, by a client that did not hand it back): "
+                "taking it back to real time",
+                self.client.host,
+            )
+            self.set_speed(1.0)
+            speed = 1.0
+        self._found_speed = speed
+
     def close(self) -> None:
         if self._closed:
             return
@@ -241,8 +264,10 @@ class SiphonGame:
         atexit.unregister(self.close)
         try:
             self.hold_keys(())
+            if self._speed_flag_set and self._speed != (self._found_speed or 1.0):
+                self.set_speed(self._found_speed or 1.0)  # handed back as found: never left paused
         except GameError as e:
-            log.warning("could not release keys on close: %s", e)
+            log.warning("could not release keys or restore the game's speed on close: %s", e)
         finally:
             if self._stream is not None:
                 self._stream.close()

@@ -156,10 +156,6 @@ class InputLog:
         for index in np.flatnonzero(self._pad_axes):
             self.pad_axis(int(index), 0.0, t)
 
-    def held_names(self) -> set[str]:
-        with self._lock:
-            return {k for k, h in zip(self.key_names, self._held) if h}
-
     def drain(self) -> InputWindow:
         with self._lock:
             window = InputWindow(

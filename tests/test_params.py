@@ -130,3 +130,20 @@ def test_several_runs_against_a_live_game_are_refused_with_the_fix(tmp_path: Pat
     written["finetune"]["runs"] = 1
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
     assert load_params(tmp_path / "params.yaml").finetune.runs == 1
+
+
+def yaml_snippets() -> list[tuple[str, str]]:
+    """Every ```yaml block in the README and the docs: what a reader pastes into params.yaml."""
+    found = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = page.read_text().split("```yaml\n")[1:]
+        found += [(f"{page.name} #{number}", block.split("```")[0]) for number, block in enumerate(blocks, 1)]
+    return found
+
+
+@pytest.mark.parametrize(("where", "snippet"), yaml_snippets(), ids=[where for where, _ in yaml_snippets()])
+def test_every_params_snippet_in_the_docs_is_one_params_yaml_takes(where: str, snippet: str):
+    written = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in yaml.safe_load(snippet).items():
+        written[section] = {**written.get(section, {}), **values}
+    PipelineParams.from_mapping(written, where)

@@ -6,18 +6,25 @@ was wrong and how to fix it. Every command line runs its work through ``env.comm
 which prints that message in one line and exits with status 2 (an interrupted run with the
 shell's 128 + signal); anything else escaping a command is a bug, and keeps its traceback.
 
-The groups, and the modules that raise their subclasses:
+The groups, and every class under them (``tests/test_cli.py`` holds this list equal to the code):
 
 - ``ConfigError``: fix a setting (a profile or Siphon TOML, params.yaml, a flag, an env config).
   ``env.common.fields.FieldError``, ``elden_il.params.ParamsError``, ``capture.drivers.RecordError``.
 - ``GameError``: the game or its server (start it, wait for it, reconnect, get back to the
   fight). ``env.game.Unreadable`` (nothing to read right now: a loading screen, the boss gone,
-  no frame yet; both backends raise it, and a recorder waits it out),
-  ``env.siphon.client.SiphonError`` and its kinds (the transport; ``env.siphon.stream.StreamLost``), ``env.siphon.arena.BossKilled``,
-  ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited`` (the simulator).
-- ``DataError``: a recording or a dataset that cannot be used as it is (recover it, record again,
-  rebuild). ``capture.episode_format.EpisodeError`` and ``capture.episode_writer.DiskError``, ``capture.video.VideoError``,
-  ``capture.build_dataset.BuildError``, ``elden_il.data.DatasetError``.
+  no frame yet; both backends raise it, and a recorder waits it out), ``env.game.PausedTap``
+  (a tap asked of a paused game), ``env.siphon.client.SiphonError`` (the transport) and its kinds
+  ``env.siphon.client.ReadRefused``, ``env.siphon.client.NoFrame``,
+  ``env.siphon.client.NotConfigured`` and ``env.siphon.stream.StreamLost``,
+  ``env.siphon.arena.BossKilled``, ``env.doctor.GameNotReady``, ``env.sim.launcher.ServerExited``
+  (the simulator).
+- ``DataError``: a file, recording or dataset that cannot be used as it is (recover it, record
+  again, rebuild, fix the file). ``env.common.files.NotPlainFile`` and
+  ``env.common.files.UnreadableFile`` (a link, a FIFO, a folder, a file too large, not UTF-8),
+  ``capture.episode_format.EpisodeError`` and its kinds ``capture.episode_writer.DiskError`` and
+  ``capture.recover.Skipped``, ``capture.bounds.BoundsError`` (an episode asking for more than a
+  recording holds), ``capture.video.VideoError``, ``capture.build_dataset.BuildError``,
+  ``elden_il.data.DatasetError``, ``elden_il.policy_json.PolicyFileError``.
 - ``SetupError``: something this machine lacks or cannot reach (install it, start it).
   ``env.sim.display.DisplayError`` (Xvfb), ``elden_il.fanout.FanoutError`` (a Ray cluster),
   ``capture.viewer.ViewError`` (Rerun's viewer).

@@ -437,9 +437,6 @@ class World:
     def distance(self) -> float:
         return math.hypot(self.boss.x - self.player.x, self.boss.y - self.player.y)
 
-    def angle_to_boss(self) -> float:
-        return math.atan2(self.boss.y - self.player.y, self.boss.x - self.player.x)
-
     # ------------------------------------------------------------------------------------ tick
     def tick(self, held: int = 0, pressed: int = 0, released: int = 0, mouse_dx: float = 0.0) -> None:
         """Advance one tick with the buttons ``held`` now and those ``pressed``/``released`` since

@@ -180,7 +180,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import expert_actor, run_fights, summarize
+    from elden_il.fight_loop import expert_actor, run_fights, summarize
 
     results = {}
     for name, folder in policies.items():
@@ -212,7 +212,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
 
 def pooled(runs: list[dict], policy: str) -> str:
     """A policy's win rate over every run's fights, with its Wilson interval."""
-    from elden_il.fights import wilson_interval
+    from elden_il.fight_loop import wilson_interval
 
     wins = [w for run in runs for w in run["eval"][policy]["wins"]]
     low, high = wilson_interval(sum(wins), len(wins))

@@ -30,7 +30,7 @@ from env.factory import make_game
 from capture.build_dataset import build_dataset
 from capture.record import record
 
-from elden_il.fights import run_fights, summarize, wilson_interval
+from elden_il.fight_loop import run_fights, summarize, wilson_interval
 from elden_il.params import PipelineParams, load_params
 from elden_il.pipeline import demo_recording
 

@@ -34,7 +34,7 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fights import RandomActor, expert_actor
+    from elden_il.fight_loop import RandomActor, expert_actor
 
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     config = EnvConfig.load(models / "bc")

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     """Win rate of the fights that ended in each ``width``-step window, with its interval."""
-    from elden_il.fights import wilson_interval
+    from elden_il.fight_loop import wilson_interval
 
     out = []
     for start in range(0, steps, width):
@@ -121,7 +121,7 @@ def win_rate(policy_dir: Path, seeds: list[int], deterministic: bool) -> dict:
     from env.factory import make_env
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import run_fights, summarize
+    from elden_il.fight_loop import run_fights, summarize
 
     config = EnvConfig.load(policy_dir)
     torch.manual_seed(0)  # the sampling

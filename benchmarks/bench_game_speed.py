@@ -31,7 +31,7 @@ from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
 
-from elden_il.fights import expert_actor, wilson_interval
+from elden_il.fight_loop import expert_actor, wilson_interval
 from elden_il.params import FIRST_HELD_OUT_SEED
 
 from benchmarks.machine import describe

@@ -218,7 +218,7 @@ class ScriptedPlayer(threading.Thread):
         return max(0.0, float(np.median(self.decisions.roll_lags[-LAGS_KEPT:])) - self.period / 2)
 
     def _play(self) -> None:
-        from env import fight
+        from env import fight_rules
         from env.actions import ActionTable
         from env.game import GameState
         from env.profile import load_profile
@@ -265,12 +265,12 @@ class ScriptedPlayer(threading.Thread):
                         if rolled_at is not None and int(state["HeroAnimId"]) == PlayerAnim.ROLL:
                             self.decisions.roll_lags.append(state.timestamp - rolled_at)
                             rolled_at = None
-                        if not in_fight and fight.fresh(state):
+                        if not in_fight and fight_rules.fresh(state):
                             in_fight = True
                             self.fights_joined += 1
                             expert.reset()
                             clock.reset()
-                        if in_fight and fight.AT_DEATH.is_over(state):
+                        if in_fight and fight_rules.AT_DEATH.is_over(state):
                             in_fight = False
                             hands.release()
                             held = tapped = frozenset()
@@ -599,7 +599,7 @@ def train_and_evaluate(
     from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import run_fights, wilson_interval
+    from elden_il.fight_loop import run_fights, wilson_interval
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"

@@ -32,7 +32,7 @@ def main() -> None:
     from elden_il.bc import train_bc
     from elden_il.data import load_demonstrations
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import run_fights
+    from elden_il.fight_loop import run_fights
     from elden_il.finetune import finetune
     from elden_il.params import BCConfig, FinetuneConfig
 

@@ -78,7 +78,7 @@ def play_job(job: dict) -> dict:
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import expert_actor
+    from elden_il.fight_loop import expert_actor
 
     path = job["path"]
     if path.get("server_args") is not None:
@@ -152,7 +152,7 @@ def run_job(job: dict, tree: Path) -> dict:
 
 def summarize(parts: list[dict]) -> dict:
     """Fights and step timing of one (tree, path, player), its processes' parts together."""
-    from elden_il.fights import wilson_interval
+    from elden_il.fight_loop import wilson_interval
 
     fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: f["seed"])
     steps = {k: [v for p in parts for v in p["steps"][k]] for k in parts[0]["steps"]}

@@ -42,7 +42,7 @@ from env.sim.launcher import SimServer, someone_locks_on
 from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
-from elden_il.fights import expert_actor
+from elden_il.fight_loop import expert_actor
 
 from benchmarks.machine import describe
 

@@ -25,7 +25,7 @@ from env.factory import make_game
 from env.game import Frame, Game, GameState
 from env.siphon.stream import jpeg_to_rgb
 
-from elden_il.fights import run_fights, summarize
+from elden_il.fight_loop import run_fights, summarize
 from elden_il.params import FIRST_HELD_OUT_SEED
 
 from benchmarks.machine import describe

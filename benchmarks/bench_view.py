@@ -1,4 +1,4 @@
-"""Opening a 3-minute 720p fight in the Rerun viewer (``python -m capture.view``): how soon its
+"""Opening a 3-minute 720p fight in the Rerun viewer (``python -m elden_il.view``): how soon its
 first picture is there, how long the whole ``.rrd`` takes, and the memory it takes.
 
 The fight is the scripted expert's, recorded lock-step against the in-process simulator at a
@@ -6,7 +6,7 @@ The fight is the scripted expert's, recorded lock-step against the in-process si
 up to 3 minutes (no simulated fight lasts that long: they are decided sooner). Each measurement
 runs in a fresh process (peak RSS is the process's own):
 
-* ``--save``: from the start of ``capture.view.show_episode`` to the first picture logged (the
+* ``--save``: from the start of ``elden_il.view.show_episode`` to the first picture logged (the
   video asset and the frame references that point into it: what a viewer needs to draw frame 0)
   and to the ``.rrd`` written whole, with peak RSS; also the remux of the Matroska video into the
   MP4 Rerun reads (``capture.footage.as_mp4``) alone;
@@ -75,7 +75,8 @@ def measure_save(episode: Path, rrd: Path) -> dict:
     """In this (fresh) process: the times and peak RSS of ``show_episode(..., save=rrd)``."""
     from capture import view_episode
     from capture.footage import as_mp4
-    from capture.view import show_episode
+
+    from elden_il.view import show_episode
 
     marks: dict[str, float] = {}
     started = time.perf_counter()

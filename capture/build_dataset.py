@@ -12,7 +12,7 @@ trained and evaluated on it render the same picture of the arena before cropping
 Format 1 episodes hold frames already cropped and resized when recorded, and give only those. The
 action is read from the key log over the step (``capture.labels``); the
 reward is the env's base reward between consecutive boundaries; a death or a kill
-(``env.fight``) terminates the episode there, anything else truncates it. Each step's infos say
+(``env.fight_rules``) terminates the episode there, anything else truncates it. Each step's infos say
 who played it (``step_infos``): the person correcting a policy (``intervention``), or the
 policy itself (``policy``, its own action, not a demonstration). Frames are stored
 losslessly: not JPEG (``jpeg_encoding=False``), but gzip-compressed by HDF5 (``capture.compression``).
@@ -45,6 +45,8 @@ from env.actions import ActionTable
 from env.common.cli import add_flags, from_flags, output_folder, run_command
 from env.common.errors import DataError
 from env.common.fields import STEP_MS, FieldError
+from env.common.lock import is_being_written
+from env.common.staging import NAMESPACE_METADATA, staged
 from env.config import EnvConfig
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
@@ -57,9 +59,7 @@ from capture.dataset_id import check_dataset_id
 from capture.episode import Episode, list_episodes, read_episode
 from capture.episode_format import PARTIAL, EpisodeError
 from capture.labels import EVENT_TOLERANCE_S, HeardActions, StepLabeler, press_phase
-from capture.lock import is_being_written
 from capture.provenance import REPOSITORY, code_digest
-from capture.staging import NAMESPACE_METADATA, staged
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +400,7 @@ def build_dataset(
     every finished episode in ``raw_dir``, in the datasets root ``root`` (None:
     ``$MINARI_DATASETS_PATH``, else ``datasets/minari``), and return it as Minari reads it there.
     ``config.profile`` None means the profile the episodes were recorded with. A rebuild replaces
-    the old dataset only once the new one is complete (``capture.staging``). ``compression`` is
+    the old dataset only once the new one is complete (``env.common.staging``). ``compression`` is
     how frames are stored (lossless either way). ``align_to_presses`` False lays each episode's
     step grid from its first sample instead of where its presses fall (``step_grid``): the
     comparison the human-path benchmark makes."""
@@ -536,7 +536,7 @@ def write_dataset(
     compression: FrameCompression,
 ) -> None:
     """Write ``buffers`` as ``dataset_id`` in a staging folder beside ``root / dataset_id`` and
-    swap it in whole (``capture.staging``), its frames compressed (``capture.compression``) and
+    swap it in whole (``env.common.staging``), its frames compressed (``capture.compression``) and
     ``about`` in its metadata and its ``build.json``."""
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]

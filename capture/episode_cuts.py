@@ -1,12 +1,12 @@
 """Where episodes begin and end, read from game memory: a fight starts when both fighters are
-alive at full HP (``env.fight.fresh``: a fresh or restarted fight) and ends when one of them dies
+alive at full HP (``env.fight_rules.fresh``: a fresh or restarted fight) and ends when one of them dies
 (for real: the game's own outcome, whatever floors the env's rules set)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from env import fight
+from env import fight_rules
 
 
 class FightTracker:
@@ -23,16 +23,16 @@ class FightTracker:
 
     def update(self, state: Mapping[str, float]) -> str | None:
         if self.fighting:
-            ended = fight.AT_DEATH.outcome(state)
+            ended = fight_rules.AT_DEATH.outcome(state)
             if ended is not None:
                 self.fighting = False
             return ended
-        fresh = fight.fresh(state)
+        fresh = fight_rules.fresh(state)
         the_boss = self.boss_npc_id is None or state.get("NpcId") == self.boss_npc_id
         if self._until_new_fight:
             self._until_new_fight = the_boss and fresh  # the stopped fight, still untouched
             return None
-        if the_boss and not fight.AT_DEATH.is_over(state) and (fresh or not self._seen_any):
+        if the_boss and not fight_rules.AT_DEATH.is_over(state) and (fresh or not self._seen_any):
             self._seen_any = True
             self.fighting = True
             return "start"

@@ -26,7 +26,7 @@ all on the recorder's one clock):
                                               (``capture.inputs``: keys, mouse, controller)
 ========================  ==================  =============================================
 
-``intervention`` is all False unless a policy played (``python -m capture.record --policy``);
+``intervention`` is all False unless a policy played (``python -m elden_il.pilot --policy``);
 files written before it existed lack it and read as all False. Format 2 files have no
 controller columns: they read as a controller never touched. Format 1 files hold the frames
 themselves instead of a video, cropped and resized once when sampled (``frames``, (N, H, W, 3)

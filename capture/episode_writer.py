@@ -5,7 +5,7 @@ mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
 was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
 attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
-whole episode. While a partial file is written its OS lock (``capture.lock``) is held, so
+whole episode. While a partial file is written its OS lock (``env.common.lock``) is held, so
 recovery never touches a live recording; HDF5's own file locking is off for partial files (on
 POSIX that lock is the same kind, on the same file).
 
@@ -42,11 +42,11 @@ import h5py
 import numpy as np
 
 from env.common import files
+from env.common.lock import FileLock
 from env.controller import AXES, BUTTONS
 
 from capture.episode_format import FORMAT_VERSION, MARKS, PAD, PARTIAL, EpisodeError, partial_video_path, video_path
 from capture.inputs import EVENT_DTYPE
-from capture.lock import FileLock
 from capture.video import SUFFIX as VIDEO_SUFFIX
 from capture.video import EpisodeVideo, VideoCodec, VideoError
 

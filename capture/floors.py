@@ -2,7 +2,7 @@
 
 On the real game's profile the env ends an episode when a fighter's HP falls to its floor
 (``[fight]`` in ``profile.toml``), and a floor only works above the hardest single blow against
-that fighter (``env.floors``). How hard Margit hits depends on the character, so this reads
+that fighter (``env.hp_floors``). How hard Margit hits depends on the character, so this reads
 recorded episodes (the recorder writes nothing to the game: every blow in them landed as the game
 dealt it), finds the biggest HP drop between two samples on each side, and prints the floors that
 catch it with the env's margin. A drop that ends at 0 HP is only a lower bound on that blow.
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from env.common.cli import run_command
-from env.fight import hp_lost
-from env.floors import FIGHTERS, floor_for
+from env.fight_rules import hp_lost
+from env.hp_floors import FIGHTERS, floor_for
 
 from capture.episode import list_episodes, read_episode
 from capture.episode_format import EpisodeError

@@ -6,6 +6,10 @@ stream into episodes at each fight's start and end, and writes each episode to i
 file and its picture, as captured, to a video beside it, one frame per sample (both durable
 while they grow: a crash loses at most the last second). Training frames of any size and crop
 are made from that video later (``capture.build_dataset``): nothing is recorded twice.
+
+The recorder records whoever plays: a person, the autopilot, or a driver it is handed
+(``record(settings, make_driver=...)``). A trained policy at the keys, with a person taking over,
+is a command of the learning layer built on that: ``python -m elden_il.pilot``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from env.common.cli import add_flags, flag, from_flags, output_folder, run_command, size_within
@@ -31,12 +35,11 @@ from env.profile import Profile, load_profile
 
 from capture.autopilot import PLAYERS, Autopilot
 from capture.drivers import MakeDriver, PersonDriver, RecordError
+from capture.episode_cuts import FightTracker
 from capture.episode_writer import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
-from capture.fights import FightTracker
 from capture.inputs import InputLog
 from capture.sampler import Sampler, Taken
 from capture.status import RecorderStatus
-from capture.takeover import DEFAULT_QUIET_S
 from capture.video import CODECS, DEFAULT_CODEC, codec
 
 log = logging.getLogger("capture.record")
@@ -64,13 +67,6 @@ examples:
   # its picture kept at 512x512 and losslessly
   python -m capture.record --backend sim --autopilot --max-episodes 20 --master-size 512x512 --video-codec lossless
 
-  # corrections: your BC policy plays, you take over with any bound key (F8 quits)
-  python -m env.sim --window &
-  python -m capture.record --policy datasets/models/bc --max-episodes 5
-
-  # the same with the scripted human of the simulator correcting, lock-step in-process
-  python -m capture.record --backend sim --policy datasets/models/bc --scripted-human --max-episodes 5
-
   # the real game: run this on the gaming PC itself (pynput hears the local keyboard), with the
   # Siphon server running and Margit locked on
   python -m capture.record --profile eldenring_margit
@@ -97,7 +93,7 @@ class RecordSettings:
         default="siphon",
         metadata=flag(
             "siphon: a Siphon server at --host (the game, or python -m env.sim) in real time; sim: the simulator "
-            "in-process, lock-step (--autopilot, or --policy with --scripted-human)",
+            "in-process, lock-step (--autopilot)",
             choices=("siphon", "sim"),
         ),
     )
@@ -126,25 +122,6 @@ class RecordSettings:
         "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
         "times, missed telegraphs and key taps (env/sim/person.py)",
         choices=PLAYERS,
-    )
-    policy: Path | None = field(
-        default=None,
-        metadata=flag(
-            "let this trained policy play (its folder, e.g. datasets/models/bc); press any bound key "
-            "to take over: those samples are marked as interventions",
-            type=Path,
-        ),
-    )
-    takeover_quiet: float = checked(
-        DEFAULT_QUIET_S, number(0, 60), "with --policy: seconds with no bound key held before the policy plays again"
-    )
-    scripted_human: bool = field(
-        default=False,
-        metadata=flag(
-            "with --policy, simulator only: a scripted person takes over when the policy's choice differs from the "
-            "scripted expert's while a boss attack winds up (real key events on the display, or in-process with "
-            "--backend sim)"
-        ),
     )
     controller: bool = field(
         default=True,
@@ -183,14 +160,23 @@ class RecordSettings:
         return from_flags(cls, args, env=from_flags(EnvConfig, args))
 
 
-def build_parser() -> argparse.ArgumentParser:
+WHO_PLAYS = ("autopilot", "player")
+"""The flags that say who plays: a command that brings its own player (``elden_il.pilot``) leaves
+them out."""
+
+
+def build_parser(
+    prog: str = "python -m capture.record",
+    description: str = __doc__.split("\n\n")[1],
+    epilog: str = EXAMPLES,
+    leave_out: tuple[str, ...] = (),
+) -> argparse.ArgumentParser:
+    """The recorder's flags: its settings' and the recorded env's; a command built on the
+    recorder adds its own to them, ``leave_out`` those that are its own business."""
     p = argparse.ArgumentParser(
-        prog="python -m capture.record",
-        description=__doc__.split("\n\n")[1],
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    add_flags(p, RecordSettings)
+    add_flags(p, RecordSettings, tuple(f.name for f in fields(RecordSettings) if f.name not in leave_out))
     add_flags(
         p.add_argument_group("the env the recordings are for"),
         EnvConfig,
@@ -217,14 +203,9 @@ def recorded_env(settings: RecordSettings) -> EnvConfig:
 
 
 def check_players(settings: RecordSettings) -> None:
-    """One player at the keys: the autopilot, or a policy (which a person, or the scripted one,
-    may correct), or the person alone."""
-    if settings.autopilot and settings.policy is not None:
-        raise RecordError("--autopilot and --policy both play the game: choose one")
+    """The autopilot's player is named only when the autopilot plays."""
     if settings.player != "expert" and not settings.autopilot:
         raise RecordError(f"--player {settings.player} is who the autopilot is: add --autopilot")
-    if settings.scripted_human and settings.policy is None:
-        raise RecordError("--scripted-human corrects a policy: add --policy PATH")
 
 
 def check_hotkeys(hotkeys: tuple[str, ...], profile: Profile) -> None:
@@ -249,15 +230,9 @@ class Requests:
 
 
 def driver_maker(settings: RecordSettings) -> MakeDriver:
-    """Who plays, as ``settings`` say, made once the game is up. Anything that can be checked
-    without the game (a policy that will not load) is checked now, before the game starts."""
+    """Who plays, as ``settings`` say (the autopilot, or the person), made once the game is up."""
     if settings.autopilot:
         return lambda game, inputs, hotkeys: Autopilot(game, inputs, settings.env, settings.player, settings.seed)
-    if settings.policy is not None:
-        # The one import of the learning layer: a trained policy at the keys (torch: only then).
-        from elden_il.pilot import policy_driver
-
-        return policy_driver(settings.policy, settings.takeover_quiet, settings.scripted_human)
     return lambda game, inputs, hotkeys: PersonDriver(inputs, hotkeys, settings.controller)
 
 
@@ -277,12 +252,10 @@ class Recorder:
         check_players(settings)
         if not settings.autopilot:
             check_hotkeys(settings.hotkeys, load_profile(settings.env.profile))
-        lock_step_human = settings.policy is not None and settings.scripted_human and settings.backend == "sim"
-        if settings.backend == "sim" and make_driver is None and not (settings.autopilot or lock_step_human):
+        if settings.backend == "sim" and make_driver is None and not settings.autopilot:
             raise RecordError(
-                "--backend sim runs lock-step with no human at the keys: add --autopilot (or "
-                "--policy with --scripted-human), or play the simulator in its window "
-                "(python -m env.sim --window) and record that"
+                "--backend sim runs lock-step with no human at the keys: add --autopilot, or play the "
+                "simulator in its window (python -m env.sim --window) and record that"
             )
         self.codec = codec(settings.video_codec)  # before the game starts: an FFmpeg build without it says so
         make_driver = make_driver or driver_maker(settings)
@@ -554,7 +527,13 @@ def record(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else argv
+    if any(arg.split("=")[0] == "--policy" for arg in given):  # the flag this command had once
+        parser.error(
+            "a trained policy plays with python -m elden_il.pilot --policy PATH (the recorder's flags and its own)"
+        )
+    args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
 
     def work() -> None:

@@ -3,7 +3,7 @@
 A ``.h5.partial`` file holds everything the recorder flushed before it died (HDF5's SWMR mode
 keeps it consistent), and its video ``.mkv.partial`` every frame up to its last complete cluster
 (``capture.video``). A partial that a running recorder is still writing is locked
-(``capture.lock``: the OS lock itself, not a file a user may delete) and is skipped with a line
+(``env.common.lock``: the OS lock itself, not a file a user may delete) and is skipped with a line
 saying so; so is one that another ``capture.recover`` is recovering. Recovery reads it, keeps the
 samples present in every per-sample dataset and in the video (frame i is sample i, so both are
 cut to the shorter), writes a finished ``.h5`` and ``.mkv`` next to them, the ``.h5`` marked
@@ -28,12 +28,12 @@ import numpy as np
 from env.common import files
 from env.common.cli import ERROR_EXIT, run_command
 from env.common.files import plain_file_problem
+from env.common.lock import FileLock
 
 from capture.bounds import BoundsError, check_columns, check_rows
 from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, partial_video_path, video_path
 from capture.episode_writer import finalize, require_space
 from capture.footage import VideoOf, count_frames, keep_first
-from capture.lock import FileLock
 from capture.torn import intact_rows, recorded_length, torn_copy
 from capture.video import VideoError
 

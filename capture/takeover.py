@@ -1,6 +1,6 @@
 """Taking control from a policy (HG-DAgger style corrections).
 
-While a policy plays (``python -m capture.record --policy``), the person watches with their
+While a policy plays (``python -m elden_il.pilot --policy``), the person watches with their
 hands on the keys or the controller. ``Takeover`` stands between the listeners and the
 ``InputLog``: the moment a bound key or a controller button goes down (or a stick is pushed),
 control is the person's, the policy stops sending keys, and it stays theirs until nothing has

@@ -26,8 +26,7 @@ from typing import Any
 
 from env.common.errors import ConfigError, DataError, SetupError
 from env.common.files import regular_file_problem
-
-from capture.staging import staged_paths
+from env.common.staging import staged_paths
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +75,7 @@ def has_display() -> bool:
 def view_command(path: Path) -> str:
     """How to open a saved recording on a machine with a display."""
     return (
-        f"python -m capture.view {path}   (or, with only rerun-sdk=={RERUN_VERSION} installed: "
+        f"python -m elden_il.view {path}   (or, with only rerun-sdk=={RERUN_VERSION} installed: "
         f"rerun analytics disable; rerun --bind {LOOPBACK} {path.name})"
     )
 
@@ -138,7 +137,7 @@ def start_viewer(*paths: Path) -> str:
 def open_file(path: Path) -> None:
     """Open a saved ``.rrd`` in a viewer on this machine."""
     if not path.is_file():
-        raise DataError(f"no recording at {path}: make one with `python -m capture.view ... --save {path}`")
+        raise DataError(f"no recording at {path}: make one with `python -m elden_il.view ... --save {path}`")
     rerun()
     turn_off_analytics().wait()
     start_viewer(path)
@@ -148,7 +147,7 @@ def open_file(path: Path) -> None:
 def recording(name: str, save: Path | None = None, blueprint: Any = None) -> Iterator[Any]:
     """A Rerun ``RecordingStream`` named ``name``: written to ``save`` (an ``.rrd``), or else
     streamed to a new viewer on this machine as it is logged. Whole when the block ends: a
-    ``save`` file is put in place only then (``capture.staging``), so a failure or an interrupt
+    ``save`` file is put in place only then (``env.common.staging``), so a failure or an interrupt
     half-way leaves none, or the one there before."""
     if save is None:
         with _recording(name, None, blueprint) as stream:

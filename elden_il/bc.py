@@ -22,7 +22,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from stable_baselines3.common.policies import ActorCriticPolicy
 from tqdm import tqdm
 
-from capture.staging import staged_folder
+from env.common.staging import staged_folder
 
 from elden_il.data import Demonstrations, sample_weights
 from elden_il.params import BCConfig
@@ -66,7 +66,7 @@ def train_bc(
     training and validation altogether (still there as frame-stack and action-history context), so
     they train exactly as if they were not in the dataset. ``on_epoch`` gets each epoch's record
     as it ends (the pipeline logs it with DVCLive). ``size`` is the network's (the pipeline's by
-    default). ``out`` is written whole once training ends (``capture.staging.staged_folder``):
+    default). ``out`` is written whole once training ends (``env.common.staging.staged_folder``):
     training stopped half-way leaves the old policy, or none."""
     weights = sample_weights(demos, config.intervention_weight, config.action_weights)
     with staged_folder(out) as folder:

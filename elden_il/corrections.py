@@ -11,7 +11,7 @@ then spend a budget of labelled steps two ways and retrain BC on each augmented 
 * **more demonstrations**: further expert fights (the next seeds) until at least as many
   demonstration steps as there were intervention steps.
 
-The base BC and both retrained policies fight the same held-out seeds (``elden_il.fights``); the
+The base BC and both retrained policies fight the same held-out seeds (``elden_il.fight_loop``); the
 report gives each one's win rate with its Wilson 95 % interval, damage dealt and taken, the
 steps it added (labelled, and recorded in all) and the wall time it took. Nothing of the
 default ``dvc repro`` pipeline is touched.
@@ -68,7 +68,11 @@ class Arm:
 
 
 def _record(out: Path, config: CorrectionsConfig, seed: int, fights: int, policy: Path | None = None) -> list[Path]:
+    """``fights`` recorded as a person records them: the autopilot's, or ``policy``'s with the
+    scripted human correcting it (``elden_il.pilot``)."""
     from capture.record import RecordSettings, record
+
+    from elden_il.pilot import PilotSettings, pilot
 
     step = config.env.timestep_ms / 1000.0
     settings = RecordSettings(
@@ -79,11 +83,10 @@ def _record(out: Path, config: CorrectionsConfig, seed: int, fights: int, policy
         max_episodes=fights,
         max_episode_seconds=(config.env.max_steps + 1) * step,  # what a dataset keeps
         autopilot=policy is None,
-        policy=policy,
-        scripted_human=policy is not None,
-        takeover_quiet=config.takeover_quiet,
     )
-    return record(settings)
+    if policy is None:
+        return record(settings)
+    return pilot(PilotSettings(policy, settings, config.takeover_quiet, scripted_human=True))
 
 
 def _train(name: str, raw: list[Path], work: Path, config: CorrectionsConfig) -> tuple[Path, dict]:

@@ -1,7 +1,7 @@
 """``python -m elden_il.duel``: whole fights against the in-process simulator, for the difficulty
 check and a quick look.
 
-Fights are played through the env and the shared fight loop (``elden_il.fights``), exactly as
+Fights are played through the env and the shared fight loop (``elden_il.fight_loop``), exactly as
 evaluation plays them, so the expert's win rate here and in ``dvc repro``'s evaluation is one
 number: the same seeds give the same fights. With ``RAY_ADDRESS`` set they are played on that
 Ray cluster (``elden_il.fanout``), with the same results. It sits above the env, the factory and
@@ -20,7 +20,7 @@ from env.config import EnvConfig
 from env.factory import make_env
 from env.sim.expert import ScriptedExpert
 
-from elden_il.fights import Actor, FightRecord, NamingActor, RandomActor, expert_actor, play_fights, summarize
+from elden_il.fight_loop import Actor, FightRecord, NamingActor, RandomActor, expert_actor, play_fights, summarize
 
 ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
     "random": lambda config: RandomActor(),

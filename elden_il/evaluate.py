@@ -1,12 +1,12 @@
 """Evaluation: every policy fights the same held-out seeds in the same env.
 
 Random, behaviour-cloned, fine-tuned and the scripted expert are run for the same seeds through
-the shared fight loop (``elden_il.fights``), in the in-process simulator, through a simulator server
+the shared fight loop (``elden_il.fight_loop``), in the in-process simulator, through a simulator server
 over gRPC (the live path), or against a real Siphon host; spread over a Ray cluster when
 ``RAY_ADDRESS`` is set (``elden_il.fanout``), with the same results. Reported per policy: win rate
 with a 95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many
 fights a minute the evaluation ran. Each policy's first fight is kept for people to watch: a GIF,
-and a Rerun recording of its steps (``python -m capture.view <name>.rrd``). The GIF is the same
+and a Rerun recording of its steps (``python -m elden_il.view <name>.rrd``). The GIF is the same
 bytes on every run; the recording cannot be: Rerun stamps every row, chunk and file it writes
 with an id taken from the wall clock and chunks rows by the time they were logged.
 """
@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from env.elden_env import EldenRingEnv
 
-from elden_il.fights import Actor, FightTape, play_many, summarize
+from elden_il.fight_loop import Actor, FightTape, play_many, summarize
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def evaluate(
     """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
     ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there. Every actor's
     fights in one go, over ``workers`` processes of this machine when more than one
-    (``elden_il.fights.play_many``: the same records); a progress bar counts them (on a terminal)."""
+    (``elden_il.fight_loop.play_many``: the same records); a progress bar counts them (on a terminal)."""
     results = {}
     record_first = gif_dir is not None or recording_dir is not None
     with tqdm(total=len(actors) * len(seeds), desc="evaluation", unit="fight", disable=None) as bar:

@@ -30,12 +30,11 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
 from env.common.errors import ConfigError, GameError
+from env.common.staging import staged_folder
 from env.config import EnvConfig
 from env.factory import env_fns
 from env.rewards import HealReward
 from env.wrappers import RewardBonus
-
-from capture.staging import staged_folder
 
 from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
@@ -430,7 +429,7 @@ PARTIAL_RUN = "partial"
 
 def save_run(model: PPO, curve: LearningCurve, env_config: EnvConfig, out: Path) -> None:
     """The policy, the env config it acts in and its curves, as the policy folder ``out``,
-    written whole (``capture.staging``): a run stopped while saving leaves the old folder."""
+    written whole (``env.common.staging``): a run stopped while saving leaves the old folder."""
     with staged_folder(out) as folder:
         save_policy(model.policy, env_config, folder)
         (folder / "learning_curve.json").write_text(json.dumps(curve.rows))

@@ -32,9 +32,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
 from env.common import interrupts
+from env.common.staging import staged_paths
 from env.config import EnvConfig
-
-from capture.staging import staged_paths
 
 from elden_il.params import FinetuneConfig
 
@@ -153,7 +152,7 @@ def finetune_runs(
     by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``); the policies
     they end with are saved in ``out`` as one ``PolicyEnsemble``, beside the first run's curves,
     swapped in whole once all are done: an interrupted run leaves the previous policy, and a
-    killed one a staging folder the next run clears (``capture.staging``). ``on_episode`` gets the
+    killed one a staging folder the next run clears (``env.common.staging``). ``on_episode`` gets the
     first run's learning-curve rows, in order, once all are done."""
     from elden_il.policy import PolicyEnsemble, load_policy, save_policy
 

@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from elden_il.data import DatasetError, Demonstrations, demonstrations, open_dataset
-from elden_il.fights import Actor
+from elden_il.fight_loop import Actor
 
 FRAME_KEYS = ("frame", "frame_stack")
 
@@ -83,7 +83,7 @@ class D3rlpyObservation(gym.ObservationWrapper):
 
 
 class D3rlpyActor(Actor):
-    """Plays a trained d3rlpy algorithm in ``elden_il.fights.run_fights`` over ``D3rlpyObservation``
+    """Plays a trained d3rlpy algorithm in ``elden_il.fight_loop.run_fights`` over ``D3rlpyObservation``
     envs, one batched ``predict`` for every running fight."""
 
     def __init__(self, algo: Any) -> None:

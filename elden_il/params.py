@@ -235,7 +235,7 @@ class BCConfig:
     intervention_weight: float = checked(
         1.0, number(0, 1000), "weight of a correction step in BC's loss (a demonstration step: 1)"
     )
-    """Recordings a person corrected a policy in (``capture.record --policy``): a corrected
+    """Recordings a person corrected a policy in (``elden_il.pilot --policy``): a corrected
     step's weight in the loss; a step the policy played itself weighs nothing, a demonstration 1."""
     action_weights: dict[str, float] = checked({}, WEIGHTS)
     """A weight in the loss for the steps that press each named keybind (the profile's

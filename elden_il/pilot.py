@@ -1,10 +1,12 @@
-"""A trained policy at the keys while the recorder records (``python -m capture.record --policy``).
+"""``python -m elden_il.pilot``: a trained policy plays while the recorder records, and a person
+may take over at any step: a policy's fights with a person's corrections, for the dataset.
 
-``PolicyDriver`` is the recorder's driver (``capture.drivers``) for corrections: the policy plays,
-the person watches with their hands on the keys and takes over with any bound key
-(``capture.takeover``); every sample they control is marked as an intervention. On the simulator
-the scripted human can stand in for the person: pressing real keys on the display that the
-recorder hears as a person's, or, lock-step in-process, sending them straight to the game.
+The recorder (``capture.record``) records whoever plays; this command hands it ``PolicyDriver``
+(``record(settings, make_driver=...)``). The policy plays, the person watches with their hands
+on the keys and takes over with any bound key (``capture.takeover``); every sample they control
+is marked as an intervention. On the simulator the scripted human can stand in for the person:
+pressing real keys on the display that the recorder hears as a person's, or, lock-step
+in-process, sending them straight to the game.
 
 At each env step (``DecisionClock``) the driver builds the observation the env would give the
 policy, with the env's own ``ObservationBuilder`` (the policy's saved ``EnvConfig``: its frame
@@ -20,12 +22,16 @@ compare) but sends nothing, and lets go of any key it held.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import logging
+import sys
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.fields import check_fields, checked, number
 from env.game import Game, GameState
 from env.profile import load_profile
 
@@ -34,9 +40,82 @@ from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, RecordError,
 from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
-from capture.takeover import PynputKeyboard, ScriptedHuman, Takeover
+from capture.record import WHO_PLAYS, RecordSettings, build_parser, record
+from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
 
 from elden_il.policy import LoadedPolicy, load_policy
+
+EXAMPLES = """
+examples:
+  # your BC policy plays the simulator in its window; take over with any bound key (F8 quits)
+  python -m env.sim --window &
+  python -m elden_il.pilot --policy datasets/models/bc --max-episodes 5
+
+  # the same with the simulator's scripted human correcting, lock-step in-process
+  python -m elden_il.pilot --backend sim --policy datasets/models/bc --scripted-human --max-episodes 5
+
+  # the real game, on the gaming PC with the Siphon server running and Margit locked on
+  python -m elden_il.pilot --profile eldenring_margit --policy datasets/models/finetuned
+
+every other flag is the recorder's (python -m capture.record --help), hotkeys included
+"""
+
+
+@dataclass(frozen=True)
+class PilotSettings:
+    """A policy at the keys of a recording: the recording's settings and who may correct it."""
+
+    policy: Path = field(
+        metadata=flag(
+            "the trained policy that plays (its folder, e.g. datasets/models/bc); press any bound key to take "
+            "over: those samples are marked as interventions",
+            type=Path,
+            required=True,
+        )
+    )
+    record: RecordSettings = field(default_factory=RecordSettings)
+    takeover_quiet: float = checked(
+        DEFAULT_QUIET_S, number(0, 60), "seconds with no bound key held before the policy plays again"
+    )
+    scripted_human: bool = field(
+        default=False,
+        metadata=flag(
+            "simulator only: a scripted person takes over when the policy's choice differs from the scripted "
+            "expert's while a boss attack winds up (real key events on the display, or in-process with --backend sim)"
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.record.backend == "sim" and not self.scripted_human:
+            raise RecordError(
+                "--backend sim runs lock-step, where nobody can take over: add --scripted-human, or play the "
+                "simulator in its window (python -m env.sim --window) and let the policy play that"
+            )
+
+
+def pilot(settings: PilotSettings, status: bool = False) -> list[Path]:
+    """Record the policy's fights as ``settings`` say (``capture.record.record``): the episodes saved."""
+    driver = policy_driver(settings.policy, settings.takeover_quiet, settings.scripted_human)
+    return record(settings.record, status, make_driver=driver)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser(
+        "python -m elden_il.pilot",
+        " ".join(__doc__.split(": ", 1)[1].split("\n\n")[0].split()),
+        EXAMPLES,
+        leave_out=WHO_PLAYS,
+    )
+    add_flags(parser.add_argument_group("the policy at the keys"), PilotSettings)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+
+    def work() -> None:
+        settings = from_flags(PilotSettings, args, record=RecordSettings.from_args(args))
+        pilot(settings, status=not args.no_status and sys.stdout.isatty())
+
+    return run_command(work)
 
 
 def policy_driver(path: Path, quiet_s: float, scripted_human: bool) -> MakeDriver:
@@ -154,3 +233,7 @@ class PolicyDriver(Driver):
         if self.listening is not None:
             self.listening.stop()
         torch.set_num_threads(self._threads)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -29,20 +29,16 @@ import os
 import signal
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from env.common.cli import run_command
 from env.common.errors import EldenILError, Interrupted
+from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
 
-from capture.staging import staged_folder, staged_paths
-
 from elden_il.params import PipelineParams, load_params
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("elden_il.pipeline")
 
@@ -301,7 +297,7 @@ def judge_policies(
 
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fights import RandomActor, expert_actor
+    from elden_il.fight_loop import RandomActor, expert_actor
 
     config = EnvConfig.load(ws.models / "bc")
     check_config(

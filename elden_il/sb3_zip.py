@@ -24,10 +24,9 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from env.common.cli import run_command
 from env.common.errors import ConfigError, DataError
 from env.common.files import regular_file_problem
+from env.common.staging import staged_folder
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
-
-from capture.staging import staged_folder
 
 from elden_il.policy import PICKLED_FILE, load_policy, network_size, one_network, policy_kwargs, save_policy
 

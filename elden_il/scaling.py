@@ -53,7 +53,7 @@ def study(
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
     from elden_il.data import demonstrations, open_dataset
-    from elden_il.fights import wilson_interval
+    from elden_il.fight_loop import wilson_interval
     from elden_il.pipeline import Workspace, stage_dataset, stage_demos
 
     bc_config = params.bc
@@ -136,7 +136,7 @@ def _train_and_evaluate(
 
     from elden_il.bc import train_bc
     from elden_il.evaluate import PolicyActor
-    from elden_il.fights import run_fights
+    from elden_il.fight_loop import run_fights
 
     n, seed = unit
     demos = everything.first_episodes(n)

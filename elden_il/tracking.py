@@ -16,7 +16,7 @@ from collections import deque
 from contextlib import ExitStack
 from pathlib import Path
 
-from capture.staging import staged_folder
+from env.common.staging import staged_folder
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ WIN_RATE_WINDOW = 20
 class TrainingLog:
     """One training run's curves: ``bc_epoch`` and ``rl_episode`` are the callbacks that
     ``elden_il.bc.train_bc`` and ``elden_il.finetune.finetune`` accept. A context manager:
-    the curves are written aside (``capture.staging``) and replace ``directory``'s whole when
+    the curves are written aside (``env.common.staging``) and replace ``directory``'s whole when
     it exits cleanly, so a run stopped half-way leaves the last finished run's curves."""
 
     def __init__(self, directory: Path) -> None:

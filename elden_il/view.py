@@ -1,4 +1,4 @@
-"""``python -m capture.view``: see a fight on one scrubbable timeline, in the Rerun viewer.
+"""``python -m elden_il.view``: see a fight on one scrubbable timeline, in the Rerun viewer.
 
 A raw episode shows as the recorder kept it, sample by sample (``capture.view_episode``), with
 the steps a dataset built from it would hold beside it; one episode of a Minari dataset shows as
@@ -7,7 +7,7 @@ probabilities stand at every step next to the action taken, and the steps where 
 done otherwise are marked and counted per action. The viewer opens on this machine (bound to
 127.0.0.1, Rerun's analytics off: ``capture.viewer``); with ``--save`` the recording goes to an
 ``.rrd`` file instead, to open wherever there is a display. A saved ``.rrd`` (the evaluation's
-too) opens with ``python -m capture.view FILE.rrd``.
+too) opens with ``python -m elden_il.view FILE.rrd``.
 """
 
 from __future__ import annotations
@@ -201,15 +201,15 @@ def show_dataset(
 
 
 EPILOG = """examples:
-  python -m capture.view datasets/raw/20260101-201500-000000_human.h5
+  python -m elden_il.view datasets/raw/20260101-201500-000000_human.h5
       a recorded fight: its video, HUD bars, keys, mouse and steps, in a viewer window
-  python -m capture.view datasets/raw/FIGHT.h5 --policy datasets/models/bc
+  python -m elden_il.view datasets/raw/FIGHT.h5 --policy datasets/models/bc
       ... with the BC policy's action probabilities; the steps where it disagrees are marked
-  python -m capture.view --dataset eldenil/margit-sim-v0 --episode 3 --root datasets/minari
+  python -m elden_il.view --dataset eldenil/margit-sim-v0 --episode 3 --root datasets/minari
       one dataset episode as the learner sees it (frame, stack, action history, label, reward)
-  python -m capture.view datasets/raw/FIGHT.h5 --save fight.rrd
+  python -m elden_il.view datasets/raw/FIGHT.h5 --save fight.rrd
       no display here (a training box): write the recording, then open it on your own machine
-  python -m capture.view datasets/reports/recordings/bc.rrd
+  python -m elden_il.view datasets/reports/recordings/bc.rrd
       open a saved recording, such as the evaluation's first held-out fight of each policy
 
 The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are turned off
@@ -218,7 +218,7 @@ The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are t
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m capture.view",
+        prog="python -m elden_il.view",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -25,13 +25,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from env import fight
+from env import fight_rules
 from env.actions import KeyCommand, send
 from env.common.errors import ConfigError
 from env.common.fields import is_int
 from env.config import EnvConfig
-from env.floors import FloorWatch
 from env.game import Frame, Game, GameState
+from env.hp_floors import FloorWatch
 from env.keys import pygame_key
 from env.profile import load_profile
 from env.rewards import BaseReward, RewardFn
@@ -229,7 +229,7 @@ class EldenRingEnv(gym.Env):
         self._steps += 1
         reward = float(self.reward_fn(before, state))
         self._episode_reward += reward
-        self._damage_taken += float(fight.damage_taken(before, state))
+        self._damage_taken += float(fight_rules.damage_taken(before, state))
         terminated = bool(self.rules.is_over(state))
         truncated = not terminated and self._steps >= self.max_steps
         self._floors.update(before, state)
@@ -335,7 +335,7 @@ class EldenRingEnv(gym.Env):
             "episode_length": self._steps,
             "episode_reward": self._episode_reward,
             "win": bool(self.rules.won(state)),
-            "boss_damage_dealt": float(fight.damage_dealt(start, state)),
+            "boss_damage_dealt": float(fight_rules.damage_dealt(start, state)),
             "player_damage_taken": self._damage_taken,
             "frame_number": self._frame.number - self._start_frame,
             "game_time": round(state.timestamp - start.timestamp, 6),

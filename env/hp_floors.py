@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from env.fight import FightRules, hp_lost
+from env.fight_rules import FightRules, hp_lost
 
 log = logging.getLogger(__name__)
 

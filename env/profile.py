@@ -14,7 +14,7 @@ from pathlib import Path
 from env.attribute_config import SiphonConfig, line_of, load_siphon_config, read_toml
 from env.common.errors import ConfigError
 from env.controller import ControllerLayout, load_controller_layout
-from env.fight import FightRules
+from env.fight_rules import FightRules
 from env.keys import is_mouse_button, normalize_key
 
 PROFILES_DIR = Path(__file__).parent / "profiles"

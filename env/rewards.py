@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from env import fight
-from env.fight import AT_DEATH, FightRules
+from env import fight_rules
+from env.fight_rules import AT_DEATH, FightRules
 
 State = Mapping[str, float]
 RewardFn = Callable[[State, State], float]
@@ -36,7 +36,9 @@ class BaseReward:
     """When the boss and the player count as down (the profile's floors; the env passes them)."""
 
     def __call__(self, before: State, after: State) -> Any:
-        reward = self.dealt * fight.damage_dealt(before, after) - self.taken * fight.damage_taken(before, after)
+        reward = self.dealt * fight_rules.damage_dealt(before, after) - self.taken * fight_rules.damage_taken(
+            before, after
+        )
         reward = reward + self.win * self.rules.just_won(before, after)
         reward = reward + self.death * self.rules.just_lost(before, after)
         return float(reward) if np.ndim(reward) == 0 else reward
@@ -52,5 +54,5 @@ class HealReward:
     weight: float
 
     def __call__(self, before: State, after: State) -> Any:
-        reward = self.weight * fight.hp_regained(before, after)
+        reward = self.weight * fight_rules.hp_regained(before, after)
         return float(reward) if np.ndim(reward) == 0 else reward

@@ -3,7 +3,10 @@ says what to do, exit status 2, no traceback (``env.common.cli.run_command``).""
 
 from __future__ import annotations
 
+import importlib
 import os
+import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +29,8 @@ MISTAKES = {
     ),
     "capture.vocab": (["{tmp}"], "no finished episodes"),
     "capture.floors": (["{tmp}"], "no finished episodes"),
-    "capture.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
+    "elden_il.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
+    "elden_il.pilot": (["--backend", "sim", "--scripted-human", "--policy", "{tmp}/missing"], "no policy at"),
     "elden_il.pipeline": (["bc", "--params", "{tmp}/missing.yaml"], "missing.yaml"),
     "elden_il.scaling": (["--params", "{tmp}/missing.yaml", "--out", "{tmp}/out"], "missing.yaml"),
     "elden_il.corrections": (["--out", "{tmp}"], "exists: give a new folder"),
@@ -107,3 +111,30 @@ def test_a_benchmarks_out_of_range_flag_is_refused_before_it_runs(module: str, a
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert f"error: {named}" in result.stderr, result.stderr
+
+
+def every_module() -> list[str]:
+    """Every module of the product's three packages, imported."""
+    names = []
+    for package in ("env", "capture", "elden_il"):
+        root = importlib.import_module(package)
+        names += [info.name for info in pkgutil.walk_packages(root.__path__, f"{package}.")]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def test_the_error_catalogue_names_every_error_class_and_no_other():
+    from env.common import errors
+
+    every_module()
+    groups = {errors.EldenILError, errors.ConfigError, errors.GameError, errors.DataError, errors.SetupError}
+    groups.add(errors.Interrupted)
+
+    def below(kind: type) -> set[type]:
+        return {sub for child in kind.__subclasses__() for sub in {child, *below(child)}}
+
+    classes = {f"{kind.__module__}.{kind.__qualname__}" for kind in below(errors.EldenILError) - groups}
+    named = set(re.findall(r"``((?:env|capture|elden_il)\.[\w.]+)``", errors.__doc__.split("The groups")[1]))
+    assert classes - named == set(), "env/common/errors.py's docstring misses these errors"
+    assert named - classes == set(), "env/common/errors.py's docstring names what is no error class"

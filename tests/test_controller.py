@@ -19,8 +19,8 @@ from env.actions import ActionTable
 from env.controller import AXES, BUTTONS
 from env.gamepad import Gamepad
 from env.profile import load_profile
+from env.sim.buttons import InputLatch
 from env.sim.controls import Button
-from env.sim.inputs import InputLatch
 from env.sim.virtual_pad import VirtualPad
 from env.sim.window import PadFollower
 
@@ -482,7 +482,7 @@ def test_the_viewer_shows_what_the_pad_did(tmp_path: Path):
     pytest.importorskip("rerun")
     from test_view import entities, indices_with
 
-    from capture.view import main
+    from elden_il.view import main
 
     path = episode_with(
         tmp_path / "raw", [(0.1, "button", "b", True), (0.2, "button", "b", False), (0.3, "axis", "lefty", -1.0)]

@@ -26,12 +26,15 @@ from capture.build_dataset import build_dataset
 from capture.drivers import RecordError
 from capture.episode import list_episodes, read_episode
 from capture.inputs import KEY_DOWN, InputLog
-from capture.record import Recorder, RecordSettings, record
+from capture.record import RecordSettings, record
+from capture.record import main as record_main
 from capture.takeover import Takeover
 
 from elden_il.bc import train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from elden_il.params import BCConfig
+from elden_il.pilot import PilotSettings, pilot
+from elden_il.pilot import main as pilot_main
 
 CONFIG = EnvConfig(profile="sim_margit", action_history=4)
 STEP = CONFIG.timestep_ms / 1000.0
@@ -72,17 +75,14 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     dataset = build_dataset(root / "demos", "test/demos-v0", CONFIG, root=root / "minari")
     train_bc(demonstrations(dataset), BCConfig(epochs=1), root / "bc", size=TINY_NETWORK)
-    record(
-        RecordSettings(
-            env=CONFIG,
-            backend="sim",
-            policy=root / "bc",
-            scripted_human=True,
-            max_episodes=2,
-            max_episode_seconds=12,
-            seed=100,
+    pilot(
+        PilotSettings(
+            root / "bc",
+            RecordSettings(
+                env=CONFIG, backend="sim", max_episodes=2, max_episode_seconds=12, seed=100, out=root / "corrected"
+            ),
             takeover_quiet=0.4,
-            out=root / "corrected",
+            scripted_human=True,
         )
     )
     (root / "all").mkdir()
@@ -158,11 +158,15 @@ def test_bc_with_corrections_weighted_zero_trains_exactly_as_without_them(work: 
         sample_weights(both, -1.0)
 
 
-def test_a_policy_and_the_autopilot_cannot_both_play(tmp_path: Path):
-    with pytest.raises(RecordError, match="choose one"):
-        Recorder(RecordSettings(env=CONFIG, backend="sim", autopilot=True, policy=tmp_path, out=tmp_path))
-    with pytest.raises(RecordError, match="add --policy"):
-        Recorder(RecordSettings(env=CONFIG, backend="sim", autopilot=True, scripted_human=True, out=tmp_path))
+def test_a_policy_plays_through_the_pilot_and_the_recorder_says_so(tmp_path: Path, capsys: pytest.CaptureFixture):
+    with pytest.raises(SystemExit):
+        record_main(["--policy", str(tmp_path)])
+    assert "python -m elden_il.pilot --policy PATH" in capsys.readouterr().err
+    with pytest.raises(RecordError, match="nobody can take over: add --scripted-human"):
+        PilotSettings(tmp_path, RecordSettings(env=CONFIG, backend="sim", out=tmp_path))
+    with pytest.raises(SystemExit):
+        pilot_main(["--backend", "sim", "--autopilot", "--policy", str(tmp_path)])
+    assert "unrecognized arguments: --autopilot" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------- on a real X server (Xvfb)
@@ -219,7 +223,7 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
             [
                 sys.executable,
                 "-m",
-                "capture.record",
+                "elden_il.pilot",
                 "--host",
                 server.host,
                 "--out",

@@ -15,7 +15,7 @@ import yaml
 from env.config import EnvConfig
 
 from elden_il.duel import duel
-from elden_il.fights import summarize
+from elden_il.fight_loop import summarize
 
 ROOT = Path(__file__).parents[1]
 
@@ -72,7 +72,7 @@ def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before(
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fights import expert_actor, run_fights
+    from elden_il.fight_loop import expert_actor, run_fights
 
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
 

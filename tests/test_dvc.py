@@ -126,14 +126,12 @@ DECIDING_NOTHING = {
 NOT_DECIDING_WHAT_IS_RECORDED = DECIDING_NOTHING | {
     "env/elden_env.py",
     "env/step_timing.py",  # the env's steps: the stage records the game, not an env
-    "env/floors.py",
+    "env/hp_floors.py",
     "env/rewards.py",  # imported beside make_game and the expert, not run
     "env/siphon/__init__.py",
     "env/siphon/client.py",
     "env/siphon/packed_reads.py",  # the Siphon backend: the stage records in-process
     "capture/dataset_id.py",
-    "capture/lock.py",
-    "capture/staging.py",  # names, publishing (whole, or not at all), locks
     "capture/bounds.py",  # what a file read back may ask for
     "capture/labels.py",
     "capture/takeover.py",
@@ -157,14 +155,13 @@ NOT_DECIDING_WHAT_IS_BUILT = DECIDING_NOTHING | {
     "env/elden_env.py",  # registered with Gymnasium beside the config; no env is made
     "env/step_timing.py",
     "capture/dataset_id.py",
-    "capture/staging.py",  # names, publishing (whole, or not at all)
     "capture/bounds.py",  # what a file read back may ask for
     # params.yaml's demos section is the recorder's own settings (capture.record.RecordSettings),
     # so every stage loads the recorder, its autopilot (and the simulator its players play) and
     # the env factory; only demos runs them
     "capture/record.py",
     "capture/sampler.py",
-    "capture/fights.py",
+    "capture/episode_cuts.py",
     "capture/listener.py",
     "capture/status.py",
     "capture/takeover.py",
@@ -172,12 +169,11 @@ NOT_DECIDING_WHAT_IS_BUILT = DECIDING_NOTHING | {
     "capture/episode_writer.py",
     "capture/drivers.py",
     "capture/inputs.py",
-    "capture/lock.py",
     "capture/pad_listener.py",
     "capture/shadowing.py",
     "capture/silence.py",
     "env/factory.py",
-    "env/floors.py",
+    "env/hp_floors.py",
     "env/gamepad.py",
     "env/sim",
 }

@@ -31,7 +31,7 @@ from env.sim.expert import ScriptedExpert
 
 from elden_il.duel import duel
 from elden_il.fanout import FanoutError, keep_to_loopback
-from elden_il.fights import RandomActor, expert_actor, play_fights
+from elden_il.fight_loop import RandomActor, expert_actor, play_fights
 
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)

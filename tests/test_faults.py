@@ -463,8 +463,7 @@ class SwallowsAnInterrupt:
 
 def test_an_interrupt_a_library_swallows_still_stops_the_command_and_puts_nothing_in_place(tmp_path: Path, capsys):
     from env.common.cli import run_command
-
-    from capture.staging import staged_folder
+    from env.common.staging import staged_folder
 
     target = tmp_path / "out"
     target.mkdir()
@@ -532,9 +531,8 @@ def test_a_signal_while_a_staging_folder_is_being_made_leaves_none_behind(tmp_pa
     """A signal that lands between the staging folder's making and its lock's (the evaluation
     stopped by SIGTERM as it began its plots) used to strand the folder with an empty marker; the
     folder is made, locked and marked as one step, and removed whatever stops the run."""
+    from env.common import staging
     from env.common.cli import run_command
-
-    from capture import staging
 
     taking = staging.FileLock.acquire
 
@@ -1288,7 +1286,7 @@ def test_a_video_that_is_not_its_episodes_is_refused_by_the_builder_and_the_view
     episode, video = not_its_video(raw, case, tmp_path)
     before = {p.name: (p.read_bytes() if p.is_file() and not p.is_symlink() else None) for p in raw.iterdir()}
     built = cli("capture.build_dataset", "--raw", str(raw), "--id", "test/video-v0", "--root", str(tmp_path / "minari"))
-    viewed = cli("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd"))
+    viewed = cli("elden_il.view", str(episode), "--save", str(tmp_path / "fight.rrd"))
     for result in (built, viewed):
         line = one_error_line(result.stderr)
         assert result.returncode == 2, result.stderr
@@ -1448,7 +1446,7 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
         how(f)
     for command in (
         ("capture.build_dataset", "--raw", str(raw), "--id", "test/bounds-v0", "--root", str(tmp_path / "minari")),
-        ("capture.view", str(episode), "--save", str(tmp_path / "fight.rrd")),
+        ("elden_il.view", str(episode), "--save", str(tmp_path / "fight.rrd")),
     ):
         started = time.monotonic()
         result = cli(*command, timeout=60)
@@ -1477,7 +1475,7 @@ def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
 def test_a_recording_saved_over_something_not_a_file_is_one_line_and_leaves_it(
     raw_episodes: Path, tmp_path: Path, what: str
 ):
-    """``capture.view EPISODE --save keep.rrd`` where keep.rrd is a folder of other files: exit 0,
+    """``elden_il.view EPISODE --save keep.rrd`` where keep.rrd is a folder of other files: exit 0,
     and the folder with its files was gone (replaced whole, as an output is); a FIFO was replaced
     too. Now one line, and what was there stays."""
     pytest.importorskip("rerun")
@@ -1488,7 +1486,7 @@ def test_a_recording_saved_over_something_not_a_file_is_one_line_and_leaves_it(
     else:
         target.mkdir()
         (target / "notes.txt").write_text("mine")
-    result = cli("capture.view", str(episode), "--save", str(target), timeout=120)
+    result = cli("elden_il.view", str(episode), "--save", str(target), timeout=120)
     line = one_error_line(result.stderr)
     assert result.returncode == 2 and "a recording replaces a file" in line, line
     assert (target / "notes.txt").read_text() == "mine" if what != "a FIFO" else S_ISFIFO(target.stat().st_mode)
@@ -1801,7 +1799,7 @@ def bad_policies(tmp_path_factory) -> Path:
 def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp_path: Path, capsys, bad: str):
     folder = bad_policies / str(list(BAD_POLICIES).index(bad))
     argv = ["--backend", "sim", "--policy", str(folder), "--scripted-human", "--no-status", "--max-episodes", "1"]
-    status, _, err = main_here("capture.record", *argv, "--out", str(tmp_path / "raw"), capsys=capsys)
+    status, _, err = main_here("elden_il.pilot", *argv, "--out", str(tmp_path / "raw"), capsys=capsys)
     assert status == 2
     assert BAD_POLICIES[bad][1] in one_error_line(err)
     assert not list((tmp_path / "raw").glob("*.h5"))
@@ -1859,7 +1857,7 @@ def test_a_fine_tuned_policy_records(tmp_path: Path):
     two_runs = FinetuneConfig(total_steps=32, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, runs=2)
     finetune(tmp_path / "bc", two_runs, POLICY_CONFIG, tmp_path / "finetuned")
     result = cli(
-        "capture.record",
+        "elden_il.pilot",
         "--backend",
         "sim",
         "--policy",
@@ -1942,9 +1940,9 @@ def test_a_policy_made_to_run_a_command_runs_nothing_in_any_command_that_loads_p
     monkeypatch.chdir(project)
     episode = list_episodes(raw_episodes)[0]
     commands = [
-        ("capture.view", str(episode), "--policy", str(folder), "--save", str(tmp_path / "x.rrd")),
+        ("elden_il.view", str(episode), "--policy", str(folder), "--save", str(tmp_path / "x.rrd")),
         (
-            "capture.record",
+            "elden_il.pilot",
             "--backend",
             "sim",
             "--policy",
@@ -2506,7 +2504,7 @@ def every_absurd_write() -> list[tuple[str, str, float]]:
     """(attribute, type, value) for every writable attribute the server has that is not a bool
     (a bool holds whatever is written), each with every value of ``absurd_values``."""
     from env.sim import memory
-    from env.sim.capture import WINDOW_CONTROLS
+    from env.sim.frame_capture import WINDOW_CONTROLS
 
     ranges = {n: (a.type, a.range) for n, a in memory.ATTRIBUTES.items() if a.write is not None and a.type != "bool"}
     ranges |= {n: (WINDOW_CONTROLS[n], r) for n, r in memory.WINDOW_RANGES.items()}
@@ -2517,7 +2515,7 @@ def every_absurd_write() -> list[tuple[str, str, float]]:
 def snapshot(stub) -> dict:
     """Every attribute the simulator's own config has, and the window controls, read now."""
     from env.sim import memory
-    from env.sim.capture import WINDOW_CONTROLS
+    from env.sim.frame_capture import WINDOW_CONTROLS
 
     names = [*(n for n in memory.ATTRIBUTES if n not in ("SimRestoreSave",)), *WINDOW_CONTROLS]
     values = {}
@@ -2569,8 +2567,8 @@ def test_the_clock_survives_any_speed_the_world_is_given():
     the world ticks on its own, with nobody settling the clock."""
     import threading
 
+    from env.sim.buttons import InputLatch
     from env.sim.clock import RealtimeClock
-    from env.sim.inputs import InputLatch
     from env.sim.world import World
 
     for tiny in (1e-30, 5e-324):

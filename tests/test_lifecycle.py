@@ -42,7 +42,7 @@ def kill_boss(world: World) -> None:
 def readable(world: World, name: str, via_hook: bool = False) -> bool:
     try:
         memory.read(world, name, via_hook)
-    except memory.MemoryError_:
+    except memory.MemoryAccessError:
         return False
     return True
 
@@ -128,9 +128,9 @@ def test_a_kill_is_for_good_until_the_save_is_restored():
     ticks(world, LIFE.ticks("boss_fade"))
     assert world.phase is Phase.CLEARED
     for name in NPC:
-        with pytest.raises(memory.MemoryError_, match="dead in this save"):
+        with pytest.raises(memory.MemoryAccessError, match="dead in this save"):
             memory.read(world, name)
-    with pytest.raises(memory.MemoryError_, match="dead in this save"):
+    with pytest.raises(memory.MemoryAccessError, match="dead in this save"):
         memory.write(world, "NpcHp", 4174)  # no memory write brings it back
     assert readable(world, "HeroHp")
     world.player.locked_on = False
@@ -154,7 +154,7 @@ def test_npc_reads_through_the_hook_follow_the_last_target():
     kill_player(world)
     ticks(world, LIFE.ticks("death_screen") + LIFE.ticks("loading"))
     assert world.phase is Phase.OUTSIDE
-    with pytest.raises(memory.MemoryError_, match="no targeted NPC"):
+    with pytest.raises(memory.MemoryAccessError, match="no targeted NPC"):
         memory.read(world, "NpcHp", via_hook=True)
     assert memory.read(world, "NpcId") == BOSS_NPC_ID  # an ideal server reads the boss anyway
     world.tick(0, Button.LOCK_ON)

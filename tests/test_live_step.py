@@ -20,7 +20,7 @@ from env.siphon.game import SiphonGame
 from env.step_timing import LIVE, TICK_MS
 
 from elden_il.evaluate import evaluate
-from elden_il.fights import Actor, expert_actor
+from elden_il.fight_loop import Actor, expert_actor
 
 ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
 

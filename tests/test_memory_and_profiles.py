@@ -53,9 +53,9 @@ def test_writes_change_the_world_as_in_the_game():
 
 def test_reads_and_writes_that_cannot_work_say_why():
     world = World()
-    with pytest.raises(memory.MemoryError_, match="no attribute 'HeroHP'.*HeroHp"):
+    with pytest.raises(memory.MemoryAccessError, match="no attribute 'HeroHP'.*HeroHp"):
         memory.read(world, "HeroHP")
-    with pytest.raises(memory.MemoryError_, match="read-only"):
+    with pytest.raises(memory.MemoryAccessError, match="read-only"):
         memory.write(world, "NpcAnimId", 3000)
 
 

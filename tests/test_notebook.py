@@ -24,7 +24,7 @@ from capture.build_dataset import build_dataset
 from capture.episode import list_episodes
 
 from elden_il.evaluate import evaluate
-from elden_il.fights import RandomActor, expert_actor
+from elden_il.fight_loop import RandomActor, expert_actor
 from elden_il.pipeline import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,7 +123,7 @@ def test_the_notebook_shows_recordings_dataset_and_evaluation(data: dict[str, Pa
     assert "cut (timeout)" in episode_table and "autopilot" in episode_table
     assert "random" in tables[-1] and "expert" in tables[-1]
     # the fight in detail and the evaluation's recordings, each with the command that opens it in Rerun
-    assert f"python -m capture.view {list_episodes(data['raw'])[1].resolve()}" in "\n".join(tables)
+    assert f"python -m elden_il.view {list_episodes(data['raw'])[1].resolve()}" in "\n".join(tables)
 
 
 def test_the_notebook_says_when_there_is_no_evaluation_yet(data: dict[str, Path], monkeypatch: pytest.MonkeyPatch):

@@ -484,10 +484,13 @@ def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env
 
 
 def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
-    """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs)."""
+    """finetune.backend: siphon, against a simulator server over gRPC (as against gaming PCs), at
+    3x (paused between steps): once it ends, the game runs at the speed it was found at."""
     from env.common.errors import ConfigError
     from env.config import EnvConfig
+    from env.profile import load_profile
     from env.sim.launcher import SimServer
+    from env.siphon.client import SiphonClient
 
     from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
@@ -503,8 +506,14 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
             batch_size=32,
             n_epochs=1,
             value_warmup_steps=0,
+            game_speed=3,
         )
         metrics = finetune(tmp_path / "bc", settings, config, tmp_path / "finetuned")
+        client = SiphonClient(server.host)
+        client.configure(load_profile("sim_margit").siphon)
+        speed = client.read(["gameSpeedFlag", "gameSpeedVal"])
+        client.close()
+    assert not speed["gameSpeedFlag"] or speed["gameSpeedVal"] == 1.0, speed
     assert metrics["timesteps"] == 64 and metrics["episodes"] >= 2
     assert (tmp_path / "finetuned" / "policy.safetensors").stat().st_size > 0
     assert EnvConfig.load(tmp_path / "finetuned") == config
@@ -571,7 +580,7 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fights import expert_actor, run_fights
+    from elden_il.fight_loop import expert_actor, run_fights
     from elden_il.params import FIRST_HELD_OUT_SEED
 
     def make():
@@ -589,7 +598,7 @@ def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: 
 
     from capture.record import RecordSettings, record
 
-    from elden_il.fights import RandomActor, run_fights
+    from elden_il.fight_loop import RandomActor, run_fights
 
     config = EnvConfig(profile="sim_margit", max_steps=20)
     saved: list[Path] = []

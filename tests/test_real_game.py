@@ -19,7 +19,7 @@ from env.common import files
 from env.profile import load_profile
 from env.sim.display import focus_window
 
-from capture.fights import FightTracker
+from capture.episode_cuts import FightTracker
 from capture.silence import InputSilence
 
 
@@ -123,12 +123,12 @@ def test_the_games_floors_are_above_the_hardest_blow_on_either_side():
 
 
 def test_a_blow_harder_than_a_floor_is_named_once_with_the_floor_that_catches_it(caplog: pytest.LogCaptureFixture):
-    from env.fight import FightRules
-    from env.floors import FloorWatch
+    from env.fight_rules import FightRules
+    from env.hp_floors import FloorWatch
 
     watch = FloorWatch(FightRules(player_floor=0.35, boss_floor=0.02), "eldenring_margit")
     before = {"HeroHp": 800, "HeroMaxHp": 1100, "NpcHp": 1000, "NpcMaxHp": 4174}
-    with caplog.at_level(logging.WARNING, logger="env.floors"):
+    with caplog.at_level(logging.WARNING, logger="env.hp_floors"):
         watch.update(before, {**before, "HeroHp": 500})  # 300 HP: 27 %, below the floor's 35 %: fine
         assert not caplog.text
         watch.update(before, {**before, "HeroHp": 180})  # the holy hammer: 620 HP, 56 %
@@ -153,7 +153,7 @@ def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: py
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fights import expert_actor
+    from elden_il.fight_loop import expert_actor
 
     config = EnvConfig(profile="eldenring_margit", max_steps=900)
     attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
@@ -161,7 +161,7 @@ def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: py
     world, actor = env.unwrapped.game.world, expert_actor(config)
     real_deaths = real_kills = ended_at_a_floor = 0
     try:
-        caplog.set_level(logging.WARNING, logger="env.floors")
+        caplog.set_level(logging.WARNING, logger="env.hp_floors")
         for fight in range(20):
             obs, _ = env.reset(seed=fight)
             actor.start(0, fight)

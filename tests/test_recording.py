@@ -641,10 +641,10 @@ def test_a_discarded_episodes_video_is_closed_and_deleted(tmp_path: Path):
 
 
 def test_an_episode_starts_when_both_fighters_are_at_full_hp():
-    """env.fight.fresh, the one rule for "a fight has (re)started" (the recorder's cutter, both
+    """env.fight_rules.fresh, the one rule for "a fight has (re)started" (the recorder's cutter, both
     games' restarts): after a fight ends, a boss back at full HP is not enough while the player
     is still hurt."""
-    from capture.fights import FightTracker
+    from capture.episode_cuts import FightTracker
 
     tracker = FightTracker()
     fresh = {"HeroHp": 500, "HeroMaxHp": 500, "NpcHp": 4174, "NpcMaxHp": 4174}
@@ -770,7 +770,7 @@ def test_a_format_1_episode_builds_at_its_own_frame_size_and_says_what_it_gives_
 WINDOWS_LIKE_LOCK = """
 import fcntl, sys, time
 from pathlib import Path
-from capture.lock import FileLock, LockScheme
+from env.common.lock import FileLock, LockScheme
 # Windows' scheme with a stand-in for msvcrt.locking(fd, LK_NBLCK, 1): a lock on byte 0 of the
 # lock file, held by this process, refused to another
 scheme = LockScheme(True, lambda fd: fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0),
@@ -788,7 +788,7 @@ def test_the_windows_lock_scheme_marks_a_live_recording_with_a_file_beside_it(tm
     the recorder is killed it is not, and the stale lock file it left is cleaned up."""
     import fcntl
 
-    from capture.lock import FileLock, LockScheme, is_being_written, lock_path
+    from env.common.lock import FileLock, LockScheme, is_being_written, lock_path
 
     scheme = LockScheme(
         True,

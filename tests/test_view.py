@@ -1,4 +1,4 @@
-"""The Rerun viewer of fights (``python -m capture.view``), headless: a fight recorded with the
+"""The Rerun viewer of fights (``python -m elden_il.view``), headless: a fight recorded with the
 simulator in-process, its ``.rrd`` saved and read back through Rerun's own dataframe query, a
 policy's disagreements against ones counted directly, the evaluation's recordings, and every
 bad input answered in one line."""
@@ -23,10 +23,10 @@ from env.profile import load_profile
 from capture.build_dataset import build_dataset
 from capture.episode import read_episode
 from capture.record import RecordSettings, record
-from capture.view import main, show_dataset, show_episode
 
 from elden_il.data import load_demonstrations
 from elden_il.policy import load_policy, save_policy
+from elden_il.view import main, show_dataset, show_episode
 
 MASTER = (160, 90)
 DATASET = "test/view-v0"
@@ -184,7 +184,7 @@ def test_the_evaluation_saves_a_recording_of_each_policys_first_fight(policy: Pa
     from env.factory import make_env
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fights import RandomActor
+    from elden_il.fight_loop import RandomActor
 
     config = load_policy(policy).config.replace(max_steps=30)
     evaluate(

@@ -49,7 +49,10 @@ def add_flags(
         options = dict(f.metadata.get("flag", {}))
         if not options or (names is not None and f.name not in names):
             continue
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        if f.default is not dataclasses.MISSING:
+            default = f.default
+        else:  # a field with no default at all is a flag the command requires (``required=True``)
+            default = None if f.default_factory is dataclasses.MISSING else f.default_factory()
         options = {"default": default, **options, **adjusted.get(f.name, {})}
         if RULE in f.metadata and "type" not in options:  # a ``checked`` field: its own rule, at parse time
             options["type"] = ruled(type(default), f.metadata[RULE])
@@ -126,7 +129,7 @@ def _signum(watch: interrupts.Watch | None) -> int:
 
 def interrupted_line(signum: int) -> str:
     """What an interrupted command says: what stopped it, and that nothing half-made was put in
-    place (every output is built aside and swapped in whole: ``capture.staging``)."""
+    place (every output is built aside and swapped in whole: ``env.common.staging``)."""
     name = signal.Signals(signum).name
     how = " (Ctrl-C)" if signum == signal.SIGINT else ""
     return (

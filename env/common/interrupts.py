@@ -8,7 +8,7 @@ default, ends the process on the spot, its staging folders left behind and no li
 
 So every command (``env.common.cli.run_command``) runs under ``watched()``: both signals raise
 ``KeyboardInterrupt`` and are also *recorded* (and Python's "Exception ignored" traceback for
-one that could not propagate is left out: the command says it in its one line). What publishes an output (``capture.staging``)
+one that could not propagate is left out: the command says it in its one line). What publishes an output (``env.common.staging``)
 calls ``check()`` first, and the runner calls it again once the work returns: an interrupt
 whose exception was swallowed still stops the swap and still ends the command with the
 shell's 128 + signal. ``deferred()`` holds signals back for the few instructions that must not

@@ -28,8 +28,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from env.common import files, interrupts
-
-from capture.lock import FileLock
+from env.common.lock import FileLock
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import threading
 import time
 
 from env.sim import TICK_HZ
-from env.sim.inputs import InputLatch
+from env.sim.buttons import InputLatch
 from env.sim.world import World
 
 MAX_BURST = 256

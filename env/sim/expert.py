@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from env import fight
+from env import fight_rules
 from env.sim.moves import ROLL, BossMove, Strike
 from env.sim.world import MOVES_BY_PHASE
 
@@ -76,7 +76,7 @@ class ScriptedExpert:
         anim = int(state["NpcAnimId"])
         if anim != self._anim:
             self._anim, self._anim_start = anim, self._onset(now)
-        if fight.AT_DEATH.is_over(state):
+        if fight_rules.AT_DEATH.is_over(state):
             return "idle"
         phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
         move = next((m for m in MOVES_BY_PHASE[phase] if m.anim_id == anim), None)

@@ -16,14 +16,14 @@ from collections.abc import Collection, Sequence
 import cv2
 import numpy as np
 
-from env import fight
+from env import fight_rules
 from env.common.errors import GameError
 from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, Unreadable
 from env.keys import normalize_key
 from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
-from env.sim.inputs import InputLatch
+from env.sim.buttons import InputLatch
 from env.sim.renderer import Renderer
 from env.sim.world import World
 
@@ -66,7 +66,7 @@ class SimGame:
         world = self.world
         try:
             values = {name: memory.read(world, name) for name in names or self.profile.attribute_names}
-        except memory.MemoryError_ as e:
+        except memory.MemoryAccessError as e:
             raise Unreadable(f"reading game memory failed: {e}") from None
         return GameState(values, world.time)
 
@@ -95,7 +95,7 @@ class SimGame:
     def write(self, name: str, value: AttributeValue) -> None:
         try:
             memory.write(self.world, name, value)
-        except memory.MemoryError_ as e:
+        except memory.MemoryAccessError as e:
             raise GameError(str(e)) from None
 
     def hold_keys(self, keys: Collection[str]) -> None:
@@ -143,7 +143,7 @@ class SimGame:
         self._latch.drain()
         self.world.restart(seed)
         state = self.read_state()
-        if not fight.fresh(state):
+        if not fight_rules.fresh(state):
             raise GameError("the simulator did not restart the fight (HP not full after restart)")
         return state
 

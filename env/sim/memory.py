@@ -49,7 +49,7 @@ targeted NPC's), "game" in a static object (game speed), "sim" the simulator's c
 CHAINED = ("hero", "npc")
 
 
-class MemoryError_(ValueError):
+class MemoryAccessError(ValueError):
     """A read or write the simulator's memory cannot do; the message says why."""
 
 
@@ -299,23 +299,23 @@ def _attribute(name: str) -> Attribute:
     try:
         return ATTRIBUTES[name]
     except KeyError:
-        raise MemoryError_(unknown_attribute_message(name)) from None
+        raise MemoryAccessError(unknown_attribute_message(name)) from None
 
 
 def _npc(world: World, via_hook: bool) -> Npc:
     npc = world.last_targeted if via_hook else world.boss
     if npc is None:
-        raise MemoryError_(NO_TARGET_MESSAGE)
+        raise MemoryAccessError(NO_TARGET_MESSAGE)
     if world.gone(npc):
-        raise MemoryError_(GONE_MESSAGE)
+        raise MemoryAccessError(GONE_MESSAGE)
     return npc
 
 
 def _resolve(world: World, attr: Attribute, via_hook: bool) -> Npc | World:
-    """What an attribute is read from or written to, or ``MemoryError_`` where the game's
+    """What an attribute is read from or written to, or ``MemoryAccessError`` where the game's
     pointer chain would lead nowhere."""
     if attr.kind in CHAINED and world.loading:
-        raise MemoryError_(LOADING_MESSAGE)
+        raise MemoryAccessError(LOADING_MESSAGE)
     return _npc(world, via_hook) if attr.kind == "npc" else world
 
 
@@ -328,22 +328,22 @@ def read(world: World, name: str, via_hook: bool = False) -> Value:
 
 WINDOW_SIDE = Range(MIN_WINDOW_SIDE, MAX_FRAME_SIDE, "pixels")
 WINDOW_RANGES = {"SimWindowWidth": WINDOW_SIDE, "SimWindowHeight": WINDOW_SIDE}
-"""What the server's window controls (``env.sim.capture.WINDOW_CONTROLS``) may be written: a
+"""What the server's window controls (``env.sim.frame_capture.WINDOW_CONTROLS``) may be written: a
 window the renderer can draw, no larger than any frame the project takes."""
 
 
 def check_range(name: str, value: Value, allowed: Range | None) -> None:
-    """``MemoryError_`` saying what ``name`` accepts, where ``value`` is outside ``allowed``."""
+    """``MemoryAccessError`` saying what ``name`` accepts, where ``value`` is outside ``allowed``."""
     if allowed is not None and not allowed.holds(value):
-        raise MemoryError_(f"{name} = {value!r} is refused, nothing was written: it must be {allowed}")
+        raise MemoryAccessError(f"{name} = {value!r} is refused, nothing was written: it must be {allowed}")
 
 
 def write(world: World, name: str, value: Value, via_hook: bool = False) -> None:
-    """Write ``name``, or ``MemoryError_`` (and the world unchanged) for a read-only attribute, a
+    """Write ``name``, or ``MemoryAccessError`` (and the world unchanged) for a read-only attribute, a
     value outside its ``Range`` or memory the game does not have now."""
     attr = _attribute(name)
     if attr.write is None:
-        raise MemoryError_(f"attribute {name!r} is read-only in the simulator")
+        raise MemoryAccessError(f"attribute {name!r} is read-only in the simulator")
     check_range(name, value, attr.range)
     target = _resolve(world, attr, via_hook)
     if attr.kind == "npc":

@@ -16,7 +16,7 @@ reproduces what Siphon's source does (HEAD 6ad5bdf; ../shared/reference/real-gam
   the same process reuses the memory object, which keeps the attribute list it was made with.
 
 The timings are configurable so tests stay fast; the defaults and their reasons are
-``RealServerTimings``'s. The capture and input quirks live with the service (``env/sim/capture.py``
+``RealServerTimings``'s. The capture and input quirks live with the service (``env/sim/frame_capture.py``
 and ``SimSiphonService``), which asks ``RealServer`` for the locking and the costs.
 """
 

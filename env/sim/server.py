@@ -11,7 +11,7 @@ That is the ideal server. With ``real`` (``--real-server``, the default for the 
 profile) it behaves as the real Siphon server does instead: one mutex for the memory and config
 calls, a module scan per attribute call, a config that sticks to the first InitializeMemory, the
 NPC hook that blocks until the player locks on (``env/sim/real_server.py``), the capture quirks
-(``env/sim/capture.py``) and Siphon's silent handling of key names (``env/sim/scancodes.py``).
+(``env/sim/frame_capture.py``) and Siphon's silent handling of key names (``env/sim/scancodes.py``).
 Sim-only controls (``Sim*`` attributes) answer in both modes whatever the config says; in
 real-server mode they queue on the mutex like any attribute call but cost no scan.
 """
@@ -42,9 +42,9 @@ from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.profile import load_profile
 from env.sim import memory, scancodes
 from env.sim.broadcaster import FrameBroadcaster
-from env.sim.capture import WINDOW_CONTROLS, GameWindow
+from env.sim.buttons import InputLatch
 from env.sim.clock import RealtimeClock
-from env.sim.inputs import InputLatch
+from env.sim.frame_capture import WINDOW_CONTROLS, GameWindow
 from env.sim.real_server import STATUS_MARK, RealServer, RealServerTimings
 from env.sim.renderer import Renderer
 from env.sim.world import Lifecycle, Phase, World
@@ -404,7 +404,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                         value = memory.read(world, name, via_hook)
                     else:  # the bytes game memory would hold there: each field at its offset
                         value = array.pack({f.name: memory.read(world, f.name, via_hook) for f in array.fields})
-            except memory.MemoryError_ as e:
+            except memory.MemoryAccessError as e:
                 return pb2.GetSiphonResponse(success=False, message=self._failed(name, "read", e))
         return pb2.GetSiphonResponse(success=True, message="ok", **{VALUE_FIELDS[spec.type]: value})
 
@@ -416,7 +416,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                 value = getattr(request, VALUE_FIELDS[WINDOW_CONTROLS[name]])
                 try:
                     memory.check_range(name, value, memory.WINDOW_RANGES.get(name))
-                except memory.MemoryError_ as e:
+                except memory.MemoryAccessError as e:
                     return pb2.SetSiphonResponse(success=False, message=str(e))
                 self.process.window.write_control(name, value)
                 return pb2.SetSiphonResponse(success=True, message=f"{name} written")
@@ -444,7 +444,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
                         self.real is not None and spec.method == "dll",
                     )
                     self.process.clock.reschedule()
-            except memory.MemoryError_ as e:
+            except memory.MemoryAccessError as e:
                 return pb2.SetSiphonResponse(success=False, message=self._failed(name, "write", e))
         return pb2.SetSiphonResponse(success=True, message=f"{name} written")
 

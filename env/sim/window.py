@@ -20,8 +20,8 @@ from env.controller import ControllerLayout
 from env.gamepad import Gamepad, describe
 from env.keys import PYGAME_NAMES, normalize_key
 from env.profile import Profile
+from env.sim.buttons import InputLatch
 from env.sim.controls import Button
-from env.sim.inputs import InputLatch
 from env.sim.server import SimProcess
 
 log = logging.getLogger(__name__)

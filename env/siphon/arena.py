@@ -23,7 +23,7 @@ from contextlib import AbstractContextManager
 from typing import Protocol
 
 from env.common.errors import GameError
-from env.fight import AT_DEATH
+from env.fight_rules import AT_DEATH
 from env.game import Game
 from env.siphon.client import ReadRefused, SiphonClient
 

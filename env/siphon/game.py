@@ -31,7 +31,7 @@ from contextlib import contextmanager
 import grpc
 import numpy as np
 
-from env import fight
+from env import fight_rules
 from env.common.errors import GameError
 from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, scaled
 from env.keys import is_mouse_button, normalize_key
@@ -118,7 +118,7 @@ class SiphonGame:
         return self._state(values, taken), self._frame(rgb, taken, values)
 
     def _state(self, values: dict[str, AttributeValue], taken: float) -> GameState:
-        if {"NpcHp", "NpcMaxHp"} <= values.keys() and fight.AT_DEATH.boss_down(values):
+        if {"NpcHp", "NpcMaxHp"} <= values.keys() and fight_rules.AT_DEATH.boss_down(values):
             self.boss_seen_dead = True
         return GameState(values, taken)
 
@@ -208,7 +208,7 @@ class SiphonGame:
         deadline = time.monotonic() + self.reset_timeout
         while True:
             state = self.read_state()
-            if fight.fresh(state):
+            if fight_rules.fresh(state):
                 return state
             if time.monotonic() > deadline:
                 raise GameError(

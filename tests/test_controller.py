@@ -98,7 +98,8 @@ def test_unplugged_replugged_and_a_second_pad_are_each_one_notice(pad: VirtualPa
 
 def test_a_pad_sdl_has_no_mapping_for_says_how_to_add_one_and_the_mapping_works(tmp_path: Path):
     """An unknown pad is named once, with how to add a mapping; given one through
-    SDL_GAMECONTROLLERCONFIG (as the line says), the same pad is read."""
+    SDL_GAMECONTROLLERCONFIG (as the line says), the same pad is read; given garbage there, the
+    pad is the unknown one again, and nothing fails."""
     script = tmp_path / "unknown_pad.py"
     script.write_text(
         "import sys, time\n"
@@ -127,6 +128,8 @@ def test_a_pad_sdl_has_no_mapping_for_says_how_to_add_one_and_the_mapping_works(
     mapping = f"{guid},Generic USB Joystick,a:b0,b:b1,x:b2,y:b3,leftx:a0,lefty:a1,platform:Linux,"
     mapped = run(SDL_GAMECONTROLLERCONFIG=mapping)
     assert mapped.splitlines()[0].startswith("connected") and "read [False, False]" in mapped
+    garbage = run(SDL_GAMECONTROLLERCONFIG="\x7fnot,a:mapping,at all" * 1000)  # SDL skips what it cannot parse
+    assert garbage.splitlines()[0].split(" ", 1)[0] == "unmapped"
 
 
 def test_reading_a_pad_leaves_ctrl_c_and_sigterm_to_the_program():

@@ -367,6 +367,20 @@ LIVE_WRITER = textwrap.dedent("""
 """)
 
 
+def test_two_recorders_on_one_folder_each_keep_their_own_episodes(tmp_path: Path):
+    """Two recorders started into the same folder at once: each names its episodes by the time
+    they start and locks its own partial files, so all four episodes are saved whole."""
+    command = [sys.executable, "-m", "capture.record", "--backend", "sim", "--autopilot", "--no-status"]
+    command += ["--out", str(tmp_path), "--max-episodes", "2", "--max-episode-seconds", "4"]
+    both = [subprocess.Popen([*command, "--seed", str(seed)], stderr=subprocess.PIPE, text=True) for seed in (0, 50)]
+    for recorder in both:
+        _, err = recorder.communicate(timeout=240)
+        assert recorder.returncode == 0, err
+    episodes = list_episodes(tmp_path)
+    assert len(episodes) == 4
+    assert sorted(int(read_episode(path).attrs["sim_seed"]) for path in episodes) == [0, 1, 50, 51]
+
+
 def test_deleting_lock_files_does_not_expose_a_live_recording_to_recover(tmp_path: Path):
     """A user cleaning up after a crash deletes every ``*.lock``: the recording going on must
     still be left alone by ``capture.recover`` (and by a second one at the same time), and
@@ -697,8 +711,11 @@ def longer_params(project: Path, stage: str) -> str:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "stage, signum",
-    [*((stage, signal.SIGINT) for stage in STAGES), ("bc", signal.SIGTERM), ("evaluate", signal.SIGTERM)],
-    ids=[*(f"{stage}-SIGINT" for stage in STAGES), "bc-SIGTERM", "evaluate-SIGTERM"],
+    [
+        *((stage, signal.SIGINT) for stage in STAGES),
+        *((stage, signal.SIGTERM) for stage in ("bc", "finetune", "evaluate")),
+    ],
+    ids=[*(f"{stage}-SIGINT" for stage in STAGES), "bc-SIGTERM", "finetune-SIGTERM", "evaluate-SIGTERM"],
 )
 def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it_was(
     reproduced_stages: Path, stage: str, signum: int
@@ -1803,6 +1820,20 @@ def test_a_bad_policy_is_one_line_when_recording_with_it(bad_policies: Path, tmp
     assert status == 2
     assert BAD_POLICIES[bad][1] in one_error_line(err)
     assert not list((tmp_path / "raw").glob("*.h5"))
+
+
+@pytest.mark.parametrize("bad", BAD_POLICIES)
+def test_a_bad_policy_is_one_line_in_the_viewer(
+    bad_policies: Path, raw_episodes: Path, tmp_path: Path, capsys, bad: str
+):
+    folder = bad_policies / str(list(BAD_POLICIES).index(bad))
+    episode = str(list_episodes(raw_episodes)[0])
+    status, _, err = main_here(
+        "elden_il.view", episode, "--policy", str(folder), "--save", str(tmp_path / "x.rrd"), capsys=capsys
+    )
+    assert status == 2
+    assert BAD_POLICIES[bad][1] in one_error_line(err)
+    assert not (tmp_path / "x.rrd").exists()
 
 
 @pytest.mark.parametrize("bad", BAD_POLICIES)

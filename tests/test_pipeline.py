@@ -358,6 +358,7 @@ def interrupted_after(project: Path, marker: str, *command: str) -> subprocess.C
             ),
         ),
     ],
+    ids=["demos", "evaluate"],
 )
 def test_a_stage_interrupted_under_dvc_repro_leaves_its_outputs_as_they_were(
     project: Path, stage: str, marker: str, outputs: tuple[str, ...]

@@ -1,4 +1,6 @@
-"""RL fine-tuning from the behaviour-cloned policy, kept near it (the VPT recipe).
+"""RL fine-tuning from the behaviour-cloned policy, kept near it: PPO with a KL penalty to it
+(the VPT recipe, ``finetune.method: ppo``), or AWAC from one env with the demonstrations in
+every batch (``finetune.method: awac``, ``elden_il.awac``).
 
 PPO from stable-baselines3 does the learning, unchanged. The one addition is where PPO already
 has a regulariser: its entropy bonus. ``KLToPriorPolicy`` reports, in place of the entropy,
@@ -286,6 +288,10 @@ def local_or_ray_vec_env(fns: list, subprocesses: bool) -> VecEnv:
     return SubprocVecEnv(fns) if subprocesses and len(fns) > 1 else DummyVecEnv(fns)
 
 
+Dataset = tuple[str, Path]
+"""A Minari dataset: its id and the root it is under (``elden_il.data.open_dataset``)."""
+
+
 def finetune(
     bc_policy_path: Path,
     config: FinetuneConfig,
@@ -293,20 +299,25 @@ def finetune(
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
     callbacks: Sequence[BaseCallback] = (),
+    dataset: Dataset | None = None,
 ) -> dict:
-    """PPO from the BC policy saved at ``bc_policy_path`` (``load_policy``) with a KL penalty to
-    it, in the env ``env_config`` describes (the one the BC policy was trained for); saves the
-    fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it ends
-    leaves the previous one) with its curves. ``on_episode`` gets each training episode's
-    learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's. With
-    ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
+    """Fine-tune the BC policy saved at ``bc_policy_path`` (``load_policy``) as ``config.method``
+    says, in the env ``env_config`` describes (the one the BC policy was trained for): PPO with a
+    KL penalty to it, or AWAC from one env and the demonstrations of ``dataset`` (which it needs).
+    Saves the fine-tuned policy in ``out`` (``save_policy``, written whole: a run stopped before it
+    ends leaves the previous one) with its curves. ``on_episode`` gets each training episode's
+    learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's (PPO only).
+    With ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
     (``elden_il.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
-    check_rollout_fits(config, env_config)
+    if config.method == "ppo":
+        check_rollout_fits(config, env_config)
+    elif dataset is None:
+        raise ConfigError("finetune.method awac learns from the demonstrations too: give the dataset to fine-tune from")
+    if callbacks and (config.runs != 1 or config.method != "ppo"):
+        raise ValueError("callbacks watch the SB3 model of one PPO run: give them with runs=1 and method ppo")
     if config.runs == 1:
-        return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks)
-    if callbacks:
-        raise ValueError("callbacks watch the policy of one run: give them with runs=1")
-    return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode)
+        return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks, dataset=dataset)
+    return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode, dataset)
 
 
 MAX_ROLLOUT_BYTES = 8 * 2**30
@@ -338,21 +349,49 @@ def finetune_once(
     on_episode: Callable[[dict], None] | None = None,
     callbacks: Sequence[BaseCallback] = (),
     progress_bar: bool = True,
+    on_steps: Callable[[int], None] | None = None,
+    dataset: Dataset | None = None,
 ) -> dict:
-    """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says."""
+    """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says.
+    ``on_steps`` gets the count of each batch of env steps as they are taken."""
     started = time.perf_counter()
     start = one_network(load_policy(bc_policy_path), "fine-tuning")
-    model, curve = train(start, config, env_config, out, on_episode, callbacks, progress_bar)
+    if config.method == "awac":
+        from elden_il.awac import finetune_awac
+        from elden_il.data import demonstrations, open_dataset
+
+        demos = demonstrations(open_dataset(*dataset), final_observations=True)
+        make = seeded_env_fns(config, env_config)[0]
+        policy, rows, updates = finetune_awac(start, demos, config, make, on_episode, progress_bar, on_steps)
+        steps = config.total_steps
+    else:
+        counting = [StepCount(on_steps)] if on_steps is not None else []
+        model, curve = train(start, config, env_config, out, on_episode, [*callbacks, *counting], progress_bar)
+        policy, rows, updates, steps = model.policy, curve.rows, curve.updates, model.num_timesteps
     seconds = time.perf_counter() - started
-    save_run(model, curve, env_config, out)
-    wins = [r["win"] for r in curve.rows]
+    save_run(policy, rows, updates, env_config, out)
+    wins = [r["win"] for r in rows]
     return {
-        "timesteps": model.num_timesteps,
-        "env_steps_per_second": model.num_timesteps / seconds,
-        "episodes": len(curve.rows),
+        "timesteps": steps,
+        "env_steps": steps,
+        "envs": config.num_envs,
+        "env_steps_per_second": steps / seconds,
+        "episodes": len(rows),
         "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
         "config": asdict(config),
     }
+
+
+class StepCount(BaseCallback):
+    """Hands each env step's count (one per env) to ``on_steps``."""
+
+    def __init__(self, on_steps: Callable[[int], None]) -> None:
+        super().__init__()
+        self.on_steps = on_steps
+
+    def _on_step(self) -> bool:
+        self.on_steps(self.training_env.num_envs)
+        return True
 
 
 def train(
@@ -411,7 +450,7 @@ def train(
         # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
         # until then is kept where load_policy reads it, and the one line says so
         kept = out / PARTIAL_RUN
-        save_run(model, curve, env_config, kept)
+        save_run(model.policy, curve.rows, curve.updates, env_config, kept)
         e.args = (
             f"{e} (fine-tuning stopped at step {model.num_timesteps} of {config.total_steps}, after "
             f"{len(curve.updates)} update{'' if len(curve.updates) == 1 else 's'}; the model as it stood is "
@@ -427,10 +466,13 @@ PARTIAL_RUN = "partial"
 """Where, under its output folder, a fine-tuning run that lost its game keeps what it trained."""
 
 
-def save_run(model: PPO, curve: LearningCurve, env_config: EnvConfig, out: Path) -> None:
-    """The policy, the env config it acts in and its curves, as the policy folder ``out``,
-    written whole (``env.common.staging``): a run stopped while saving leaves the old folder."""
+def save_run(
+    policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
+) -> None:
+    """The policy, the env config it acts in and its curves (episodes, updates), as the policy
+    folder ``out``, written whole (``env.common.staging``): a run stopped while saving leaves the
+    old folder."""
     with staged_folder(out) as folder:
-        save_policy(model.policy, env_config, folder)
-        (folder / "learning_curve.json").write_text(json.dumps(curve.rows))
-        (folder / "updates.json").write_text(json.dumps(curve.updates))
+        save_policy(policy, env_config, folder)
+        (folder / "learning_curve.json").write_text(json.dumps(rows))
+        (folder / "updates.json").write_text(json.dumps(updates))

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
 from env.common import interrupts
@@ -47,6 +46,7 @@ class _Run:
     config: FinetuneConfig
     env_config: EnvConfig
     out: Path
+    dataset: tuple[str, Path] | None = None
 
 
 PARENT_CHECK_S = 1.0
@@ -79,13 +79,10 @@ def _end_with_parent() -> None:
     os._exit(1)
 
 
-class _CountSteps(BaseCallback):
-    """Adds each env step of this run to the count the main process shows."""
-
-    def _on_step(self) -> bool:
-        with _steps.get_lock():
-            _steps.value += self.training_env.num_envs
-        return True
+def _count_steps(count: int) -> None:
+    """Adds env steps of this run to the count the main process shows."""
+    with _steps.get_lock():
+        _steps.value += count
 
 
 def _train(run: _Run) -> dict:
@@ -94,7 +91,13 @@ def _train(run: _Run) -> dict:
 
     torch.set_num_threads(1)
     metrics = run.train_one(
-        run.bc_policy_path, run.config, run.env_config, run.out, callbacks=[_CountSteps()], progress_bar=False
+        run.bc_policy_path,
+        run.config,
+        run.env_config,
+        run.out,
+        progress_bar=False,
+        on_steps=_count_steps,
+        dataset=run.dataset,
     )
     return {**metrics, "seed": run.config.seed}
 
@@ -147,6 +150,7 @@ def finetune_runs(
     env_config: EnvConfig,
     out: Path,
     on_episode: Callable[[dict], None] | None = None,
+    dataset: tuple[str, Path] | None = None,
 ) -> dict:
     """``config.runs`` fine-tuning runs (training seeds ``config.seed`` counting up), each trained
     by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``); the policies
@@ -170,6 +174,7 @@ def finetune_runs(
                 replace(config, seed=seed, runs=1),
                 env_config,
                 built.parent / f"run-seed-{seed}",
+                dataset,
             )
             for seed in seeds
         ]
@@ -189,6 +194,8 @@ def finetune_runs(
     seconds = time.perf_counter() - started
     return {
         "timesteps": results[0]["timesteps"],
+        "env_steps": sum(r["env_steps"] for r in results),
+        "envs": sum(r["envs"] for r in results),
         "env_steps_per_second": sum(r["timesteps"] for r in results) / seconds,
         "episodes": sum(r["episodes"] for r in results),
         "train_win_rate_last_50": sum(r["train_win_rate_last_50"] for r in results) / len(results),

@@ -1,8 +1,12 @@
 """Every knob of ``dvc repro``: one typed tree, a frozen dataclass per section of params.yaml.
 
-A field's default *is* the pipeline's default: params.yaml repeats them for the user to read
-and change (``tests/test_params.py`` holds the two equal), so deleting a key from params.yaml
-changes nothing. Each field declares what it accepts (``env.common.fields.checked``); the ``env``
+A field's default is the pipeline's default, with three exceptions declared once, here, each
+with its reason: the env, fine-tuning and the demonstrations' recording are settings other
+callers make too (``make_env``, ``finetune``, ``capture.record``), whose own defaults suit them,
+so the pipeline's differ in ``PIPELINE_ENV``, ``PIPELINE_FINETUNE`` and ``DEMO_RECORDING``, and
+nowhere else. params.yaml writes every default out for the user to read and change
+(``tests/test_params.py`` holds the two equal), so deleting a key from params.yaml changes
+nothing. Each field declares what it accepts (``env.common.fields.checked``); the ``env``
 section is not a mirror of the env's settings but ``EnvConfig`` itself, which owns them. Reading a
 file (``load_params``) checks every section at once, so a stage never starts on a bad value, and
 says which key of which file is wrong in one line.
@@ -251,11 +255,18 @@ class BCConfig:
         check_fields(self)
 
 
+FINETUNE_METHODS = ("ppo", "awac")
+
+
 @dataclass(frozen=True)
 class FinetuneConfig:
-    """``finetune``: PPO near the BC policy (``total_steps: -5`` would publish BC untrained as
-    "fine-tuned")."""
+    """``finetune``: RL from the BC policy, kept near it (``total_steps: -5`` would publish BC
+    untrained as "fine-tuned")."""
 
+    method: str = checked("ppo", one_of(*FINETUNE_METHODS))
+    """ppo: PPO with a KL penalty to the BC policy, over num_envs envs (``elden_il.finetune``);
+    awac: off-policy from one env, every step reused, the demonstrations in every batch and the
+    image features BC learnt frozen (``elden_il.awac``)."""
     total_steps: int = checked(30_000, whole(1))
     backend: str = checked("sim", one_of(*BACKENDS))
     """sim: num_envs in-process simulators; sim_server: num_envs simulator servers over gRPC;
@@ -300,6 +311,18 @@ class FinetuneConfig:
     reward alone."""
     seed: int = checked(0, whole(0, 2**32 - 1))
     """The first run's training seed (the next runs count up from it)."""
+    awac_lambda: float = checked(1.0, number(0, above=True))
+    """awac: the temperature of the advantage weights (lower: the actor follows the critic harder)."""
+    critic_warmup_updates: int = checked(2000, whole(0, 1_000_000))
+    """awac: critic updates on the demonstrations alone before the first env step."""
+    demo_fraction: float = checked(0.5, number(0, 1))
+    """awac: the share of every batch drawn from the demonstrations (the rest: the env's own steps)."""
+    n_step: int = checked(3, whole(1, 100))
+    """awac: rewards summed into each critic target before the next observation's value."""
+    replay_batch: int = checked(128, whole(2, 65_536))
+    """awac: transitions per update (one update per env step)."""
+    critic_hidden: int = checked(256, whole(8, 4096))
+    """awac: the width of each critic's two hidden layers."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
     with more than one, the fine-tuned policy is all of them acting as one, their log-probabilities
@@ -308,6 +331,10 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.method == "awac" and self.num_envs != 1:
+            raise FieldError(
+                "num_envs", self.num_envs, "must be 1 with method awac: it learns from one env's every step"
+            )
         if self.runs != 1 and self.backend != "sim":
             raise FieldError(
                 "runs",

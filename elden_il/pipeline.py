@@ -216,7 +216,14 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
 
     bc = load_policy(ws.models / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
     with TrainingLog(ws.live / "finetune") as live:
-        metrics = finetune(bc.path, params.finetune, bc.config, ws.models / "finetuned", on_episode=live.rl_episode)
+        metrics = finetune(
+            bc.path,
+            params.finetune,
+            bc.config,
+            ws.models / "finetuned",
+            on_episode=live.rl_episode,
+            dataset=(params.dataset.id, ws.minari),
+        )
     write_report(metrics, ws.report("finetune"))
 
 

@@ -341,7 +341,7 @@ def test_an_ensemble_of_different_networks_is_refused_before_anything_is_written
 
 
 def test_callbacks_watch_one_run_and_are_refused_with_several(tmp_path: Path):
-    with pytest.raises(ValueError, match="callbacks watch the policy of one run"):
+    with pytest.raises(ValueError, match="callbacks watch the SB3 model of one PPO run"):
         finetune(tmp_path / "bc", FinetuneConfig(runs=2), CONFIG, tmp_path / "out", callbacks=[object()])
 
 
@@ -463,3 +463,49 @@ def test_a_rollout_larger_than_memory_is_refused_before_anything_is_made():
     check_rollout_fits(FinetuneConfig(), config)  # the pipeline's: 173 MB
     with pytest.raises(ConfigError, match=r"finetune.n_steps = 1000000 with num_envs = 256: each rollout would hold"):
         check_rollout_fits(FinetuneConfig(n_steps=1_000_000, num_envs=256), config)
+
+
+# ------------------------------------------------------------------------------ AWAC, one env
+AWAC_RUN = FinetuneConfig(
+    method="awac", total_steps=60, num_envs=1, critic_warmup_updates=5, replay_batch=16, critic_hidden=16
+)
+"""A few dozen env steps of AWAC, each with its update, after five on the demonstrations alone."""
+
+
+@pytest.fixture(scope="module")
+def awac_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, Path]]:
+    """An untrained policy for ``CONFIG`` and a dataset of one short expert fight in that env."""
+    from capture.build_dataset import build_dataset
+    from capture.record import RecordSettings, record
+
+    root = tmp_path_factory.mktemp("awac")
+    record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=1, max_episode_seconds=6, out=root))
+    build_dataset(root, "test/awac-v0", CONFIG, root=root / "minari")
+    return untrained_bc(root / "bc"), ("test/awac-v0", root / "minari")
+
+
+def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_features_bc_learnt(
+    awac_start, tmp_path: Path
+):
+    bc_path, dataset = awac_start
+    rows: list[dict] = []
+    metrics = finetune(bc_path, AWAC_RUN, CONFIG, tmp_path / "awac", on_episode=rows.append, dataset=dataset)
+    assert (metrics["env_steps"], metrics["envs"]) == (60, 1)
+    assert rows and rows[-1]["timesteps"] <= 60 and {"return", "length", "win"} <= set(rows[-1])
+    bc, tuned = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "awac").policy.state_dict()
+    moved = {name for name in bc if not torch.equal(bc[name], tuned[name])}
+    assert moved and all(name.startswith(("mlp_extractor.policy_net", "action_net")) for name in moved), moved
+    again = finetune(bc_path, AWAC_RUN, CONFIG, tmp_path / "again", dataset=dataset)
+    assert again["episodes"] == metrics["episodes"]
+    assert (tmp_path / "awac/policy.safetensors").read_bytes() == (tmp_path / "again/policy.safetensors").read_bytes()
+
+
+def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_start, tmp_path: Path):
+    from env.common.errors import ConfigError
+    from env.common.fields import FieldError
+
+    with pytest.raises(ConfigError, match="learns from the demonstrations too"):
+        finetune(awac_start[0], AWAC_RUN, CONFIG, tmp_path / "x")
+    with pytest.raises(FieldError, match="must be 1 with method awac"):
+        replace(AWAC_RUN, num_envs=2)
+    assert not (tmp_path / "x").exists()

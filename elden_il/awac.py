@@ -1,0 +1,263 @@
+"""Fine-tuning that learns from one env: AWAC over the BC policy's own image features, frozen.
+
+PPO learns from each env step once, and wants many envs; a gaming PC gives one. Here every step
+goes into a replay buffer and is learnt from many times, the demonstrations stay in every batch
+(half of it, as RLPD samples), and the image features are the ones behaviour cloning learnt,
+frozen, so an update trains two small critics and the actor's head alone. The actor's loss is
+AWAC's (Nair et al. 2020, arXiv 2006.09359): the likelihood of the buffer's actions, each
+weighted by ``exp(advantage / awac_lambda)``, which improves on the data without straying far
+from it. The critics (the minimum of two, LayerNorm in each layer, as RLPD has them) learn
+n-step targets of the actor's own next action distribution, and first learn the demonstrations
+alone, before the first env step: the actor's first updates follow a critic that knows the fights.
+
+The policy it returns is the BC policy with its actor trained: the same network, saved and loaded
+as every policy is (``elden_il.policy``); its critic head is BC's, unused.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from gymnasium import spaces
+from stable_baselines3.common.policies import ActorCriticPolicy
+from torch import nn
+from tqdm import tqdm
+
+from env.common.errors import ConfigError
+
+from elden_il.data import Demonstrations
+from elden_il.params import FinetuneConfig
+
+log = logging.getLogger(__name__)
+
+FEATURE_CHUNK = 512
+"""Demonstration rows per pass of the frozen features (bounds the memory of one pass)."""
+MAX_WEIGHT = 20.0
+"""The largest weight an action's advantage may give it in the actor's loss (AWAC's clip)."""
+TARGET_RATE = 0.005
+"""How far the target critics move towards the critics after each update (Polyak averaging)."""
+
+
+@dataclass
+class Replay:
+    """Transitions as rows of frozen features: row ``i`` took ``action[i]``, earned the discounted
+    sum ``reward[i]`` of up to ``n_step`` rewards, and lands on row ``next_row[i]``, whose value
+    counts ``discount[i]`` (0 where the fight ended). An episode's last observation is a row of
+    its own that takes no step."""
+
+    features: torch.Tensor
+    n_step: int
+    gamma: float
+    rows: int = 0
+    taken: int = 0
+    """How many rows took a step (the first ``taken`` of ``stepped``)."""
+
+    def __post_init__(self) -> None:
+        capacity = len(self.features)
+        self.action = torch.zeros(capacity, dtype=torch.long)
+        self.reward = torch.zeros(capacity)
+        self.next_row = torch.zeros(capacity, dtype=torch.long)
+        self.discount = torch.zeros(capacity)
+        self.stepped = np.zeros(capacity, dtype=np.int64)
+        self._open: list[list[int]] = []  # [row, rewards summed so far] while its sum grows
+
+    @classmethod
+    def empty(cls, capacity: int, width: int, n_step: int, gamma: float) -> Replay:
+        return cls(torch.zeros(capacity, width), n_step, gamma)
+
+    def add(self, features: torch.Tensor) -> int:
+        """A new observation's row."""
+        row = self.rows
+        self.features[row] = features
+        self.rows += 1
+        return row
+
+    def step(self, row: int, action: int, reward: float, terminated: bool, next_row: int, over: bool) -> None:
+        """``row`` took ``action`` and landed on ``next_row``; the rows whose n-step sums are still
+        open (this one included) take the reward. ``over``: the episode ended here."""
+        self.action[row], self.reward[row], self.discount[row] = action, 0.0, 1.0
+        self.stepped[self.taken] = row
+        self.taken += 1
+        self._open.append([row, 0])
+        for item in self._open:
+            i = item[0]
+            self.reward[i] += self.discount[i] * reward
+            self.discount[i] = 0.0 if terminated else self.discount[i] * self.gamma
+            self.next_row[i] = next_row
+            item[1] += 1
+        self._open = [] if over else [item for item in self._open if item[1] < self.n_step]
+
+    def sample(self, count: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
+        rows = torch.as_tensor(self.stepped[rng.integers(0, self.taken, count)])
+        return (
+            self.features[rows],
+            self.action[rows],
+            self.reward[rows],
+            self.features[self.next_row[rows]],
+            self.discount[rows],
+        )
+
+
+def demonstration_replay(
+    demos: Demonstrations, featurize: Callable[[dict], torch.Tensor], n_step: int, gamma: float
+) -> Replay:
+    """The demonstrations (loaded with their final observations) as n-step transitions."""
+    if not demos.final.any():
+        raise ValueError(
+            "the demonstrations need their final observations: demonstrations(..., final_observations=True)"
+        )
+    count = len(demos)
+    width = featurize(demos.batch(np.arange(1))).shape[1]
+    replay = Replay.empty(count, width, n_step, gamma)
+    for start in range(0, count, FEATURE_CHUNK):
+        index = np.arange(start, min(count, start + FEATURE_CHUNK))
+        replay.features[index] = featurize(demos.batch(index))
+    replay.rows = count
+    for i in np.flatnonzero(~demos.final):
+        ends = bool(demos.terminated[i]) or bool(demos.final[i + 1])
+        replay.step(int(i), int(demos.actions[i]), float(demos.rewards[i]), bool(demos.terminated[i]), int(i) + 1, ends)
+    return replay
+
+
+def critic(width: int, hidden: int, actions: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(width, hidden), nn.LayerNorm(hidden), nn.ReLU(),
+        nn.Linear(hidden, hidden), nn.LayerNorm(hidden), nn.ReLU(),
+        nn.Linear(hidden, actions),
+    )  # fmt: skip
+
+
+class Learner:
+    """The actor (BC's own head, trained in place), two critics and their targets, and one update
+    of each from a batch of transitions."""
+
+    def __init__(self, policy: ActorCriticPolicy, config: FinetuneConfig) -> None:
+        self.policy, self.config = policy, config
+        for parameter in policy.features_extractor.parameters():
+            parameter.requires_grad_(False)
+        self.actor = nn.Sequential(policy.mlp_extractor.policy_net, policy.action_net)
+        actions = int(policy.action_space.n)
+        width = policy.features_extractor.features_dim
+        self.critics = nn.ModuleList([critic(width, config.critic_hidden, actions) for _ in range(2)])
+        self.targets = copy.deepcopy(self.critics).requires_grad_(False)
+        self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=config.learning_rate)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate)
+
+    def features(self, obs: dict) -> torch.Tensor:
+        with torch.no_grad():
+            tensor, _ = self.policy.obs_to_tensor(obs)
+            return self.policy.extract_features(tensor, self.policy.features_extractor)
+
+    def act(self, features: torch.Tensor, rng: np.random.Generator) -> int:
+        """An action drawn from the actor's distribution at one observation's features."""
+        with torch.no_grad():
+            p = F.softmax(self.actor(features[None]), -1)[0].double().numpy()
+        return int(rng.choice(len(p), p=p / p.sum()))
+
+    def update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool = True) -> dict[str, float]:
+        features, action, reward, next_features, discount = batch
+        with torch.no_grad():
+            next_p = F.softmax(self.actor(next_features), -1)
+            next_q = torch.minimum(*(target(next_features) for target in self.targets))
+            target = reward + discount * (next_p * next_q).sum(-1)
+        critic_loss = sum(F.mse_loss(q(features).gather(1, action[:, None])[:, 0], target) for q in self.critics)
+        self.critic_optimizer.zero_grad()
+        critic_loss.backward()
+        self.critic_optimizer.step()
+        with torch.no_grad():
+            for q, target_q in zip(self.critics, self.targets):
+                for p, p_target in zip(q.parameters(), target_q.parameters()):
+                    p_target.lerp_(p, TARGET_RATE)
+        losses = {"critic_loss": float(critic_loss)}
+        if actor_learns:
+            log_p = F.log_softmax(self.actor(features), -1)
+            with torch.no_grad():
+                q = (self.critics[0](features) + self.critics[1](features)) / 2
+                advantage = q.gather(1, action[:, None])[:, 0] - (log_p.exp() * q).sum(-1)
+                weight = torch.clamp(torch.exp(advantage / self.config.awac_lambda), max=MAX_WEIGHT)
+            actor_loss = -(weight * log_p.gather(1, action[:, None])[:, 0]).mean()
+            self.actor_optimizer.zero_grad()
+            actor_loss.backward()
+            self.actor_optimizer.step()
+            losses["actor_loss"] = float(actor_loss)
+        return losses
+
+
+def finetune_awac(
+    bc: ActorCriticPolicy,
+    demos: Demonstrations,
+    config: FinetuneConfig,
+    make_env: Callable[[], object],
+    on_episode: Callable[[dict], None] | None = None,
+    progress_bar: bool = True,
+    on_steps: Callable[[int], None] | None = None,
+) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
+    """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
+    followed by an update from demonstrations and the env's own steps; the policy (``bc``, a copy,
+    its actor trained), the learning-curve rows (as PPO's: timesteps, return, length, win) and the
+    updates' losses every thousand steps. ``on_steps`` is told of each env step."""
+    if not isinstance(bc.action_space, spaces.Discrete):
+        raise ConfigError(
+            f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
+            "use env.action_mode: discrete, or finetune.method: ppo"
+        )
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    policy = copy.deepcopy(bc).train()
+    learner = Learner(policy, config)
+    demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
+    for _ in range(config.critic_warmup_updates):
+        learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
+    online = Replay.empty(2 * config.total_steps + 2, demo.features.shape[1], config.n_step, config.gamma)
+    from_demos = round(config.replay_batch * config.demo_fraction)
+    env = make_env()
+    rows: list[dict] = []
+    updates: list[dict] = []
+    try:
+        obs, _ = env.reset()
+        row = online.add(learner.features(_one(obs))[0])
+        episode_return, length = 0.0, 0
+        for step in tqdm(
+            range(config.total_steps), desc="fine-tuning", unit="step", disable=None if progress_bar else True
+        ):
+            action = learner.act(online.features[row], rng)
+            obs, reward, terminated, truncated, info = env.step(action)
+            over = terminated or truncated
+            next_row = online.add(learner.features(_one(obs))[0])
+            online.step(row, action, float(reward), bool(terminated), next_row, over)
+            if on_steps is not None:
+                on_steps(1)
+            row, episode_return, length = next_row, episode_return + float(reward), length + 1
+            if over:
+                rows.append(
+                    {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
+                )
+                if on_episode is not None:
+                    on_episode(rows[-1])
+                obs, _ = env.reset()
+                row = online.add(learner.features(_one(obs))[0])
+                episode_return, length = 0.0, 0
+            if online.taken:
+                batch = _joined(demo.sample(from_demos, rng), online.sample(config.replay_batch - from_demos, rng))
+                losses = learner.update(batch)
+                if (step + 1) % 1000 == 0:
+                    updates.append({"timesteps": step + 1, **losses})
+    finally:
+        env.close()  # a live game handed back as it was found, however the run ended
+    for parameter in policy.features_extractor.parameters():
+        parameter.requires_grad_(True)
+    return policy.eval(), rows, updates
+
+
+def _one(obs: dict) -> dict:
+    return {key: np.asarray(value)[None] for key, value in obs.items()}
+
+
+def _joined(*batches: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.cat(parts) for parts in zip(*batches))

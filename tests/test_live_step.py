@@ -136,9 +136,14 @@ def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_
     ]
     assert len(steps) > 60
     errors = np.array([reported_ms - ticks * TICK_MS for ticks, reported_ms in steps])
-    # measured from this side of the wire, to within what a loaded machine delays an answer by:
-    # never two ticks off, half a tick on average
-    assert np.abs(errors).max() < 2 * TICK_MS and np.abs(errors).mean() < TICK_MS / 2, (errors.round(1), steps)
+    # measured from this side of the wire, to within what a loaded machine delays an answer by
+    # (under load a few answers come a tick or two late): within a tick at 95 % of steps, half a
+    # tick on average, never three ticks off; the old report was six ticks off a slow step
+    off = np.abs(errors)
+    assert np.percentile(off, 95) < TICK_MS and off.mean() < TICK_MS / 2 and off.max() < 3 * TICK_MS, (
+        errors.round(1),
+        steps,
+    )
 
 
 def drawn_steps(timing: str, fight_seed: int, steps: int = 120) -> list[tuple[int, int, int]]:

@@ -547,6 +547,9 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
         started = time.monotonic()
         said = lambda words, n: wait_until(lambda: log.read_text().count(words) == n, 20, f"{n} x {words!r}", log)  # noqa: E731
         try:
+            # the recorder's NPC hook goes in at a lock-on after it is configured: on a loaded machine
+            # its start can take longer than the walk in, so the person walks in once it waits
+            wait_until(lambda: "waiting for a target" in log.read_text(), 60, "the recorder to wait for a lock-on", log)
             human.walk_in()  # the lock-on also lets the recorder's NPC hook in: it starts sampling
             said("episode started", 1)
             time.sleep(0.5)  # longer than one env step: a shorter fragment is no demonstration, and dropped

@@ -17,10 +17,17 @@ EXPERIMENTS = {"128x128 frames": Path("datasets/studies/frame_size_128/eval.json
 ``eval.json`` its ``dvc exp run`` wrote, kept in git."""
 
 
+LIVE = Path("datasets/studies/live_path/eval.json")
+"""The last ``evaluate_live`` report: the same policies over the live path, kept in git."""
+
+
 def test_the_readmes_results_table_is_the_last_evaluations():
-    table = markdown_summary(ROOT / "datasets/reports/eval.json", {k: ROOT / v for k, v in EXPERIMENTS.items()})
-    command = "python -m elden_il.pipeline summary --markdown " + " ".join(
-        f"--experiment '{label}={path}'" for label, path in EXPERIMENTS.items()
+    experiments = {k: ROOT / v for k, v in EXPERIMENTS.items()}
+    table = markdown_summary(ROOT / "datasets/reports/eval.json", experiments, ROOT / LIVE)
+    command = (
+        "python -m elden_il.pipeline summary --markdown "
+        + " ".join(f"--experiment '{label}={path}'" for label, path in EXPERIMENTS.items())
+        + f" --live {LIVE}"
     )
     assert table in (ROOT / "README.md").read_text(), (
         f"README.md's results table differs from the evaluations: paste the output of `{command}` "

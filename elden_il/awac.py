@@ -40,6 +40,9 @@ FEATURE_CHUNK = 512
 """Demonstration rows per pass of the frozen features (bounds the memory of one pass)."""
 MAX_WEIGHT = 20.0
 """The largest weight an action's advantage may give it in the actor's loss (AWAC's clip)."""
+MAX_REPLAY_BYTES = 8 * 2**30
+"""The most memory the env's own steps may hold as features (float32; the pipeline's 26,000
+steps of 384 features hold 80 MB)."""
 TARGET_RATE = 0.005
 """How far the target critics move towards the critics after each update (Polyak averaging)."""
 
@@ -214,7 +217,13 @@ def finetune_awac(
     demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
     for _ in range(config.critic_warmup_updates):
         learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
-    online = Replay.empty(2 * config.total_steps + 2, demo.features.shape[1], config.n_step, config.gamma)
+    rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
+    if rows_kept * width * 4 > MAX_REPLAY_BYTES:
+        raise ConfigError(
+            f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
+            f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
+        )
+    online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
     from_demos = round(config.replay_batch * config.demo_fraction)
     env = make_env()
     rows: list[dict] = []

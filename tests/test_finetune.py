@@ -509,3 +509,13 @@ def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_s
     with pytest.raises(FieldError, match="must be 1 with method awac"):
         replace(AWAC_RUN, num_envs=2)
     assert not (tmp_path / "x").exists()
+
+
+def test_awac_refuses_a_replay_larger_than_memory_before_it_takes_a_step(awac_start, tmp_path: Path):
+    from env.common.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"finetune.total_steps = 100000000: awac would keep .* GiB of features"):
+        finetune(
+            awac_start[0], replace(AWAC_RUN, total_steps=100_000_000), CONFIG, tmp_path / "x", dataset=awac_start[1]
+        )
+    assert not (tmp_path / "x").exists()

@@ -121,8 +121,11 @@ def _run_all(runs: list[_Run], workers: int, context, steps, show: Callable[[], 
             while waiting and len(running) < workers:
                 run = waiting.pop(0)
                 process = context.Process(target=_run_process, args=(run, steps, queue), name=f"run-{run.config.seed}")
-                process.start()
-                running[run.config.seed] = process
+                # a signal mid-start would cut the pickled run it hands the new process in half:
+                # that process would die with a traceback of its own, and escape the clean-up below
+                with interrupts.deferred():
+                    process.start()
+                    running[run.config.seed] = process
             time.sleep(POLL_S)
             interrupts.check()  # a Ctrl-C some library swallowed: the runs end now, not once trained
             collect()

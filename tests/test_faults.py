@@ -615,6 +615,16 @@ STAGES = ("demos", "dataset", "bc", "finetune", "evaluate")
 GAME_SPEED = ("gameSpeedFlag", "gameSpeedVal")
 
 
+def interrupted(process: subprocess.Popen, signum: int, timeout: float) -> str:
+    """Stop ``process`` as a terminal's Ctrl-C does (SIGINT to its whole process group) or as
+    ``kill`` does (SIGTERM to it alone), and return its stderr once it has ended."""
+    if signum == signal.SIGINT:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    return process.communicate(timeout=timeout)[1]
+
+
 def stage_process(project: Path, stage: str, params: str = "params.yaml") -> subprocess.Popen:
     """``python -m elden_il.pipeline STAGE`` in ``project``, as DVC runs it (a process group of its own)."""
     return subprocess.Popen(
@@ -735,11 +745,7 @@ def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it
     while not MID_WAY[stage](project):
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
         time.sleep(0.01)
-    if signum == signal.SIGINT:
-        os.killpg(process.pid, signum)
-    else:
-        process.send_signal(signum)
-    err = process.communicate(timeout=120)[1]
+    err = interrupted(process, signum, timeout=120)
     assert process.returncode == 128 + signum, err
     assert "Traceback" not in err and "Exception ignored" not in err, err
     line = one_error_line(err)
@@ -777,11 +783,7 @@ def test_a_stage_stopped_while_it_plays_a_live_game_at_3x_hands_the_game_back(re
             while speed() != (True, 0.0):  # the env has paused it between steps: it plays
                 assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
                 time.sleep(0.05)
-            if signum == signal.SIGINT:
-                os.killpg(process.pid, signum)
-            else:
-                process.send_signal(signum)
-            err = process.communicate(timeout=60)[1]
+            err = interrupted(process, signum, timeout=60)
             assert process.returncode == 128 + signum, err
             assert one_error_line(err).startswith(f"error: interrupted by {signal.Signals(signum).name}"), err
             flag, value = speed()
@@ -877,8 +879,7 @@ def test_a_command_interrupted_exits_128_plus_the_signal_with_one_line(
     while not ready():
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
         time.sleep(0.01)
-    os.killpg(process.pid, signum) if signum == signal.SIGINT else process.send_signal(signum)
-    err = process.communicate(timeout=60)[1]
+    err = interrupted(process, signum, timeout=60)
     assert process.returncode == 128 + signum, err
     assert one_error_line(err).startswith(f"error: interrupted by {signal.Signals(signum).name}"), err
     assert not (root / "test/stopped-v0").exists() and not list(root.glob(".building-*"))

@@ -43,6 +43,7 @@ def input_ticks(env: EldenRingEnv) -> tuple[int, int, int]:
     return read["SimTick"], read["SimPressTick"], read["SimReleaseTick"]
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 @pytest.mark.parametrize("speed", [1.0, 3.0])
 def test_a_live_step_taps_while_the_game_runs_and_holds_the_tap_its_game_time(
@@ -105,6 +106,7 @@ class ClockReader(Actor):
         return self.expert.act(observations, envs, slots)
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_path):
     """Evaluation's live path (a simulator server of its own in the real-server mode, its scans

@@ -565,6 +565,7 @@ def test_the_sampler_keeps_its_deadlines_and_counts_each_episode_on_its_own():
     assert stats.achieved_rate_hz == pytest.approx(30, rel=0.05)
 
 
+@pytest.mark.realtime
 def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, player):
     """Against a live game the next sample starts on its deadline even while a slow one is still
     in flight; samples come back in time order with their input windows in order."""

@@ -172,6 +172,7 @@ def test_game_speed_pauses_and_paused_steps_are_exact(stub, sim_server: SimServe
         assert ticks() - before in (exact | {max(exact) + 1} if sim_server.real else exact)
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 @pytest.mark.parametrize("speed", [1.0, 3.0])
 def test_a_step_is_its_timestep_of_game_time_at_every_game_speed(sim_server: SimServer, player: None, speed: float):

@@ -63,6 +63,7 @@ def test_the_env_observes_the_newest_streamed_frame_and_reports_its_age(sim_serv
         game.close()
 
 
+@pytest.mark.realtime
 def test_the_real_server_streams_at_its_rate_latest_frame_wins_at_the_requested_quality(tmp_path: Path):
     """A client that reads nothing for a second then gets the frames its connection's flow
     control window held (a few), and then the newest: not the fifteen it missed, in order.

@@ -9,6 +9,9 @@ weighted by ``exp(advantage / awac_lambda)``, which improves on the data without
 from it. The critics (the minimum of two, LayerNorm in each layer, as RLPD has them) learn
 n-step targets of the actor's own next action distribution, and first learn the demonstrations
 alone, before the first env step: the actor's first updates follow a critic that knows the fights.
+Two options change the targets: ``awac_entropy`` makes them soft (SAC's entropy bonus), and
+``bc_proposals`` lets the BC policy propose actions beside the actor, at each step and in each
+target, where the critics rate BC's higher (IBRL, Hu et al. 2023, arXiv 2311.02198).
 
 The policy it returns is the BC policy with its actor trained: the same network, saved and loaded
 as every policy is (``elden_il.policy``); its critic head is BC's, unused.
@@ -149,6 +152,8 @@ class Learner:
         width = policy.features_extractor.features_dim
         self.critics = nn.ModuleList([critic(width, config.critic_hidden, actions) for _ in range(2)])
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
+        # BC's own head as BC left it, where it proposes actions beside the actor's (IBRL's way)
+        self.proposer = copy.deepcopy(self.actor).requires_grad_(False) if config.bc_proposals else None
         self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=config.learning_rate)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate)
 
@@ -158,17 +163,32 @@ class Learner:
             return self.policy.extract_features(tensor, self.policy.features_extractor)
 
     def act(self, features: torch.Tensor, rng: np.random.Generator) -> int:
-        """An action drawn from the actor's distribution at one observation's features."""
+        """An action drawn from the actor's distribution at one observation's features, or BC's
+        where it proposes one the critics rate higher."""
         with torch.no_grad():
             p = F.softmax(self.actor(features[None]), -1)[0].double().numpy()
-        return int(rng.choice(len(p), p=p / p.sum()))
+            action = int(rng.choice(len(p), p=p / p.sum()))
+            if self.proposer is None:
+                return action
+            proposal = int(self.proposer(features[None]).argmax())
+            q = torch.minimum(*(critic(features[None])[0] for critic in self.critics))
+            return proposal if q[proposal] > q[action] else action
+
+    def next_value(self, next_features: torch.Tensor) -> torch.Tensor:
+        """What the target critics say the next observations are worth: the actor's expected
+        value (plus its entropy's, soft), or BC's proposal's where that is higher."""
+        with torch.no_grad():
+            log_p = F.log_softmax(self.actor(next_features), -1)
+            q = torch.minimum(*(target(next_features) for target in self.targets))
+            value = (log_p.exp() * (q - self.config.awac_entropy * log_p)).sum(-1)
+            if self.proposer is None:
+                return value
+            proposed = self.proposer(next_features).argmax(-1, keepdim=True)
+            return torch.maximum(value, q.gather(1, proposed)[:, 0])
 
     def update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool = True) -> dict[str, float]:
         features, action, reward, next_features, discount = batch
-        with torch.no_grad():
-            next_p = F.softmax(self.actor(next_features), -1)
-            next_q = torch.minimum(*(target(next_features) for target in self.targets))
-            target = reward + discount * (next_p * next_q).sum(-1)
+        target = reward + discount * self.next_value(next_features)
         critic_loss = sum(F.mse_loss(q(features).gather(1, action[:, None])[:, 0], target) for q in self.critics)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
@@ -177,7 +197,7 @@ class Learner:
             for q, target_q in zip(self.critics, self.targets):
                 for p, p_target in zip(q.parameters(), target_q.parameters()):
                     p_target.lerp_(p, TARGET_RATE)
-        losses = {"critic_loss": float(critic_loss)}
+        losses = {"critic_loss": float(critic_loss.detach())}
         if actor_learns:
             log_p = F.log_softmax(self.actor(features), -1)
             with torch.no_grad():
@@ -188,7 +208,7 @@ class Learner:
             self.actor_optimizer.zero_grad()
             actor_loss.backward()
             self.actor_optimizer.step()
-            losses["actor_loss"] = float(actor_loss)
+            losses["actor_loss"] = float(actor_loss.detach())
         return losses
 
 
@@ -202,9 +222,10 @@ def finetune_awac(
     on_steps: Callable[[int], None] | None = None,
 ) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
     """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
-    followed by an update from demonstrations and the env's own steps; the policy (``bc``, a copy,
-    its actor trained), the learning-curve rows (as PPO's: timesteps, return, length, win) and the
-    updates' losses every thousand steps. ``on_steps`` is told of each env step."""
+    followed by ``updates_per_step`` updates from demonstrations and the env's own steps; the
+    policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
+    return, length, win) and the updates' losses every thousand steps. ``on_steps`` is told of
+    each env step."""
     if not isinstance(bc.action_space, spaces.Discrete):
         raise ConfigError(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
@@ -252,10 +273,10 @@ def finetune_awac(
                 obs, _ = env.reset()
                 row = online.add(learner.features(_one(obs))[0])
                 episode_return, length = 0.0, 0
-            if online.taken:
+            for update in range(config.updates_per_step):
                 batch = _joined(demo.sample(from_demos, rng), online.sample(config.replay_batch - from_demos, rng))
                 losses = learner.update(batch)
-                if (step + 1) % 1000 == 0:
+                if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
                     updates.append({"timesteps": step + 1, **losses})
     finally:
         env.close()  # a live game handed back as it was found, however the run ended

@@ -320,9 +320,18 @@ class FinetuneConfig:
     n_step: int = checked(3, whole(1, 100))
     """awac: rewards summed into each critic target before the next observation's value."""
     replay_batch: int = checked(128, whole(2, 65_536))
-    """awac: transitions per update (one update per env step)."""
+    """awac: transitions per update."""
+    updates_per_step: int = checked(1, whole(0, 16))
+    """awac: updates after each env step (RLPD's update-to-data ratio); 0 learns nothing, the run
+    only plays: the baseline its learning's cost is measured against."""
     critic_hidden: int = checked(256, whole(8, 4096))
     """awac: the width of each critic's two hidden layers."""
+    awac_entropy: float = checked(0.0, number(0, 10))
+    """awac: the weight of the actor's entropy in the critics' targets (a soft value, as SAC's);
+    0: the actor's expected value alone."""
+    bc_proposals: bool = checked(False, FLAG)
+    """awac: the BC policy proposes too (as IBRL does): at each step, and in each target, the
+    critics take BC's action where they rate it above the actor's."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
     with more than one, the fine-tuned policy is all of them acting as one, their log-probabilities

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from conftest import TINY_NETWORK, save_untrained, untrained_policy
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
@@ -519,3 +521,48 @@ def test_awac_refuses_a_replay_larger_than_memory_before_it_takes_a_step(awac_st
             awac_start[0], replace(AWAC_RUN, total_steps=100_000_000), CONFIG, tmp_path / "x", dataset=awac_start[1]
         )
     assert not (tmp_path / "x").exists()
+
+
+def test_awac_soft_targets_count_the_actors_entropy_and_bcs_proposals_win_where_the_critics_rate_them_higher(
+    awac_start,
+):
+    """``awac_entropy`` adds the actor's entropy to every target's value; with ``bc_proposals``,
+    BC's own action (its head as BC left it) is what a step takes, and what a target values,
+    wherever the critics rate it above what the actor chose."""
+    from elden_il.awac import Learner
+
+    policy = load_policy(awac_start[0]).policy
+    features = torch.randn(8, policy.features_extractor.features_dim)
+    hard = Learner(copy.deepcopy(policy), AWAC_RUN)
+    soft = Learner(copy.deepcopy(policy), replace(AWAC_RUN, awac_entropy=0.5))
+    soft.targets.load_state_dict(hard.targets.state_dict())
+    soft.actor.load_state_dict(hard.actor.state_dict())
+    entropy = -(F.softmax(hard.actor(features), -1) * F.log_softmax(hard.actor(features), -1)).sum(-1)
+    assert torch.allclose(soft.next_value(features), hard.next_value(features) + 0.5 * entropy.detach(), atol=1e-5)
+
+    proposing = Learner(copy.deepcopy(policy), replace(AWAC_RUN, bc_proposals=True))
+    bc_choice = proposing.proposer(features).argmax(-1)
+    for q in (*proposing.critics, *proposing.targets):  # every critic rates BC's choice far above the rest
+        last = q[-1]
+        torch.nn.init.zeros_(last.weight)
+        with torch.no_grad():
+            last.bias.fill_(0.0)
+            last.bias[int(bc_choice[0])] = 100.0
+    with torch.no_grad():
+        proposing.actor[-1].bias.fill_(0.0)
+        proposing.actor[-1].bias[int(bc_choice[0])] = -50.0  # the actor never picks it itself
+    rng = np.random.default_rng(0)
+    assert {proposing.act(features[0], rng) for _ in range(20)} == {int(bc_choice[0])}
+    values = proposing.next_value(features)
+    assert torch.allclose(values[bc_choice == bc_choice[0]], torch.tensor(100.0), atol=1e-3)
+    assert torch.all(values[bc_choice != bc_choice[0]] < 50)  # elsewhere the actor's own choices are valued
+
+
+def test_awac_with_no_updates_per_step_only_plays(awac_start, tmp_path: Path):
+    """``updates_per_step: 0``, the baseline a live run's learning is timed against: the env's
+    steps are taken and counted, and the policy is BC's, weight for weight."""
+    bc_path, dataset = awac_start
+    metrics = finetune(bc_path, replace(AWAC_RUN, updates_per_step=0), CONFIG, tmp_path / "played", dataset=dataset)
+    assert metrics["env_steps"] == 60
+    bc, played = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "played").policy.state_dict()
+    assert all(torch.equal(bc[name], played[name]) for name in bc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 
 # One thread per torch (here and in every process a test starts): on a machine of two cores
 # running simulator servers beside the tests, torch's busy-waiting thread pool made a 64-step
@@ -36,6 +37,16 @@ from env.siphon.client import SiphonClient
 from elden_il.policy import NetworkSize, make_policy, save_policy
 
 ROOT = Path(__file__).parents[1]
+
+
+def committed(relative: str) -> str:
+    """A project file's text as git's index holds it (committed, or staged to be): the project's
+    own results and settings, which a user's ``dvc repro`` on their own recordings rewrites in
+    the work tree; the tests check the project, not the user's results. Outside a git checkout,
+    or for a file git does not track, the file as it is."""
+    shown = subprocess.run(["git", "show", f":{relative}"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return shown.stdout if shown.returncode == 0 else (ROOT / relative).read_text()
+
 
 TINY_NETWORK = NetworkSize(cnn_channels=(4, 8, 8), cnn_dim=32, state_dim=32, hidden=(32,))
 """A narrow policy network, for tests of what is done with a policy (saving, loading, fine-tuning's

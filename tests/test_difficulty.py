@@ -7,17 +7,15 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import committed
 
 from env.config import EnvConfig
 
 from elden_il.duel import duel
 from elden_il.fight_loop import summarize
-
-ROOT = Path(__file__).parents[1]
 
 FIGHTS = list(range(200))
 
@@ -42,8 +40,8 @@ def evaluation() -> dict:
     """The evaluation's report (``datasets/reports/eval.json``, the README's table) and the scripted
     expert's records on its held-out seeds (params.yaml's), played as ``python -m elden_il.duel``
     plays them, with the summary of those records."""
-    evaluate = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
-    report = json.loads((ROOT / "datasets/reports/eval.json").read_text())
+    evaluate = yaml.safe_load(committed("params.yaml"))["evaluate"]
+    report = json.loads(committed("datasets/reports/eval.json"))
     seeds = list(range(evaluate["first_seed"], evaluate["first_seed"] + evaluate["fights"]))
     assert report["backend"] == "sim" and report["fights"] == len(seeds)
     started = time.perf_counter()

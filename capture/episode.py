@@ -161,6 +161,18 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
     )
 
 
+def recorded_outcome(path: Path) -> tuple[str, str]:
+    """Who played the finished episode at ``path`` and how its fight ended (``"win"``,
+    ``"death"``, ``"timeout"``, ...), from its attributes alone."""
+    if (problem := plain_file_problem(path)) is not None:
+        raise EpisodeError(f"{path} is {problem}: it is not read; move it out of the folder")
+    try:
+        with h5py.File(path, "r") as f:
+            return str(f.attrs["source"]), str(f.attrs["outcome"])
+    except (OSError, KeyError) as e:
+        raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None
+
+
 def list_episodes(directory: str | Path) -> list[Path]:
     """Finished episodes in ``directory``, oldest first."""
     return sorted(Path(directory).glob("*.h5"))

@@ -184,8 +184,17 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
     demos = params.demos
     raw = ws.demos if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
+    from elden_il.teacher import teacher_record
+
     dataset = build_dataset(raw, name, params.env, root=ws.minari, force=True)
-    report = {"episodes": dataset.total_episodes, "steps": dataset.total_steps, "id": name}
+    episodes = json.loads((ws.minari / name / "build.json").read_text())["source_episodes"]
+    player = demos.record.player if demos.source == "sim" else None
+    report = {
+        "episodes": dataset.total_episodes,
+        "steps": dataset.total_steps,
+        "id": name,
+        "teacher": teacher_record(raw, episodes, player),
+    }
     write_report({**report, "checkout": provenance().to_dict()}, ws.report("dataset"))
 
 
@@ -229,6 +238,7 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
 
 def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from elden_il.plots import comparison_chart, learning_curves
+    from elden_il.teacher import warn_if_far_below
 
     ev = params.evaluate
     parallel, workers = (ev.parallel, ev.workers) if ev.backend == "sim" else (1, 1)
@@ -249,7 +259,9 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
             gif_dir=gifs,
             recording_dir=recordings,
         )
-        write_report({"backend": ev.backend, "fights": ev.fights, "policies": results}, (report, run))
+        teacher = recorded_teacher(ws)
+        evaluation = {"backend": ev.backend, "fights": ev.fights, "policies": results}
+        write_report({**evaluation, "teacher": teacher} if teacher else evaluation, (report, run))
         write_policy_table(results, table)
         comparison_chart(results, plots / "comparison.png")
         learning_curves(
@@ -258,6 +270,18 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
             plots / "learning_curves.png",
         )
     show_summary(path=ws.report("eval")[0])
+    if "bc" in results and teacher:
+        warn_if_far_below(results["bc"], teacher)
+
+
+def recorded_teacher(ws: Workspace) -> dict | None:
+    """The teacher's row the dataset stage reported (``elden_il.teacher``), or None where no
+    dataset stage ran in ``ws`` (a study's evaluation of policies trained elsewhere) or one
+    ran before the teacher was reported."""
+    try:
+        return json.loads(ws.report("dataset")[0].read_text()).get("teacher")
+    except FileNotFoundError:
+        return None
 
 
 def stage_evaluate_live(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
@@ -456,8 +480,17 @@ def summary_rows(
             for name in LEARNED
             if name in experiment["policies"]
         ]
+    if "teacher" in report:  # evaluations before the teacher was reported have none
+        rows.append(teacher_row(report["teacher"], live is not None))
     title = f"{report['fights']} fights per policy, same seeds ({report['backend']})"
     return title + (f"; live: {live_title(load_report(live))}" if live else ""), rows
+
+
+def teacher_row(teacher: dict, live: bool) -> tuple[str, ...]:
+    """The teacher's win rate over the fights recorded (no other column: they were not judged)."""
+    from elden_il.teacher import teacher_label
+
+    return (teacher_label(teacher), *win_rate_cells(teacher), *(("", "") if live else ()), "", "", "")
 
 
 def live_title(report: dict) -> str:

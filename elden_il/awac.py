@@ -32,7 +32,7 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 from torch import nn
 from tqdm import tqdm
 
-from env.common.errors import ConfigError
+from env.common.errors import ConfigError, GameError
 
 from elden_il.data import Demonstrations
 from elden_il.params import FinetuneConfig
@@ -212,6 +212,15 @@ class Learner:
         return losses
 
 
+class LostGame(Exception):
+    """The env's game was lost mid-run (its ``GameError`` is the cause), with what was trained
+    until then, for the caller to keep."""
+
+    def __init__(self, policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], step: int) -> None:
+        super().__init__(f"the game was lost at step {step}")
+        self.policy, self.rows, self.updates, self.step = policy, rows, updates, step
+
+
 def finetune_awac(
     bc: ActorCriticPolicy,
     demos: Demonstrations,
@@ -278,11 +287,18 @@ def finetune_awac(
                 losses = learner.update(batch)
                 if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
                     updates.append({"timesteps": step + 1, **losses})
+    except GameError as e:
+        raise LostGame(trained(policy), rows, updates, online.taken) from e
     finally:
         env.close()  # a live game handed back as it was found, however the run ended
+    return trained(policy), rows, updates
+
+
+def trained(policy: ActorCriticPolicy) -> ActorCriticPolicy:
+    """The policy as the run leaves it: every weight trainable again, in eval mode."""
     for parameter in policy.features_extractor.parameters():
         parameter.requires_grad_(True)
-    return policy.eval(), rows, updates
+    return policy.eval()
 
 
 def _one(obs: dict) -> dict:

@@ -357,12 +357,21 @@ def finetune_once(
     started = time.perf_counter()
     start = one_network(load_policy(bc_policy_path), "fine-tuning")
     if config.method == "awac":
-        from elden_il.awac import finetune_awac
+        from elden_il.awac import LostGame, finetune_awac
         from elden_il.data import demonstrations, open_dataset
 
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
         make = seeded_env_fns(config, env_config)[0]
-        policy, rows, updates = finetune_awac(start, demos, config, make, on_episode, progress_bar, on_steps)
+        try:
+            policy, rows, updates = finetune_awac(start, demos, config, make, on_episode, progress_bar, on_steps)
+        except LostGame as lost:
+            kept = keep_partial_run(lost.policy, lost.rows, lost.updates, env_config, out)
+            error = lost.__cause__
+            error.args = (
+                f"{error} (fine-tuning stopped at step {lost.step} of {config.total_steps}; the policy as it stood "
+                f"is saved in {kept})",
+            )
+            raise error from None
         steps = config.total_steps
     else:
         counting = [StepCount(on_steps)] if on_steps is not None else []
@@ -447,10 +456,7 @@ def train(
     try:
         model.learn(config.total_steps, callback=hooks, progress_bar=progress_bar)
     except GameError as e:
-        # a game lost mid-run (a gaming PC off the network, a server gone): what was trained
-        # until then is kept where load_policy reads it, and the one line says so
-        kept = out / PARTIAL_RUN
-        save_run(model.policy, curve.rows, curve.updates, env_config, kept)
+        kept = keep_partial_run(model.policy, curve.rows, curve.updates, env_config, out)
         e.args = (
             f"{e} (fine-tuning stopped at step {model.num_timesteps} of {config.total_steps}, after "
             f"{len(curve.updates)} update{'' if len(curve.updates) == 1 else 's'}; the model as it stood is "
@@ -464,6 +470,16 @@ def train(
 
 PARTIAL_RUN = "partial"
 """Where, under its output folder, a fine-tuning run that lost its game keeps what it trained."""
+
+
+def keep_partial_run(
+    policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
+) -> Path:
+    """A game lost mid-run (a gaming PC off the network, a server gone): what was trained until
+    then, kept where ``load_policy`` reads it (``out / PARTIAL_RUN``), for the error to name."""
+    kept = out / PARTIAL_RUN
+    save_run(policy, rows, updates, env_config, kept)
+    return kept
 
 
 def save_run(

@@ -566,3 +566,29 @@ def test_awac_with_no_updates_per_step_only_plays(awac_start, tmp_path: Path):
     assert metrics["env_steps"] == 60
     bc, played = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "played").policy.state_dict()
     assert all(torch.equal(bc[name], played[name]) for name in bc)
+
+
+def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, tmp_path: Path):
+    """The game's server gone after the first fight: the run ends with one line naming the
+    game and where the policy as it stood is saved, and ``load_policy`` reads it there, its
+    actor moved by the updates it had."""
+    from env.common.errors import GameError
+    from env.sim.launcher import SimServer
+
+    from elden_il.finetune import PARTIAL_RUN
+
+    bc_path, dataset = awac_start
+    with SimServer(size=(84, 84)) as server:
+        live = replace(AWAC_RUN, total_steps=10_000, backend="siphon", hosts=(server.host,))
+        with pytest.raises(GameError) as lost:
+            finetune(bc_path, live, CONFIG, tmp_path / "out", on_episode=lambda row: server.stop(), dataset=dataset)
+    message = str(lost.value)
+    assert (
+        "\n" not in message
+        and "fine-tuning stopped at step" in message
+        and str(tmp_path / "out" / PARTIAL_RUN) in message
+    )
+    kept = load_policy(tmp_path / "out" / PARTIAL_RUN).policy.state_dict()
+    bc = load_policy(bc_path).policy.state_dict()
+    assert any(not torch.equal(bc[name], kept[name]) for name in bc if name.startswith("action_net"))
+    assert json.loads((tmp_path / "out" / PARTIAL_RUN / "learning_curve.json").read_text())  # the fight it finished

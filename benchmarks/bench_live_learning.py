@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
+from elden_il.params import FinetuneConfig, load_params
 
 from benchmarks.machine import describe
 
@@ -28,25 +28,24 @@ ROOT = Path(__file__).resolve().parents[1]
 REAL_SERVER = "--real-server"
 
 
-def timed_run(policy: Path, dataset: tuple[str, Path], settings: dict, speed: float, steps: int, updates: int) -> dict:
+def timed_run(
+    policy: Path, dataset: tuple[str, Path], settings: FinetuneConfig, speed: float, steps: int, updates: int
+) -> dict:
     """One AWAC run of ``steps`` live steps; its env steps' wall time, from the first to the last
     (the critic's warm-up and the server's start left out) and this process's CPU over them."""
     from env.config import EnvConfig
 
     from elden_il.finetune import finetune_once
-    from elden_il.params import FinetuneConfig
 
-    config = FinetuneConfig(
-        **{
-            **settings,
-            "method": "awac",
-            "backend": "sim_server",
-            "num_envs": 1,
-            "runs": 1,
-            "game_speed": speed,
-            "total_steps": steps,
-            "updates_per_step": updates,
-        }
+    config = dataclasses.replace(
+        settings,
+        method="awac",
+        backend="sim_server",
+        num_envs=1,
+        runs=1,
+        game_speed=speed,
+        total_steps=steps,
+        updates_per_step=updates,
     )
     marks: list[tuple[float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -98,18 +97,14 @@ def main() -> None:
     args = parser.parse_args()
     if not args.ideal:
         os.environ["ELDEN_IL_SIM_ARGS"] = f"{os.environ.get('ELDEN_IL_SIM_ARGS', '')} {REAL_SERVER}".strip()
-    params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    from elden_il.params import FinetuneConfig
-
-    known = {f.name for f in dataclasses.fields(FinetuneConfig)}
-    settings = {k: tuple(v) if isinstance(v, list) else v for k, v in params["finetune"].items() if k in known}
-    learning = max(1, settings.get("updates_per_step", 1))
-    dataset = (params["dataset"]["id"], args.minari)
+    params = load_params(ROOT / "params.yaml")
+    learning = max(1, params.finetune.updates_per_step)
+    dataset = (params.dataset.id, args.minari)
     results = {"machine": describe(), "server": "ideal" if args.ideal else "real-server", "runs": []}
     print(f"{'speed':>5} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'learner CPU s/1000':>19}")
     for speed in args.speeds:
         for updates in (0, learning):
-            row = timed_run(args.policy, dataset, settings, speed, args.steps, updates)
+            row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates)
             results["runs"].append(row)
             print(
                 f"{speed:>5g} {updates:>12} {row['wall_s_per_1000_steps']:>12.1f} "

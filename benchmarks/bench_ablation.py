@@ -212,7 +212,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
 
 def pooled(runs: list[dict], policy: str) -> str:
     """A policy's win rate over every run's fights, with its Wilson interval."""
-    from elden_il.fight_loop import wilson_interval
+    from elden_il.win_rate import wilson_interval
 
     wins = [w for run in runs for w in run["eval"][policy]["wins"]]
     low, high = wilson_interval(sum(wins), len(wins))

@@ -30,9 +30,10 @@ from env.factory import make_game
 from capture.build_dataset import build_dataset
 from capture.record import record
 
-from elden_il.fight_loop import run_fights, summarize, wilson_interval
+from elden_il.fight_loop import run_fights, summarize
 from elden_il.params import PipelineParams, load_params
 from elden_il.pipeline import demo_recording
+from elden_il.win_rate import wilson_interval
 
 from benchmarks.bench_video import psnr
 from benchmarks.machine import describe

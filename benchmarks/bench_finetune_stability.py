@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     """Win rate of the fights that ended in each ``width``-step window, with its interval."""
-    from elden_il.fight_loop import wilson_interval
+    from elden_il.win_rate import wilson_interval
 
     out = []
     for start in range(0, steps, width):

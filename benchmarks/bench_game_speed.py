@@ -31,8 +31,9 @@ from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
 
-from elden_il.fight_loop import expert_actor, wilson_interval
+from elden_il.fight_loop import expert_actor
 from elden_il.params import FIRST_HELD_OUT_SEED
+from elden_il.win_rate import wilson_interval
 
 from benchmarks.machine import describe
 

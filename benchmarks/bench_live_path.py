@@ -152,7 +152,7 @@ def run_job(job: dict, tree: Path) -> dict:
 
 def summarize(parts: list[dict]) -> dict:
     """Fights and step timing of one (tree, path, player), its processes' parts together."""
-    from elden_il.fight_loop import wilson_interval
+    from elden_il.win_rate import wilson_interval
 
     fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: f["seed"])
     steps = {k: [v for p in parts for v in p["steps"][k]] for k in parts[0]["steps"]}

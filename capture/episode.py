@@ -170,7 +170,9 @@ def recorded_outcome(path: Path) -> tuple[str, str]:
         with h5py.File(path, "r") as f:
             return str(f.attrs["source"]), str(f.attrs["outcome"])
     except (OSError, KeyError) as e:
-        raise EpisodeError(f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode") from None
+        raise EpisodeError(
+            f"{path} is not a readable episode file ({e}); it may be corrupt or not an episode"
+        ) from None
 
 
 def list_episodes(directory: str | Path) -> list[Path]:

@@ -10,7 +10,6 @@ same records. It sits above the env it plays, in the evaluation layer: the game 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -24,19 +23,10 @@ from env.game import GameState
 from env.sim.expert import ScriptedExpert
 
 from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out
+from elden_il.win_rate import wilson_interval
 
 NamingPolicy = Callable[[GameState], str]
 """A policy that reads game state and names an action of the discrete table (``"roll_left"``)."""
-
-
-def wilson_interval(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % confidence interval of a win rate (Wilson score: sane at 0 % and 100 %)."""
-    if n == 0:
-        return (0.0, 0.0)
-    p = wins / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 @dataclass(frozen=True)

@@ -53,8 +53,8 @@ def study(
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
     from elden_il.data import demonstrations, open_dataset
-    from elden_il.fight_loop import wilson_interval
     from elden_il.pipeline import Workspace, stage_dataset, stage_demos
+    from elden_il.win_rate import wilson_interval
 
     bc_config = params.bc
     held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))

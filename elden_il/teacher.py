@@ -16,7 +16,7 @@ from pathlib import Path
 
 from capture.episode import recorded_outcome
 
-from elden_il.fight_loop import wilson_interval
+from elden_il.win_rate import wilson_interval
 
 log = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ from env.config import EnvConfig
 from capture.episode import list_episodes
 from capture.episode_format import EpisodeError
 
-from elden_il.fight_loop import wilson_interval
 from elden_il.pipeline import markdown_summary
 from elden_il.teacher import teacher_record, warn_if_far_below
+from elden_il.win_rate import wilson_interval
 
 
 @pytest.fixture(scope="module")

@@ -158,14 +158,22 @@ class ScriptedHuman:
         self.release()
 
     def decide(self, state: GameState, policy_action: object) -> None:
-        expert = self.table.command(self.table.index(self.expert.act(state)))
+        taken = self.takes_over(state, policy_action)
+        if taken is not None:
+            self.keyboard.play(self.table.command(self.table.index(taken)))
+
+    def takes_over(self, state: GameState, policy_action: object) -> str | None:
+        """The expert's action (a discrete action's name) where the person plays this decision,
+        or None where they leave it to the policy (and let go of any keys they held)."""
+        name = self.expert.act(state)
+        expert = self.table.command(self.table.index(name))
         # a person takes over by pressing keys: a correction to "do nothing" cannot be made
         presses = bool(expert.hold or expert.tap)
         if self.expert.attack_coming and (self.playing or (presses and self._differs(expert, policy_action))):
             self.playing = True
-            self.keyboard.play(expert)
-        else:
-            self.release()
+            return name
+        self.release()
+        return None
 
     def release(self) -> None:
         if self.playing:

@@ -23,6 +23,7 @@ import copy
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -33,6 +34,7 @@ from torch import nn
 from tqdm import tqdm
 
 from env.common.errors import ConfigError, GameError
+from env.game import GameState
 
 from elden_il.data import Demonstrations
 from elden_il.params import FinetuneConfig
@@ -63,6 +65,8 @@ class Replay:
     rows: int = 0
     taken: int = 0
     """How many rows took a step (the first ``taken`` of ``stepped``)."""
+    marked: int = 0
+    """How many of them a person played (the first ``marked`` of ``marked_steps``)."""
 
     def __post_init__(self) -> None:
         capacity = len(self.features)
@@ -71,6 +75,7 @@ class Replay:
         self.next_row = torch.zeros(capacity, dtype=torch.long)
         self.discount = torch.zeros(capacity)
         self.stepped = np.zeros(capacity, dtype=np.int64)
+        self.marked_steps = np.zeros(capacity, dtype=np.int64)
         self._open: list[list[int]] = []  # [row, rewards summed so far] while its sum grows
 
     @classmethod
@@ -84,12 +89,18 @@ class Replay:
         self.rows += 1
         return row
 
-    def step(self, row: int, action: int, reward: float, terminated: bool, next_row: int, over: bool) -> None:
+    def step(
+        self, row: int, action: int, reward: float, terminated: bool, next_row: int, over: bool, marked: bool = False
+    ) -> None:
         """``row`` took ``action`` and landed on ``next_row``; the rows whose n-step sums are still
-        open (this one included) take the reward. ``over``: the episode ended here."""
+        open (this one included) take the reward. ``over``: the episode ended here; ``marked``: a
+        person played this step."""
         self.action[row], self.reward[row], self.discount[row] = action, 0.0, 1.0
         self.stepped[self.taken] = row
         self.taken += 1
+        if marked:
+            self.marked_steps[self.marked] = row
+            self.marked += 1
         self._open.append([row, 0])
         for item in self._open:
             i = item[0]
@@ -99,8 +110,11 @@ class Replay:
             item[1] += 1
         self._open = [] if over else [item for item in self._open if item[1] < self.n_step]
 
-    def sample(self, count: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
-        rows = torch.as_tensor(self.stepped[rng.integers(0, self.taken, count)])
+    def sample(self, count: int, rng: np.random.Generator, marked: bool = False) -> tuple[torch.Tensor, ...]:
+        """``count`` transitions drawn alike from every step taken (``marked``: from those a
+        person played)."""
+        pool, size = (self.marked_steps, self.marked) if marked else (self.stepped, self.taken)
+        rows = torch.as_tensor(pool[rng.integers(0, size, count)])
         return (
             self.features[rows],
             self.action[rows],
@@ -212,6 +226,15 @@ class Learner:
         return losses
 
 
+class Intervene(Protocol):
+    """Who may take over from the actor (``elden_il.interventions``)."""
+
+    def new_fight(self) -> None: ...
+
+    def __call__(self, state: GameState, action: int) -> int | None:
+        """The action played instead of the actor's ``action`` at ``state``, or None."""
+
+
 class LostGame(Exception):
     """The env's game was lost mid-run (its ``GameError`` is the cause), with what was trained
     until then, for the caller to keep."""
@@ -229,12 +252,15 @@ def finetune_awac(
     on_episode: Callable[[dict], None] | None = None,
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
+    intervene: Intervene | None = None,
 ) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
     """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
     followed by ``updates_per_step`` updates from demonstrations and the env's own steps; the
     policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
-    return, length, win) and the updates' losses every thousand steps. ``on_steps`` is told of
-    each env step."""
+    return, length, win; with ``intervene``, the steps it played) and the updates' losses every
+    thousand steps. ``on_steps`` is told of each env step. ``intervene`` is shown each step's
+    state and the actor's choice first, and the action it returns is played instead: those
+    steps count as demonstrations too."""
     if not isinstance(bc.action_space, spaces.Discrete):
         raise ConfigError(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
@@ -254,37 +280,43 @@ def finetune_awac(
             f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
         )
     online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
-    from_demos = round(config.replay_batch * config.demo_fraction)
     env = make_env()
     rows: list[dict] = []
     updates: list[dict] = []
     try:
         obs, _ = env.reset()
         row = online.add(learner.features(_one(obs))[0])
-        episode_return, length = 0.0, 0
+        episode_return, length, played = 0.0, 0, 0
+        if intervene is not None:
+            intervene.new_fight()
         for step in tqdm(
             range(config.total_steps), desc="fine-tuning", unit="step", disable=None if progress_bar else True
         ):
             action = learner.act(online.features[row], rng)
+            taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
+            action = action if taken_over is None else taken_over
             obs, reward, terminated, truncated, info = env.step(action)
             over = terminated or truncated
             next_row = online.add(learner.features(_one(obs))[0])
-            online.step(row, action, float(reward), bool(terminated), next_row, over)
+            online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over is not None)
             if on_steps is not None:
                 on_steps(1)
             row, episode_return, length = next_row, episode_return + float(reward), length + 1
+            played += taken_over is not None
             if over:
                 rows.append(
                     {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
+                    | ({"taken_over": played} if intervene is not None else {})
                 )
                 if on_episode is not None:
                     on_episode(rows[-1])
                 obs, _ = env.reset()
                 row = online.add(learner.features(_one(obs))[0])
-                episode_return, length = 0.0, 0
+                episode_return, length, played = 0.0, 0, 0
+                if intervene is not None:
+                    intervene.new_fight()
             for update in range(config.updates_per_step):
-                batch = _joined(demo.sample(from_demos, rng), online.sample(config.replay_batch - from_demos, rng))
-                losses = learner.update(batch)
+                losses = learner.update(drawn_batch(demo, online, config, rng))
                 if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
                     updates.append({"timesteps": step + 1, **losses})
     except GameError as e:
@@ -292,6 +324,19 @@ def finetune_awac(
     finally:
         env.close()  # a live game handed back as it was found, however the run ended
     return trained(policy), rows, updates
+
+
+def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.random.Generator) -> tuple:
+    """One update's transitions: ``demo_fraction`` of them demonstrations (the recorded ones and
+    the steps a person played, alike), the rest the env's own steps."""
+    from_demos = round(config.replay_batch * config.demo_fraction)
+    parts = []
+    corrected = round(from_demos * online.marked / (online.marked + demo.taken)) if online.marked else 0
+    parts.append(demo.sample(from_demos - corrected, rng))
+    if corrected:
+        parts.append(online.sample(corrected, rng, marked=True))
+    parts.append(online.sample(config.replay_batch - from_demos, rng))
+    return _joined(*parts)
 
 
 def trained(policy: ActorCriticPolicy) -> ActorCriticPolicy:

@@ -36,10 +36,12 @@ from env.common.staging import staged_folder
 from env.config import EnvConfig
 from env.factory import env_fns
 from env.rewards import HealReward
+from env.sim.expert import ScriptedExpert
 from env.wrappers import RewardBonus
 
 from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
+from elden_il.interventions import ScriptedInterventions
 from elden_il.params import FinetuneConfig
 from elden_il.policy import load_policy, network_size, one_network, policy_kwargs, save_policy
 
@@ -274,7 +276,11 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
 
         return thunk
 
-    fns = env_fns(env_config.replace(game_speed=config.game_speed), config.backend, config.num_envs, config.hosts)
+    # the scripted human reads what the scripted expert reads
+    options = {"state_attributes": ScriptedExpert.ATTRIBUTES} if config.interventions == "scripted" else {}
+    fns = env_fns(
+        env_config.replace(game_speed=config.game_speed), config.backend, config.num_envs, config.hosts, **options
+    )
     return [seeded(make, i) for i, make in enumerate(fns)]
 
 
@@ -362,8 +368,11 @@ def finetune_once(
 
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
         make = seeded_env_fns(config, env_config)[0]
+        intervene = scripted_interventions(env_config) if config.interventions == "scripted" else None
         try:
-            policy, rows, updates = finetune_awac(start, demos, config, make, on_episode, progress_bar, on_steps)
+            policy, rows, updates = finetune_awac(
+                start, demos, config, make, on_episode, progress_bar, on_steps, intervene
+            )
         except LostGame as lost:
             kept = keep_partial_run(lost.policy, lost.rows, lost.updates, env_config, out)
             error = lost.__cause__
@@ -389,6 +398,14 @@ def finetune_once(
         "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
         "config": asdict(config),
     }
+
+
+def scripted_interventions(env_config: EnvConfig) -> ScriptedInterventions:
+    """The simulator's scripted human, deciding at each step of an env ``env_config`` describes."""
+    from env.profile import load_profile
+
+    table = env_config.actions(load_profile(env_config.profile))
+    return ScriptedInterventions(table, env_config.timestep_ms / 1000.0)
 
 
 class StepCount(BaseCallback):

@@ -329,6 +329,10 @@ class FinetuneConfig:
     awac_entropy: float = checked(0.0, number(0, 10))
     """awac: the weight of the actor's entropy in the critics' targets (a soft value, as SAC's);
     0: the actor's expected value alone."""
+    interventions: str = checked("none", one_of("none", "scripted"))
+    """awac: who may take over while it learns: nobody, or the simulator's scripted human (the
+    pilot's ``--scripted-human``: it plays the expert while a boss blow winds up and the actor's
+    choice differs); the steps it plays join the demonstrations (``elden_il.interventions``)."""
     bc_proposals: bool = checked(False, FLAG)
     """awac: the BC policy proposes too (as IBRL does): at each step, and in each target, the
     critics take BC's action where they rate it above the actor's."""
@@ -340,6 +344,10 @@ class FinetuneConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.interventions != "none" and self.method != "awac":
+            raise FieldError(
+                "interventions", self.interventions, "takes over method awac's steps alone: set method awac"
+            )
         if self.method == "awac" and self.num_envs != 1:
             raise FieldError(
                 "num_envs", self.num_envs, "must be 1 with method awac: it learns from one env's every step"

@@ -592,3 +592,35 @@ def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, 
     bc = load_policy(bc_path).policy.state_dict()
     assert any(not torch.equal(bc[name], kept[name]) for name in bc if name.startswith("action_net"))
     assert json.loads((tmp_path / "out" / PARTIAL_RUN / "learning_curve.json").read_text())  # the fight it finished
+
+
+def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
+    """Half of every batch is demonstrations: the recorded ones and the steps a person played,
+    in proportion to how many there are of each; the rest the env's own steps, taken over or not."""
+    from elden_il.awac import Replay, drawn_batch
+
+    demo, online = Replay.empty(40, 4, 1, 0.99), Replay.empty(40, 4, 1, 0.99)
+    for replay, actions in ((demo, [0] * 10), (online, [1, 2] * 5)):
+        first = replay.add(torch.zeros(4))
+        for action in actions:
+            row = replay.add(torch.zeros(4))
+            replay.step(first, action, 0.0, False, row, False, marked=action == 2)
+            first = row
+    assert (demo.taken, online.taken, online.marked) == (10, 10, 5)
+    actions = drawn_batch(demo, online, replace(AWAC_RUN, replay_batch=128), np.random.default_rng(0))[1].tolist()
+    corrected = round(64 * 5 / 15)
+    assert actions[: 64 - corrected] == [0] * (64 - corrected)  # the recordings
+    assert actions[64 - corrected : 64] == [2] * corrected  # the steps taken over, as demonstrations
+    assert set(actions[64:]) == {1, 2}  # the env's own, both kinds
+
+
+def test_awac_with_the_scripted_human_taking_over_counts_the_steps_it_played(awac_start, tmp_path: Path):
+    from env.common.fields import FieldError
+
+    bc_path, dataset = awac_start
+    rows: list[dict] = []
+    corrected = replace(AWAC_RUN, total_steps=200, interventions="scripted")
+    finetune(bc_path, corrected, CONFIG, tmp_path / "corrected", on_episode=rows.append, dataset=dataset)
+    assert all(0 <= row["taken_over"] <= row["length"] for row in rows) and sum(row["taken_over"] for row in rows) > 0
+    with pytest.raises(FieldError, match="takes over method awac's steps alone"):
+        replace(TINY_RUN, interventions="scripted")

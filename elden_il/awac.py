@@ -185,7 +185,7 @@ class Learner:
             if self.proposer is None:
                 return action
             proposal = int(self.proposer(features[None]).argmax())
-            q = torch.minimum(*(critic(features[None])[0] for critic in self.critics))
+            q = torch.minimum(*(rated(features[None])[0] for rated in self.critics))
             return proposal if q[proposal] > q[action] else action
 
     def next_value(self, next_features: torch.Tensor) -> torch.Tensor:

@@ -181,11 +181,11 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
     from capture.build_dataset import build_dataset
     from capture.provenance import provenance
 
+    from elden_il.teacher import teacher_record
+
     demos = params.demos
     raw = ws.demos if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
-    from elden_il.teacher import teacher_record
-
     dataset = build_dataset(raw, name, params.env, root=ws.minari, force=True)
     episodes = json.loads((ws.minari / name / "build.json").read_text())["source_episodes"]
     player = demos.record.player if demos.source == "sim" else None
@@ -449,7 +449,22 @@ def report_problem(report: Any) -> str | None:
         interval = result.get("win_rate_ci95")
         if missing or not (isinstance(interval, list) and len(interval) == 2):
             return f"policy {name!r} lacks {', '.join(missing) or 'win_rate_ci95'}"
+    if "teacher" in report and not is_teacher(report["teacher"]):
+        return "a teacher without who, fights, win_rate and win_rate_ci95"
     return None
+
+
+def is_teacher(teacher: Any) -> bool:
+    """Whether ``teacher`` is the teacher's row the dataset stage reports (``elden_il.teacher``)."""
+    return (
+        isinstance(teacher, dict)
+        and isinstance(teacher.get("who"), str)
+        and isinstance(teacher.get("fights"), int)
+        and isinstance(teacher.get("win_rate"), int | float)
+        and isinstance(teacher.get("win_rate_ci95"), list)
+        and len(teacher["win_rate_ci95"]) == 2
+        and all(isinstance(bound, int | float) for bound in teacher["win_rate_ci95"])
+    )
 
 
 def summary_rows(

@@ -2276,6 +2276,10 @@ NOT_EVALUATIONS = {
         "policy 'bc' lacks boss_damage_dealt",
     ),
     "not text": ("\udcff", "is not an evaluation's eval.json"),
+    "a teacher without its rate": (
+        json.dumps({**EVAL_REPORT, "teacher": {"who": "you", "fights": 20}}),
+        "a teacher without who, fights, win_rate and win_rate_ci95",
+    ),
 }
 
 

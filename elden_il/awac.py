@@ -31,9 +31,9 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch import nn
-from tqdm import tqdm
 
 from env.common.errors import ConfigError, GameError
+from env.common.progress import progress
 from env.game import GameState
 
 from elden_il.data import Demonstrations
@@ -289,9 +289,7 @@ def finetune_awac(
         episode_return, length, played = 0.0, 0, 0
         if intervene is not None:
             intervene.new_fight()
-        for step in tqdm(
-            range(config.total_steps), desc="fine-tuning", unit="step", disable=None if progress_bar else True
-        ):
+        for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
             action = learner.act(online.features[row], rng)
             taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
             action = action if taken_over is None else taken_over

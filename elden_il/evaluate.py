@@ -19,8 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
+from env.common.progress import progress
 from env.elden_env import EldenRingEnv
 
 from elden_il.fight_loop import Actor, FightTape, play_many, summarize
@@ -59,7 +59,7 @@ def evaluate(
     (``elden_il.fight_loop.play_many``: the same records); a progress bar counts them (on a terminal)."""
     results = {}
     record_first = gif_dir is not None or recording_dir is not None
-    with tqdm(total=len(actors) * len(seeds), desc="evaluation", unit="fight", disable=None) as bar:
+    with progress(total=len(actors) * len(seeds), desc="evaluation", unit="fight") as bar:
         played = play_many(
             [(make_env, actor, seeds) for actor in actors.values()],
             parallel,

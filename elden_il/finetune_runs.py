@@ -28,9 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from tqdm import tqdm
-
 from env.common import interrupts
+from env.common.progress import progress
 from env.common.staging import staged_paths
 from env.config import EnvConfig
 
@@ -182,7 +181,7 @@ def finetune_runs(
             for seed in seeds
         ]
         log.info("fine-tuning %d runs (seeds %s), %d at a time, to act as one policy", len(runs), seeds, workers)
-        with tqdm(total=len(runs) * config.total_steps, desc="fine-tuning", unit="step", disable=None) as trained:
+        with progress(total=len(runs) * config.total_steps, desc="fine-tuning", unit="step") as trained:
             results = _run_all(
                 runs, workers, context, steps, lambda: trained.update(min(steps.value, trained.total) - trained.n)
             )

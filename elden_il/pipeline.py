@@ -155,7 +155,7 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
         if demos.source == "raw":
             log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
             return
-        from tqdm import tqdm
+        from env.common.progress import progress
 
         from capture.record import record
 
@@ -163,7 +163,7 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
         session = replace(demos.record, env=params.env.replace(profile="sim_margit"), out=folder)
         wanted = session.max_episodes
         try:
-            with tqdm(total=wanted, desc="demonstrations", unit="fight", disable=None) as bar:
+            with progress(total=wanted, desc="demonstrations", unit="fight") as bar:
                 record(session, on_saved=lambda _: bar.update())
         except Interrupted as e:
             # fewer demonstrations than params ask for: the stage fails, so DVC records nothing as

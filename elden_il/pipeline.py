@@ -470,7 +470,8 @@ def is_teacher(teacher: Any) -> bool:
 def summary_rows(
     path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None, live: Path | None = None
 ) -> tuple[str, list[tuple[str, ...]]]:
-    """The last evaluation (``path``) as a title and one row of text per policy; then, for each
+    """The last evaluation (``path``) as a title and one row of text per policy, and its teacher's
+    (who recorded the fights, ``elden_il.teacher``); then, for each
     experiment (a label and its own ``eval.json``, played on the same fights), a row per learned
     policy, named with the label. With ``live`` (an ``evaluate_live`` report of the same
     policies), each policy's live win rate and interval beside its own."""
@@ -483,6 +484,8 @@ def summary_rows(
         return win_rate_cells(judged_live[name]) if name in judged_live else ("", "")
 
     rows = [policy_row(POLICY_NAMES.get(name, name), r, beside(name)) for name, r in report["policies"].items()]
+    if "teacher" in report:  # evaluations before the teacher was reported have none
+        rows.append(teacher_row(report["teacher"], live is not None))
     for label, experiment_path in (experiments or {}).items():
         experiment = load_report(experiment_path)
         if (experiment["backend"], experiment["fights"]) != (report["backend"], report["fights"]):
@@ -495,8 +498,6 @@ def summary_rows(
             for name in LEARNED
             if name in experiment["policies"]
         ]
-    if "teacher" in report:  # evaluations before the teacher was reported have none
-        rows.append(teacher_row(report["teacher"], live is not None))
     title = f"{report['fights']} fights per policy, same seeds ({report['backend']})"
     return title + (f"; live: {live_title(load_report(live))}" if live else ""), rows
 

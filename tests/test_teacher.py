@@ -60,7 +60,7 @@ def test_your_own_fights_make_you_the_teacher_at_the_share_you_won(recorded: Pat
         teacher_record(tmp_path, ["broken_human.h5"], None)
 
 
-def test_the_results_table_shows_the_teacher_below_the_policies(tmp_path: Path):
+def test_the_results_table_shows_the_teacher_below_the_evaluations_policies(tmp_path: Path):
     result = {
         "fights": 10,
         "win_rate": 0.3,

@@ -192,9 +192,11 @@ class Learner:
         """What the target critics say the next observations are worth: the actor's expected
         value (plus its entropy's, soft), or BC's proposal's where that is higher."""
         with torch.no_grad():
-            log_p = F.log_softmax(self.actor(next_features), -1)
+            logits = self.actor(next_features)
+            p = F.softmax(logits, -1)
             q = torch.minimum(*(target(next_features) for target in self.targets))
-            value = (log_p.exp() * (q - self.config.awac_entropy * log_p)).sum(-1)
+            # the entropy's term subtracted apart, so that without it the value is the same floats
+            value = (p * q).sum(-1) - self.config.awac_entropy * (p * F.log_softmax(logits, -1)).sum(-1)
             if self.proposer is None:
                 return value
             proposed = self.proposer(next_features).argmax(-1, keepdim=True)

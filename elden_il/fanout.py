@@ -20,10 +20,9 @@ import os
 import signal
 import socket
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from multiprocessing import get_context
+from contextlib import ExitStack, contextmanager
+from multiprocessing import get_context, resource_tracker
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -246,9 +245,9 @@ def in_processes(
 
     results: list[Any] = [None] * len(arguments)
     pickled = [(i, cloudpickle.dumps((job, *args))) for i, args in enumerate(arguments)]
-    with _born_deaf_to_ctrl_c():
-        pool = get_context("spawn").Pool(min(workers, len(arguments)), _worker_start)
-    with pool:
+    with ExitStack() as stack:  # a Ctrl-C heard as the spawns end still stops the pool
+        with _born_deaf_to_ctrl_c():
+            pool = stack.enter_context(get_context("spawn").Pool(min(workers, len(arguments)), _worker_start))
         for i, result in pool.imap_unordered(_call_pickled, pickled):
             results[i] = result
             on_result(result)
@@ -257,21 +256,25 @@ def in_processes(
 
 @contextmanager
 def _born_deaf_to_ctrl_c() -> Iterator[None]:
-    """SIGINT ignored while this process starts worker processes: a process is born ignoring
-    what its parent ignores (and Python then leaves it ignored), so a Ctrl-C that reaches the
-    terminal's whole group while a worker is still importing does not print that worker's own
-    KeyboardInterrupt traceback before ``_worker_start`` could ignore it. Only for the
-    milliseconds the spawns take (a blocked signal would not do: the new process starts with
-    none blocked); a Ctrl-C in them is not heard, and the next one is. Off the main thread,
-    where Python allows no handler, the workers ignore it from ``_worker_start`` on."""
-    if threading.current_thread() is not threading.main_thread():
+    """SIGINT blocked in this thread while it starts worker processes. A process is born with its
+    parent's signal mask, so a Ctrl-C that reaches the terminal's whole group while a worker is
+    still importing waits in it, unheard, until ``_worker_start`` ignores it (no KeyboardInterrupt
+    traceback of the worker's own beside the command's line). This process hears it as soon as
+    the spawns are done: blocked, it was pending, where an ignored one was lost and the command
+    ran on to its end. Where there is no signal mask (Windows) the workers ignore it from
+    ``_worker_start`` on."""
+    if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # multiprocessing starts its resource tracker with the first spawn, and unblocks SIGINT in
+    # this thread once it has (its own start blocks it, then SIG_UNBLOCK): started first, it is
+    # left running and the mask below stays as set
+    resource_tracker.ensure_running()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, before)
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def _worker_start() -> None:

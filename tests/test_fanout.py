@@ -165,6 +165,38 @@ def test_ctrl_c_while_worker_processes_start_is_one_line_from_the_command_not_th
     assert err.strip().startswith("error: interrupted by SIGINT"), err
 
 
+CTRL_C_IN_THE_SPAWNS = """
+import os, signal, time
+import multiprocessing as mp
+from env.common import interrupts
+from elden_il.fanout import _born_deaf_to_ctrl_c
+
+SAYS_ITS_MASK = "import signal; print('born', 'deaf' if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()) else 'hearing', flush=True)"
+with interrupts.watched():
+    try:
+        with _born_deaf_to_ctrl_c():
+            worker = mp.get_context("spawn").Process(target=exec, args=(SAYS_ITS_MASK,))
+            worker.start()
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the workers are being spawned
+            time.sleep(0.2)
+        print("ran on", flush=True)
+    except KeyboardInterrupt:
+        print("heard", flush=True)
+worker.join()
+"""
+
+
+def test_a_ctrl_c_while_the_workers_are_spawned_is_heard_once_they_are():
+    """Under load the spawns take long enough for a Ctrl-C to land in them: it was ignored there
+    (the workers were born ignoring it, as their parent did), so the command ran on to its end.
+    Blocked instead, it waits: the workers are born with it blocked (deaf until they ignore it),
+    and the command hears it as the spawns end."""
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_IN_THE_SPAWNS], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert sorted(done.stdout.split()) == ["born", "deaf", "heard"], done.stdout + done.stderr
+
+
 def started_by_this_process(pid: int) -> bool:
     """Whether ``pid`` descends from this process: a worker of the cluster this test started, not
     of another test's Ray running beside it (pytest-xdist's other worker)."""

@@ -119,16 +119,19 @@ def reproduced(project: Path) -> subprocess.CompletedProcess:
 
 def warnings_in(result: subprocess.CompletedProcess) -> list[str]:
     """The lines of a command's output that warn: Python's warnings (``file:line: UserWarning:
-    ...``), the pipeline's ``WARNING`` log records, DVC's ``WARNING:`` lines."""
-    return [line for line in (result.stdout + result.stderr).splitlines() if re.search(r"Warning:|\bWARNING\b", line)]
+    ...``), the pipeline's ``WARNING`` log records, DVC's ``WARNING:`` lines; but the one that BC
+    is far below its teacher, which the tiny pipeline's BC always is, and says (the expert's two
+    recorded fights were won; BC's 25-step fights end before anyone wins)."""
+    lines = (result.stdout + result.stderr).splitlines()
+    return [line for line in lines if re.search(r"Warning:|\bWARNING\b", line) and "its teacher (" not in line]
 
 
 @pytest.mark.slow
 def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(project: Path, reproduced):
-    # nothing a user cannot act on; the expert's two recorded fights were won and BC's 25-step
-    # fights end before anyone wins, so BC far below its teacher is said, and is true
-    warned = warnings_in(reproduced)
-    assert [line for line in warned if "its teacher (the scripted expert)" not in line] == [], warned
+    assert warnings_in(reproduced) == []  # nothing a user cannot act on
+    assert "behaviour cloning wins 0 % of the held-out fights, its teacher (the scripted expert)" in (
+        reproduced.stdout + reproduced.stderr
+    )
     metrics = json.loads((project / "datasets/reports/eval.json").read_text())
     assert set(metrics["policies"]) == {"random", "bc", "finetuned", "expert"}
     assert metrics["teacher"]["who"] == "the scripted expert" and metrics["teacher"]["fights"] == 2
@@ -305,7 +308,7 @@ def test_the_policies_are_judged_over_the_live_path_and_shown_beside_their_own(p
     assert table.returncode == 0, table.stderr
     header, _, *rows = table.stdout.strip().splitlines()
     assert "| win rate | 95 % interval | live: win rate | live: 95 % interval |" in header
-    assert len(rows) == 4 and all(row.count("|") == 9 for row in rows)  # eight columns
+    assert len(rows) == 5 and all(row.count("|") == 9 for row in rows)  # four policies and the teacher, eight columns
 
 
 def outputs_digest(project: Path, *outputs: str) -> dict[str, str]:

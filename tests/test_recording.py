@@ -600,6 +600,7 @@ def test_a_live_sampler_rides_out_slow_rounds_without_dropping(sim_server, playe
     assert sampler.stats.at_presses == 0
 
 
+@pytest.mark.realtime
 def test_a_live_sampler_samples_a_press_as_it_lands_and_keeps_its_rhythm_from_there(sim_server, player):
     """A person presses off the recorder's schedule; the sample before a press can be a period
     older than the game the press was made on, and BC on that pairing dodges early. Against a

@@ -34,6 +34,7 @@ def pysiphon(host: str, *args: str, cwd: Path | None = None) -> subprocess.Compl
     return subprocess.run([str(cli), "--host", host, *args], capture_output=True, text=True, timeout=30, cwd=cwd)
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 def test_pysiphons_own_cli_drives_the_simulator(sim_server: SimServer, tmp_path: Path):
     host = sim_server.host
@@ -300,6 +301,7 @@ class ServedTicks(SimGame):
             self.step()
 
 
+@pytest.mark.realtime
 @pytest.mark.slow
 def test_the_same_fight_in_process_and_through_the_server(tmp_path: Path):
     """Same seed, same actions, paused between steps: identical states and identical frames.

@@ -617,12 +617,19 @@ GAME_SPEED = ("gameSpeedFlag", "gameSpeedVal")
 
 def interrupted(process: subprocess.Popen, signum: int, timeout: float) -> str:
     """Stop ``process`` as a terminal's Ctrl-C does (SIGINT to its whole process group) or as
-    ``kill`` does (SIGTERM to it alone), and return its stderr once it has ended."""
+    ``kill`` does (SIGTERM to it alone), and return its stderr once it has ended. One that has
+    not ended within ``timeout`` fails the test with every thread's stack, as faulthandler dumps
+    them on SIGABRT (``stage_process`` turns it on): where it hung, not only that it did."""
     if signum == signal.SIGINT:
         os.killpg(process.pid, signum)
     else:
         process.send_signal(signum)
-    return process.communicate(timeout=timeout)[1]
+    try:
+        return process.communicate(timeout=timeout)[1]
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        stacks = process.communicate(timeout=60)[1]
+        pytest.fail(f"still running {timeout:g} s after {signal.Signals(signum).name}; its threads:\n{stacks}")
 
 
 def stage_process(project: Path, stage: str, params: str = "params.yaml") -> subprocess.Popen:
@@ -630,7 +637,7 @@ def stage_process(project: Path, stage: str, params: str = "params.yaml") -> sub
     return subprocess.Popen(
         [sys.executable, "-m", "elden_il.pipeline", stage, "--params", params],
         cwd=project,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

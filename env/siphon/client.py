@@ -112,10 +112,17 @@ class SiphonClient:
     def _call(self, rpc: str, request: Any, timeout: float | None = None, subject: str = "") -> Any:
         """One unary call with a deadline; ``subject`` (a key, an attribute) goes in errors."""
         label = f"{rpc}({subject})" if subject else rpc
+        # a future, not gRPC's blocking call: a blocking unary call cut by a signal (Ctrl-C,
+        # SIGTERM) is never finished, and the channel's close() then waits for it for ever; a
+        # future's call is cancelled here, and the close has nothing left to wait for
+        call = getattr(self._stub, rpc).future(request, timeout=timeout or self.timeout)
         try:
-            response = getattr(self._stub, rpc)(request, timeout=timeout or self.timeout)
+            response = call.result()
         except grpc.RpcError as e:
             raise self._rpc_error(label, e, npc=subject in self._hooked) from None
+        except BaseException:
+            call.cancel()
+            raise
         return self._checked(label, response)
 
     def _rpc_error(self, name: str, error: grpc.RpcError, npc: bool = False) -> SiphonError:

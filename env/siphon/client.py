@@ -29,6 +29,7 @@ from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.attribute_config import AttributeSpec, SiphonConfig
+from env.common import interrupts
 from env.common.errors import GameError
 from env.game import AttributeValue, Unreadable
 from env.keys import is_mouse_button, normalize_key
@@ -84,6 +85,19 @@ def is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+HELD_SIGNALS_AT_MOST_S = 5.0
+"""The longest deadline of a call during which Ctrl-C and SIGTERM are held back (``SiphonClient._call``)."""
+
+
+def _cancelled_if_cut(call: grpc.Future) -> Any:
+    """The call's response; a signal (or anything else) cutting the wait cancels the call."""
+    try:
+        return call.result()
+    except BaseException:
+        call.cancel()
+        raise
+
+
 class SiphonClient:
     def __init__(self, host: str = "127.0.0.1:50051", timeout: float = 2.0, connect_timeout: float = 5.0) -> None:
         self._packed_dropped = False
@@ -112,17 +126,19 @@ class SiphonClient:
     def _call(self, rpc: str, request: Any, timeout: float | None = None, subject: str = "") -> Any:
         """One unary call with a deadline; ``subject`` (a key, an attribute) goes in errors."""
         label = f"{rpc}({subject})" if subject else rpc
-        # a future, not gRPC's blocking call: a blocking unary call cut by a signal (Ctrl-C,
-        # SIGTERM) is never finished, and the channel's close() then waits for it for ever; a
-        # future's call is cancelled here, and the close has nothing left to wait for
-        call = getattr(self._stub, rpc).future(request, timeout=timeout or self.timeout)
+        timeout = timeout or self.timeout
+        # A blocking unary call cut by a signal (Ctrl-C, SIGTERM) is never finished, and the
+        # channel's close() then waits for it for ever. A short call keeps gRPC's blocking call
+        # (the cheaper) with the signals held until it returns; a long one (the init's) waits on
+        # its future, which a signal cancels, so that Ctrl-C is not held for half a minute.
         try:
-            response = call.result()
+            if timeout <= HELD_SIGNALS_AT_MOST_S:
+                with interrupts.deferred():
+                    response = getattr(self._stub, rpc)(request, timeout=timeout)
+            else:
+                response = _cancelled_if_cut(getattr(self._stub, rpc).future(request, timeout=timeout))
         except grpc.RpcError as e:
             raise self._rpc_error(label, e, npc=subject in self._hooked) from None
-        except BaseException:
-            call.cancel()
-            raise
         return self._checked(label, response)
 
     def _rpc_error(self, name: str, error: grpc.RpcError, npc: bool = False) -> SiphonError:

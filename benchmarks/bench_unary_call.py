@@ -1,0 +1,68 @@
+"""What a unary call to Siphon costs in the three ways a client can make it safe from Ctrl-C,
+side by side against one simulator server: gRPC's blocking call as it is, the same with the
+signals held until it returns (the client's way for short calls), and waiting on its future
+(the client's way for long ones, which a signal cancels).
+
+A blocking unary call cut by a signal is never finished and the channel's close() then waits for
+it for ever; this measures what each way out of that costs a call.
+
+  python -m benchmarks.bench_unary_call --calls 300 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from benchmarks.machine import describe
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n", 2)[2],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--calls", type=int, default=300, help="calls per round and way (default: %(default)s)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="rounds, the two ways taking turns (default: %(default)s)"
+    )
+    args = parser.parse_args()
+    from pysiphon.generated import siphon_service_pb2 as pb2
+
+    from env.common import interrupts
+    from env.sim.launcher import SimServer
+    from env.siphon.client import SiphonClient
+
+    timings: dict[str, list[float]] = {}
+    with SimServer(size=(84, 84)) as server:
+        client = SiphonClient(server.host)
+        request = pb2.GetServerStatusRequest()
+        status = client._stub.GetServerStatus
+
+        def held() -> None:
+            with interrupts.deferred():
+                status(request, timeout=5)
+
+        ways = {
+            "blocking": lambda: status(request, timeout=5),
+            "blocking, signals held": held,
+            "future": lambda: status.future(request, timeout=5).result(),
+        }
+        try:
+            for _ in range(args.rounds):
+                for name, call in ways.items():
+                    started = time.perf_counter()
+                    for _ in range(args.calls):
+                        call()
+                    timings.setdefault(name, []).append((time.perf_counter() - started) / args.calls * 1e6)
+        finally:
+            client.close()
+    print(describe())
+    for name, values in timings.items():
+        print(f"{name:>22}: {statistics.median(values):7.0f} us a call (median of {args.rounds} rounds)")
+
+
+if __name__ == "__main__":
+    main()

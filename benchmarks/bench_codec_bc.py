@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from env.common.machine import describe
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
 
@@ -36,7 +37,6 @@ from elden_il.pipeline import demo_recording
 from elden_il.win_rate import wilson_interval
 
 from benchmarks.bench_video import psnr
-from benchmarks.machine import describe
 
 CODECS = ("h264", "lossless")
 

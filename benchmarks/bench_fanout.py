@@ -19,7 +19,7 @@ import os
 import time
 from pathlib import Path
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 

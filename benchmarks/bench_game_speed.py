@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.factory import make_env
 from env.sim.expert import ScriptedExpert
@@ -34,8 +35,6 @@ from env.sim.world import TICK_HZ
 from elden_il.fight_loop import expert_actor
 from elden_il.params import FIRST_HELD_OUT_SEED
 from elden_il.win_rate import wilson_interval
-
-from benchmarks.machine import describe
 
 log = logging.getLogger("bench_game_speed")
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from env.common.errors import GameError
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.profile import load_profile
@@ -50,7 +51,6 @@ from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
 
 from benchmarks.bench_recorder import record_from
-from benchmarks.machine import describe
 
 NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"

@@ -28,6 +28,7 @@ from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.actions import ActionTable
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
@@ -35,8 +36,6 @@ from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
-
-from benchmarks.machine import describe
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

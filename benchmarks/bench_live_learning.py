@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from elden_il.params import FinetuneConfig, load_params
+from env.common.machine import describe
 
-from benchmarks.machine import describe
+from elden_il.params import FinetuneConfig, load_params
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_SERVER = "--real-server"

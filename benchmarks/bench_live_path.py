@@ -190,7 +190,7 @@ def busy(n: int) -> list[subprocess.Popen]:
 
 
 def run(args: argparse.Namespace) -> dict:
-    from benchmarks.machine import describe
+    from env.common.machine import describe
 
     seeds = list(range(args.first_seed, args.first_seed + args.fights))
     players = (["expert"] if args.players in ("both", "expert") else []) + (

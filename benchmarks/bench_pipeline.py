@@ -24,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 ROOT = Path(__file__).parents[1]
 

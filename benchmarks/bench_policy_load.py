@@ -22,14 +22,13 @@ from pathlib import Path
 
 import torch
 
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.profile import load_profile
 
 from elden_il.params import load_params
 from elden_il.policy import NetworkSize, load_policy, make_policy, save_policy
 from elden_il.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
-
-from benchmarks.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 
 def steps_per_second(vec, steps: int) -> float:

@@ -26,6 +26,7 @@ from functools import partial
 from pathlib import Path
 
 from env.common.errors import GameError
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.sim.launcher import SimServer
@@ -33,7 +34,6 @@ from env.siphon.game import SiphonGame
 
 from benchmarks.bench_live import timed
 from benchmarks.bench_recorder import highest_sustainable, rate_search
-from benchmarks.machine import describe
 
 SIZES = ((1280, 720), (1920, 1080))
 SCANS_MS = (2.0, 10.0, 30.0)

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from env.common.errors import GameError
+from env.common.machine import describe
 from env.game import Unreadable
 from env.profile import Profile
 from env.sim.launcher import SimServer
@@ -41,8 +42,6 @@ from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP, InputLog
 from capture.pad_listener import PadListener
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
-
-from benchmarks.machine import describe
 
 
 def rss_mb() -> float:

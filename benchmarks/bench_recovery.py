@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from env.common.errors import GameError
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.factory import make_env
 from env.profile import load_profile
@@ -43,8 +44,6 @@ from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
 from elden_il.fight_loop import expert_actor
-
-from benchmarks.machine import describe
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}

@@ -28,12 +28,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from env.common.machine import describe  # noqa: E402
 from env.config import EnvConfig  # noqa: E402
 from env.factory import make_env  # noqa: E402
 from env.sim.renderer import Renderer  # noqa: E402
 from env.sim.world import World  # noqa: E402
-
-from benchmarks.machine import describe  # noqa: E402
 
 SIZES = ((84, 84), (1280, 720), (1920, 1080))
 TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}

@@ -25,12 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.machine import describe
 from env.sim.launcher import SimServer
 
 from capture.episode import list_episodes, read_episode
 from capture.video import CODECS, DEFAULT_CODEC
-
-from benchmarks.machine import describe
 
 WARMUP_S = 60.0
 """Memory before this is start-up (imports, first frames, buffers filling), not a trend."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import cv2
 
+from env.common.machine import describe
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
 from env.game import Frame, Game, GameState
@@ -27,8 +28,6 @@ from env.siphon.stream import jpeg_to_rgb
 
 from elden_il.fight_loop import run_fights, summarize
 from elden_il.params import FIRST_HELD_OUT_SEED
-
-from benchmarks.machine import describe
 
 
 class JpegFrames:

@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from env.common.machine import describe
 from env.config import EnvConfig
 from env.observations import FrameSpec
 
@@ -35,8 +36,6 @@ from capture.episode import list_episodes, read_episode
 from capture.footage import decoded, frames_at
 from capture.record import MASTER_SIZE, RecordSettings, record
 from capture.video import CODECS, EpisodeVideo, VideoCodec
-
-from benchmarks.machine import describe
 
 RATE = 30.0
 TRAINING = FrameSpec((84, 84))

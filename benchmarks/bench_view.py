@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
 MASTER = (1280, 720)
 

@@ -13,10 +13,9 @@ import random
 import statistics
 import time
 
+from env.common.machine import describe
 from env.sim.game import SimGame
 from env.sim.world import World
-
-from benchmarks.machine import describe
 
 TICKS = 60_000
 

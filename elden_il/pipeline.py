@@ -49,7 +49,7 @@ USER_RAW_DIR = Path("datasets/raw")
 class Workspace:
     """The folder the stages read and write: ``datasets/`` for ``dvc repro`` (the outputs
     ``dvc.yaml`` names), or another one where a study runs the pipeline's own stages with
-    params of its own (``elden_il.scaling``, ``elden_il.corrections``)."""
+    params of its own (``elden_il.studies.scaling``, ``elden_il.studies.corrections``)."""
 
     root: Path = Path("datasets")
 

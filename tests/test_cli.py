@@ -32,8 +32,8 @@ MISTAKES = {
     "elden_il.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
     "elden_il.pilot": (["--backend", "sim", "--scripted-human", "--policy", "{tmp}/missing"], "no policy at"),
     "elden_il.pipeline": (["bc", "--params", "{tmp}/missing.yaml"], "missing.yaml"),
-    "elden_il.scaling": (["--params", "{tmp}/missing.yaml", "--out", "{tmp}/out"], "missing.yaml"),
-    "elden_il.corrections": (["--out", "{tmp}"], "exists: give a new folder"),
+    "elden_il.studies.scaling": (["--params", "{tmp}/missing.yaml", "--out", "{tmp}/out"], "missing.yaml"),
+    "elden_il.studies.corrections": (["--out", "{tmp}"], "exists: give a new folder"),
 }
 """Each command with a mistake a user makes, and what its one line must name."""
 
@@ -96,8 +96,8 @@ def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
 @pytest.mark.parametrize(
     ("module", "args", "named"),
     [
-        ("benchmarks.bench_human_path", ["--first-seed", "-1"], "--first-seed -1"),
-        ("benchmarks.bench_finetune_stability", ["--checkpoints", "-3"], "--checkpoints -3"),
+        ("elden_il.studies.human_path", ["--first-seed", "-1"], "--first-seed -1"),
+        ("elden_il.studies.finetune_stability", ["--checkpoints", "-3"], "--checkpoints -3"),
     ],
 )
 def test_a_benchmarks_out_of_range_flag_is_refused_before_it_runs(module: str, args: list[str], named: str):

@@ -261,7 +261,7 @@ def test_the_scripted_human_on_xvfb_is_heard_by_the_real_listener(xvfb: str, wor
 
 @pytest.mark.slow
 def test_the_comparison_runs_and_reports_every_number(tmp_path: Path):
-    from elden_il.corrections import CorrectionsConfig, compare
+    from elden_il.studies.corrections import CorrectionsConfig, compare
 
     config = CorrectionsConfig(
         demo_fights=1, correction_fights=1, eval_fights=2, bc=BCConfig(epochs=1), env=CONFIG.replace(max_steps=60)

@@ -353,7 +353,7 @@ def test_the_scaling_study_gives_the_same_rows_on_the_cluster(
     policy and the same fights as in one process."""
 
     from elden_il.params import load_params
-    from elden_il.scaling import study
+    from elden_il.studies.scaling import study
 
     params = load_params(ROOT / "params.yaml")
     # fights cut at 60 steps and one epoch: the same rows both ways is the question, not how well BC learns
@@ -400,7 +400,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
         [
             sys.executable,
             "-m",
-            "benchmarks.bench_finetune_stability",
+            "elden_il.studies.finetune_stability",
             "--policy",
             str(bc),
             "--run",

@@ -176,7 +176,7 @@ def test_a_run_hands_its_policy_to_callbacks_that_save_it_along_the_way(tmp_path
     """SB3 callbacks given to ``finetune`` run beside its own: the stability benchmark's saves the
     policy every so many steps, each a policy folder that loads, the first still BC's (the
     critic's warm-up leaves the actor alone) and a later one moved on."""
-    from benchmarks.bench_finetune_stability import PolicyCheckpoints
+    from elden_il.studies.finetune_stability import PolicyCheckpoints
 
     untrained_bc(tmp_path / "bc")
     settings = FinetuneConfig(
@@ -200,7 +200,7 @@ def test_a_run_hands_its_policy_to_callbacks_that_save_it_along_the_way(tmp_path
 
 
 def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start():
-    from benchmarks.bench_finetune_stability import verdict, windows
+    from elden_il.studies.finetune_stability import verdict, windows
 
     rows = [
         {"timesteps": t, "win": win}

@@ -5,7 +5,7 @@ whose pictures and labels pair up as the teacher's own play does. A lost picture
 each cost BC on such recordings most of its wins.
 
 The full comparison (BC on twenty fights each way, held-out fights in the dataset's env) is
-``benchmarks/bench_human_path.py``; this is its short version, on one fight."""
+``elden_il/studies/human_path.py``; this is its short version, on one fight."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ from capture.build_dataset import build_dataset
 
 from elden_il.data import demonstrations, open_dataset
 from elden_il.params import load_params
-
-from benchmarks import bench_human_path as bench
+from elden_il.studies import human_path as study
 
 ROOT = Path(__file__).parents[1]
 
@@ -35,8 +34,8 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     xvfb: str, tmp_path: Path, player: str
 ):
     params = load_params(ROOT / "params.yaml")
-    window = (320, 180)  # the play window's shape, at a sixteenth of the benchmark's pixels
-    decisions = bench.record_as_a_person(
+    window = (320, 180)  # the play window's shape, at a sixteenth of the study's pixels
+    decisions = study.record_as_a_person(
         1, tmp_path / "person", params, player, tap_ms=50, fight_seconds=30, window=window
     )
     assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
@@ -46,8 +45,8 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
     # the picture: the env the dataset names draws the window's picture, then the same resize
     assert demos.config.capture_size == window and demos.config.frame_size == config.frame_size
     # the labels: a step's label is the decision the person made in it (a few are a key held
-    # across the step boundary; the full benchmark measures the rest)
-    labels = bench.label_agreement(tmp_path / "person", decisions, params)["aligned_to_presses"]
+    # across the step boundary; the full study measures the rest)
+    labels = study.label_agreement(tmp_path / "person", decisions, params)["aligned_to_presses"]
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
     if player == "expert":
         # its rhythm: a decision every step on the player's own clock, not a read early or late
@@ -55,8 +54,8 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
         assert np.mean(np.abs(gaps - config.timestep_ms / 1000) < 0.010) >= 0.9, np.round(gaps, 3)
         # what BC fits: each step's picture and state paired with the action the teacher takes on
         # them. Which grid pairs them better differs from fight to fight (where in the person's
-        # step the recording began); the benchmark's twenty fights measure that, one cannot
-        pairs = bench.teacher_agreement(tmp_path / "person", params, player)["aligned_to_presses"]
+        # step the recording began); the study's twenty fights measure that, one cannot
+        pairs = study.teacher_agreement(tmp_path / "person", params, player)["aligned_to_presses"]
         assert pairs["agreement"] >= PAIRED_AS_THE_TEACHER_PLAYS, pairs
 
 
@@ -72,7 +71,7 @@ def test_a_fight_played_on_a_controller_is_heard_by_the_recorder_and_labelled_as
 
     params = load_params(ROOT / "params.yaml")
     raw = tmp_path / "controller"
-    decisions, changes = bench.record_on_a_controller(
+    decisions, changes = study.record_on_a_controller(
         1, raw, params, "expert", tap_ms=50, fight_seconds=30, window=(320, 180)
     )
     assert len(decisions.t) > 20, "the person made almost no decisions: did it see a fight?"
@@ -81,11 +80,11 @@ def test_a_fight_played_on_a_controller_is_heard_by_the_recorder_and_labelled_as
     kinds = set(episode.events["kind"].tolist())
     assert episode.attrs["controller"] == "Xbox 360 Controller" and episode.attrs["format_version"] == 3
     assert {PAD_DOWN, PAD_AXIS} <= kinds and KEY_DOWN not in kinds, "only the pad played"
-    labels = bench.label_agreement(raw, decisions, params)["aligned_to_presses"]
+    labels = study.label_agreement(raw, decisions, params)["aligned_to_presses"]
     assert labels["steps_with_a_decision"] > 20 and labels["agreement"] >= 0.75, labels
-    pairs = bench.teacher_agreement(raw, params, "expert")["aligned_to_presses"]
+    pairs = study.teacher_agreement(raw, params, "expert")["aligned_to_presses"]
     assert pairs["agreement"] >= PAIRED_AS_THE_TEACHER_PLAYS, pairs
     # a press is in the first sample after the listener's next poll: within a sample period (33 ms)
     # and a poll or two, on this busy machine
-    latency = bench.pad_latency(raw, changes)
+    latency = study.pad_latency(raw, changes)
     assert latency["changes"] > 20 and latency["median_ms"] < 40, latency

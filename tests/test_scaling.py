@@ -1,4 +1,4 @@
-"""The data-scaling study (``python -m elden_il.scaling``): BC on the first N recorded fights."""
+"""The data-scaling study (``python -m elden_il.studies.scaling``): BC on the first N recorded fights."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_the_scaling_study_runs_end_to_end(tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "elden_il.scaling",
+            "elden_il.studies.scaling",
             "--fights",
             "1",
             "2",

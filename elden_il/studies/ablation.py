@@ -14,7 +14,7 @@ fights (params.yaml's ``evaluate`` seeds, deterministic, in-process), and the sc
 once on the same fights, for the line to beat. ``--seeds`` trains each variant once per seed
 (``bc.seed`` and ``finetune.seed``), pooling their fights in the table.
 
-    python -m benchmarks.bench_ablation --variant default \\
+    python -m elden_il.studies.ablation --variant default \\
         --variant small_cnn network.cnn_channels=[16,32,32] network.cnn_dim=256 \\
         --variant shift bc.augment_shift=4 --seeds 0 1 --out datasets/studies/ablation
 
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import yaml
 
-from benchmarks.machine import describe
+from env.common.machine import describe
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STAGES = ("demos", "dataset", "bc", "finetune")
-"""The stages a variant runs, in order; evaluation is this benchmark's (``evaluate_run``)."""
+"""The stages a variant runs, in order; evaluation is this study's (``evaluate_run``)."""
 
 
 def parse_variant(words: list[str], base: dict) -> tuple[str, dict]:

@@ -9,9 +9,9 @@ number of fights: the win rate over all its policies' fights with a Wilson 95 % 
 spread between training seeds, and damage dealt and taken. The table answers "how much do I
 need to play?" for the simulator's boss; a real boss needs its own run on your recordings.
 
-    python -m elden_il.scaling                                     # the full study (its time: BENCHMARKS.md)
-    python -m elden_il.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
-    RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.scaling                 # each policy a Ray task
+    python -m elden_il.studies.scaling                                     # the full study (its time: BENCHMARKS.md)
+    python -m elden_il.studies.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
+    RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.studies.scaling                 # each policy a Ray task
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elden_il.scaling",
+        prog="python -m elden_il.studies.scaling",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,

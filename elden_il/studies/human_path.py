@@ -21,8 +21,8 @@ every policy fights the same held-out seeds (from 1,000,000, deterministic actio
 its dataset names. The person's decisions are logged too, to measure how often a step's recorded
 label is the decision the person made in that step.
 
-    python -m benchmarks.bench_human_path                       # 20 fights, 3 seeds x 100
-    python -m benchmarks.bench_human_path --fights 2 --seeds 0 --eval-fights 10   # a quick look
+    python -m elden_il.studies.human_path                       # 20 fights, 3 seeds x 100
+    python -m elden_il.studies.human_path --fights 2 --seeds 0 --eval-fights 10   # a quick look
 
 Needs Xvfb and xdotool when there is no display (scripts/setup.sh installs them).
 """
@@ -45,15 +45,14 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.machine import describe
 from env.observations import parse_size
 
 from capture.autopilot import PLAYERS
 
 from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams, load_params
 
-from benchmarks.machine import describe
-
-log = logging.getLogger("bench_human_path")
+log = logging.getLogger(__name__)
 
 WINDOW = (1280, 720)
 """The play window's size: what a person records from on the simulator."""
@@ -727,7 +726,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_human_path",
+        prog="python -m elden_il.studies.human_path",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,

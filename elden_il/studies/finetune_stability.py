@@ -10,8 +10,8 @@ win rates on the same held-out fights are the level the curve starts from.
 
 A variant is a name and the fine-tuning settings it changes from params.yaml's ``finetune``:
 
-    python -m benchmarks.bench_finetune_stability                       # the pipeline's settings
-    python -m benchmarks.bench_finetune_stability --variant pipeline --variant kl_decay kl_decay_steps=30000
+    python -m elden_il.studies.finetune_stability                       # the pipeline's settings
+    python -m elden_il.studies.finetune_stability --variant pipeline --variant kl_decay kl_decay_steps=30000
 
 A fine-tuning already run (the pipeline's, say) is judged the same way without training again:
 ``--run NAME FOLDER`` with the folder it saved (``datasets/models/finetuned``).
@@ -40,13 +40,12 @@ import torch
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
+from env.common.machine import describe
 from env.config import EnvConfig
 
 from elden_il.params import FIRST_HELD_OUT_SEED, FinetuneConfig
 
-from benchmarks.machine import describe
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def windows(rows: list[dict], steps: int, width: int) -> list[dict]:

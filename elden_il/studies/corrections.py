@@ -1,4 +1,4 @@
-"""``python -m elden_il.corrections``: are a person's corrections worth more than more demonstrations?
+"""``python -m elden_il.studies.corrections``: are a person's corrections worth more than more demonstrations?
 
 The HG-DAgger question, answered on the in-process simulator (lock-step, so it runs in
 minutes): record ``demo_fights`` demonstrations with the scripted expert and train BC on them;
@@ -36,7 +36,7 @@ from env.config import EnvConfig
 
 from elden_il.params import FIRST_HELD_OUT_SEED, BCConfig, DatasetParams, DemosParams, PipelineParams
 
-log = logging.getLogger("elden_il.corrections")
+log = logging.getLogger(__name__)
 
 PROFILE = "sim_margit"
 """The scripted human knows the simulator's moves only."""
@@ -244,9 +244,9 @@ def show(report: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     defaults = CorrectionsConfig()
     p = argparse.ArgumentParser(
-        prog="python -m elden_il.corrections",
+        prog="python -m elden_il.studies.corrections",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-        epilog="example: python -m elden_il.corrections --out /tmp/corrections",
+        epilog="example: python -m elden_il.studies.corrections --out /tmp/corrections",
     )
     p.add_argument(
         "--out",

@@ -34,7 +34,7 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fight_loop import RandomActor, expert_actor
+    from elden_il.fight_loop import PlayerActor, RandomActor
 
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     config = EnvConfig.load(models / "bc")
@@ -42,7 +42,7 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
         "random": RandomActor(),
         "bc": PolicyActor(models / "bc", True),
         "finetuned": PolicyActor(models / "finetuned", True),
-        "expert": expert_actor(config),
+        "expert": PlayerActor("expert", config),
     }
     seeds = list(range(ev["first_seed"], ev["first_seed"] + fights))
     started = time.perf_counter()

@@ -32,7 +32,7 @@ from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
 
-from elden_il.fight_loop import expert_actor
+from elden_il.fight_loop import PlayerActor
 from elden_il.params import FIRST_HELD_OUT_SEED
 from elden_il.win_rate import wilson_interval
 
@@ -56,7 +56,7 @@ def play(
         state_attributes=(*ScriptedExpert.ATTRIBUTES, "SimTick"),
         pause_between_steps=True,
     )
-    actor = expert_actor(config)
+    actor = PlayerActor("expert", config)
     game_ms, wall_ms, wins, lengths = [], [], [], []
     try:
         for seed in seeds:

@@ -78,7 +78,7 @@ def play_job(job: dict) -> dict:
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import expert_actor
+    from elden_il.fight_loop import PlayerActor
 
     path = job["path"]
     if path.get("server_args") is not None:
@@ -87,7 +87,7 @@ def play_job(job: dict) -> dict:
     if "step_timing" in path:
         config = config.replace(step_timing=path["step_timing"])
     config = config.replace(game_speed=path.get("speed", 1.0))
-    actor = expert_actor(config) if job["player"] == "expert" else PolicyActor(Path(job["player"]), True)
+    actor = PlayerActor("expert", config) if job["player"] == "expert" else PolicyActor(Path(job["player"]), True)
     live = path["backend"] == "sim_server"
     env = make_env(
         config,

@@ -43,7 +43,7 @@ from env.sim.launcher import SimServer, someone_locks_on
 from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
-from elden_il.fight_loop import expert_actor
+from elden_il.fight_loop import PlayerActor
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}
@@ -74,7 +74,7 @@ def run(fights: int, max_steps: int, server_args: tuple[str, ...] = ()) -> dict[
         attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
         env = make_env(config, backend="siphon", host=server.host, state_attributes=attributes)
         stack.callback(env.close)
-        game, actor, bucket = env.unwrapped.game, expert_actor(config), "first"
+        game, actor, bucket = env.unwrapped.game, PlayerActor("expert", config), "first"
         for fight in range(1, fights + 1):
             if bucket == "in_place":  # a real death or kill after the episode ended, if any: the game shows it
                 bucket = AFTER.get(Phase(game.client.read(["SimPhase"])["SimPhase"]), "after_death")

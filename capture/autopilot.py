@@ -1,6 +1,6 @@
-"""The autopilot: the scripted expert plays the game through the Game interface's key input
-while the recorder logs the very keys it sends as the actions, so demonstrations exist without
-a human.
+"""The autopilot: a player of ``env.sim.players`` (the scripted expert, or the person-like player)
+plays the game through the Game interface's key input while the recorder logs the very keys it
+sends as the actions, so demonstrations exist without a human.
 
 It decides once per step of the env config's ``timestep_ms`` (the env's timestep, so its demonstrations have the rhythm
 the policies will act at), from the state of the sample that falls due, and mirrors every key
@@ -21,8 +21,7 @@ from env.actions import ActionTable, KeyCommand, send
 from env.common.errors import GameError
 from env.config import EnvConfig
 from env.game import Game, GameState
-from env.sim.expert import ScriptedExpert
-from env.sim.person import PersonLikeExpert
+from env.sim.players import make_player
 
 from capture.drivers import Driver, KeySink
 from capture.episode_writer import Sample
@@ -82,22 +81,9 @@ class KeyDriver:
         self.holding = frozenset()
 
 
-PLAYERS = ("expert", "person")
-"""Who the autopilot is: the scripted expert, or the same expert with a person's reaction
-times, lapses and taps (``env.sim.person``)."""
-
-
-def make_player(player: str, step_seconds: float, tap_seconds: float, seed: int = 0) -> ScriptedExpert:
-    """One of ``PLAYERS``, deciding every ``step_seconds``: the expert taps for ``tap_seconds``,
-    the person draws its own taps from ``seed``."""
-    if player == "expert":
-        return ScriptedExpert(step_seconds, tap_seconds)
-    return PersonLikeExpert(step_seconds, seed=seed)
-
-
 class Autopilot(Driver):
-    """The recorder's driver when nobody is at the keys. ``player`` one of ``PLAYERS``; ``seed``
-    seeds the person's draws (the same seed, the same play)."""
+    """The recorder's driver when nobody is at the keys: a player of ``env.sim.players.PLAYERS``,
+    shown every sample. ``seed`` seeds the player's own draws (the same seed, the same play)."""
 
     source = "autopilot"
 
@@ -105,10 +91,10 @@ class Autopilot(Driver):
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
         self.driver = KeyDriver(game, inputs, config.tap_ms)
         self.actions = ActionTable(game.profile, "discrete")
-        self.expert = make_player(player, self.clock.step_seconds, config.tap_ms / 1000, seed)
+        self.player = make_player(player, self.clock.step_seconds, config.tap_ms / 1000, seed)
 
     def new_fight(self) -> None:
-        self.expert.reset()
+        self.player.reset()
         self.clock.reset()
 
     def on_sample(
@@ -120,16 +106,16 @@ class Autopilot(Driver):
         """It plays on, recorded or not, until the fight restarts (``release``), as a person does."""
 
     def maybe_act(self, state: GameState) -> str | None:
-        """Act if a decision is due at this state's time, or the player (a person) has just
-        noticed a boss move in it; returns the action taken, if any."""
-        if self.clock.due(state.timestamp) or self.expert.observe(state):
+        """Act if a decision is due at this state's time, or the player has just noticed something
+        in it that calls for one (the person-like player, a boss move); returns the action taken, if any."""
+        if self.clock.due(state.timestamp) or self.player.observe(state):
             return self.act(state)
         return None
 
     def act(self, state: GameState) -> str:
         """Decide and send one action; log its keys as they are sent."""
-        name = self.expert.act(state)
-        self.driver.play(self.actions.command(self.actions.index(name)), self.expert.tap_ms())
+        name = self.player.act(state)
+        self.driver.play(self.actions.command(self.actions.index(name)), self.player.tap_ms())
         return name
 
     def release(self) -> None:

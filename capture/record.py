@@ -32,8 +32,9 @@ from env.factory import DEFAULT_HOST, make_game
 from env.game import Unreadable
 from env.keys import key_names
 from env.profile import Profile, load_profile
+from env.sim.players import PLAYERS
 
-from capture.autopilot import PLAYERS, Autopilot
+from capture.autopilot import Autopilot
 from capture.drivers import MakeDriver, PersonDriver, RecordError
 from capture.episode_cuts import FightTracker
 from capture.episode_writer import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
@@ -115,13 +116,15 @@ class RecordSettings:
     out: Path = field(default=Path("datasets/raw"), metadata=flag("episode folder", type=output_folder))
     max_episodes: int = checked(0, whole(0, MAX_FIGHTS), "stop after this many episodes (0: until quit)")
     max_episode_seconds: float = checked(300.0, number(0, above=True), "end an episode after this long")
-    autopilot: bool = field(default=False, metadata=flag("let the scripted expert play; its keys are recorded"))
+    autopilot: bool = field(
+        default=False, metadata=flag("let a player of the simulator play (--player); its keys are recorded")
+    )
     player: str = checked(
         "expert",
         one_of(*PLAYERS),
-        "with --autopilot: who plays: the scripted expert, or a person-like one with published human reaction "
-        "times, missed telegraphs and key taps (env/sim/person.py)",
-        choices=PLAYERS,
+        "with --autopilot: who plays (env/sim/players.py): "
+        + "; ".join(f"{name}: {kind.words}" for name, kind in PLAYERS.items()),
+        choices=tuple(PLAYERS),
     )
     controller: bool = field(
         default=True,

@@ -1,52 +1,125 @@
 """``python -m elden_il.duel``: whole fights against the in-process simulator, for the difficulty
-check and a quick look.
+check, a player's own rate, and a quick look.
 
-Fights are played through the env and the shared fight loop (``elden_il.fight_loop``), exactly as
-evaluation plays them, so the expert's win rate here and in ``dvc repro``'s evaluation is one
-number: the same seeds give the same fights. With ``RAY_ADDRESS`` set they are played on that
-Ray cluster (``elden_il.fanout``), with the same results. It sits above the env, the factory and
-the simulator it plays, in the evaluation layer.
+A player of the simulator (``env.sim.players``) is asked what to press on one of two clocks:
+
+- ``step`` (the default): once per env step, through the env and the shared fight loop
+  (``elden_il.fight_loop``), exactly as evaluation plays a policy, so the expert's win rate here
+  and in ``dvc repro``'s evaluation is one number: the same seeds give the same fights. With
+  ``RAY_ADDRESS`` set they are played on that Ray cluster (``elden_il.fanout``), with the same
+  results.
+- ``sample``: as the recorder's autopilot plays it when it records demonstrations (``python -m
+  capture.record --backend sim --autopilot --player P``, which this runs, into a folder it then
+  deletes): shown every sample, deciding when its clock falls due or when it notices a boss move,
+  tapping for its own length. A player that reacts between steps (the person-like player) wins
+  as often here as in the fights it records, which is the rate its dataset's teacher row reads.
+
+It sits above the env, the factory, the recorder and the simulator it plays, in the evaluation layer.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
-from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
 
+from env import fight_rules
 from env.common.cli import ruled, run_command
 from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
 from env.config import EnvConfig
 from env.factory import make_env
 from env.sim.expert import ScriptedExpert
+from env.sim.players import PLAYERS
 
-from elden_il.fight_loop import Actor, FightRecord, NamingActor, RandomActor, expert_actor, play_fights, summarize
+from capture.episode import read_episode
 
-ACTORS: dict[str, Callable[[EnvConfig], Actor]] = {
-    "random": lambda config: RandomActor(),
-    "attack": lambda config: NamingActor(lambda: lambda state: "attack"),
-    "expert": expert_actor,
-}
-"""Policy name -> the actor that plays it in an env with the given config."""
+from elden_il.fight_loop import Actor, FightRecord, PlayerActor, RandomActor, play_fights, summarize
+
+CLOCKS = ("step", "sample")
+"""When a player is asked what to press: once per env step, or at every sample the recorder takes."""
+HP = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
 
 
-def duel(policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), parallel: int = 8) -> list[FightRecord]:
-    """``policy`` (a name of ``ACTORS``) fights once per seed in the in-process simulator."""
-    actor = ACTORS[policy](config)
+def duel(
+    policy: str, seeds: list[int], config: EnvConfig = EnvConfig(), parallel: int = 8, clock: str = "step"
+) -> list[FightRecord]:
+    """``policy`` (``random`` or a player of ``env.sim.players.PLAYERS``) fights once per seed in
+    the in-process simulator, asked on ``clock`` (one of ``CLOCKS``)."""
+    if clock == "sample":
+        return recorded_fights(policy, seeds, config)
+    actor: Actor = RandomActor() if policy == "random" else PlayerActor(policy, config)
     return play_fights(lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES), actor, seeds, parallel)[0]
+
+
+def recorded_fights(player: str, seeds: list[int], config: EnvConfig) -> list[FightRecord]:
+    """``player``'s fights on the consecutive ``seeds`` as the recorder's autopilot plays them,
+    lock-step in-process, each cut where the env would cut it (``max_steps``), read back from the
+    episodes it recorded."""
+    from capture.record import record
+
+    from elden_il.params import DEMO_RECORDING  # the demos stage's session: its small picture, its names
+
+    with tempfile.TemporaryDirectory(prefix="duel-") as folder:
+        session = replace(
+            DEMO_RECORDING,
+            env=config,
+            player=player,
+            seed=seeds[0],
+            max_episodes=len(seeds),
+            max_episode_seconds=config.max_steps * config.timestep_ms / 1000.0,
+            out=Path(folder),
+        )
+        return [fight_of(path, seed, config) for path, seed in zip(record(session), seeds, strict=True)]
+
+
+def fight_of(path: Path, seed: int, config: EnvConfig) -> FightRecord:
+    """A recorded fight as the fight loop reports one: the damage between its first and last
+    samples, and its length in env steps (a recording has no rewards)."""
+    episode = read_episode(path, frames=False)
+    columns = {name: episode.column(name) for name in HP}
+    first, last = ({name: v[i] for name, v in columns.items()} for i in (0, -1))
+    before, after = ({name: v[cut] for name, v in columns.items()} for cut in (slice(None, -1), slice(1, None)))
+    return FightRecord(
+        seed,
+        episode.attrs["outcome"] == "win",
+        float(fight_rules.damage_dealt(first, last)),
+        float(fight_rules.damage_taken(before, after).sum()),
+        round((episode.t[-1] - episode.t[0]) * 1000 / config.timestep_ms),
+        None,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.duel",
-        description="Play whole fights against the in-process simulator through the env and print each "
-        "outcome. The scripted expert should win most fights, a random policy and attack-every-step "
-        "almost none: this is the difficulty check.",
-        epilog="example: python -m elden_il.duel --policy expert random --fights 20\n"
+        description="Play whole fights against the in-process simulator and print each outcome. The scripted "
+        "expert should win most fights, a random policy and attack-every-step almost none: this is the "
+        "difficulty check. With --clock sample a player plays as it does when the recorder records it.",
+        epilog="examples:\n"
+        "  python -m elden_il.duel --policy expert random --fights 20\n"
+        "  python -m elden_il.duel --policy person --clock sample --first-seed 1000000 --fights 100   "
+        "the person-like player's own rate on the held-out seeds\n"
         "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.duel ...",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--policy", nargs="+", choices=sorted(ACTORS), default=["expert"], help="which policies fight (default: expert)"
+        "--policy",
+        nargs="+",
+        choices=("random", *PLAYERS),
+        default=["expert"],
+        help="which policies fight: random, or a player of the simulator ("
+        + "; ".join(f"{name}: {kind.words}" for name, kind in PLAYERS.items())
+        + ") (default: expert)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        default="step",
+        help="when a player is asked what to press: step, once per env step, as evaluation asks a policy; sample, "
+        "at every sample, as the recorder's autopilot asks it while it records demonstrations (not random) "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--fights", type=ruled(int, FIGHTS), default=10, help=f"fights per policy, 1 to {MAX_FIGHTS} (default 10)"
@@ -56,12 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.first_seed + args.fights - 1 > MAX_SEED:
         parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
-    return run_command(
-        lambda: show_duels(args.policy, list(range(args.first_seed, args.first_seed + args.fights)), args.quiet)
-    )
+    if args.clock == "sample" and "random" in args.policy:
+        parser.error("--clock sample plays the simulator's players as the recorder's autopilot does; random is none")
+    seeds = list(range(args.first_seed, args.first_seed + args.fights))
+    return run_command(lambda: show_duels(args.policy, seeds, args.quiet, args.clock))
 
 
-def show_duels(policies: list[str], seeds: list[int], quiet: bool) -> None:
+def show_duels(policies: list[str], seeds: list[int], quiet: bool, clock: str = "step") -> None:
     """Each policy's fights on ``seeds``, printed as they end (``quiet``: the summaries alone)."""
     from rich.console import Console
 
@@ -69,7 +143,7 @@ def show_duels(policies: list[str], seeds: list[int], quiet: bool) -> None:
     config = EnvConfig()
     for name in policies:
         started = time.perf_counter()
-        records = duel(name, seeds, config)
+        records = duel(name, seeds, config, clock=clock)
         summary = summarize(records, time.perf_counter() - started)
         if not quiet:
             for r in records:

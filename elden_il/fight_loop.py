@@ -19,14 +19,10 @@ import numpy as np
 from env.actions import ActionTable
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
-from env.game import GameState
-from env.sim.expert import ScriptedExpert
+from env.sim.players import Player, make_player
 
 from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out
 from elden_il.win_rate import wilson_interval
-
-NamingPolicy = Callable[[GameState], str]
-"""A policy that reads game state and names an action of the discrete table (``"roll_left"``)."""
 
 
 @dataclass(frozen=True)
@@ -36,7 +32,8 @@ class FightRecord:
     boss_damage_dealt: float
     player_damage_taken: float
     length: int
-    episode_reward: float
+    episode_reward: float | None
+    """None where no env gave rewards: a fight the recorder's autopilot played (``elden_il.duel --clock sample``)."""
 
 
 @dataclass
@@ -81,20 +78,24 @@ class RandomActor(Actor):
         return out
 
 
-class NamingActor(Actor):
-    """Plays a ``NamingPolicy`` (the scripted expert, "attack every step") in any action mode,
-    one fresh policy per fight from ``new_policy()``. In ``multi_binary`` a held bit is a single
-    press, so a tap repeated on the next step is first released for a step (otherwise the expert
-    would swing once and never again)."""
+class PlayerActor(Actor):
+    """A player of the simulator (``env.sim.players``: the scripted expert, the person-like
+    player, "attack every step") asked once per env step, as evaluation asks a policy, in any
+    action mode: a fresh player per fight, its own draws seeded by the fight's seed, its taps the
+    env's. (The recorder's autopilot asks the same players at every sample: ``elden_il.duel
+    --clock sample``.) In ``multi_binary`` a held bit is a single press, so a tap repeated on the
+    next step is first released for a step (otherwise the expert would swing once and never again)."""
 
-    def __init__(self, new_policy: Callable[[], NamingPolicy]) -> None:
-        self.new_policy = new_policy
-        self.policies: dict[int, NamingPolicy] = {}
+    def __init__(self, player: str, config: EnvConfig = EnvConfig()) -> None:
+        self.player = player
+        self.step_seconds = config.timestep_ms / 1000.0
+        self.tap_seconds = config.tap_ms / 1000.0
+        self.players: dict[int, Player] = {}
         self.tapped: dict[int, frozenset[str]] = {}  # multi_binary: actions tapped last step, per slot
         self.tables: dict[str, ActionTable] = {}  # the discrete table per profile, built once
 
     def start(self, slot: int, seed: int) -> None:
-        self.policies[slot] = self.new_policy()
+        self.players[slot] = make_player(self.player, self.step_seconds, self.tap_seconds, seed)
         self.tapped[slot] = frozenset()
 
     def act(self, observations, envs, slots):
@@ -105,7 +106,7 @@ class NamingActor(Actor):
             if profile.name not in self.tables:
                 self.tables[profile.name] = ActionTable(profile, "discrete")
             table = self.tables[profile.name]
-            index = table.index(self.policies[slot](base.state))
+            index = table.index(self.players[slot].act(base.state))
             if base.action_mode == "discrete":
                 out.append(index)
             else:
@@ -191,15 +192,13 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
         "boss_damage_dealt": float(np.mean([r.boss_damage_dealt for r in records])),
         "player_damage_taken": float(np.mean([r.player_damage_taken for r in records])),
         "episode_length": float(np.mean([r.length for r in records])),
-        "episode_reward": float(np.mean([r.episode_reward for r in records])),
+        "episode_reward": (
+            None
+            if any(r.episode_reward is None for r in records)
+            else float(np.mean([r.episode_reward for r in records]))
+        ),
         "fights_per_minute": len(records) / seconds * 60.0,
     }
-
-
-def expert_actor(config: EnvConfig = EnvConfig()) -> NamingActor:
-    """The scripted expert as an actor in the env ``config`` describes (evaluation's reference
-    policy, the difficulty check), deciding once per env step."""
-    return NamingActor(lambda: ScriptedExpert(config.timestep_ms / 1000.0, config.tap_ms / 1000.0).act)
 
 
 @dataclass(frozen=True)

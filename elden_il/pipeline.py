@@ -328,7 +328,7 @@ def judge_policies(
 
     from elden_il.data import check_config
     from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fight_loop import RandomActor, expert_actor
+    from elden_il.fight_loop import PlayerActor, RandomActor
 
     config = EnvConfig.load(ws.models / "bc")
     check_config(
@@ -345,7 +345,7 @@ def judge_policies(
     if backend == "siphon":
         log.info("the scripted expert knows only the simulator's moves: not evaluated against a real game")
     else:
-        actors["expert"] = expert_actor(config)
+        actors["expert"] = PlayerActor("expert", config)
 
     played = config.replace(game_speed=game_speed)  # how the env runs, not which env: the policies' own
 

@@ -14,14 +14,14 @@ import logging
 from collections import Counter
 from pathlib import Path
 
+from env.sim.players import PLAYERS
+
 from capture.episode import recorded_outcome
 
 from elden_il.win_rate import wilson_interval
 
 log = logging.getLogger(__name__)
 
-PLAYERS = {"expert": "the scripted expert", "person": "the person-like player"}
-"""The recorder's autopilot players (``capture.record --player``), in words."""
 SOURCES = {"human": "you", "autopilot": "the autopilot", "policy": "a policy you corrected"}
 """Who played an episode (its ``source``), in words."""
 FAR_BELOW = 0.5
@@ -37,7 +37,7 @@ def teacher_record(raw_dir: Path, episodes: list[str], autopilot_player: str | N
     wins = sum(outcome == "win" for _, outcome in outcomes)
     sources = Counter(source for source, _ in outcomes)
     if set(sources) == {"autopilot"} and autopilot_player is not None:
-        who = PLAYERS.get(autopilot_player, autopilot_player)
+        who = PLAYERS[autopilot_player].words if autopilot_player in PLAYERS else autopilot_player
     else:
         who = " and ".join(SOURCES.get(source, source) for source, _ in sources.most_common())
     low, high = wilson_interval(wins, len(outcomes))

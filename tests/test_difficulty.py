@@ -70,13 +70,13 @@ def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before(
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import expert_actor, run_fights
+    from elden_il.fight_loop import PlayerActor, run_fights
 
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
 
     def play(seeds: list[int]) -> dict:
         make = lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES)  # noqa: E731
-        return {r.seed: r for r in run_fights(make, expert_actor(config), seeds, parallel=1)[0]}
+        return {r.seed: r for r in run_fights(make, PlayerActor("expert", config), seeds, parallel=1)[0]}
 
     alone = play([205])[205]
     assert play([203, 204, 205])[205] == alone

@@ -31,7 +31,7 @@ from env.sim.expert import ScriptedExpert
 
 from elden_il.duel import duel
 from elden_il.fanout import FanoutError, keep_to_loopback
-from elden_il.fight_loop import RandomActor, expert_actor, play_fights
+from elden_il.fight_loop import PlayerActor, RandomActor, play_fights
 
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
@@ -115,7 +115,7 @@ def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path:
     actors = {
         "random": RandomActor(),
         "policy": PolicyActor(tmp_path / "policy", True),
-        "expert": expert_actor(CONFIG),
+        "expert": PlayerActor("expert", CONFIG),
     }
     config = CONFIG  # captured: the closure travels by value
 
@@ -232,7 +232,7 @@ def play_while_killing(seeds: list[int], retries: int) -> tuple[object, int]:
 
     def play() -> None:
         try:
-            outcome["result"] = play_fights(make, expert_actor(CONFIG), seeds, parallel=2, retries=retries)[0]
+            outcome["result"] = play_fights(make, PlayerActor("expert", CONFIG), seeds, parallel=2, retries=retries)[0]
         except EldenILError as e:
             outcome["result"] = e
 
@@ -248,7 +248,7 @@ def test_a_worker_killed_mid_evaluation_has_its_fights_rerun(on_cluster: str, mo
     seeds = list(range(200, 212))
     result, _ = play_while_killing(seeds, retries=3)
     monkeypatch.delenv("RAY_ADDRESS")
-    assert result == play_fights(make, expert_actor(CONFIG), seeds, parallel=2)[0]
+    assert result == play_fights(make, PlayerActor("expert", CONFIG), seeds, parallel=2)[0]
 
 
 @pytest.mark.slow

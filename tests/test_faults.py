@@ -2379,6 +2379,10 @@ CLI_FAULTS = [
         ["elden_il.duel", "--first-seed", "4294967295", "--fights", "2"],
         "--first-seed 4294967295 with --fights 2: the last seed would pass 4294967295",
     ),
+    (
+        ["elden_il.duel", "--policy", "random", "--clock", "sample"],
+        "--clock sample plays the simulator's players as the recorder's autopilot does; random is none",
+    ),
     (["capture.build_dataset", "--id", "a/margit-v0"], "must look like namespace/name-vN"),
 ]
 

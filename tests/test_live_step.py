@@ -20,7 +20,7 @@ from env.siphon.game import SiphonGame
 from env.step_timing import LIVE, TICK_MS
 
 from elden_il.evaluate import evaluate
-from elden_il.fight_loop import Actor, expert_actor
+from elden_il.fight_loop import Actor, PlayerActor
 
 ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
 
@@ -93,7 +93,7 @@ class ClockReader(Actor):
     """The scripted expert, noting at each decision the game's own tick and the env's clock."""
 
     def __init__(self, config: EnvConfig) -> None:
-        self.expert = expert_actor(config)
+        self.expert = PlayerActor("expert", config)
         self.clocks: list[tuple[int, float]] = []
 
     def start(self, slot: int, seed: int) -> None:

@@ -24,7 +24,7 @@ from capture.build_dataset import build_dataset
 from capture.episode import list_episodes
 
 from elden_il.evaluate import evaluate
-from elden_il.fight_loop import RandomActor, expert_actor
+from elden_il.fight_loop import PlayerActor, RandomActor
 from elden_il.pipeline import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     def make() -> EldenRingEnv:
         return make_env(state_attributes=ScriptedExpert.ATTRIBUTES, max_steps=150)
 
-    actors = {"random": RandomActor(), "expert": expert_actor()}
+    actors = {"random": RandomActor(), "expert": PlayerActor("expert")}
     results = evaluate(actors, make, seeds=[1000, 1001], parallel=2)
     write_json(reports / "eval.json", {"backend": "sim", "fights": 2, "policies": results})
     return {"raw": raw, "minari": minari_root, "reports": reports, "empty": root / "no-reports"}

@@ -588,13 +588,13 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import expert_actor, run_fights
+    from elden_il.fight_loop import PlayerActor, run_fights
     from elden_il.params import FIRST_HELD_OUT_SEED
 
     def make():
         return make_env(action_mode="multi_binary", state_attributes=ScriptedExpert.ATTRIBUTES)
 
-    records, _ = run_fights(make, expert_actor(), [FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + 1], parallel=2)
+    records, _ = run_fights(make, PlayerActor("expert"), [FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + 1], parallel=2)
     assert all(r.boss_damage_dealt > 0.1 for r in records), records
 
 

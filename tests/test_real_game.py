@@ -153,12 +153,12 @@ def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: py
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import expert_actor
+    from elden_il.fight_loop import PlayerActor
 
     config = EnvConfig(profile="eldenring_margit", max_steps=900)
     attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
     env = make_env(config, backend="sim", state_attributes=attributes)
-    world, actor = env.unwrapped.game.world, expert_actor(config)
+    world, actor = env.unwrapped.game.world, PlayerActor("expert", config)
     real_deaths = real_kills = ended_at_a_floor = 0
     try:
         caplog.set_level(logging.WARNING, logger="env.hp_floors")

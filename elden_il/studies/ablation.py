@@ -180,7 +180,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
     from env.sim.expert import ScriptedExpert
 
     from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import expert_actor, run_fights, summarize
+    from elden_il.fight_loop import PlayerActor, run_fights, summarize
 
     results = {}
     for name, folder in policies.items():
@@ -189,7 +189,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
             results[name] = json.loads(kept.read_text())
             continue
         config = EnvConfig.load(folder)
-        actor = expert_actor(config) if name == "expert" else PolicyActor(folder, deterministic=True)
+        actor = PlayerActor("expert", config) if name == "expert" else PolicyActor(folder, deterministic=True)
         cpu, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         reads = ScriptedExpert.ATTRIBUTES if name == "expert" else ()  # the state the expert plays from
 

@@ -47,8 +47,7 @@ import numpy as np
 
 from env.common.machine import describe
 from env.observations import parse_size
-
-from capture.autopilot import PLAYERS
+from env.sim.players import PLAYERS
 
 from elden_il.params import FIRST_HELD_OUT_SEED, PipelineParams, load_params
 
@@ -224,9 +223,10 @@ class ScriptedPlayer(threading.Thread):
         from env.sim.expert import ScriptedExpert
         from env.sim.moves import PlayerAnim
         from env.sim.person import PersonLikeExpert
+        from env.sim.players import make_player
         from env.siphon.client import SiphonClient, SiphonError
 
-        from capture.autopilot import DecisionClock, make_player
+        from capture.autopilot import DecisionClock
 
         profile = load_profile("sim_margit")
         table = ActionTable(profile, "discrete")
@@ -564,8 +564,8 @@ def teacher_agreement(raw: Path, params: PipelineParams, player: str) -> dict:
     own tap length). This is the mapping behaviour cloning fits, measured before any training:
     a picture from the wrong moment or a label from the wrong step lowers it. On both grids."""
     from env.game import GameState
+    from env.sim.players import make_player
 
-    from capture.autopilot import make_player
     from capture.build_dataset import episode_step_starts, samples_at
     from capture.labels import HeardActions
 
@@ -741,7 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--player",
-        choices=PLAYERS,
+        choices=tuple(PLAYERS),
         default="expert",
         help="who plays every recording: the scripted expert, or the person-like one "
         "(env/sim/person.py: its own reaction times and taps) (default: %(default)s)",

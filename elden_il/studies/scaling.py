@@ -31,8 +31,7 @@ import numpy as np
 
 from env.common.cli import ruled, run_command
 from env.common.fields import whole
-
-from capture.autopilot import PLAYERS
+from env.sim.players import PLAYERS
 
 from elden_il.fanout import fan_out
 from elden_il.params import FIRST_HELD_OUT_SEED, DatasetParams, NetworkSize, PipelineParams
@@ -49,7 +48,7 @@ OUT = Path("datasets/studies/scaling")
 def study(
     fights: list[int], seeds: list[int], eval_fights: int, params: PipelineParams, out: Path, player: str = "expert"
 ) -> dict:
-    """Record (``player``: who the autopilot is, ``capture.autopilot.PLAYERS``), train and
+    """Record (``player``: who the autopilot is, ``env.sim.players.PLAYERS``), train and
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
     from elden_il.data import demonstrations, open_dataset
@@ -235,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--player",
-        choices=PLAYERS,
+        choices=tuple(PLAYERS),
         default="expert",
         help="who records the demonstrations: the scripted expert, or a person-like one "
         "(env/sim/person.py) (default: %(default)s)",

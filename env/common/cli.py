@@ -31,7 +31,8 @@ def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
     """A settings field's command-line flag, as the field's metadata:
     ``rate: float = field(default=30.0, metadata=flag("samples per second", type=float))``. The
     flag is ``--rate``, its default the field's (one default for the code and the command line);
-    a ``False`` field is an on-switch (``store_true``) unless ``action`` says otherwise."""
+    a ``False`` field is an on-switch (``store_true``) unless ``action`` says otherwise, and
+    ``flag_name`` names a flag otherwise than its field (``--loading-s`` for ``loading``)."""
     return {"flag": {"help": help, **argparse_options}}
 
 
@@ -54,6 +55,7 @@ def add_flags(
         else:  # a field with no default at all is a flag the command requires (``required=True``)
             default = None if f.default_factory is dataclasses.MISSING else f.default_factory()
         options = {"default": default, **options, **adjusted.get(f.name, {})}
+        name = options.pop("flag_name", None)
         if RULE in f.metadata and "type" not in options:  # a ``checked`` field: its own rule, at parse time
             options["type"] = ruled(type(default), f.metadata[RULE])
         if options["default"] is False and "action" not in options:
@@ -61,7 +63,11 @@ def add_flags(
             options.pop("type", None)
         elif options["default"] is not None and "default:" not in options["help"]:
             options["help"] += " (default: %(default)s)"
-        parser.add_argument("--" + f.name.replace("_", "-"), **options)
+        if name is None:
+            name = f.name.replace("_", "-")
+        elif "action" not in options:  # a flag named otherwise than its field shows its own name
+            options.setdefault("metavar", name.upper().replace("-", "_"))
+        parser.add_argument("--" + name, dest=f.name, **options)
 
 
 def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any) -> Settings:

@@ -6,11 +6,11 @@ import argparse
 import logging
 import signal
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
-from env.common.cli import ruled, run_command
-from env.common.fields import Rule, is_number, number, whole
-from env.observations import parse_size
+from env.common.cli import add_flags, flag, from_flags, ruled, run_command, size_within
+from env.common.fields import Rule, check_fields, checked, is_number, whole
+from env.config import PICTURE_SIZE
 from env.sim.memory import GAME_SPEED, MAX_SEED
 from env.sim.real_server import RealServerTimings
 from env.sim.server import REAL_BY_DEFAULT, serve
@@ -43,8 +43,48 @@ examples:
   python -m env.sim --real-server --scan-ms 1 --hook-delay-s 0.2   ... with a test's timings
 """
 
-SPEED = Rule(lambda v: is_number(v) and GAME_SPEED.holds(v), f"must be {GAME_SPEED}")
+SPEED = Rule(lambda v: v is None or (is_number(v) and GAME_SPEED.holds(v)), f"must be {GAME_SPEED}")
 """What ``--speed`` takes: what a ``gameSpeedVal`` write takes."""
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """What ``python -m env.sim`` serves, and how: each field its flag, declared once."""
+
+    host: str = field(
+        default="127.0.0.1",
+        metadata=flag("interface to listen on (anything but 127.0.0.1 is reachable from the network, unauthenticated)"),
+    )
+    port: int = checked(50051, whole(0, 65535), "port (0: any free port, logged)")
+    seed: int = checked(0, whole(0, MAX_SEED), "seed of the boss's decisions")
+    size: tuple[int, int] = checked(
+        (1280, 720), PICTURE_SIZE, "window size WxH (default: 1280x720)", type=size_within(PICTURE_SIZE)
+    )
+    profile: str = field(default="sim_margit", metadata=flag("profile whose keybinds the simulator obeys"))
+    speed: float | None = checked(None, SPEED, "initial game speed (0 starts paused)", type=ruled(float, SPEED))
+    window: bool = field(
+        default=False,
+        metadata=flag(
+            "open a window to play the fight with the keyboard and mouse, or a game controller, as the profile binds them"
+        ),
+    )
+    log_level: str = field(default="INFO", metadata=flag("logging level"))
+    real_server: bool | None = field(
+        default=None,
+        metadata=flag(
+            f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)",
+            action=argparse.BooleanOptionalAction,
+        ),
+    )
+    start: str | None = field(
+        default=None,
+        metadata=flag(
+            "where the world starts (default: grace in real-server mode, fight otherwise)", choices=("grace", "fight")
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,133 +94,47 @@ def main(argv: list[str] | None = None) -> int:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--host",
-        default="127.0.0.1",
-        help="interface to listen on (default: %(default)s; anything else is reachable from the network, unauthenticated)",
-    )
-    parser.add_argument(
-        "--port",
-        type=ruled(int, whole(0, 65535)),
-        default=50051,
-        help="port (default: %(default)s; 0: any free port, logged)",
-    )
-    parser.add_argument(
-        "--seed",
-        type=ruled(int, whole(0, MAX_SEED)),
-        default=0,
-        help="seed of the boss's decisions (default: %(default)s)",
-    )
-    parser.add_argument("--size", type=parse_size, default=(1280, 720), help="window size WxH (default: 1280x720)")
-    parser.add_argument(
-        "--profile", default="sim_margit", help="profile whose keybinds the simulator obeys (default: %(default)s)"
-    )
-    parser.add_argument("--speed", type=ruled(float, SPEED), help="initial game speed (0 starts paused)")
-    parser.add_argument(
-        "--window",
-        action="store_true",
-        help="open a window to play the fight with the keyboard and mouse, or a game controller, as the profile binds them",
-    )
-    parser.add_argument("--log-level", default="INFO")
+    server = ("host", "port", "seed", "size", "profile", "speed", "window", "log_level")
+    add_flags(parser, ServeOptions, server)
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
-    real.add_argument(
-        "--real-server",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help=f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)",
-    )
-    defaults = RealServerTimings()
-    real.add_argument(
-        "--scan-ms",
-        type=float,
-        default=defaults.scan_ms,
-        help="cost of each attribute call's module scan (default: %(default)s)",
-    )
-    real.add_argument(
-        "--hook-delay-s",
-        type=float,
-        default=defaults.hook_delay_s,
-        help="NPC hook injection delay (default: %(default)s)",
-    )
-    real.add_argument(
-        "--hook-poll-s",
-        type=float,
-        default=defaults.hook_poll_s,
-        help="how often the hook checks for a target (default: %(default)s)",
-    )
-    real.add_argument(
-        "--capture-init-ms",
-        type=float,
-        default=defaults.capture_init_ms,
-        help="InitializeCapture's sleep (default: %(default)s)",
-    )
-    real.add_argument(
-        "--first-frame-ms",
-        type=float,
-        default=defaults.first_frame_ms,
-        help="after InitializeCapture, when the first frame arrives (default: %(default)s)",
-    )
-    real.add_argument(
-        "--stream-fps",
-        type=ruled(float, number(0, 240, above=True)),
-        default=defaults.stream_fps,
-        help="frames a second StreamFrames sends, whatever the client reads (default: %(default)s)",
-    )
-    real.add_argument(
-        "--start",
-        choices=("grace", "fight"),
-        help="where the world starts (default: grace in real-server mode, fight otherwise)",
-    )
-    life = parser.add_argument_group("the game's life cycle (seconds of game time)")
-    lifecycle = Lifecycle()
-    life.add_argument(
-        "--death-screen-s",
-        type=float,
-        default=lifecycle.death_screen,
-        help="from HP 0 to the loading screen (default: %(default)s)",
-    )
-    life.add_argument(
-        "--loading-s", type=float, default=lifecycle.loading, help="the loading screen (default: %(default)s)"
-    )
+    add_flags(real, ServeOptions, ("real_server",))
+    add_flags(real, RealServerTimings)
+    add_flags(real, ServeOptions, ("start",))
+    add_flags(parser.add_argument_group("the game's life cycle (seconds of game time)"), Lifecycle)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    timings = RealServerTimings(
-        args.scan_ms, args.hook_delay_s, args.hook_poll_s, args.capture_init_ms, args.first_frame_ms, args.stream_fps
-    )
-    life_timings = replace(
-        lifecycle,
-        death_screen=args.death_screen_s,
-        loading=args.loading_s,
-        you_died=min(lifecycle.you_died, args.death_screen_s),
-    )
-    return run_command(lambda: serve_until_stopped(args, timings, life_timings))
+    options = from_flags(ServeOptions, args)
+    logging.basicConfig(level=options.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    life = from_flags(Lifecycle, args)
+    life = replace(life, you_died=min(life.you_died, life.death_screen))  # "YOU DIED" within a shortened death
+    return run_command(lambda: serve_until_stopped(options, from_flags(RealServerTimings, args), life))
 
 
-def serve_until_stopped(args: argparse.Namespace, timings: RealServerTimings, life_timings: Lifecycle) -> None:
-    """Serve as ``args`` ask (with the play window if asked) until SIGINT or SIGTERM."""
+def serve_until_stopped(options: ServeOptions, timings: RealServerTimings, life_timings: Lifecycle) -> None:
+    """Serve as ``options`` ask (with the play window if asked) until SIGINT or SIGTERM."""
     running = serve(
-        args.host,
-        args.port,
-        args.seed,
-        args.size,
-        args.profile,
-        args.speed,
-        args.real_server,
+        options.host,
+        options.port,
+        options.seed,
+        options.size,
+        options.profile,
+        options.speed,
+        options.real_server,
         timings,
         life_timings,
-        None if args.start is None else args.start == "fight",
+        None if options.start is None else options.start == "fight",
     )
-    logging.getLogger("env.sim").info("serving Siphon on %s (%dx%d, seed %d)", running.address, *args.size, args.seed)
+    logging.getLogger("env.sim").info(
+        "serving Siphon on %s (%dx%d, seed %d)", running.address, *options.size, options.seed
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        if args.window:
+        if options.window:
             from env.profile import load_profile
             from env.sim.window import play
 
-            play(running.process, stop, load_profile(args.profile))
+            play(running.process, stop, load_profile(options.profile))
         else:
             stop.wait()
     finally:

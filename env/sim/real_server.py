@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from env.attribute_config import AttributeSpec
+from env.common.fields import check_fields, checked, number
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +59,19 @@ class RealServerTimings:
       captures straight after initialising meet it.
     """
 
-    scan_ms: float = 10.0
-    hook_delay_s: float = 3.0
-    hook_poll_s: float = 1.0
-    capture_init_ms: float = 100.0
-    first_frame_ms: float = 250.0
-    stream_fps: float = 15.0
+    scan_ms: float = checked(10.0, number(0, 60_000), "cost of each attribute call's module scan, in ms")
+    hook_delay_s: float = checked(3.0, number(0, 600), "NPC hook injection delay, in seconds")
+    hook_poll_s: float = checked(1.0, number(0, 600, above=True), "how often the hook checks for a target, in seconds")
+    capture_init_ms: float = checked(100.0, number(0, 60_000), "InitializeCapture's sleep, in ms")
+    first_frame_ms: float = checked(
+        250.0, number(0, 60_000), "after InitializeCapture, when the first frame arrives, in ms"
+    )
+    stream_fps: float = checked(
+        15.0, number(0, 240, above=True), "frames a second StreamFrames sends, whatever the client reads"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 class RealServer:

@@ -24,6 +24,7 @@ import random
 from dataclasses import dataclass, replace
 from enum import IntEnum
 
+from env.common.fields import check_fields, checked, number
 from env.sim import TICK_HZ, seconds_to_ticks
 from env.sim.controls import Button
 from env.sim.geometry import (
@@ -123,11 +124,16 @@ class Lifecycle:
     the boss dissolving for 4 s. Tests shorten them."""
 
     you_died: float = 1.5  # after HP 0, when "YOU DIED" appears
-    death_screen: float = 6.0  # after HP 0, when the loading screen begins
-    loading: float = 8.0
+    death_screen: float = checked(
+        6.0, number(0, 600), "from HP 0 to the loading screen", flag_name="death-screen-s"
+    )  # after HP 0, when the loading screen begins
+    loading: float = checked(8.0, number(0, 600), "the loading screen", flag_name="loading-s")
     boss_fade: float = 4.0  # after the boss's HP 0, when it is gone
     felled_banner: float = 1.5  # after the boss's HP 0, when "GREAT ENEMY FELLED" appears
     entry: float = 1.5  # walking through the fog wall
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
     def ticks(self, name: str) -> int:
         return seconds_to_ticks(getattr(self, name))

@@ -33,7 +33,7 @@ import argparse
 import json
 import logging
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.common.cli import add_flags, from_flags, output_folder, run_command
+from env.common.cli import add_flags, flag, from_flags, output_folder, run_command
 from env.common.errors import DataError
 from env.common.fields import STEP_MS, FieldError
 from env.common.lock import is_being_written
@@ -646,6 +646,20 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
     )
 
 
+@dataclass(frozen=True)
+class BuildArgs:
+    """Which recordings ``python -m capture.build_dataset`` builds, and where (the env's settings
+    are ``EnvConfig``'s own flags)."""
+
+    raw: Path = field(default=Path("datasets/raw"), metadata=flag("episode folder", type=Path))
+    id: str = field(default="eldenil/margit-v0", metadata=flag("dataset id"))
+    root: Path | None = field(
+        default=None,
+        metadata=flag("dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)", type=output_folder),
+    )
+    force: bool = field(default=False, metadata=flag("replace an existing dataset with this id"))
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = EnvConfig()
     parser = argparse.ArgumentParser(
@@ -655,14 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         "observations exactly.",
         epilog="example: python -m capture.build_dataset --raw datasets/raw --id eldenil/margit-v0 --action-mode discrete",
     )
-    parser.add_argument("--raw", type=Path, default=Path("datasets/raw"), help="episode folder (default: %(default)s)")
-    parser.add_argument("--id", default="eldenil/margit-v0", help="dataset id (default: %(default)s)")
-    parser.add_argument(
-        "--root",
-        type=output_folder,
-        default=None,
-        help="dataset root (default: $MINARI_DATASETS_PATH or datasets/minari)",
-    )
+    add_flags(parser, BuildArgs, ("raw", "id", "root"))
     add_flags(  # every env setting a command line takes
         parser,
         EnvConfig,
@@ -678,15 +685,16 @@ def main(argv: list[str] | None = None) -> int:
             "all of it; format 1 episodes: the crop they were recorded with)",
         },
     )
-    parser.add_argument("--force", action="store_true", help="replace an existing dataset with this id")
-    args = parser.parse_args(argv)
+    add_flags(parser, BuildArgs, ("force",))
+    flags = parser.parse_args(argv)
+    args = from_flags(BuildArgs, flags)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     def work() -> None:
         paths = list_episodes(args.raw)
         recorded = (recorded_with(paths)[1] if paths else None) or defaults.frame_spec  # none: build_dataset says so
         config = from_flags(
-            EnvConfig, args, frame_size=args.frame_size or recorded.size, frame_crop=args.frame_crop or recorded.crop
+            EnvConfig, flags, frame_size=flags.frame_size or recorded.size, frame_crop=flags.frame_crop or recorded.crop
         )
         build_dataset(args.raw, args.id, config, args.root, args.force)
 

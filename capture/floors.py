@@ -11,11 +11,12 @@ catch it with the env's margin. A drop that ends at 0 HP is only a lower bound o
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
 from env.fight_rules import hp_lost
 from env.hp_floors import FIGHTERS, floor_for
 
@@ -61,18 +62,22 @@ def floors_table(hardest: dict[str, tuple[int, int]]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class FloorsArgs:
+    """What ``python -m capture.floors`` reads."""
+
+    raw_dir: Path = field(
+        default=Path("datasets/raw"),
+        metadata=flag("folder of recorded episodes", positional=True, nargs="?", type=Path),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m capture.floors", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
     )
-    parser.add_argument(
-        "raw_dir",
-        nargs="?",
-        type=Path,
-        default=Path("datasets/raw"),
-        help="folder of recorded episodes (default: %(default)s)",
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, FloorsArgs)
+    args = from_flags(FloorsArgs, parser.parse_args(argv))
     return run_command(lambda: print(floors_table(hardest_blows(args.raw_dir))))
 
 

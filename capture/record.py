@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from env.common.cli import add_flags, flag, from_flags, output_folder, run_command, size_within
+from env.common.cli import add_flags, flag, from_flags, log_level_flag, output_folder, run_command, size_within
 from env.common.errors import GameError, Interrupted
 from env.common.fields import MAX_FIGHTS, SEED, Rule, check_fields, checked, number, one_of, optional, whole
 from env.common.interrupts import SIGNALS
@@ -168,6 +168,19 @@ WHO_PLAYS = ("autopilot", "player")
 them out."""
 
 
+@dataclass(frozen=True)
+class Console:
+    """What a recording command shows while it records: a live status display, and its log."""
+
+    no_status: bool = field(default=False, metadata=flag("no live status display (logs only)"))
+    log_level: str = log_level_flag()
+
+    @property
+    def status(self) -> bool:
+        """The live display: asked for, and a terminal to show it on."""
+        return not self.no_status and sys.stdout.isatty()
+
+
 def build_parser(
     prog: str = "python -m capture.record",
     description: str = __doc__.split("\n\n")[1],
@@ -187,8 +200,7 @@ def build_parser(
         profile={"default": "sim_margit"},
         timestep_ms={"help": "the autopilot decides once per this much game time: the env's timestep"},
     )
-    p.add_argument("--no-status", action="store_true", help="no live status display (logs only)")
-    p.add_argument("--log-level", default="INFO")
+    add_flags(p, Console)
     return p
 
 
@@ -537,10 +549,11 @@ def main(argv: list[str] | None = None) -> int:
             "a trained policy plays with python -m elden_il.pilot --policy PATH (the recorder's flags and its own)"
         )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    console = from_flags(Console, args)
+    logging.basicConfig(level=console.log_level, format="%(asctime)s %(levelname)s %(message)s")
 
     def work() -> None:
-        record(RecordSettings.from_args(args), status=not args.no_status and sys.stdout.isatty())
+        record(RecordSettings.from_args(args), status=console.status)
 
     return run_command(work)
 

@@ -20,13 +20,14 @@ import json
 import logging
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import h5py
 import numpy as np
 
 from env.common import files
-from env.common.cli import ERROR_EXIT, run_command
+from env.common.cli import ERROR_EXIT, add_flags, flag, from_flags, run_command
 from env.common.files import plain_file_problem
 from env.common.lock import FileLock
 
@@ -227,6 +228,16 @@ def find_partials(paths: list[Path]) -> list[Path]:
     return found
 
 
+@dataclass(frozen=True)
+class RecoverArgs:
+    """What ``python -m capture.recover`` salvages."""
+
+    paths: tuple[Path, ...] = field(
+        default=(Path("datasets/raw"),),
+        metadata=flag("partial files or folders (default: datasets/raw)", positional=True, nargs="*", type=Path),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m capture.recover",
@@ -235,16 +246,10 @@ def main(argv: list[str] | None = None) -> int:
         "the partial is kept as .h5.partial.bak (each line says whether it holds anything the .h5 lacks).",
         epilog="example: python -m capture.recover datasets/raw",
     )
-    parser.add_argument(
-        "paths",
-        nargs="*",
-        type=Path,
-        default=[Path("datasets/raw")],
-        help="partial files or folders (default: datasets/raw)",
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, RecoverArgs)
+    args = from_flags(RecoverArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    return run_command(lambda: recover_all(args.paths))
+    return run_command(lambda: recover_all(list(args.paths)))
 
 
 def recover_all(paths: list[Path]) -> int:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.fields import check_fields, checked, whole
 from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
 
 from capture.episode import list_episodes, read_episode
@@ -48,19 +50,27 @@ def animations_table(counts: dict[str, Counter]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class VocabArgs:
+    """What ``python -m capture.vocab`` reads: each field its argument."""
+
+    raw: Path = field(
+        default=Path("datasets/raw"), metadata=flag("episode folder", positional=True, nargs="?", type=Path)
+    )
+    top: int = checked(10, whole(1, 1000), "also list this many ids per fighter with their share of samples")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m capture.vocab",
         description=__doc__.split("\n\n")[1].replace("\n", " "),
         epilog="example: python -m capture.vocab datasets/raw >> my_profile_notes.toml",
     )
-    parser.add_argument(
-        "raw", type=Path, nargs="?", default=Path("datasets/raw"), help="episode folder (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--top", type=int, default=10, help="also list this many ids per fighter with their share of samples"
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, VocabArgs)
+    args = from_flags(VocabArgs, parser.parse_args(argv))
     return run_command(lambda: show_animations(args.raw, args.top))
 
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from env import fight_rules
-from env.common.cli import ruled, run_command
-from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED
+from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED, Rule, check_fields, checked, one_of
 from env.config import EnvConfig
 from env.factory import make_env
 from env.sim.expert import ScriptedExpert
@@ -37,6 +37,8 @@ from capture.episode import read_episode
 
 from elden_il.fight_loop import Actor, FightRecord, PlayerActor, RandomActor, play_fights, summarize
 
+POLICIES = ("random", *PLAYERS)
+"""What can fight: a uniformly random policy, or a player of the simulator."""
 CLOCKS = ("step", "sample")
 """When a player is asked what to press: once per env step, or at every sample the recorder takes."""
 HP = ("HeroHp", "HeroMaxHp", "NpcHp", "NpcMaxHp")
@@ -91,11 +93,44 @@ def fight_of(path: Path, seed: int, config: EnvConfig) -> FightRecord:
     )
 
 
+@dataclass(frozen=True)
+class DuelArgs:
+    """What ``python -m elden_il.duel`` plays: each field its flag."""
+
+    policy: tuple[str, ...] = checked(
+        ("expert",),
+        Rule(lambda v: isinstance(v, tuple) and bool(v) and set(v) <= set(POLICIES), f"must be some of {POLICIES}"),
+        "which policies fight: random, or a player of the simulator ("
+        + "; ".join(f"{name}: {kind.words}" for name, kind in PLAYERS.items())
+        + ") (default: expert)",
+        nargs="+",
+        choices=POLICIES,
+        type=str,
+    )
+    clock: str = checked(
+        "step",
+        one_of(*CLOCKS),
+        "when a player is asked what to press: step, once per env step, as evaluation asks a policy; sample, at "
+        "every sample, as the recorder's autopilot asks it while it records demonstrations (not random)",
+        choices=CLOCKS,
+    )
+    fights: int = checked(10, FIGHTS, f"fights per policy, 1 to {MAX_FIGHTS}")
+    first_seed: int = checked(0, SEED, "seed of the first fight")
+    quiet: bool = field(default=False, metadata=flag("print only the summary per policy"))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.fights))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.duel",
-        description="Play whole fights against the in-process simulator and print each outcome. The scripted "
-        "expert should win most fights, a random policy and attack-every-step almost none: this is the "
+        description="Play whole fights against the in-process simulator and print each outcome. The scripted\n"
+        "expert should win most fights, a random policy and attack-every-step almost none: this is the\n"
         "difficulty check. With --clock sample a player plays as it does when the recorder records it.",
         epilog="examples:\n"
         "  python -m elden_il.duel --policy expert random --fights 20\n"
@@ -104,35 +139,13 @@ def main(argv: list[str] | None = None) -> int:
         "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.duel ...",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--policy",
-        nargs="+",
-        choices=("random", *PLAYERS),
-        default=["expert"],
-        help="which policies fight: random, or a player of the simulator ("
-        + "; ".join(f"{name}: {kind.words}" for name, kind in PLAYERS.items())
-        + ") (default: expert)",
-    )
-    parser.add_argument(
-        "--clock",
-        choices=CLOCKS,
-        default="step",
-        help="when a player is asked what to press: step, once per env step, as evaluation asks a policy; sample, "
-        "at every sample, as the recorder's autopilot asks it while it records demonstrations (not random) "
-        "(default: %(default)s)",
-    )
-    parser.add_argument(
-        "--fights", type=ruled(int, FIGHTS), default=10, help=f"fights per policy, 1 to {MAX_FIGHTS} (default 10)"
-    )
-    parser.add_argument("--first-seed", type=ruled(int, SEED), default=0, help="seed of the first fight (default 0)")
-    parser.add_argument("--quiet", action="store_true", help="print only the summary per policy")
-    args = parser.parse_args(argv)
+    add_flags(parser, DuelArgs)
+    args = from_flags(DuelArgs, parser.parse_args(argv))
     if args.first_seed + args.fights - 1 > MAX_SEED:
         parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
     if args.clock == "sample" and "random" in args.policy:
         parser.error("--clock sample plays the simulator's players as the recorder's autopilot does; random is none")
-    seeds = list(range(args.first_seed, args.first_seed + args.fights))
-    return run_command(lambda: show_duels(args.policy, seeds, args.quiet, args.clock))
+    return run_command(lambda: show_duels(list(args.policy), args.seeds, args.quiet, args.clock))
 
 
 def show_duels(policies: list[str], seeds: list[int], quiet: bool, clock: str = "step") -> None:

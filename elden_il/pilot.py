@@ -23,7 +23,6 @@ compare) but sends nothing, and lets go of any key it held.
 from __future__ import annotations
 
 import logging
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, RecordError,
 from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler
-from capture.record import WHO_PLAYS, RecordSettings, build_parser, record
+from capture.record import WHO_PLAYS, Console, RecordSettings, build_parser, record
 from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
 
 from elden_il.policy import LoadedPolicy, load_policy
@@ -109,11 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_flags(parser.add_argument_group("the policy at the keys"), PilotSettings)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(message)s")
+    console = from_flags(Console, args)
+    logging.basicConfig(level=console.log_level, format="%(asctime)s %(levelname)s %(message)s")
 
     def work() -> None:
         settings = from_flags(PilotSettings, args, record=RecordSettings.from_args(args))
-        pilot(settings, status=not args.no_status and sys.stdout.isatty())
+        pilot(settings, status=console.status)
 
     return run_command(work)
 

@@ -27,13 +27,13 @@ import json
 import logging
 import os
 import signal
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from env.common.cli import run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
 from env.common.errors import EldenILError, Interrupted
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
@@ -590,6 +590,38 @@ STAGES = {
 and works in a ``Workspace``."""
 
 
+@dataclass(frozen=True)
+class PipelineArgs:
+    """What ``python -m elden_il.pipeline`` runs: a stage with params.yaml, or the summary."""
+
+    stage: str = field(
+        metadata=flag(
+            "a stage, or summary: the last evaluation as a table", positional=True, choices=(*STAGES, "summary")
+        )
+    )
+    params: Path = field(default=Path("params.yaml"), metadata=flag("the pipeline's params", type=Path))
+    markdown: bool = field(default=False, metadata=flag("summary: as the Markdown table the README shows"))
+    experiment: tuple[tuple[str, Path], ...] = field(
+        default=(),
+        metadata=flag(
+            "summary: add the learned policies of another evaluation of the same fights (a `dvc exp run`'s "
+            "datasets/reports/eval.json, kept under datasets/studies/), named with LABEL; repeatable",
+            type=experiment,
+            action="append",
+            metavar="LABEL=EVAL_JSON",
+        ),
+    )
+    live: Path | None = field(
+        default=None,
+        metadata=flag(
+            "summary: each policy's win rate over the live path beside its own (evaluate_live's report, "
+            f"{REPOSITORY_WORKSPACE.live_path_report[0]})",
+            type=Path,
+            metavar="EVAL_JSON",
+        ),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.pipeline",
@@ -597,28 +629,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "stage", choices=[*STAGES, "summary"], help="a stage, or summary: the last evaluation as a table"
-    )
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"))
-    parser.add_argument("--markdown", action="store_true", help="summary: as the Markdown table the README shows")
-    parser.add_argument(
-        "--experiment",
-        type=experiment,
-        action="append",
-        default=[],
-        metavar="LABEL=EVAL_JSON",
-        help="summary: add the learned policies of another evaluation of the same fights (a `dvc exp run`'s "
-        "datasets/reports/eval.json, kept under datasets/studies/), named with LABEL; repeatable",
-    )
-    parser.add_argument(
-        "--live",
-        type=Path,
-        metavar="EVAL_JSON",
-        help="summary: each policy's win rate over the live path beside its own (evaluate_live's report, "
-        f"{REPOSITORY_WORKSPACE.live_path_report[0]})",
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, PipelineArgs)
+    args = from_flags(PipelineArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment), live=args.live))

@@ -15,13 +15,14 @@ import argparse
 import logging
 import shutil
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from env.common.cli import run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
 from env.common.errors import ConfigError, DataError
 from env.common.files import regular_file_problem
 from env.common.staging import staged_folder
@@ -119,6 +120,26 @@ def convert(folder: Path, trust_pickle: bool) -> None:
     print(f"converted {folder}: {PICKLED_FILE} is now policy.safetensors and policy.json (load_policy reads them)")
 
 
+@dataclass(frozen=True)
+class ExportArgs:
+    """``export``: a policy folder, written as SB3's zip."""
+
+    folder: Path = field(metadata=flag("a policy folder (as datasets/models/bc)", positional=True, type=Path))
+    zip: Path = field(metadata=flag("the zip to write", positional=True, type=Path))
+
+
+@dataclass(frozen=True)
+class ConvertArgs:
+    """``convert``: folders of SB3 zips, made policy folders."""
+
+    folders: tuple[Path, ...] = field(
+        metadata=flag("folders with policy.zip and env_config.json", positional=True, type=Path, nargs="+")
+    )
+    trust_pickle: bool = field(
+        default=False, metadata=flag("read each policy.zip although reading it runs the code its maker put in it")
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.sb3_zip",
@@ -130,24 +151,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write a policy folder as the zip PPO.load reads")
-    export.add_argument("folder", type=Path, help="a policy folder (as datasets/models/bc)")
-    export.add_argument("zip", type=Path, help="the zip to write")
-    conv = commands.add_parser("convert", help="turn folders holding SB3's policy.zip into policy folders")
-    conv.add_argument("folders", type=Path, nargs="+", help="folders with policy.zip and env_config.json")
-    conv.add_argument(
-        "--trust-pickle",
-        action="store_true",
-        help="read each policy.zip although reading it runs the code its maker put in it",
+    add_flags(export, ExportArgs)
+    add_flags(
+        commands.add_parser("convert", help="turn folders holding SB3's policy.zip into policy folders"), ConvertArgs
     )
-    args = parser.parse_args(argv)
+    flags = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     def work() -> Any:
-        if args.command == "export":
-            export_sb3(args.folder, args.zip)
+        if flags.command == "export":
+            asked = from_flags(ExportArgs, flags)
+            export_sb3(asked.folder, asked.zip)
             return None
-        for folder in args.folders:
-            convert(folder, args.trust_pickle)
+        asked = from_flags(ConvertArgs, flags)
+        for folder in asked.folders:
+            convert(folder, asked.trust_pickle)
         return None
 
     return run_command(work)

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from env.common.cli import add_flags, from_flags, run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
 from env.common.errors import ConfigError, DataError
+from env.common.fields import check_fields, checked, whole
 from env.config import EnvConfig
 from env.profile import load_profile
 
@@ -216,6 +218,41 @@ The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are t
 (`rerun analytics disable`) before it starts."""
 
 
+@dataclass(frozen=True)
+class ViewArgs:
+    """What ``python -m elden_il.view`` shows: each field its argument."""
+
+    source: Path | None = field(
+        default=None,
+        metadata=flag(
+            "a raw episode (.h5) to show, or a saved recording (.rrd) to open", positional=True, nargs="?", type=Path
+        ),
+    )
+    dataset: str | None = field(default=None, metadata=flag("a Minari dataset id, to show one of its episodes instead"))
+    episode: int = checked(0, whole(0), "which episode of --dataset")
+    root: Path | None = field(
+        default=None,
+        metadata=flag("the datasets root (default: $MINARI_DATASETS_PATH or datasets/minari)", type=Path),
+    )
+    policy: Path | None = field(
+        default=None,
+        metadata=flag(
+            "a saved policy's folder (as datasets/models/bc): its action probabilities at every step", type=Path
+        ),
+    )
+    save: Path | None = field(
+        default=None,
+        metadata=flag(
+            "write the recording to this file instead of opening a viewer (where there is no display)",
+            type=Path,
+            metavar="FILE.rrd",
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.view",
@@ -223,33 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "source",
-        type=Path,
-        nargs="?",
-        help="a raw episode (.h5) to show, or a saved recording (.rrd) to open",
-    )
-    parser.add_argument("--dataset", help="a Minari dataset id, to show one of its episodes instead")
-    parser.add_argument("--episode", type=int, default=0, help="which episode of --dataset (default: %(default)s)")
-    parser.add_argument(
-        "--root",
-        type=Path,
-        default=None,
-        help="the datasets root (default: $MINARI_DATASETS_PATH or datasets/minari)",
-    )
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=None,
-        help="a saved policy's folder (as datasets/models/bc): its action probabilities at every step",
-    )
-    parser.add_argument(
-        "--save",
-        type=Path,
-        default=None,
-        metavar="FILE.rrd",
-        help="write the recording to this file instead of opening a viewer (where there is no display)",
-    )
+    add_flags(parser, ViewArgs)
     add_flags(
         parser,
         EnvConfig,
@@ -264,23 +275,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    flags = parser.parse_args(argv)
+    args = from_flags(ViewArgs, flags)
     if (args.source is None) == (args.dataset is None):
         parser.error("give a raw episode (.h5), a recording (.rrd) or --dataset ID, one of them")
     if args.save is not None and args.save.suffix != ".rrd":
         parser.error(f"--save {args.save}: name a .rrd file (Rerun's recording format)")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    return run_command(lambda: view(args))
+    return run_command(lambda: view(args, from_flags(EnvConfig, flags)))
 
 
-def view(args: argparse.Namespace) -> None:
-    """Open (or with ``--save``, write) what ``args`` name."""
+def view(args: ViewArgs, config: EnvConfig) -> None:
+    """Open (or with ``--save``, write) what ``args`` name; a raw episode in the env ``config``."""
     if args.dataset is not None:
         show_dataset(args.dataset, args.episode, args.root, args.save, args.policy)
     elif args.source.suffix == ".rrd":
         open_file(args.source)
     else:
-        config = from_flags(EnvConfig, args)
         show_episode(args.source, args.save, args.policy, config)
     if args.save is not None:
         print(f"saved {args.save}; to view it on a machine with a display: {view_command(args.save)}")

@@ -19,12 +19,13 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from env.common.cli import run_command
+from env.common.cli import add_flags, flag, from_flags, run_command
 from env.common.errors import EldenILError, GameError
+from env.common.fields import check_fields, checked, number
 from env.factory import DEFAULT_HOST
 from env.profile import Profile, load_profile
 from env.siphon.client import ReadRefused
@@ -360,6 +361,20 @@ def timed(call: Callable[[], object], rounds: int = 15) -> float:
     return statistics.median(times)
 
 
+@dataclass(frozen=True)
+class DoctorArgs:
+    """Which game ``python -m env.doctor`` checks: each field its flag."""
+
+    host: str = field(default=DEFAULT_HOST, metadata=flag("Siphon server host:port"))
+    profile: str = field(default="eldenring_margit", metadata=flag("profile name or folder"))
+    hook_timeout: float = checked(
+        60.0, number(0, 3600, above=True), "seconds to wait for you to lock on while Siphon's NPC hook goes in"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m env.doctor",
@@ -368,15 +383,8 @@ def main(argv: list[str] | None = None) -> int:
         "--profile eldenring_margit",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--host", default=DEFAULT_HOST, help="Siphon server host:port (default: %(default)s)")
-    parser.add_argument("--profile", default="eldenring_margit", help="profile name or folder (default: %(default)s)")
-    parser.add_argument(
-        "--hook-timeout",
-        type=float,
-        default=60.0,
-        help="seconds to wait for you to lock on while Siphon's NPC hook goes in (default: %(default)s)",
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, DoctorArgs)
+    args = from_flags(DoctorArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     return run_command(lambda: examine(args.host, args.profile, args.hook_timeout))
 

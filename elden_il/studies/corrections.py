@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, from_flags, output_folder, run_command
+from env.common.cli import add_flags, flag, from_flags, output_folder, run_command
 from env.common.errors import ConfigError
 from env.common.fields import check_fields, checked, number, whole
 from env.config import EnvConfig
@@ -241,6 +241,16 @@ def show(report: dict) -> None:
     Console().print(table)
 
 
+@dataclass(frozen=True)
+class WorkFolder:
+    """Where the comparison records, trains and reports."""
+
+    out: Path = field(
+        default=Path("datasets/corrections"),
+        metadata=flag("work folder, created; must not exist", type=output_folder),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = CorrectionsConfig()
     p = argparse.ArgumentParser(
@@ -248,18 +258,13 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         epilog="example: python -m elden_il.studies.corrections --out /tmp/corrections",
     )
-    p.add_argument(
-        "--out",
-        type=output_folder,
-        default=Path("datasets/corrections"),
-        help="work folder, created; must not exist (default: %(default)s)",
-    )
+    add_flags(p, WorkFolder)
     add_flags(p, CorrectionsConfig)
     add_flags(p, BCConfig, ("epochs", "intervention_weight"), epochs={"default": defaults.bc.epochs})
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = from_flags(CorrectionsConfig, args, bc=from_flags(BCConfig, args))
-    return run_command(lambda: compare_and_show(config, args.out))
+    return run_command(lambda: compare_and_show(config, from_flags(WorkFolder, args).out))
 
 
 def compare_and_show(config: CorrectionsConfig, out: Path) -> None:

@@ -22,15 +22,15 @@ import logging
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from env.common.cli import ruled, run_command
-from env.common.fields import whole
+from env.common.cli import add_flags, flag, from_flags, ruled, run_command
+from env.common.fields import check_fields, checked, one_of, whole
 from env.sim.players import PLAYERS
 
 from elden_il.fanout import fan_out
@@ -212,6 +212,39 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+COUNT = whole(1, 10_000)
+
+
+@dataclass(frozen=True)
+class ScalingArgs:
+    """What the study trains and plays: each field its flag."""
+
+    fights: tuple[int, ...] = field(
+        default=(5, 10, 20, 40, 80),
+        metadata=flag("numbers of demonstration fights", type=ruled(int, COUNT), nargs="+"),
+    )
+    seeds: tuple[int, ...] = field(
+        default=(0, 1, 2), metadata=flag("BC training seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+")
+    )
+    eval_fights: int = checked(100, COUNT, "held-out fights per policy")
+    params: Path = field(default=Path("params.yaml"), metadata=flag("the env and bc settings", type=Path))
+    player: str = checked(
+        "expert",
+        one_of(*PLAYERS),
+        "who records the demonstrations: a player of the simulator (env/sim/players.py)",
+        choices=tuple(PLAYERS),
+    )
+    out: Path | None = field(
+        default=None,
+        metadata=flag(
+            f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)", type=Path
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.studies.scaling",
@@ -219,33 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    count = ruled(int, whole(1, 10_000))
-    parser.add_argument(
-        "--fights", type=count, nargs="+", default=[5, 10, 20, 40, 80], help="numbers of demonstration fights"
-    )
-    parser.add_argument(
-        "--seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+", default=[0, 1, 2], help="BC training seeds"
-    )
-    parser.add_argument(
-        "--eval-fights", type=count, default=100, help="held-out fights per policy (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--params", type=Path, default=Path("params.yaml"), help="the env and bc settings (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--player",
-        choices=tuple(PLAYERS),
-        default="expert",
-        help="who records the demonstrations: the scripted expert, or a person-like one "
-        "(env/sim/person.py) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help=f"where results.json and scaling.png go (default: {OUT}, or {OUT}-PLAYER for another player)",
-    )
-    args = parser.parse_args(argv)
+    add_flags(parser, ScalingArgs)
+    args = from_flags(ScalingArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from elden_il.params import load_params
 
@@ -253,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def work() -> None:
         results = study(
-            sorted(set(args.fights)), args.seeds, args.eval_fights, load_params(args.params), out, args.player
+            sorted(set(args.fights)), list(args.seeds), args.eval_fights, load_params(args.params), out, args.player
         )
         print(table(results))
         print(f"\nresults and plot in {out}", file=sys.stderr)

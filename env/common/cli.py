@@ -25,14 +25,25 @@ ERROR_EXIT = 2
 
 
 Settings = TypeVar("Settings")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+"""The logging levels a command's ``--log-level`` takes (in any case)."""
+
+
+def log_level_flag(default: str = "INFO") -> Any:
+    """A settings field for ``--log-level``: how much a command logs."""
+    return dataclasses.field(
+        default=default,
+        metadata=flag(f"logging level: {', '.join(LOG_LEVELS)}", type=str.upper, choices=LOG_LEVELS, metavar="LEVEL"),
+    )
 
 
 def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
     """A settings field's command-line flag, as the field's metadata:
     ``rate: float = field(default=30.0, metadata=flag("samples per second", type=float))``. The
     flag is ``--rate``, its default the field's (one default for the code and the command line);
-    a ``False`` field is an on-switch (``store_true``) unless ``action`` says otherwise, and
-    ``flag_name`` names a flag otherwise than its field (``--loading-s`` for ``loading``)."""
+    a ``False`` field is an on-switch (``store_true``) unless ``action`` says otherwise;
+    ``flag_name`` names a flag otherwise than its field (``--loading-s`` for ``loading``), and
+    ``positional=True`` makes it an argument without a dash (a folder a command reads)."""
     return {"flag": {"help": help, **argparse_options}}
 
 
@@ -56,13 +67,20 @@ def add_flags(
             default = None if f.default_factory is dataclasses.MISSING else f.default_factory()
         options = {"default": default, **options, **adjusted.get(f.name, {})}
         name = options.pop("flag_name", None)
+        positional = options.pop("positional", False)
         if RULE in f.metadata and "type" not in options:  # a ``checked`` field: its own rule, at parse time
             options["type"] = ruled(type(default), f.metadata[RULE])
         if options["default"] is False and "action" not in options:
             options["action"] = "store_true"
             options.pop("type", None)
-        elif options["default"] is not None and "default:" not in options["help"]:
-            options["help"] += " (default: %(default)s)"
+        elif options["default"] not in (None, [], ()) and "default:" not in options["help"]:
+            listed = "nargs" in options and isinstance(options["default"], (tuple, list))
+            options["help"] += f" (default: {' '.join(map(str, options['default'])) if listed else '%(default)s'})"
+        if options.get("action") == "append":  # argparse appends to a list: a settings field holds a tuple
+            options["default"] = list(options["default"])
+        if positional:
+            parser.add_argument(f.name, **options)
+            continue
         if name is None:
             name = f.name.replace("_", "-")
         elif "action" not in options:  # a flag named otherwise than its field shows its own name
@@ -75,9 +93,10 @@ def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any
     ``others`` (which win over a flag: a value the command worked out from its flag); a field
     whose flag this command did not add keeps its default."""
     values = {
-        f.name: getattr(args, f.name)
+        f.name: tuple(value) if isinstance(value, list) else value  # nargs gives a list; settings hold tuples
         for f in dataclasses.fields(settings)
         if "flag" in f.metadata and hasattr(args, f.name)
+        for value in (getattr(args, f.name),)
     }
     return settings(**{**values, **others})
 

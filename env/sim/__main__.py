@@ -8,7 +8,7 @@ import signal
 import threading
 from dataclasses import dataclass, field, replace
 
-from env.common.cli import add_flags, flag, from_flags, ruled, run_command, size_within
+from env.common.cli import add_flags, flag, from_flags, log_level_flag, ruled, run_command, size_within
 from env.common.fields import Rule, check_fields, checked, is_number, whole
 from env.config import PICTURE_SIZE
 from env.sim.memory import GAME_SPEED, MAX_SEED
@@ -68,7 +68,7 @@ class ServeOptions:
             "open a window to play the fight with the keyboard and mouse, or a game controller, as the profile binds them"
         ),
     )
-    log_level: str = field(default="INFO", metadata=flag("logging level"))
+    log_level: str = log_level_flag()
     real_server: bool | None = field(
         default=None,
         metadata=flag(
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     add_flags(parser.add_argument_group("the game's life cycle (seconds of game time)"), Lifecycle)
     args = parser.parse_args(argv)
     options = from_flags(ServeOptions, args)
-    logging.basicConfig(level=options.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=options.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     life = from_flags(Lifecycle, args)
     life = replace(life, you_died=min(life.you_died, life.death_screen))  # "YOU DIED" within a shortened death
     return run_command(lambda: serve_until_stopped(options, from_flags(RealServerTimings, args), life))

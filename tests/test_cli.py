@@ -96,11 +96,11 @@ def test_the_recorders_flags_are_its_settings_fields_with_their_defaults():
 @pytest.mark.parametrize(
     ("module", "args", "named"),
     [
-        ("elden_il.studies.human_path", ["--first-seed", "-1"], "--first-seed -1"),
-        ("elden_il.studies.finetune_stability", ["--checkpoints", "-3"], "--checkpoints -3"),
+        ("elden_il.studies.human_path", ["--first-seed", "-1"], "argument --first-seed: '-1'"),
+        ("elden_il.studies.finetune_stability", ["--checkpoints", "-3"], "argument --checkpoints: '-3'"),
     ],
 )
-def test_a_benchmarks_out_of_range_flag_is_refused_before_it_runs(module: str, args: list[str], named: str):
+def test_a_studys_out_of_range_flag_is_refused_before_it_runs(module: str, args: list[str], named: str):
     result = subprocess.run(
         [sys.executable, "-m", module, *args],
         capture_output=True,

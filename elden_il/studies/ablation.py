@@ -32,10 +32,13 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import FIGHTS, checked, optional, whole
 from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -252,35 +255,51 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class AblationArgs:
+    """Which variants the study runs, on which seeds and fights: each field its flag."""
+
+    variants: tuple[tuple[str, ...], ...] = field(
+        metadata=flag(
+            "a variant: its name, then the params it changes as section.key=VALUE (repeat for more)",
+            flag_name="variant",
+            nargs="+",
+            action="append",
+            required=True,
+            metavar="NAME_AND_SETTINGS",
+        )
+    )
+    seeds: tuple[int, ...] = field(
+        default=(0,), metadata=flag("training seeds per variant", type=ruled(int, whole(0, 2**31 - 1)), nargs="+")
+    )
+    fights: int | None = checked(
+        None, optional(FIGHTS), "held-out fights (default: params.yaml's evaluate)", type=ruled(int, FIGHTS)
+    )
+    out: Path = field(default=ROOT / "datasets/studies/ablation", metadata=flag("working folder", type=Path))
+    demos: Path = field(
+        default=ROOT / "datasets/demos",
+        metadata=flag(
+            "the recorded demonstrations of params.yaml's demos section (default: the pipeline's, `dvc repro demos`)",
+            type=Path,
+        ),
+    )
+    json: Path | None = field(
+        default=None, metadata=flag("also write the results here (default: OUT/results.json)", type=Path)
+    )
+    bc_only: bool = field(
+        default=False, metadata=flag("stop after behaviour cloning: its policy alone fights (a quicker look)")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
+        prog="python -m elden_il.studies.ablation",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--variant",
-        nargs="+",
-        action="append",
-        required=True,
-        metavar="NAME_AND_SETTINGS",
-        dest="variants",
-        help="a variant: its name, then the params it changes as section.key=VALUE (repeat for more)",
-    )
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="training seeds per variant (default: 0)")
-    parser.add_argument("--fights", type=int, default=None, help="held-out fights (default: params.yaml's evaluate)")
-    parser.add_argument("--out", type=Path, default=ROOT / "datasets/studies/ablation", help="working folder")
-    parser.add_argument(
-        "--demos",
-        type=Path,
-        default=ROOT / "datasets/demos",
-        help="the recorded demonstrations of params.yaml's demos section (default: the pipeline's, `dvc repro demos`)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the results here (default: OUT/results.json)")
-    parser.add_argument(
-        "--bc-only", action="store_true", help="stop after behaviour cloning: its policy alone fights (a quicker look)"
-    )
-    args = parser.parse_args()
+    add_flags(parser, AblationArgs)
+    args = from_flags(AblationArgs, parser.parse_args())
     import torch
 
     from elden_il.params import load_params

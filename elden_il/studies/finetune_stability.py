@@ -30,7 +30,7 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +40,8 @@ import torch
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import MAX_FIGHTS, SEED, checked, number, optional, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 
@@ -230,65 +232,73 @@ def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
         raise SystemExit(f"--variant {name}: {e}") from None
 
 
+@dataclass(frozen=True)
+class StabilityArgs:
+    """Which fine-tuning runs the study trains or reads, and how it judges them: each field its flag."""
+
+    policy: Path = field(
+        default=ROOT / "datasets/models/bc", metadata=flag("the BC policy folder (default: the pipeline's)", type=Path)
+    )
+    steps: int | None = checked(
+        None,
+        optional(whole(1)),
+        "steps per variant (default: params.yaml's finetune.total_steps)",
+        type=ruled(int, whole(1)),
+    )
+    variants: tuple[tuple[str, ...], ...] | None = field(
+        default=None,
+        metadata=flag(
+            "a variant: its name, then the finetune settings it changes (repeat for more; "
+            "default: one, 'pipeline', with params.yaml's settings)",
+            flag_name="variant",
+            nargs="+",
+            action="append",
+            metavar="NAME_AND_SETTINGS",
+        ),
+    )
+    runs: tuple[tuple[str, str], ...] = field(
+        default=(),
+        metadata=flag(
+            "a fine-tuning already run, not trained again: the folder it saved "
+            "(learning_curve.json, updates.json and the policy; repeat for more)",
+            flag_name="run",
+            nargs=2,
+            action="append",
+            metavar=("NAME", "FOLDER"),
+        ),
+    )
+    window: int = checked(6000, whole(1), "steps per point of the win-rate curve")
+    fights: int = checked(200, whole(0, MAX_FIGHTS), "held-out fights for each policy's win rates (0: skip)")
+    first_seed: int = checked(FIRST_HELD_OUT_SEED, SEED, "seed of the first held-out fight (the pipeline's)")
+    start: float | None = checked(
+        None,
+        optional(number(0, 1)),
+        "the win rate the curve starts from, to judge falls against (default: the BC "
+        "policy's sampled held-out win rate; needed with --fights 0)",
+        type=ruled(float, number(0, 1)),
+    )
+    checkpoints: int = checked(
+        0,
+        whole(0),
+        "also save each variant's policy every this many steps and judge each on the held-out "
+        "fights, deterministically (0: none)",
+        metavar="STEPS",
+    )
+    json: Path | None = field(default=None, metadata=flag("also write the results here", type=Path))
+    plot: Path | None = field(
+        default=None, metadata=flag("also draw the variants' curves side by side here (a PNG)", type=Path)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
+        prog="python -m elden_il.studies.finetune_stability",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 2)[2],
     )
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=ROOT / "datasets/models/bc",
-        help="the BC policy folder (default: the pipeline's)",
-    )
-    parser.add_argument(
-        "--steps", type=int, default=None, help="steps per variant (default: params.yaml's finetune.total_steps)"
-    )
-    parser.add_argument(
-        "--variant",
-        nargs="+",
-        action="append",
-        metavar="NAME_AND_SETTINGS",
-        dest="variants",
-        help="a variant: its name, then the finetune settings it changes (repeat for more; "
-        "default: one, 'pipeline', with params.yaml's settings)",
-    )
-    parser.add_argument(
-        "--run",
-        nargs=2,
-        action="append",
-        default=[],
-        metavar=("NAME", "FOLDER"),
-        dest="runs",
-        help="a fine-tuning already run, not trained again: the folder it saved "
-        "(learning_curve.json, updates.json and the policy; repeat for more)",
-    )
-    parser.add_argument("--window", type=int, default=6000, help="steps per point of the win-rate curve")
-    parser.add_argument("--fights", type=int, default=200, help="held-out fights for each policy's win rates (0: skip)")
-    parser.add_argument(
-        "--first-seed", type=int, default=FIRST_HELD_OUT_SEED, help="seed of the first held-out fight (the pipeline's)"
-    )
-    parser.add_argument(
-        "--start",
-        type=float,
-        default=None,
-        help="the win rate the curve starts from, to judge falls against (default: the BC "
-        "policy's sampled held-out win rate; needed with --fights 0)",
-    )
-    parser.add_argument(
-        "--checkpoints",
-        type=int,
-        default=0,
-        metavar="STEPS",
-        help="also save each variant's policy every this many steps and judge each on the held-out "
-        "fights, deterministically (default: 0, none)",
-    )
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--plot", type=Path, help="also draw the variants' curves side by side here (a PNG)")
-    args = parser.parse_args()
-    if args.checkpoints < 0:
-        parser.error(f"--checkpoints {args.checkpoints}: steps between saved policies, 1 or more (0: none)")
+    add_flags(parser, StabilityArgs)
+    args = from_flags(StabilityArgs, parser.parse_args())
     from elden_il.fanout import fan_out
     from elden_il.params import load_params
 

@@ -45,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import MAX_FIGHTS, MAX_SEED, SEED, check_fields, checked, number, one_of, whole
 from env.common.machine import describe
 from env.observations import parse_size
 from env.sim.players import PLAYERS
@@ -724,6 +726,64 @@ def run(
     }
 
 
+@dataclass(frozen=True)
+class HumanPathArgs:
+    """What the study records, trains and plays: each field its flag."""
+
+    fights: int = checked(20, whole(1, 10_000), "fights recorded each way")
+    seeds: tuple[int, ...] = field(
+        default=(0, 1, 2), metadata=flag("BC training seeds", type=ruled(int, whole(0, 2**31 - 1)), nargs="+")
+    )
+    eval_fights: int = checked(100, whole(1, MAX_FIGHTS), "held-out fights per policy")
+    player: str = checked(
+        "expert",
+        one_of(*PLAYERS),
+        "who plays every recording: a player of the simulator (env/sim/players.py; the person-like one draws its "
+        "own reaction times and taps)",
+        choices=tuple(PLAYERS),
+    )
+    tap_ms: float = checked(
+        50.0,
+        number(1, 1000),
+        "how long the expert's finger stays on a tapped key through the window (the person-like player draws its own)",
+    )
+    params: Path = field(default=Path("params.yaml"), metadata=flag("dataset, env and bc settings", type=Path))
+    work: Path | None = field(
+        default=None,
+        metadata=flag(
+            "recordings, datasets, policies (default: datasets/studies/human_path, "
+            "or human_path-person for the person-like player)",
+            type=Path,
+        ),
+    )
+    reuse: bool = field(
+        default=False, metadata=flag("keep the recordings a previous run left in --work; record only the missing ones")
+    )
+    recordings: tuple[str, ...] = field(
+        default=tuple(RECORDINGS),
+        metadata=flag("train and evaluate on these (default: all of them)", nargs="+", choices=tuple(RECORDINGS)),
+    )
+    window: tuple[int, int] = field(
+        default=WINDOW,
+        metadata=flag(
+            "the play window's size, which the person's recordings keep as their picture "
+            "(default: 1280x720; a smaller one leaves a 2-core machine more time to play in)",
+            type=parse_size,
+            metavar="WxH",
+        ),
+    )
+    first_seed: int = checked(
+        0,
+        SEED,
+        "the first recorded fight's seed (the next ones count up) and the person-like player's draws: "
+        "another set of the same player's fights",
+    )
+    json: Path | None = field(default=None, metadata=flag("also write the results here", type=Path))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m elden_il.studies.human_path",
@@ -731,67 +791,10 @@ def main(argv: list[str] | None = None) -> int:
         epilog=__doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--fights", type=int, default=20, help="fights recorded each way (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="BC training seeds (default: 0 1 2)")
-    parser.add_argument(
-        "--eval-fights",
-        type=int,
-        default=100,
-        help="held-out fights per policy (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--player",
-        choices=tuple(PLAYERS),
-        default="expert",
-        help="who plays every recording: the scripted expert, or the person-like one "
-        "(env/sim/person.py: its own reaction times and taps) (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--tap-ms",
-        type=float,
-        default=50.0,
-        help="how long the expert's finger stays on a tapped key through the window "
-        "(the person-like player draws its own)",
-    )
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="dataset, env and bc settings")
-    parser.add_argument(
-        "--work",
-        type=Path,
-        default=None,
-        help="recordings, datasets, policies (default: datasets/studies/human_path, "
-        "or human_path-person for the person-like player)",
-    )
-    parser.add_argument(
-        "--reuse",
-        action="store_true",
-        help="keep the recordings a previous run left in --work; record only the missing ones",
-    )
-    parser.add_argument(
-        "--recordings",
-        nargs="+",
-        choices=list(RECORDINGS),
-        default=list(RECORDINGS),
-        help="train and evaluate on these (default: all of them)",
-    )
-    parser.add_argument(
-        "--window",
-        type=parse_size,
-        default=WINDOW,
-        metavar="WxH",
-        help="the play window's size, which the person's recordings keep as their picture "
-        "(default: 1280x720; a smaller one leaves a 2-core machine more time to play in)",
-    )
-    parser.add_argument(
-        "--first-seed",
-        type=int,
-        default=0,
-        help="the first recorded fight's seed (the next ones count up) and the person-like player's draws: "
-        "another set of the same player's fights (default: %(default)s)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args(argv)
-    if not 0 <= args.first_seed <= 2**32 - 1 - args.fights:
-        parser.error(f"--first-seed {args.first_seed}: a fight seed from 0 to {2**32 - 1 - args.fights}")
+    add_flags(parser, HumanPathArgs)
+    args = from_flags(HumanPathArgs, parser.parse_args(argv))
+    if args.first_seed + args.fights - 1 > MAX_SEED:
+        parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     results = run(
         args.fights,
@@ -802,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
         load_params(args.params),
         args.work or Path("datasets/studies/human_path" + ("" if args.player == "expert" else f"-{args.player}")),
         args.reuse,
-        tuple(args.recordings),
+        args.recordings,
         args.window,
         args.first_seed,
     )

@@ -76,7 +76,7 @@ def add_flags(
         elif options["default"] not in (None, [], ()) and "default:" not in options["help"]:
             listed = "nargs" in options and isinstance(options["default"], (tuple, list))
             options["help"] += f" (default: {' '.join(map(str, options['default'])) if listed else '%(default)s'})"
-        if options.get("action") == "append":  # argparse appends to a list: a settings field holds a tuple
+        if options.get("action") == "append" and options["default"] is not None:  # a tuple, appended to as a list
             options["default"] = list(options["default"])
         if positional:
             parser.add_argument(f.name, **options)

@@ -45,6 +45,7 @@ TINY = {
     },
     "finetune": {
         "total_steps": 128,  # one rollout of n_steps: fine-tuning's plumbing, not its learning
+        "runs": 2,  # an ensemble of runs, as the pipeline's (four: each a process that imports torch)
         "num_envs": 1,
         "subprocesses": False,
         "kl_coef": 0.05,

@@ -24,7 +24,6 @@ stage's times are those of the run that ran it.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import FIGHTS, checked, optional, whole
 from env.common.machine import describe
 
@@ -292,12 +291,7 @@ class AblationArgs:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.studies.ablation",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m elden_il.studies.ablation", __doc__)
     add_flags(parser, AblationArgs)
     args = from_flags(AblationArgs, parser.parse_args())
     import torch

@@ -26,7 +26,6 @@ the variants train side by side on that cluster (``elden_il.fanout``), with the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
@@ -40,7 +39,7 @@ import torch
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import MAX_FIGHTS, SEED, checked, number, optional, whole
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -291,12 +290,7 @@ class StabilityArgs:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.studies.finetune_stability",
-        description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n\n", 2)[2],
-    )
+    parser = command_parser("python -m elden_il.studies.finetune_stability", __doc__, __doc__.split("\n\n", 2)[2])
     add_flags(parser, StabilityArgs)
     args = from_flags(StabilityArgs, parser.parse_args())
     from elden_il.fanout import fan_out

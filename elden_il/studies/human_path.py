@@ -29,7 +29,6 @@ Needs Xvfb and xdotool when there is no display (scripts/setup.sh installs them)
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import MAX_FIGHTS, MAX_SEED, SEED, check_fields, checked, number, one_of, whole
 from env.common.machine import describe
 from env.observations import parse_size
@@ -785,12 +784,7 @@ class HumanPathArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.studies.human_path",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m elden_il.studies.human_path", __doc__)
     add_flags(parser, HumanPathArgs)
     args = from_flags(HumanPathArgs, parser.parse_args(argv))
     if args.first_seed + args.fights - 1 > MAX_SEED:

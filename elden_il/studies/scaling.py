@@ -16,7 +16,6 @@ need to play?" for the simulator's boss; a real boss needs its own run on your r
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, ruled, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled, run_command
 from env.common.fields import check_fields, checked, one_of, whole
 from env.sim.players import PLAYERS
 
@@ -246,12 +245,7 @@ class ScalingArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.studies.scaling",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m elden_il.studies.scaling", __doc__)
     add_flags(parser, ScalingArgs)
     args = from_flags(ScalingArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")

@@ -47,6 +47,20 @@ def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
     return {"flag": {"help": help, **argparse_options}}
 
 
+def command_parser(prog: str, doc: str, epilog: str | None = None) -> argparse.ArgumentParser:
+    """A command's parser that teaches from its module's docstring ``doc``: its first paragraph
+    (less a leading "``python -m x``: ") says what the command does, and the rest, kept as
+    written, follows the flags (unless ``epilog`` says something else)."""
+    first, _, rest = doc.partition("\n\n")
+    description = first.split(": ", 1)[1] if first.startswith("``") else first
+    return argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog=rest if epilog is None else epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def add_flags(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     settings: type,

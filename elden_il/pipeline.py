@@ -33,7 +33,7 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
 from env.common.errors import EldenILError, Interrupted
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
@@ -623,12 +623,7 @@ class PipelineArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.pipeline",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m elden_il.pipeline", __doc__)
     add_flags(parser, PipelineArgs)
     args = from_flags(PipelineArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -37,6 +37,10 @@ STATUS_MARK = "(real-server mode)"
 """What GetServerStatus's message carries in this mode (how ``SimServer`` tells the modes apart)."""
 
 
+DAY_S = 86_400
+"""The longest wait a timing may be given: a test's "never" (a first frame that never arrives)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RealServerTimings:
     """What Siphon's calls cost. Defaults, and why:
@@ -60,11 +64,13 @@ class RealServerTimings:
     """
 
     scan_ms: float = checked(10.0, number(0, 60_000), "cost of each attribute call's module scan, in ms")
-    hook_delay_s: float = checked(3.0, number(0, 600), "NPC hook injection delay, in seconds")
-    hook_poll_s: float = checked(1.0, number(0, 600, above=True), "how often the hook checks for a target, in seconds")
-    capture_init_ms: float = checked(100.0, number(0, 60_000), "InitializeCapture's sleep, in ms")
+    hook_delay_s: float = checked(3.0, number(0, DAY_S), "NPC hook injection delay, in seconds")
+    hook_poll_s: float = checked(
+        1.0, number(0, DAY_S, above=True), "how often the hook checks for a target, in seconds"
+    )
+    capture_init_ms: float = checked(100.0, number(0, 1000 * DAY_S), "InitializeCapture's sleep, in ms")
     first_frame_ms: float = checked(
-        250.0, number(0, 60_000), "after InitializeCapture, when the first frame arrives, in ms"
+        250.0, number(0, 1000 * DAY_S), "after InitializeCapture, when the first frame arrives, in ms"
     )
     stream_fps: float = checked(
         15.0, number(0, 240, above=True), "frames a second StreamFrames sends, whatever the client reads"

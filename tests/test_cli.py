@@ -138,3 +138,18 @@ def test_the_error_catalogue_names_every_error_class_and_no_other():
     named = set(re.findall(r"``((?:env|capture|elden_il)\.[\w.]+)``", errors.__doc__.split("The groups")[1]))
     assert classes - named == set(), "env/common/errors.py's docstring misses these errors"
     assert named - classes == set(), "env/common/errors.py's docstring names what is no error class"
+
+
+def test_every_command_makes_its_flags_from_settings_fields():
+    """One mechanism: a command's flags are fields of a settings dataclass (``env.common.cli.flag``,
+    ``checked(..., flag=...)``), added by ``add_flags``; no module of the three packages adds one
+    by hand, where its default and rule would be a second declaration."""
+    by_hand = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for package in ("env", "capture", "elden_il")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if path != ROOT / "env/common/cli.py"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if ".add_argument(" in line
+    ]
+    assert by_hand == [], by_hand

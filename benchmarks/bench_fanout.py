@@ -13,12 +13,12 @@ Clusters bind 127.0.0.1 only. Starting one is timed apart from the evaluation it
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
 from pathlib import Path
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,11 +79,7 @@ def outcomes(results: dict) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_fanout", __doc__)
     parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
     parser.add_argument(
         "--models",

@@ -13,7 +13,6 @@ there too (it needs only ``finetune`` and ``FinetuneConfig`` from ``elden_il.fin
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import tempfile
@@ -22,17 +21,14 @@ from pathlib import Path
 
 import yaml
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_finetune_cost", __doc__)
     parser.add_argument(
         "--policy",
         type=Path,

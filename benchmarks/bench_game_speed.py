@@ -16,7 +16,6 @@ fight.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import shlex
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.factory import make_env
@@ -113,12 +113,7 @@ def run(speeds: list[float], steps: int, fights: int, compare: float, server_arg
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_game_speed",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_game_speed", __doc__)
     parser.add_argument("--speeds", type=float, nargs="+", default=[1.0, 2.0, 3.0, 4.0], help="game speeds to time")
     parser.add_argument("--steps", type=int, default=600, help="env steps timed at each speed (default: %(default)s)")
     parser.add_argument("--fights", type=int, default=30, help="held-out fights the expert plays at each of two speeds")

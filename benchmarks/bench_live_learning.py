@@ -12,7 +12,6 @@ learning's per-step cost is under that, an hour of play is about an hour of wall
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -20,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 
 from elden_il.params import FinetuneConfig, load_params
@@ -71,11 +71,7 @@ def timed_run(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 2)[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_live_learning", __doc__, __doc__.split("\n\n", 2)[2])
     parser.add_argument(
         "--policy",
         type=Path,

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import command_parser
+
 ROOT = Path(__file__).parents[1]
 FIRST_HELD_OUT_SEED = 1_000_000
 PATHS = {
@@ -267,12 +269,7 @@ def share(counts: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bench_live_path",
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_live_path", __doc__)
     parser.add_argument("--job", help=argparse.SUPPRESS)  # one fight process's work (internal)
     parser.add_argument("--path", action="append", choices=PATHS, help="a path to play (repeat; default: all)")
     parser.add_argument("--fights", type=int, default=50, help="held-out fights per player and path")

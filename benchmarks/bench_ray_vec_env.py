@@ -10,7 +10,6 @@ microseconds.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 
 
@@ -36,11 +36,7 @@ def steps_per_second(vec, steps: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_ray_vec_env", __doc__)
     parser.add_argument("--envs", type=int, default=2, help="sub-envs (default: %(default)s)")
     parser.add_argument("--steps", type=int, default=600, help="vector steps timed per env kind (default: %(default)s)")
     parser.add_argument("--json", help="also write the results here")

@@ -11,19 +11,15 @@ it for ever; this measures what each way out of that costs a call.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
+from env.common.cli import command_parser
 from env.common.machine import describe
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0],
-        epilog=__doc__.split("\n\n", 2)[2],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = command_parser("python -m benchmarks.bench_unary_call", __doc__, __doc__.split("\n\n", 2)[2])
     parser.add_argument("--calls", type=int, default=300, help="calls per round and way (default: %(default)s)")
     parser.add_argument(
         "--rounds", type=int, default=5, help="rounds, the two ways taking turns (default: %(default)s)"

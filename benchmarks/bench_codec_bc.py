@@ -33,7 +33,6 @@ from capture.record import record
 
 from elden_il.fight_loop import run_fights, summarize
 from elden_il.params import PipelineParams, load_params
-from elden_il.pipeline import demo_recording
 from elden_il.win_rate import wilson_interval
 
 from benchmarks.bench_video import psnr
@@ -42,8 +41,9 @@ CODECS = ("h264", "lossless")
 
 
 def record_demos(params: PipelineParams, codec: str, out: Path) -> float:
-    """The demos stage's recordings with ``codec``; returns their MiB on disk."""
-    record(replace(demo_recording(params, out), video_codec=codec))
+    """The demos stage's recordings with ``codec`` (its session as ``elden_il.pipeline.stage_demos``
+    builds it); returns their MiB on disk."""
+    record(replace(params.demos.record, env=params.env.replace(profile="sim_margit"), out=out, video_codec=codec))
     return sum(p.stat().st_size for p in out.iterdir()) / 2**20
 
 

@@ -18,12 +18,14 @@ import argparse
 import json
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import SEED
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
@@ -36,6 +38,7 @@ from elden_il.params import PipelineParams, load_params
 from elden_il.win_rate import wilson_interval
 
 from benchmarks.bench_video import psnr
+from benchmarks.flags import HeldOutFights, JsonOut
 
 CODECS = ("h264", "lossless")
 
@@ -47,20 +50,31 @@ def record_demos(params: PipelineParams, codec: str, out: Path) -> float:
     return sum(p.stat().st_size for p in out.iterdir()) / 2**20
 
 
+@dataclass(frozen=True)
+class CodecArgs:
+    """Which settings ``python -m benchmarks.bench_codec_bc`` records and trains with: each field its
+    flag (the fights are the evaluation's seeds, ``HeldOutFights.fights`` of them)."""
+
+    params: Path = field(default=Path("params.yaml"), metadata=flag("the pipeline's params file", type=Path))
+    seeds: tuple[int, ...] = field(
+        default=(0, 1, 2), metadata=flag("behaviour cloning's training seeds", type=ruled(int, SEED), nargs="+")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--params", type=Path, default=Path("params.yaml"), help="the pipeline's params file")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="behaviour cloning's training seeds")
-    parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (the evaluation's seeds)")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, CodecArgs)
+    add_flags(parser, HeldOutFights, ("fights",))
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, held, out = from_flags(CodecArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
 
     from elden_il.bc import train_bc  # torch: after the arguments are read
     from elden_il.data import load_demonstrations
     from elden_il.evaluate import PolicyActor
 
     params = load_params(args.params)
-    seeds = list(range(params.evaluate.first_seed, params.evaluate.first_seed + args.fights))
+    seeds = list(range(params.evaluate.first_seed, params.evaluate.first_seed + held.fights))
     results: dict[str, Any] = {
         "machine": describe(),
         "demos": {"episodes": params.demos.record.max_episodes, "master_size": params.demos.record.master_size},
@@ -103,7 +117,7 @@ def main() -> None:
     print(f"Machine: {results['machine']}\n")
     print(
         f"{params.demos.record.max_episodes} demonstrations at {params.demos.record.master_size[0]}x{params.demos.record.master_size[1]}, "
-        f"BC on {results['frame_size'][0]}x{results['frame_size'][1]} frames, {args.fights} held-out fights per "
+        f"BC on {results['frame_size'][0]}x{results['frame_size'][1]} frames, {held.fights} held-out fights per "
         f"policy; training frames h264 vs lossless: PSNR {results['frame_psnr_db']:.1f} dB\n"
     )
     print("| recordings | MiB | BC seed | win rate | 95 % interval | boss damage dealt | damage taken |")
@@ -117,8 +131,8 @@ def main() -> None:
             )
         low, high = row["pooled"]["win_rate_ci95"]
         print(f"| {codec} | | all | **{row['pooled']['win_rate']:.0%}** | {low:.0%}-{high:.0%} | | |")
-    if args.json:
-        with open(args.json, "w") as f:
+    if out.json:
+        with open(out.json, "w") as f:
             json.dump(results, f, indent=2)
 
 

@@ -16,10 +16,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.fields import check_fields, checked, optional, whole
 from env.common.machine import describe
+
+from benchmarks.flags import HeldOutFights, JsonOut
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,25 +82,37 @@ def outcomes(results: dict) -> dict:
     return {name: {k: v for k, v in r.items() if k != "fights_per_minute"} for name, r in results.items()}
 
 
+THREADS = whole(1, 1024)
+"""The torch threads the one process may be given (unset: torch's own)."""
+
+
+@dataclass(frozen=True)
+class FanoutArgs:
+    """Which policies ``python -m benchmarks.bench_fanout`` evaluates, and with how many torch threads
+    in the one process: each field its flag (the fights are ``HeldOutFights.fights``)."""
+
+    models: Path = field(
+        default=ROOT / "datasets/models", metadata=flag("where the pipeline saved bc/ and finetuned/", type=Path)
+    )
+    torch_threads: int | None = checked(
+        None,
+        optional(THREADS),
+        "torch threads of the one process (default: torch's own, one per core; Ray's workers run one each). On a "
+        "machine shared with other work, one thread is far faster than two",
+        type=ruled(int, THREADS),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = command_parser("python -m benchmarks.bench_fanout", __doc__)
-    parser.add_argument("--fights", type=int, default=100, help="held-out fights per policy (default: %(default)s)")
-    parser.add_argument(
-        "--models",
-        type=Path,
-        default=ROOT / "datasets/models",
-        help="where the pipeline saved bc/ and finetuned/ (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--torch-threads",
-        type=int,
-        default=None,
-        help="torch threads of the one process (default: torch's own, one per core; Ray's "
-        "workers run one each). On a machine shared with other work, one thread is "
-        "far faster than two",
-    )
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, HeldOutFights, ("fights",))
+    add_flags(parser, FanoutArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, held, out = from_flags(FanoutArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from elden_il.fanout import keep_to_loopback
@@ -106,17 +122,17 @@ def main() -> None:
         import torch
 
         torch.set_num_threads(args.torch_threads)
-    here, before = evaluate_all(args.models, args.fights)
-    print(f"one process: {before:.1f} s ({4 * args.fights / before * 60:.0f} fights a minute)")
+    here, before = evaluate_all(args.models, held.fights)
+    print(f"one process: {before:.1f} s ({4 * held.fights / before * 60:.0f} fights a minute)")
     runs: dict = {}
     for name, nodes in (("Ray, one node of 2 CPUs", [2]), ("Ray, two nodes of 1 CPU", [1, 1])):
-        results, seconds, start = on_cluster(nodes, args.models, args.fights)
+        results, seconds, start = on_cluster(nodes, args.models, held.fights)
         runs[name] = {
             "seconds": seconds,
             "cluster_start_seconds": start,
             "same_results": outcomes(results) == outcomes(here),
         }
-    again, after = evaluate_all(args.models, args.fights)
+    again, after = evaluate_all(args.models, held.fights)
     one_process = (before + after) / 2  # before and after the clusters: a machine shared with other work drifts
     print(f"one process again: {after:.1f} s; the ratios are to their mean, {one_process:.1f} s")
     runs["one process"] = {"seconds": [before, after], "same_results": outcomes(again) == outcomes(here)}
@@ -127,12 +143,12 @@ def main() -> None:
                 f"{name}: {run['seconds']:.1f} s, {run['speedup']:.2f}x one process (cluster start "
                 f"{run['cluster_start_seconds']:.1f} s); same results fight for fight: {run['same_results']}"
             )
-    if args.json:
-        Path(args.json).write_text(
+    if out.json:
+        out.json.write_text(
             json.dumps(
                 {
                     "machine": describe(),
-                    "fights_per_policy": args.fights,
+                    "fights_per_policy": held.fights,
                     "torch_threads": args.torch_threads,
                     "runs": runs,
                     "results": outcomes(here),

@@ -4,7 +4,9 @@ critic's warm-up and two rollouts after it, the envs in subprocesses and in the 
 side by side (as a ratio).
 
 For a before/after of the code, copy this file into an older checkout's benchmarks/ and run it
-there too (it needs only ``finetune`` and ``FinetuneConfig`` from ``elden_il.finetune``):
+there too (it needs ``finetune`` and ``FinetuneConfig`` from ``elden_il.finetune``, and
+``env.common``'s ``machine`` and ``cli``: a checkout from c94c4c9 on; its flags are its own, not
+``benchmarks.flags``'s, so that this file alone is enough):
 
   python -m benchmarks.bench_finetune_cost --label after
   git worktree add /tmp/before REV && cp benchmarks/bench_finetune_cost.py /tmp/before/benchmarks/
@@ -21,24 +23,34 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, flag, from_flags
+from env.common.fields import TEXT, check_fields, checked, whole
 from env.common.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@dataclasses.dataclass(frozen=True)
+class FinetuneCostArgs:
+    """Which policy ``python -m benchmarks.bench_finetune_cost`` fine-tunes, how long, under which name:
+    each field its flag."""
+
+    policy: Path = dataclasses.field(
+        default=ROOT / "datasets" / "models" / "bc",
+        metadata=flag("folder of the BC policy to fine-tune (default: the pipeline's, after dvc repro)", type=Path),
+    )
+    rollouts: int = checked(2, whole(1, 1000), "rollouts after the warm-up")
+    label: str = checked("this code", TEXT, "the name of this code in the table")
+    json: Path | None = dataclasses.field(default=None, metadata=flag("also write the results here", type=Path))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = command_parser("python -m benchmarks.bench_finetune_cost", __doc__)
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=ROOT / "datasets" / "models" / "bc",
-        help="folder of the BC policy to fine-tune (default: the pipeline's, after dvc repro)",
-    )
-    parser.add_argument("--rollouts", type=int, default=2, help="rollouts after the warm-up (default: %(default)s)")
-    parser.add_argument("--label", default="this code", help="the name of this code in the table")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, FinetuneCostArgs)
+    args = from_flags(FinetuneCostArgs, parser.parse_args())
     from env.config import EnvConfig
 
     import elden_il.finetune as ft
@@ -68,7 +80,7 @@ def main() -> None:
     sub, main_ = (results["runs"][k]["env_steps_per_s"] for k in ("subprocesses", "main process"))
     print(f"\nmain process / subprocesses: {main_ / sub:.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

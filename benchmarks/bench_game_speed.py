@@ -20,11 +20,12 @@ import json
 import logging
 import shlex
 import time
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.factory import make_env
@@ -35,6 +36,8 @@ from env.sim.world import TICK_HZ
 from elden_il.fight_loop import PlayerActor
 from elden_il.params import FIRST_HELD_OUT_SEED
 from elden_il.win_rate import wilson_interval
+
+from benchmarks.flags import GAME_SPEED, JsonOut
 
 log = logging.getLogger("bench_game_speed")
 
@@ -97,7 +100,7 @@ def play(
     }
 
 
-def run(speeds: list[float], steps: int, fights: int, compare: float, server_args: tuple[str, ...]) -> dict:
+def run(speeds: tuple[float, ...], steps: int, fights: int, compare: float, server_args: tuple[str, ...]) -> dict:
     results: dict = {"machine": describe(), "server_args": list(server_args), "timing": [], "expert": []}
     with SimServer(size=(320, 180), extra_args=server_args) as server, server.player():
         for speed in speeds:
@@ -112,19 +115,33 @@ def run(speeds: list[float], steps: int, fights: int, compare: float, server_arg
     return results
 
 
+@dataclass(frozen=True)
+class GameSpeedArgs:
+    """The speeds ``python -m benchmarks.bench_game_speed`` times, and the fights it plays: each field its flag."""
+
+    speeds: tuple[float, ...] = field(
+        default=(1.0, 2.0, 3.0, 4.0), metadata=flag("game speeds to time", type=ruled(float, GAME_SPEED), nargs="+")
+    )
+    steps: int = checked(600, whole(1, 1_000_000), "env steps timed at each speed")
+    fights: int = checked(
+        30, whole(0, MAX_FIGHTS), "held-out fights the expert plays at each of two speeds (0: none, timing only)"
+    )
+    compare: float = checked(3.0, GAME_SPEED, "the speed whose fights are set against 1x")
+    server_args: str = field(
+        default=REAL_SERVER,
+        metadata=flag(f"the simulator server's flags (default: {REAL_SERVER!r}, the real-server mode's own timings)"),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("python -m benchmarks.bench_game_speed", __doc__)
-    parser.add_argument("--speeds", type=float, nargs="+", default=[1.0, 2.0, 3.0, 4.0], help="game speeds to time")
-    parser.add_argument("--steps", type=int, default=600, help="env steps timed at each speed (default: %(default)s)")
-    parser.add_argument("--fights", type=int, default=30, help="held-out fights the expert plays at each of two speeds")
-    parser.add_argument("--compare", type=float, default=3.0, help="the speed whose fights are set against 1x")
-    parser.add_argument(
-        "--server-args",
-        default=REAL_SERVER,
-        help=f"the simulator server's flags (default: {REAL_SERVER!r}, the real-server mode's own timings)",
-    )
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args(argv)
+    add_flags(parser, GameSpeedArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args(argv)
+    args, out = from_flags(GameSpeedArgs, flags), from_flags(JsonOut, flags)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     results = run(args.speeds, args.steps, args.fights, args.compare, tuple(shlex.split(args.server_args)))
     print(f"Machine: {results['machine']}; server {' '.join(results['server_args'])}\n")
@@ -143,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"expert at {r['speed']:g}x: {r['wins']} of {r['fights']} won ({low:.0%}-{high:.0%}), {r['mean_length']:.0f} steps"
         )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=1))
     return 0
 
 

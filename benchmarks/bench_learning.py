@@ -12,16 +12,28 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from env.common.cli import add_flags, flag, from_flags
 from env.common.machine import describe
+
+from benchmarks.flags import JsonOut
+
+
+@dataclass(frozen=True)
+class LearningArgs:
+    """How much of the learning path ``python -m benchmarks.bench_learning`` times: each field its flag."""
+
+    dataset_only: bool = field(default=False, metadata=flag("only the recording and the dataset builds"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--dataset-only", action="store_true", help="only the recording and the dataset builds")
-    args = parser.parse_args()
+    add_flags(parser, JsonOut)
+    add_flags(parser, LearningArgs)
+    flags = parser.parse_args()
+    args, out = from_flags(LearningArgs, flags), from_flags(JsonOut, flags)
     from env.config import EnvConfig
     from env.factory import make_env
 
@@ -55,7 +67,7 @@ def main() -> None:
         }
         results["frame_compression"] = compare_compression(tmp / "raw", tmp / "compression", config)
         if args.dataset_only:
-            report(results, args.json)
+            report(results, out.json)
             return
         os.environ["MINARI_DATASETS_PATH"] = str(tmp / "minari")
         demos = load_demonstrations("bench/margit-v0", tmp / "minari")
@@ -83,7 +95,7 @@ def main() -> None:
             t = time.perf_counter()
             run_fights(make, PolicyActor(tmp / "bc", True), list(range(16)), parallel=parallel)
             results[f"eval_fights_per_minute_parallel_{parallel}"] = 16 / (time.perf_counter() - t) * 60
-    report(results, args.json)
+    report(results, out.json)
 
 
 COMPRESSIONS = {
@@ -125,7 +137,7 @@ def compare_compression(raw: Path, root: Path, config, repeats: int = 3) -> dict
     return out
 
 
-def report(results: dict, json_path: str | None) -> None:
+def report(results: dict, json_path: Path | None) -> None:
     r = results
     print(f"Machine: {r['machine']}\n")
     base = next(iter(r["frame_compression"].values()))

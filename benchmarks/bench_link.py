@@ -41,7 +41,9 @@ from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import add_flags, from_flags
 from env.common.errors import GameError
+from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -51,6 +53,7 @@ from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
 
 from benchmarks.bench_recorder import record_from
+from benchmarks.flags import JsonOut
 
 NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"
@@ -322,15 +325,24 @@ def interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+@dataclass(frozen=True)
+class LinkArgs:
+    """How long ``python -m benchmarks.bench_link`` measures each row: each field its flag."""
+
+    steps: int = checked(100, whole(1, 100_000), "env steps per row (each row stops after 30 s)")
+    record_seconds: float = checked(20.0, number(0, 3600), "the recorder's seconds per row (0: no recorder rows)")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, interrupted)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=100, help="env steps per row (each row stops after 30 s)")
-    parser.add_argument(
-        "--record-seconds", type=float, default=20.0, help="the recorder's seconds per row (0: no recorder rows)"
-    )
-    parser.add_argument("--json", type=Path, help="also write the rows here")
-    args = parser.parse_args()
+    add_flags(parser, LinkArgs)
+    add_flags(parser, JsonOut, json={"help": "also write the rows here"})
+    flags = parser.parse_args()
+    args, out = from_flags(LinkArgs, flags), from_flags(JsonOut, flags)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rows, recordings = run(args.steps, args.record_seconds)
     print(f"machine: {describe()}\n")
@@ -338,8 +350,8 @@ def main() -> None:
     if recordings:
         print("\nthe recorder at 30 Hz:\n")
         print(recorder_table(recordings))
-    if args.json:
-        args.json.write_text(
+    if out.json:
+        out.json.write_text(
             json.dumps({"machine": describe(), "rows": [asdict(r) for r in rows], "recorder": recordings}, indent=2)
         )
 

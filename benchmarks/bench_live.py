@@ -21,13 +21,14 @@ import json
 import statistics
 import time
 from contextlib import ExitStack, redirect_stdout
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.actions import ActionTable
+from env.common.cli import add_flags, flag, from_flags
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -36,6 +37,8 @@ from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
+
+from benchmarks.flags import JsonOut
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -209,11 +212,19 @@ def in_process_steps(steps: int = 3000) -> float:
     return steps / (time.perf_counter() - t)
 
 
+@dataclass(frozen=True)
+class LiveArgs:
+    """How long ``python -m benchmarks.bench_live`` measures: each field its flag."""
+
+    quick: bool = field(default=False, metadata=flag("fewer repetitions (a smoke run)"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--quick", action="store_true", help="fewer repetitions (a smoke run)")
-    args = parser.parse_args()
+    add_flags(parser, JsonOut)
+    add_flags(parser, LiveArgs)
+    flags = parser.parse_args()
+    args, out = from_flags(LiveArgs, flags), from_flags(JsonOut, flags)
     profile = load_profile("sim_margit")
     results: dict = {"machine": describe()}
     with SimServer(size=(84, 84)) as server, server.player():
@@ -268,8 +279,8 @@ def main() -> None:
         f"the same, timed when step() returns (observation jitter included): median {e['median']:.2f} ms, p99 {e['p99']:.2f} ms, max {e['max']:.2f} ms"
     )
     print(f"in-process env steps/s (84x84 frames, no server): {r['in_process_steps_per_s']:.0f}")
-    if args.json:
-        with open(args.json, "w") as f:
+    if out.json:
+        with open(out.json, "w") as f:
             json.dump(results, f, indent=2)
 
 

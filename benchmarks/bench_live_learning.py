@@ -19,10 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 
 from elden_il.params import FinetuneConfig, load_params
+
+from benchmarks.flags import GAME_SPEED, JsonOut
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_SERVER = "--real-server"
@@ -70,27 +73,37 @@ def timed_run(
     }
 
 
+@dataclasses.dataclass(frozen=True)
+class LiveLearningArgs:
+    """Which policy ``python -m benchmarks.bench_live_learning`` fine-tunes live, at which speeds, for how
+    long, against which server: each field its flag."""
+
+    policy: Path = dataclasses.field(
+        default=ROOT / "datasets" / "models" / "bc",
+        metadata=flag("the BC policy to fine-tune (default: the pipeline's, after dvc repro)", type=Path),
+    )
+    minari: Path = dataclasses.field(
+        default=ROOT / "datasets" / "minari",
+        metadata=flag("the Minari root holding params.yaml's dataset.id (default: the pipeline's)", type=Path),
+    )
+    speeds: tuple[float, ...] = dataclasses.field(
+        default=(1.0, 4.0), metadata=flag("game speeds (default: 1 4)", type=ruled(float, GAME_SPEED), nargs="+")
+    )
+    steps: int = checked(1000, whole(2, 1_000_000), "live env steps per run")
+    ideal: bool = dataclasses.field(
+        default=False, metadata=flag("the simulator server's ideal mode, not its real-server mode")
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = command_parser("python -m benchmarks.bench_live_learning", __doc__, __doc__.split("\n\n", 2)[2])
-    parser.add_argument(
-        "--policy",
-        type=Path,
-        default=ROOT / "datasets" / "models" / "bc",
-        help="the BC policy to fine-tune (default: the pipeline's, after dvc repro)",
-    )
-    parser.add_argument(
-        "--minari",
-        type=Path,
-        default=ROOT / "datasets" / "minari",
-        help="the Minari root holding params.yaml's dataset.id (default: the pipeline's)",
-    )
-    parser.add_argument("--speeds", type=float, nargs="+", default=[1.0, 4.0], help="game speeds (default: 1 4)")
-    parser.add_argument("--steps", type=int, default=1000, help="live env steps per run (default: %(default)s)")
-    parser.add_argument(
-        "--ideal", action="store_true", help="the simulator server's ideal mode, not its real-server mode"
-    )
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, LiveLearningArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(LiveLearningArgs, flags), from_flags(JsonOut, flags)
     if not args.ideal:
         os.environ["ELDEN_IL_SIM_ARGS"] = f"{os.environ.get('ELDEN_IL_SIM_ARGS', '')} {REAL_SERVER}".strip()
     params = load_params(ROOT / "params.yaml")
@@ -107,8 +120,8 @@ def main() -> None:
                 f"{row['nominal_wall_s_per_1000_steps']:>8.0f} {row['learner_cpu_s_per_1000_steps']:>19.1f}",
                 flush=True,
             )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

@@ -38,11 +38,13 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, flag, from_flags
+from env.common.fields import MAX_FIGHTS, SEED, check_fields, checked, one_of, whole
 
 ROOT = Path(__file__).parents[1]
 FIRST_HELD_OUT_SEED = 1_000_000
@@ -191,7 +193,7 @@ def busy(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: LivePathArgs) -> dict:
     from env.common.machine import describe
 
     seeds = list(range(args.first_seed, args.first_seed + args.fights))
@@ -268,35 +270,49 @@ def share(counts: dict) -> str:
     return ", ".join(f"{k}: {v / total:.0%}" for k, v in counts.items()) if total else "-"
 
 
+PLAYERS = ("both", "expert", "policy")
+
+
+@dataclass(frozen=True)
+class LivePathArgs:
+    """Who ``python -m benchmarks.bench_live_path`` plays, along which paths, on which fights, with how
+    much else running: each field its flag. Declared here, not from ``benchmarks.flags``: with
+    ``--baseline`` this file runs its fight processes on another checkout's code, which may not have it."""
+
+    job: str | None = field(default=None, metadata=flag(argparse.SUPPRESS))  # one fight process's work (internal)
+    path: tuple[str, ...] | None = field(
+        default=None, metadata=flag("a path to play (repeat; default: all)", action="append", choices=PATHS)
+    )
+    fights: int = checked(50, whole(1, MAX_FIGHTS), "held-out fights per player and path")
+    first_seed: int = checked(
+        FIRST_HELD_OUT_SEED, SEED, "seed of the first fight (held out: the pipeline's evaluation seeds)"
+    )
+    policy: Path = field(
+        default=ROOT / "datasets/models/finetuned", metadata=flag("the saved policy to play", type=Path)
+    )
+    config: Path = field(
+        default=ROOT / "datasets/models/bc/env_config.json",
+        metadata=flag("the env both players fight in (default: the pipeline's, beside its BC policy)", type=Path),
+    )
+    players: str = checked("both", one_of(*PLAYERS), "who fights", choices=PLAYERS)
+    load: int = checked(0, whole(0, 64), "busy processes kept running throughout")
+    processes: int = checked(2, whole(1, 64), "fight processes at once")
+    baseline: str | None = field(default=None, metadata=flag("also play the live paths with this commit's code"))
+    json: Path | None = field(default=None, metadata=flag("also write the results here", type=Path))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = command_parser("python -m benchmarks.bench_live_path", __doc__)
-    parser.add_argument("--job", help=argparse.SUPPRESS)  # one fight process's work (internal)
-    parser.add_argument("--path", action="append", choices=PATHS, help="a path to play (repeat; default: all)")
-    parser.add_argument("--fights", type=int, default=50, help="held-out fights per player and path")
-    parser.add_argument("--first-seed", type=int, default=FIRST_HELD_OUT_SEED)
-    parser.add_argument(
-        "--policy", type=Path, default=ROOT / "datasets/models/finetuned", help="the saved policy to play"
-    )
-    parser.add_argument(
-        "--config",
-        type=Path,
-        default=ROOT / "datasets/models/bc/env_config.json",
-        help="the env both players fight in (default: the pipeline's, beside its BC policy)",
-    )
-    parser.add_argument(
-        "--players", choices=("both", "expert", "policy"), default="both", help="who fights (default: %(default)s)"
-    )
-    parser.add_argument("--load", type=int, default=0, help="busy processes kept running throughout")
-    parser.add_argument("--processes", type=int, default=2, help="fight processes at once")
-    parser.add_argument("--baseline", help="also play the live paths with this commit's code")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args(argv)
+    add_flags(parser, LivePathArgs)
+    args = from_flags(LivePathArgs, parser.parse_args(argv))
     if args.job:
         print(json.dumps(play_job(json.loads(args.job))))
         return 0
-    args.path = args.path or list(PATHS)
-    args.config = args.config.parent if args.config.name.endswith(".json") else args.config
-    results = run(args)
+    config = args.config.parent if args.config.name.endswith(".json") else args.config
+    results = run(replace(args, path=args.path or tuple(PATHS), config=config))
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -20,11 +20,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import TEXT, check_fields, checked
 from env.common.machine import describe
+
+from benchmarks.flags import JsonOut
 
 ROOT = Path(__file__).parents[1]
 
@@ -59,12 +64,25 @@ def run_stages(tree: Path) -> dict[str, dict[str, float]]:
     return costs
 
 
+@dataclass(frozen=True)
+class PipelineCostArgs:
+    """The two commits ``python -m benchmarks.bench_pipeline`` sets side by side: each field its flag."""
+
+    baseline: str = field(
+        metadata=flag("the commit to compare against (run first)", type=ruled(str, TEXT), required=True)
+    )
+    revision: str = checked("HEAD", TEXT, "the commit measured against it")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", required=True, help="the commit to compare against (run first)")
-    parser.add_argument("--revision", default="HEAD", help="the commit measured against it (default: HEAD)")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, PipelineCostArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(PipelineCostArgs, flags), from_flags(JsonOut, flags)
 
     results = {"machine": describe(), "commits": {}}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as work:
@@ -91,8 +109,8 @@ def main() -> None:
         )
     total = {k: sum(s["wall_s"] for s in v.values()) for k, v in (("baseline", base), ("revision", new))}
     print(f"| **whole pipeline** | {total['baseline'] / 60:.1f} min | {total['revision'] / 60:.1f} min | |")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,13 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from env.common.cli import add_flags, from_flags
+from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.profile import load_profile
@@ -29,6 +32,8 @@ from env.profile import load_profile
 from elden_il.params import load_params
 from elden_il.policy import NetworkSize, load_policy, make_policy, save_policy
 from elden_il.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
+
+from benchmarks.flags import JsonOut
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,11 +80,22 @@ def measure(repeat: int) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class PolicyLoadArgs:
+    """How often ``python -m benchmarks.bench_policy_load`` loads each file: each field its flag."""
+
+    repeat: int = checked(20, whole(1, 10_000), "loads of each file")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=20, help="loads of each file (default: %(default)s)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, PolicyLoadArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(PolicyLoadArgs, flags), from_flags(JsonOut, flags)
     torch.set_num_threads(1)
     results = measure(args.repeat)
     print(f"{results['machine']}; {results['parameters']:,} parameters, {args.repeat} loads each")
@@ -90,8 +106,8 @@ def main() -> None:
             f"{name:<62} {r['median_ms']:>10.1f} {r['fastest_ms']:>11.1f} {r['bytes'] / 1e6:>8.2f} MB "
             f"{baseline / r['median_ms']:>9.2f}x"
         )
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

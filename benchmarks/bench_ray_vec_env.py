@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, from_flags
+from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
+
+from benchmarks.flags import JsonOut
 
 
 def steps_per_second(vec, steps: int) -> float:
@@ -35,12 +38,23 @@ def steps_per_second(vec, steps: int) -> float:
     return steps / seconds
 
 
+@dataclass(frozen=True)
+class RayVecArgs:
+    """How many sub-envs ``python -m benchmarks.bench_ray_vec_env`` steps, how long: each field its flag."""
+
+    envs: int = checked(2, whole(1, 256), "sub-envs")
+    steps: int = checked(600, whole(1, 1_000_000), "vector steps timed per env kind")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = command_parser("python -m benchmarks.bench_ray_vec_env", __doc__)
-    parser.add_argument("--envs", type=int, default=2, help="sub-envs (default: %(default)s)")
-    parser.add_argument("--steps", type=int, default=600, help="vector steps timed per env kind (default: %(default)s)")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, RayVecArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(RayVecArgs, flags), from_flags(JsonOut, flags)
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from elden_il.fanout import keep_to_loopback
@@ -74,8 +88,8 @@ def main() -> None:
         )
     overhead_us = (1 / rates["RayVecEnv"] - 1 / rates["SubprocVecEnv"]) * 1e6
     print(f"Ray's overhead per vector step against SubprocVecEnv: {overhead_us:.0f} us")
-    if args.json:
-        Path(args.json).write_text(
+    if out.json:
+        out.json.write_text(
             json.dumps(
                 {
                     "machine": describe(),

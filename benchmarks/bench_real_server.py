@@ -22,10 +22,12 @@ import contextlib
 import json
 import statistics
 import time
+from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
+from env.common.cli import add_flags, flag, from_flags
 from env.common.errors import GameError
+from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -34,6 +36,7 @@ from env.siphon.game import SiphonGame
 
 from benchmarks.bench_live import timed
 from benchmarks.bench_recorder import highest_sustainable, rate_search
+from benchmarks.flags import JsonOut
 
 SIZES = ((1280, 720), (1920, 1080))
 SCANS_MS = (2.0, 10.0, 30.0)
@@ -87,13 +90,24 @@ def env_steps_per_s(size: tuple[int, int], server_args: tuple[str, ...], steps: 
     return 1000 / statistics.median(per_step)
 
 
+@dataclass(frozen=True)
+class RealServerArgs:
+    """What ``python -m benchmarks.bench_real_server`` measures, and for how long: each field its flag."""
+
+    seconds: float = checked(8.0, number(0, 3600, above=True), "length of each recording trial")
+    steps: int = checked(60, whole(1, 100_000), "env steps timed per configuration")
+    defaults_only: bool = field(default=False, metadata=flag("only the clients against the mode's defaults"))
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=8.0, help="length of each recording trial (default: 8)")
-    parser.add_argument("--steps", type=int, default=60, help="env steps timed per configuration (default: 60)")
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--defaults-only", action="store_true", help="only the clients against the mode's defaults")
-    args = parser.parse_args()
+    add_flags(parser, RealServerArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(RealServerArgs, flags), from_flags(JsonOut, flags)
     servers = {} if args.defaults_only else {"ideal": ()} | {f"real, scan {s:g} ms": real_args(s) for s in SCANS_MS}
     results: dict = {"machine": describe(), "defaults": at_the_defaults(), "rows": {}}
     for name, server_args in servers.items():
@@ -113,8 +127,8 @@ def main() -> None:
                 flush=True,
             )
 
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=2))
     print(f"\nMachine: {results['machine']}\n")
     print("Against the real-server mode's default timings (hook 3 s, world at the Site of Grace):")
     for client, outcome in results["defaults"].items():

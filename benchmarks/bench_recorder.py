@@ -24,11 +24,14 @@ import statistics
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import add_flags, flag, from_flags, ruled
 from env.common.errors import GameError
+from env.common.fields import check_fields, checked, number, optional, whole
 from env.common.machine import describe
 from env.game import Unreadable
 from env.profile import Profile
@@ -40,8 +43,11 @@ from capture.episode import read_episode
 from capture.episode_writer import EpisodeMeta, EpisodeWriter
 from capture.inputs import PAD_AXIS, PAD_DOWN, PAD_UP, InputLog
 from capture.pad_listener import PadListener
+from capture.record import RecordSettings
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
+
+from benchmarks.flags import JsonOut
 
 
 def rss_mb() -> float:
@@ -315,32 +321,48 @@ def alignment(trials: int = 20, rate: float = 60.0) -> dict:
     }
 
 
+PAIRS = whole(1, 1000)
+"""The controller runs' pairs (one without a controller, one with): at least one to compare."""
+
+
+@dataclass(frozen=True)
+class RecorderArgs:
+    """What ``python -m benchmarks.bench_recorder`` runs, and for how long: each field its flag (the
+    sampling rate is the recorder's own, ``RecordSettings.rate``)."""
+
+    seconds: float = checked(120.0, number(0, 86_400, above=True), "length of the sustained run")
+    no_alignment: bool = field(default=False, metadata=flag("skip the key-press alignment trials"))
+    controller: int | None = checked(
+        None,
+        optional(PAIRS),
+        "only this: the recorder at 640x360 without a game controller and with one being played, "
+        "PAIRS runs of --seconds each, in turn; its CPU both ways and a change's delay to its sample",
+        type=ruled(int, PAIRS),
+        metavar="PAIRS",
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=120.0, help="length of the sustained run (default: 120)")
-    parser.add_argument(
-        "--rate", type=float, default=30.0, help="the sustained run's sampling rate in Hz (default: 30)"
-    )
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--no-alignment", action="store_true", help="skip the key-press alignment trials")
-    parser.add_argument(
-        "--controller",
-        type=int,
-        metavar="PAIRS",
-        help="only this: the recorder at 640x360 without a game controller and with one being played, "
-        "PAIRS runs of --seconds each, in turn; its CPU both ways and a change's delay to its sample",
-    )
-    args = parser.parse_args()
+    add_flags(parser, RecorderArgs)
+    add_flags(parser, RecordSettings, ("rate",))
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(RecorderArgs, flags), from_flags(JsonOut, flags)
+    recording = from_flags(RecordSettings, flags)
     if args.controller:
         results = {
             "machine": describe(),
-            "controller": controller_cost((640, 360), args.rate, args.seconds, args.controller, 20.0),
+            "controller": controller_cost((640, 360), recording.rate, args.seconds, args.controller, 20.0),
         }
         print(json.dumps(results, indent=1))
-        if args.json:
-            Path(args.json).write_text(json.dumps(results, indent=2))
+        if out.json:
+            out.json.write_text(json.dumps(results, indent=2))
         return
-    results = {"machine": describe(), "sustained_720p": sustained((1280, 720), args.rate, args.seconds)}
+    results = {"machine": describe(), "sustained_720p": sustained((1280, 720), recording.rate, args.seconds)}
     results["1080p"] = rate_search((1920, 1080), (10.0, 15.0, 20.0, 30.0, 45.0, 60.0), min(20.0, args.seconds))
     if not args.no_alignment:
         results["alignment"] = alignment()
@@ -369,8 +391,8 @@ def main() -> None:
             f"{a['state_delay_ms']['median']:.1f} ms (max {a['state_delay_ms']['max']:.1f}), the frame after "
             f"{a['frame_delay_ms']['median']:.1f} ms (max {a['frame_delay_ms']['max']:.1f})"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -30,10 +30,12 @@ import shlex
 import statistics
 import time
 from contextlib import ExitStack
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
+from env.common.cli import add_flags, flag, from_flags
 from env.common.errors import GameError
+from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.factory import make_env
@@ -44,6 +46,8 @@ from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
 from elden_il.fight_loop import PlayerActor
+
+from benchmarks.flags import JsonOut
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}
@@ -147,21 +151,32 @@ def report(r: dict[str, Any], fights: int) -> str:
     )
 
 
+@dataclass(frozen=True)
+class RecoveryArgs:
+    """How many fights ``python -m benchmarks.bench_recovery`` plays, against which server: each field
+    its flag (a fight's steps are the env's own, ``EnvConfig.max_steps``)."""
+
+    fights: int = checked(20, whole(1, MAX_FIGHTS), "fights the scripted expert plays")
+    server_args: str = field(
+        default="",
+        metadata=flag('extra `python -m env.sim` flags, e.g. "--death-screen-s 0.5 --loading-s 1" (default: none)'),
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fights", type=int, default=20)
-    parser.add_argument(
-        "--max-steps", type=int, default=900, help="steps per fight, 200 ms each (default: %(default)s, the env's)"
-    )
-    parser.add_argument(
-        "--server-args", default="", help='extra `python -m env.sim` flags, e.g. "--death-screen-s 0.5 --loading-s 1"'
-    )
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
-    results = run(args.fights, args.max_steps, tuple(shlex.split(args.server_args)))
+    add_flags(parser, RecoveryArgs)
+    add_flags(parser, EnvConfig, ("max_steps",))
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(RecoveryArgs, flags), from_flags(JsonOut, flags)
+    results = run(args.fights, from_flags(EnvConfig, flags).max_steps, tuple(shlex.split(args.server_args)))
     print(f"\nMachine: {describe()}\n\n{report(results, args.fights)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": describe(), **results}, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps({"machine": describe(), **results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -28,11 +29,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
+from env.common.cli import add_flags, from_flags  # noqa: E402
+from env.common.fields import check_fields, checked, number  # noqa: E402
 from env.common.machine import describe  # noqa: E402
 from env.config import EnvConfig  # noqa: E402
 from env.factory import make_env  # noqa: E402
 from env.sim.renderer import Renderer  # noqa: E402
 from env.sim.world import World  # noqa: E402
+
+from benchmarks.flags import JsonOut  # noqa: E402
 
 SIZES = ((84, 84), (1280, 720), (1920, 1080))
 TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}
@@ -106,11 +111,24 @@ def time_env_steps(seconds: float, seed: int = 0) -> dict[str, dict[str, float]]
     return results
 
 
+@dataclass(frozen=True)
+class RenderArgs:
+    """How long ``python -m benchmarks.bench_render`` times each size: each field its flag."""
+
+    seconds: float = checked(
+        2.0, number(0, 600, above=True), "timing budget per size (the env steps get four times as long)"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=2.0, help="timing budget per size")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, RenderArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(RenderArgs, flags), from_flags(JsonOut, flags)
     cv2.setNumThreads(1)
     frames = fight_frames()
     in_windup = sum(f.boss.move is not None for f in frames) / len(frames)
@@ -134,8 +152,8 @@ def main() -> None:
     for name, r in steps.items():
         median = r["median_ms"]
         print(f"| {name} | {median:.3f} | {r['p90_ms']:.3f} | {1e3 / median:,.0f} | {median / base:.1f} |")
-    if args.json:
-        args.json.write_text(json.dumps({"machine": machine, "render": results, "env_step": steps}, indent=2) + "\n")
+    if out.json:
+        out.json.write_text(json.dumps({"machine": machine, "render": results, "env_step": steps}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -21,15 +21,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from env.common.cli import add_flags, from_flags
+from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.sim.launcher import SimServer
 
 from capture.episode import list_episodes, read_episode
-from capture.video import CODECS, DEFAULT_CODEC
+from capture.record import RecordSettings
+
+from benchmarks.flags import JsonOut
 
 WARMUP_S = 60.0
 """Memory before this is start-up (imports, first frames, buffers filling), not a trend."""
@@ -149,23 +154,29 @@ def print_report(result: dict) -> None:
     )
 
 
+@dataclass(frozen=True)
+class SoakArgs:
+    """How long ``python -m benchmarks.bench_soak`` records and how often it samples memory: each field
+    its flag (the recorder's rate and video codec are its own, ``RecordSettings``'s, passed to it as flags)."""
+
+    minutes: float = checked(30.0, number(0, 24 * 60, above=True), "how long to record")
+    every: float = checked(5.0, number(0, 3600, above=True), "seconds between memory samples")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=30.0, help="how long to record (default: 30)")
-    parser.add_argument("--every", type=float, default=5.0, help="seconds between memory samples (default: 5)")
-    parser.add_argument("--rate", type=float, default=30.0, help="samples per second (default: 30)")
-    parser.add_argument(
-        "--video-codec",
-        choices=tuple(CODECS),
-        default=DEFAULT_CODEC,
-        help="the episodes' video codec setting (default: %(default)s)",
-    )
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
-    result = soak(args.minutes, args.every, args.rate, (1280, 720), args.video_codec)
+    add_flags(parser, SoakArgs)
+    add_flags(parser, RecordSettings, ("rate", "video_codec"))
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, recording, out = from_flags(SoakArgs, flags), from_flags(RecordSettings, flags), from_flags(JsonOut, flags)
+    result = soak(args.minutes, args.every, recording.rate, (1280, 720), recording.video_codec)
     print_report(result)
-    if args.json:
-        Path(args.json).write_text(json.dumps({"machine": describe(), **result}, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps({"machine": describe(), **result}, indent=2))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import cv2
 
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import whole
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
 from env.factory import make_game
@@ -27,7 +30,8 @@ from env.game import Frame, Game, GameState
 from env.siphon.stream import jpeg_to_rgb
 
 from elden_il.fight_loop import run_fights, summarize
-from elden_il.params import FIRST_HELD_OUT_SEED
+
+from benchmarks.flags import HeldOutFights, JsonOut
 
 
 class JpegFrames:
@@ -52,22 +56,30 @@ class JpegFrames:
         return replace(frame, rgb=jpeg_to_rgb(encoded.tobytes(), "the benchmark"))  # as the client decodes
 
 
+@dataclass(frozen=True)
+class StreamArgs:
+    """Which policy ``python -m benchmarks.bench_stream_bc`` plays, on which JPEG qualities: each field
+    its flag (the fights are ``HeldOutFights``)."""
+
+    policy: Path = field(default=Path("datasets/models/bc"), metadata=flag("a saved policy's folder", type=Path))
+    quality: tuple[int, ...] = field(
+        default=(85, 50), metadata=flag("JPEG qualities to try", type=ruled(int, whole(1, 100)), nargs="+")
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", default="datasets/models/bc", help="a saved policy's folder")
-    parser.add_argument("--fights", type=int, default=100)
-    parser.add_argument(
-        "--first-seed", type=int, default=FIRST_HELD_OUT_SEED, help="held out: the pipeline's evaluation seeds"
-    )
-    parser.add_argument("--quality", type=int, nargs="+", default=[85, 50], help="JPEG qualities to try")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, StreamArgs)
+    add_flags(parser, HeldOutFights)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, held, out = from_flags(StreamArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
 
     from elden_il.evaluate import PolicyActor  # torch: after the arguments are read
 
     actor = PolicyActor(args.policy, deterministic=True)
     config = actor.loaded.config
-    seeds = list(range(args.first_seed, args.first_seed + args.fights))
+    seeds = list(range(held.first_seed, held.first_seed + held.fights))
     results: dict[str, Any] = {
         "machine": describe(),
         "policy": str(args.policy),
@@ -87,7 +99,7 @@ def main() -> None:
         results["rows"][name] = summarize(records, time.perf_counter() - started)
     print(f"Machine: {results['machine']}\n")
     print(
-        f"Policy {args.policy}, {args.fights} held-out fights from seed {args.first_seed}, picture "
+        f"Policy {args.policy}, {held.fights} held-out fights from seed {held.first_seed}, picture "
         f"{config.picture_size[0]}x{config.picture_size[1]} -> frame {config.frame_size[0]}x{config.frame_size[1]}\n"
     )
     print("| frames | win rate | 95 % interval | boss damage dealt | damage taken | episode length |")
@@ -98,8 +110,8 @@ def main() -> None:
             f"| {name} | {row['win_rate']:.0%} | {low:.0%}-{high:.0%} | {row['boss_damage_dealt']:.0%} | "
             f"{row['player_damage_taken']:.0%} | {row['episode_length']:.0f} |"
         )
-    if args.json:
-        with open(args.json, "w") as f:
+    if out.json:
+        with open(out.json, "w") as f:
             json.dump(results, f, indent=2)
 
 

@@ -13,18 +13,28 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 
-from env.common.cli import command_parser
+from env.common.cli import add_flags, command_parser, from_flags
+from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
+
+
+@dataclass(frozen=True)
+class UnaryCallArgs:
+    """How many calls ``python -m benchmarks.bench_unary_call`` times each way: each field its flag."""
+
+    calls: int = checked(300, whole(1, 1_000_000), "calls per round and way")
+    rounds: int = checked(5, whole(1, 1000), "rounds, the two ways taking turns")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
 
 
 def main() -> None:
     parser = command_parser("python -m benchmarks.bench_unary_call", __doc__, __doc__.split("\n\n", 2)[2])
-    parser.add_argument("--calls", type=int, default=300, help="calls per round and way (default: %(default)s)")
-    parser.add_argument(
-        "--rounds", type=int, default=5, help="rounds, the two ways taking turns (default: %(default)s)"
-    )
-    args = parser.parse_args()
+    add_flags(parser, UnaryCallArgs)
+    args = from_flags(UnaryCallArgs, parser.parse_args())
     from pysiphon.generated import siphon_service_pb2 as pb2
 
     from env.common import interrupts

@@ -23,11 +23,14 @@ import json
 import resource
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import h5py
 import numpy as np
 
+from env.common.cli import add_flags, from_flags
+from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.observations import FrameSpec
@@ -36,6 +39,8 @@ from capture.episode import list_episodes, read_episode
 from capture.footage import decoded, frames_at
 from capture.record import MASTER_SIZE, RecordSettings, record
 from capture.video import CODECS, EpisodeVideo, VideoCodec
+
+from benchmarks.flags import JsonOut
 
 RATE = 30.0
 TRAINING = FrameSpec((84, 84))
@@ -142,11 +147,22 @@ def format_1_frames(reference: Path, folder: Path) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class VideoArgs:
+    """How long a fight ``python -m benchmarks.bench_video`` records: each field its flag."""
+
+    seconds: float = checked(20.0, number(0, 3600, above=True), "length of the fight recorded")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=20.0, help="length of the fight recorded (default: 20)")
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, VideoArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(VideoArgs, flags), from_flags(JsonOut, flags)
     results: dict = {"machine": describe(), "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for size in (MASTER_SIZE, (1280, 720)):
@@ -166,8 +182,8 @@ def main() -> None:
         )
     f1 = results["format_1"]
     print(f"| {f1['setting']} | 84x84 | - | {f1['mib_per_minute']:.2f} | - | - | - |")
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if out.json:
+        out.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,11 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from env.common.cli import add_flags, flag, from_flags
+from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 
 MASTER = (1280, 720)
@@ -140,13 +143,31 @@ def measure_viewer(rrd: Path, wait_s: float) -> dict | None:
         process.wait()
 
 
+@dataclass(frozen=True)
+class ViewCostArgs:
+    """How long a fight ``python -m benchmarks.bench_view`` records, where, and how long the viewer
+    gets: each field its flag."""
+
+    seconds: float = checked(
+        180.0, number(0, 3600, above=True), "a fight's length at most, in seconds (the longest of a few seeds is kept)"
+    )
+    out: Path = field(
+        default=Path("/tmp/bench_view"),
+        metadata=flag("working folder: the recorded fight (a later run reuses it) and its .rrd", type=Path),
+    )
+    viewer_wait: float = checked(
+        30.0, number(0, 3600), "seconds the viewer has to open the .rrd before its memory is read"
+    )
+    measure: Path | None = field(default=None, metadata=flag(argparse.SUPPRESS, type=Path))  # the fresh process's part
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=180.0)
-    parser.add_argument("--out", type=Path, default=Path("/tmp/bench_view"))
-    parser.add_argument("--viewer-wait", type=float, default=30.0)
-    parser.add_argument("--measure", type=Path, help=argparse.SUPPRESS)  # the fresh process's part
-    args = parser.parse_args()
+    add_flags(parser, ViewCostArgs)
+    args = from_flags(ViewCostArgs, parser.parse_args())
     if args.measure is not None:
         print(json.dumps(measure_save(args.measure, args.out / "fight.rrd")))
         return

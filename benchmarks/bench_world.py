@@ -12,10 +12,15 @@ import json
 import random
 import statistics
 import time
+from dataclasses import dataclass
 
+from env.common.cli import add_flags, from_flags
+from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.sim.game import SimGame
 from env.sim.world import World
+
+from benchmarks.flags import JsonOut
 
 TICKS = 60_000
 
@@ -58,11 +63,22 @@ def simgame_ticks() -> float:
     return (TICKS // 12) * 12 / (time.perf_counter() - start)
 
 
+@dataclass(frozen=True)
+class WorldArgs:
+    """How often ``python -m benchmarks.bench_world`` runs each workload: each field its flag."""
+
+    repeats: int = checked(3, whole(1, 1000), "runs of each workload; the median is reported")
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", help="also write the results here")
-    args = parser.parse_args()
+    add_flags(parser, WorldArgs)
+    add_flags(parser, JsonOut)
+    flags = parser.parse_args()
+    args, out = from_flags(WorldArgs, flags), from_flags(JsonOut, flags)
     results = {}
     for name, fn in [("idle world", idle_ticks), ("busy world", busy_ticks), ("SimGame 200 ms steps", simgame_ticks)]:
         results[name] = statistics.median(fn() for _ in range(args.repeats))
@@ -71,8 +87,8 @@ def main() -> None:
     print("|---|---:|---:|")
     for name, rate in results.items():
         print(f"| {name} | {rate:,.0f} | {rate / 20_000:.1f}x |")
-    if args.json:
-        with open(args.json, "w") as f:
+    if out.json:
+        with open(out.json, "w") as f:
             json.dump({"machine": describe(), "ticks_per_second": results}, f, indent=2)
 
 

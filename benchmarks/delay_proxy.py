@@ -18,6 +18,10 @@ import argparse
 import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
+
+from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.fields import number
 
 log = logging.getLogger("delay_proxy")
 
@@ -82,12 +86,22 @@ def address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+@dataclass(frozen=True)
+class ProxyArgs:
+    """Where ``python -m benchmarks.delay_proxy`` listens, where it relays to, and its delay: each field
+    its flag, every one required."""
+
+    listen: tuple[str, int] = field(metadata=flag("HOST:PORT the clients connect to", type=address, required=True))
+    to: tuple[str, int] = field(metadata=flag("HOST:PORT of the server", type=address, required=True))
+    delay_ms: float = field(
+        metadata=flag("one-way delay added in each direction", type=ruled(float, number(0, 60_000)), required=True)
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--listen", type=address, required=True, help="HOST:PORT the clients connect to")
-    parser.add_argument("--to", type=address, required=True, help="HOST:PORT of the server")
-    parser.add_argument("--delay-ms", type=float, required=True, help="one-way delay added in each direction")
-    args = parser.parse_args()
+    add_flags(parser, ProxyArgs)
+    args = from_flags(ProxyArgs, parser.parse_args())
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         asyncio.run(serve(args.listen, args.to, args.delay_ms / 1000))

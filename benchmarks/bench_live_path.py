@@ -21,10 +21,12 @@ client cannot see from its side): how much game time the step really ran against
 reported (``info["step_game_ms"]``), and when a tapped key reached the game and how long it was
 held. ``--load N`` keeps N busy processes running throughout (a gaming PC is never idle: the game
 itself runs there); ``--processes`` plays that many fight processes at once. ``--baseline REV``
-plays the live paths again with commit REV's code, from a worktree, side by side.
+plays the live paths again with commit REV's code, from a worktree, side by side: this file's
+fight processes run on REV's packages, so REV must have what they import (``PlayerActor``,
+``env.common.cli.command_parser``): a commit from c94c4c9 on.
 
     python -m benchmarks.bench_live_path --fights 50 --load 2 --json /tmp/live.json
-    python -m benchmarks.bench_live_path --fights 10 --path in-process --path live-3x --baseline 107eb23
+    python -m benchmarks.bench_live_path --fights 10 --path in-process --path live-3x --baseline c94c4c9
 """
 
 from __future__ import annotations

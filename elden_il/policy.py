@@ -160,12 +160,22 @@ def make_policy(
     observation_space: spaces.Dict, action_space: gym.Space, size: NetworkSize = NetworkSize()
 ) -> ActorCriticPolicy:
     """A fresh actor-critic over ``observation_space`` (the env's; transposed here)."""
+    return actor_critic(policy_space(observation_space), action_space, **policy_kwargs(size))
+
+
+def actor_critic(observation_space: gym.Space, action_space: gym.Space, **kwargs: Any) -> ActorCriticPolicy:
+    """SB3's actor-critic without the optimizer SB3 builds into every policy it makes: this
+    project trains a policy with an optimizer of its own (behaviour cloning's, the PPO model's,
+    AWAC's) and never steps SB3's, and building one imports torch's compiler (``torch._dynamo``,
+    the larger part of a command's start that loads a policy)."""
     return ActorCriticPolicy(
-        policy_space(observation_space),
-        action_space,
-        lr_schedule=lambda _: 3e-4,
-        **policy_kwargs(size),
+        observation_space, action_space, lr_schedule=lambda _: 0.0, optimizer_class=_no_optimizer, **kwargs
     )
+
+
+def _no_optimizer(parameters: Any, lr: float) -> None:
+    """What a policy made by ``actor_critic`` has as its ``optimizer``: none."""
+    return None
 
 
 def policy_kwargs(size: NetworkSize = NetworkSize()) -> dict[str, Any]:
@@ -379,8 +389,7 @@ def load_policy(path: str | Path, env: Any = None, device: str = "auto") -> Load
     }
     count = description.get("members", 1)
     check_network_size(observation, action, kwargs, count, where)
-    # no optimizer step is taken on a loaded policy unless it is trained again
-    members = [ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **kwargs) for _ in range(count)]
+    members = [actor_critic(observation, action, **kwargs) for _ in range(count)]
     policy = members[0] if len(members) == 1 else PolicyEnsemble(members)
     _read_weights(policy, folder / WEIGHTS_FILE)
     policy = policy.to(get_device(device))
@@ -454,7 +463,7 @@ def check_network_size(
     """Refuse a policy whose description asks for more weights than ``MAX_PARAMETERS``, counted
     on a network built on torch's meta device (shapes only, no memory) before any is made."""
     with torch.device("meta"):
-        network = ActorCriticPolicy(observation, action, lr_schedule=lambda _: 0.0, **{**kwargs, "ortho_init": False})
+        network = actor_critic(observation, action, **{**kwargs, "ortho_init": False})
     weights = members * sum(p.numel() for p in network.parameters())
     if weights > MAX_PARAMETERS:
         raise PolicyFileError(

@@ -4,6 +4,8 @@ Real recordings, a real Minari dataset and real training."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -143,6 +145,25 @@ def test_the_network_params_size_the_policy_and_a_saved_policy_keeps_them(demos,
         (6, (3, 3), (2, 2)),
     ]
     assert policy.features_extractor.cnn[0].in_channels == 2 * 3  # the stack's frames, channels side by side
+
+
+def test_loading_a_policy_builds_no_optimizer_and_leaves_torchs_compiler_unimported(tmp_path: Path):
+    """A command that plays a policy (evaluation, the pilot, the viewer) only loads it: SB3's
+    policies build an optimizer as they are made, and torch's optimizers import its compiler
+    (``torch._dynamo``) on first use, most of such a command's start. In a fresh process, as a
+    command loads one."""
+    from elden_il.policy import save_policy
+
+    save_policy(make_policy(*CONFIG.spaces(load_profile(CONFIG.profile)), TINY_NETWORK), CONFIG, tmp_path / "policy")
+    probe = (
+        "import sys; from elden_il.policy import load_policy; loaded = load_policy(sys.argv[1]); "
+        "print(loaded.policy.optimizer, 'torch._dynamo' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe, str(tmp_path / "policy")], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["None", "False"]
 
 
 def test_a_policy_saved_without_its_sizes_loads_as_the_network_it_was():

@@ -28,6 +28,7 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
 
@@ -461,6 +462,9 @@ def train(
         device=bc.device,
         verbose=0,
     )
+    # SB3's own logger, made at learn() when none is set, makes a folder in the temp dir per run
+    # (SB3-<date>) and leaves it there; the curves are this project's (``LearningCurve``)
+    model.set_logger(Logger(folder=None, output_formats=[]))
     model.policy.load_state_dict(bc.state_dict())
     model.rollout_buffer.set_prior(bc)
     curve = LearningCurve(on_episode)

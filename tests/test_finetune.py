@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -151,7 +152,12 @@ def test_a_detached_critic_learns_without_moving_the_features_the_actor_reads():
     assert detached[1] > 0 and detached[1] == shared[1]
 
 
-def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp_path: Path):
+def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp_path: Path, monkeypatch):
+    """And a run leaves nothing in the temp dir (SB3's own logger made an empty SB3-<date> folder
+    there per run)."""
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     untrained_bc(tmp_path / "bc")
     settings = FinetuneConfig(
         total_steps=64,
@@ -164,6 +170,7 @@ def test_a_separate_critic_trains_its_own_features_while_the_actors_stay_bcs(tmp
         critic_features="separate",
     )
     finetune(tmp_path / "bc", settings, CONFIG, tmp_path / "out")
+    assert list(temp.glob("SB3-*")) == []
 
     bc = load_policy(tmp_path / "bc").policy.features_extractor.state_dict()
     policy = load_policy(tmp_path / "out").policy

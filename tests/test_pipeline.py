@@ -68,6 +68,7 @@ TINY = {
         "host": "127.0.0.1:50051",
         "deterministic": True,
         "parallel": 3,
+        "workers": 1,  # 12 short fights: a worker process would cost more than it plays (test_fanout spreads them)
     },
 }
 

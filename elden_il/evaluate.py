@@ -35,13 +35,10 @@ class PolicyActor(Actor):
         from elden_il.policy import load_policy
 
         self.loaded = load_policy(path)
-        self.policy = self.loaded.policy
         self.deterministic = deterministic
 
     def act(self, observations, envs, slots):
-        batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
-        actions, _ = self.policy.predict(batch, deterministic=self.deterministic)
-        return list(actions)
+        return self.loaded.act(observations, self.deterministic)
 
 
 def evaluate(

@@ -147,7 +147,7 @@ class PolicyDriver(Driver):
                 f"--scripted-human knows the simulator's moves only, not profile {profile.name!r}'s: "
                 "record against the simulator (--profile sim_margit)"
             )
-        self.policy = loaded.policy
+        self.loaded = loaded
         self.config = config
         self.takeover = Takeover(inputs, quiet_s, game.now)
         self.clock = DecisionClock(config.timestep_ms / 1000.0)
@@ -205,8 +205,7 @@ class PolicyDriver(Driver):
         if not self.clock.due(state.timestamp):
             return None
         obs = self._observe(state, frame)
-        action, _ = self.policy.predict({k: np.asarray(v)[None] for k, v in obs.items()}, deterministic=True)
-        action = action[0]
+        action = self.loaded.act([obs])[0]
         self.decisions += 1
         if self.human is not None:
             self.human.decide(state, action)

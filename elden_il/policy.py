@@ -262,6 +262,14 @@ class LoadedPolicy:
     config: EnvConfig
     path: Path
 
+    def act(self, observations: list[dict], deterministic: bool = True) -> list:
+        """The policy's action for each of several observations (the env's, one per fight) in one
+        network call: how every loop that lets a policy play asks it what to press (evaluation's
+        fights, batched; the pilot's recording, one at a time)."""
+        batch = {key: np.stack([np.asarray(o[key]) for o in observations]) for key in observations[0]}
+        actions, _ = self.policy.predict(batch, deterministic=deterministic)
+        return list(actions)
+
     def make_env(self, backend: str = "sim", **options: Any) -> EldenRingEnv:
         """The env this policy acts in (``env.factory.make_env`` with its config); ``options``
         are the env's behaviour (``render_mode``, ``host``, ``seed``...), not config fields."""

@@ -23,11 +23,11 @@ compare) but sends nothing, and lets go of any key it held.
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from env.common.cli import add_flags, flag, from_flags, run_command
 from env.common.fields import check_fields, checked, number
@@ -43,6 +43,7 @@ from capture.record import WHO_PLAYS, Console, RecordSettings, build_parser, rec
 from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
 
 from elden_il.policy import LoadedPolicy, load_policy
+from elden_il.torch_threads import one_torch_thread
 
 EXAMPLES = """
 examples:
@@ -161,11 +162,9 @@ class PolicyDriver(Driver):
         lock_step = scripted_human and not game.realtime
         self.human = self._scripted_human(game, lock_step) if scripted_human else None
         self.listening = None if lock_step else Listening(self.takeover, hotkeys)
-        # One observation at a time: intra-op threads only contend, and on a busy machine make a
-        # decision many times slower than one thread does (BENCHMARKS.md, corrections against more
-        # demonstrations). Restored by ``close``.
-        self._threads = torch.get_num_threads()
-        torch.set_num_threads(1)
+        # One observation at a time (elden_il.torch_threads); put back by ``close``
+        self._one_thread = ExitStack()
+        self._one_thread.enter_context(one_torch_thread())
         self._step: list[Sample] = []  # the samples since the last decision
         self._started = False
         self.decisions = 0
@@ -231,7 +230,7 @@ class PolicyDriver(Driver):
         self.release()
         if self.listening is not None:
             self.listening.stop()
-        torch.set_num_threads(self._threads)
+        self._one_thread.close()
 
 
 if __name__ == "__main__":

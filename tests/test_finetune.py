@@ -575,6 +575,29 @@ def test_awac_with_no_updates_per_step_only_plays(awac_start, tmp_path: Path):
     assert all(torch.equal(bc[name], played[name]) for name in bc)
 
 
+def test_awac_learns_on_one_torch_thread_and_gives_the_others_back(awac_start, tmp_path: Path):
+    """An update is small batches through small networks: spread over threads on a busy machine
+    (a gaming PC runs the game) it ran several times slower than on one. The run is on one thread,
+    and the caller's thread count is what it was once the run ends."""
+    bc_path, dataset = awac_start
+    threads_seen: list[int] = []
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        finetune(
+            bc_path,
+            AWAC_RUN,
+            CONFIG,
+            tmp_path / "awac",
+            on_episode=lambda row: threads_seen.append(torch.get_num_threads()),
+            dataset=dataset,
+        )
+        assert threads_seen and set(threads_seen) == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, tmp_path: Path):
     """The game's server gone after the first fight: the run ends with one line naming the
     game and where the policy as it stood is saved, and ``load_policy`` reads it there, its

@@ -29,6 +29,7 @@ the state the step is paired with. One fight's share moves with the machine's lo
 
 
 @pytest.mark.slow
+@pytest.mark.realtime  # a person's timing through a real X server: beside other workers it slips
 @pytest.mark.parametrize("player", ["expert", "person"])
 def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_decisions(
     xvfb: str, tmp_path: Path, player: str
@@ -60,6 +61,7 @@ def test_a_fight_played_through_the_window_keeps_its_picture_and_the_persons_dec
 
 
 @pytest.mark.slow
+@pytest.mark.realtime  # the pad's timing through a real X server, as above
 def test_a_fight_played_on_a_controller_is_heard_by_the_recorder_and_labelled_as_the_persons_decisions(
     xvfb: str, tmp_path: Path
 ):

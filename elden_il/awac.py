@@ -308,7 +308,12 @@ def finetune_awac(
                 played += taken_over is not None
                 if over:
                     rows.append(
-                        {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
+                        {
+                            "timesteps": step + 1,
+                            "return": episode_return,
+                            "length": length,
+                            "win": bool(info.get("win")),
+                        }
                         | ({"taken_over": played} if intervene is not None else {})
                     )
                     if on_episode is not None:

@@ -247,6 +247,8 @@ class LostGame(Exception):
         self.policy, self.rows, self.updates, self.step = policy, rows, updates, step
 
 
+# one observation a step, small batches an update: threads only contend (elden_il.torch_threads)
+@one_torch_thread()
 def finetune_awac(
     bc: ActorCriticPolicy,
     demos: Demonstrations,
@@ -269,69 +271,62 @@ def finetune_awac(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
             "use env.action_mode: discrete, or finetune.method: ppo"
         )
-    # one observation a step, small batches an update: threads only contend (elden_il.torch_threads)
-    with one_torch_thread():
-        torch.manual_seed(config.seed)
-        rng = np.random.default_rng(config.seed)
-        policy = copy.deepcopy(bc).train()
-        learner = Learner(policy, config)
-        demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
-        for _ in range(config.critic_warmup_updates):
-            learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
-        rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
-        if rows_kept * width * 4 > MAX_REPLAY_BYTES:
-            raise ConfigError(
-                f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
-                f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
-            )
-        online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
-        env = make_env()
-        rows: list[dict] = []
-        updates: list[dict] = []
-        try:
-            obs, _ = env.reset()
-            row = online.add(learner.features(_one(obs))[0])
-            episode_return, length, played = 0.0, 0, 0
-            if intervene is not None:
-                intervene.new_fight()
-            for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
-                action = learner.act(online.features[row], rng)
-                taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
-                action = action if taken_over is None else taken_over
-                obs, reward, terminated, truncated, info = env.step(action)
-                over = terminated or truncated
-                next_row = online.add(learner.features(_one(obs))[0])
-                online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over is not None)
-                if on_steps is not None:
-                    on_steps(1)
-                row, episode_return, length = next_row, episode_return + float(reward), length + 1
-                played += taken_over is not None
-                if over:
-                    rows.append(
-                        {
-                            "timesteps": step + 1,
-                            "return": episode_return,
-                            "length": length,
-                            "win": bool(info.get("win")),
-                        }
-                        | ({"taken_over": played} if intervene is not None else {})
-                    )
-                    if on_episode is not None:
-                        on_episode(rows[-1])
-                    obs, _ = env.reset()
-                    row = online.add(learner.features(_one(obs))[0])
-                    episode_return, length, played = 0.0, 0, 0
-                    if intervene is not None:
-                        intervene.new_fight()
-                for update in range(config.updates_per_step):
-                    losses = learner.update(drawn_batch(demo, online, config, rng))
-                    if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
-                        updates.append({"timesteps": step + 1, **losses})
-        except GameError as e:
-            raise LostGame(trained(policy), rows, updates, online.taken) from e
-        finally:
-            env.close()  # a live game handed back as it was found, however the run ended
-        return trained(policy), rows, updates
+    torch.manual_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    policy = copy.deepcopy(bc).train()
+    learner = Learner(policy, config)
+    demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
+    for _ in range(config.critic_warmup_updates):
+        learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
+    rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
+    if rows_kept * width * 4 > MAX_REPLAY_BYTES:
+        raise ConfigError(
+            f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
+            f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
+        )
+    online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
+    env = make_env()
+    rows: list[dict] = []
+    updates: list[dict] = []
+    try:
+        obs, _ = env.reset()
+        row = online.add(learner.features(_one(obs))[0])
+        episode_return, length, played = 0.0, 0, 0
+        if intervene is not None:
+            intervene.new_fight()
+        for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
+            action = learner.act(online.features[row], rng)
+            taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
+            action = action if taken_over is None else taken_over
+            obs, reward, terminated, truncated, info = env.step(action)
+            over = terminated or truncated
+            next_row = online.add(learner.features(_one(obs))[0])
+            online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over is not None)
+            if on_steps is not None:
+                on_steps(1)
+            row, episode_return, length = next_row, episode_return + float(reward), length + 1
+            played += taken_over is not None
+            if over:
+                rows.append(
+                    {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
+                    | ({"taken_over": played} if intervene is not None else {})
+                )
+                if on_episode is not None:
+                    on_episode(rows[-1])
+                obs, _ = env.reset()
+                row = online.add(learner.features(_one(obs))[0])
+                episode_return, length, played = 0.0, 0, 0
+                if intervene is not None:
+                    intervene.new_fight()
+            for update in range(config.updates_per_step):
+                losses = learner.update(drawn_batch(demo, online, config, rng))
+                if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
+                    updates.append({"timesteps": step + 1, **losses})
+    except GameError as e:
+        raise LostGame(trained(policy), rows, updates, online.taken) from e
+    finally:
+        env.close()  # a live game handed back as it was found, however the run ended
+    return trained(policy), rows, updates
 
 
 def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.random.Generator) -> tuple:

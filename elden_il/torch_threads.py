@@ -17,7 +17,8 @@ import torch
 
 @contextmanager
 def one_torch_thread() -> Iterator[None]:
-    """Torch's intra-op threads set to one inside the block, and put back as they were after it."""
+    """Torch's intra-op threads set to one inside the block (or the call it decorates), and put back
+    as they were after it."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

@@ -172,8 +172,11 @@ class Learner:
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         # BC's own head as BC left it, where it proposes actions beside the actor's (IBRL's way)
         self.proposer = copy.deepcopy(self.actor).requires_grad_(False) if config.bc_proposals else None
-        self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=config.learning_rate)
-        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate)
+        # foreach: each step's arithmetic over all the parameters at once (on CPU torch loops over
+        # them one by one unless told), the same floats
+        self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=config.learning_rate, foreach=True)
+        self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate, foreach=True)
+        self._critic_weights, self._target_weights = list(self.critics.parameters()), list(self.targets.parameters())
 
     def features(self, obs: dict) -> torch.Tensor:
         with torch.no_grad():
@@ -214,9 +217,7 @@ class Learner:
         critic_loss.backward()
         self.critic_optimizer.step()
         with torch.no_grad():
-            for q, target_q in zip(self.critics, self.targets):
-                for p, p_target in zip(q.parameters(), target_q.parameters()):
-                    p_target.lerp_(p, TARGET_RATE)
+            torch._foreach_lerp_(self._target_weights, self._critic_weights, TARGET_RATE)
         losses = {"critic_loss": float(critic_loss.detach())}
         if actor_learns:
             log_p = F.log_softmax(self.actor(features), -1)

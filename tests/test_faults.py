@@ -601,6 +601,57 @@ def test_a_signal_during_a_swap_is_delivered_once_the_swap_is_done():
     assert done == [True]
 
 
+class SignalOnceAdded:
+    """A gRPC channel that takes Ctrl-C right after it adds a call, before the call's caller
+    goes on (where gRPC starts the thread that drives its calls)."""
+
+    def __init__(self, channel) -> None:
+        self.channel, self.signalled = channel, False
+
+    def __getattr__(self, name: str):
+        return getattr(self.channel, name)
+
+    def integrated_call(self, *args, **kwargs):
+        call = self.channel.integrated_call(*args, **kwargs)
+        if not self.signalled:
+            self.signalled = True
+            signal.raise_signal(signal.SIGINT)
+        return call
+
+
+@pytest.mark.parametrize("start", ["read", "tap", "capture"])
+def test_a_signal_while_grpc_starts_a_call_leaves_a_client_that_closes(start: str):
+    """gRPC adds a future's call to its channel and then starts the thread that finishes it: a
+    signal landing between the two left a call nobody finishes, and the channel's close() waited
+    for it for ever (the live evaluate stage hung in its env's close after Ctrl-C). The signal
+    lands exactly there: the client is interrupted, and still closes at once."""
+    import threading
+
+    from env.siphon.client import SiphonClient
+
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])  # as in the test above
+    found = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with SimServer(size=(84, 84)) as server:
+            client = SiphonClient(server.host)
+            calls = client._channel._call_state  # grpc's own, the one place its calls are added
+            calls.channel = SignalOnceAdded(calls.channel)
+            with pytest.raises(KeyboardInterrupt):
+                if start == "read":
+                    client.read(["HeroHp", "BossHp"])
+                elif start == "tap":
+                    client.check_tap(client.tap_keys(["w"], hold_ms=10))
+                else:
+                    client.read_and_capture(["HeroHp"])
+            assert calls.channel.signalled
+            closing = threading.Thread(target=client.close, daemon=True)
+            closing.start()
+            closing.join(timeout=10)
+            assert not closing.is_alive(), "the channel's close() waits for a call nobody finishes"
+    finally:
+        signal.signal(signal.SIGINT, found)
+
+
 def snapshot_files(folder: Path, leave_out: tuple[str, ...] = ()) -> dict[str, bytes]:
     """Every file under ``folder`` by its path there, with its bytes (not those under ``leave_out``)."""
     return {

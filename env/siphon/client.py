@@ -19,7 +19,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import cv2
@@ -89,6 +89,15 @@ HELD_SIGNALS_AT_MOST_S = 5.0
 """The longest deadline of a call during which Ctrl-C and SIGTERM are held back (``SiphonClient._call``)."""
 
 
+def _started(start: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """What ``start(*args, **kwargs)`` returns (gRPC futures, or a stream), started with Ctrl-C
+    and SIGTERM held: gRPC adds a call to its channel before it starts the thread that finishes
+    the channel's calls, and a signal landing in between leaves a call nobody finishes, which the
+    channel's close() then waits for for ever. Waiting for the results stays interruptible."""
+    with interrupts.deferred():
+        return start(*args, **kwargs)
+
+
 def _cancelled_if_cut(call: grpc.Future) -> Any:
     """The call's response; a signal (or anything else) cutting the wait cancels the call."""
     try:
@@ -136,7 +145,7 @@ class SiphonClient:
                 with interrupts.deferred():
                     response = getattr(self._stub, rpc)(request, timeout=timeout)
             else:
-                response = _cancelled_if_cut(getattr(self._stub, rpc).future(request, timeout=timeout))
+                response = _cancelled_if_cut(_started(getattr(self._stub, rpc).future, request, timeout=timeout))
         except grpc.RpcError as e:
             raise self._rpc_error(label, e, npc=subject in self._hooked) from None
         return self._checked(label, response)
@@ -215,7 +224,7 @@ class SiphonClient:
         """Attributes and a frame in one concurrent round: the env's observation costs about
         the slower of the two, not their sum."""
         plan = self._plan(names)
-        capture = self._stub.CaptureFrame.future(pb2.CaptureFrameRequest(), timeout=self.timeout)
+        capture = _started(self._stub.CaptureFrame.future, pb2.CaptureFrameRequest(), timeout=self.timeout)
         try:
             values = self._collect(names, plan, self._request_attributes(plan))
         except ReadRefused:
@@ -278,7 +287,8 @@ class SiphonClient:
         while True:
             if future is None:
                 request = pb2.GetSiphonRequest(attributeName=hooked[0])
-                future = self._stub.GetAttribute.future(request, timeout=max(0.1, deadline - time.monotonic()))
+                left = max(0.1, deadline - time.monotonic())
+                future = _started(self._stub.GetAttribute.future, request, timeout=left)
             try:
                 self._checked(label, future.result(timeout=HOOK_MESSAGE_EVERY_S))
                 return
@@ -328,10 +338,12 @@ class SiphonClient:
         return plan
 
     def _request_attributes(self, plan: ReadPlan) -> list[grpc.Future]:
-        return [
-            self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=n), timeout=self.timeout)
-            for n in plan.requests
-        ]
+        return _started(
+            lambda: [
+                self._stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName=n), timeout=self.timeout)
+                for n in plan.requests
+            ]
+        )
 
     def _collect(self, names: Sequence[str], plan: ReadPlan, futures: list[grpc.Future]) -> dict[str, AttributeValue]:
         values: dict[str, AttributeValue] = {}
@@ -383,7 +395,8 @@ class SiphonClient:
         answers, so callers that must not wait keep the future and check it later."""
         names = [normalize_key(k) for k in keys]
         request = pb2.InputKeyTapRequest(keys=names, hold_ms=hold_ms, delay_ms=delay_ms)
-        return self._stub.InputKeyTap.future(request, timeout=self.timeout + (hold_ms + delay_ms * len(names)) / 1000)
+        timeout = self.timeout + (hold_ms + delay_ms * len(names)) / 1000
+        return _started(self._stub.InputKeyTap.future, request, timeout=timeout)
 
     def check_tap(self, future: grpc.Future) -> None:
         try:
@@ -403,7 +416,7 @@ class SiphonClient:
         """Open ``StreamFrames`` for JPEG at ``quality``: the call, an iterator of ``FrameData``
         that can be cancelled. No deadline: it lasts as long as the client wants it
         (``env.siphon.stream.FrameStream`` reads it and judges its silence)."""
-        return self._stub.StreamFrames(pb2.StreamFramesRequest(format="jpeg", quality=quality))
+        return _started(self._stub.StreamFrames, pb2.StreamFramesRequest(format="jpeg", quality=quality))
 
 
 def _attribute_proto(a: AttributeSpec) -> pb2.ProcessAttributeProto:

@@ -311,8 +311,10 @@ class FinetuneConfig:
     reward alone."""
     seed: int = checked(0, whole(0, 2**32 - 1))
     """The first run's training seed (the next runs count up from it)."""
-    awac_lambda: float = checked(1.0, number(0, above=True))
-    """awac: the temperature of the advantage weights (lower: the actor follows the critic harder)."""
+    awac_lambda: float = checked(0.3, number(0, above=True))
+    """awac: the temperature of the advantage weights (lower: the actor follows the critic harder;
+    at 1 it stays so near its data that it ends about where the teacher is, and far lower it
+    follows the critic's mistakes too: BENCHMARKS.md, "Fine-tuning from one env")."""
     critic_warmup_updates: int = checked(2000, whole(0, 1_000_000))
     """awac: critic updates on the demonstrations alone before the first env step."""
     demo_fraction: float = checked(0.5, number(0, 1))

@@ -14,9 +14,7 @@ Two options change the targets: ``awac_entropy`` makes them soft (SAC's entropy 
 target, where the critics rate BC's higher (IBRL, Hu et al. 2023, arXiv 2311.02198).
 
 The policy it returns is the BC policy with its actor trained: the same network, saved and loaded
-as every policy is (``elden_il.policy``); its critic head is BC's, unused. With ``awac_members``
-above 1, several such actors learn from the one replay, each with its own critics and batches and
-each playing every so many fights, and the policy is all of them as one (``PolicyEnsemble``).
+as every policy is (``elden_il.policy``); its critic head is BC's, unused.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from env.game import GameState
 
 from elden_il.data import Demonstrations
 from elden_il.params import FinetuneConfig
-from elden_il.policy import PolicyEnsemble
 from elden_il.torch_threads import one_torch_thread
 
 log = logging.getLogger(__name__)
@@ -246,9 +243,7 @@ class LostGame(Exception):
     """The env's game was lost mid-run (its ``GameError`` is the cause), with what was trained
     until then, for the caller to keep."""
 
-    def __init__(
-        self, policy: ActorCriticPolicy | PolicyEnsemble, rows: list[dict], updates: list[dict], step: int
-    ) -> None:
+    def __init__(self, policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], step: int) -> None:
         super().__init__(f"the game was lost at step {step}")
         self.policy, self.rows, self.updates, self.step = policy, rows, updates, step
 
@@ -264,11 +259,10 @@ def finetune_awac(
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
     intervene: Intervene | None = None,
-) -> tuple[ActorCriticPolicy | PolicyEnsemble, list[dict], list[dict]]:
+) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
     """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
-    followed by ``updates_per_step`` updates of each member from demonstrations and the env's own
-    steps; the policy (``bc``, a copy, its actor trained; with ``awac_members`` above 1, that many
-    as one ensemble), the learning-curve rows (as PPO's: timesteps,
+    followed by ``updates_per_step`` updates from demonstrations and the env's own steps; the
+    policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
     return, length, win; with ``intervene``, the steps it played) and the updates' losses every
     thousand steps. ``on_steps`` is told of each env step. ``intervene`` is shown each step's
     state and the actor's choice first, and the action it returns is played instead: those
@@ -280,12 +274,11 @@ def finetune_awac(
         )
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    members = [Learner(copy.deepcopy(bc).train(), config) for _ in range(config.awac_members)]
-    features = members[0].features  # the frozen extractor: every member's is BC's
-    demo = demonstration_replay(demos, features, config.n_step, config.gamma)
-    for learner in members:
-        for _ in range(config.critic_warmup_updates):
-            learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
+    policy = copy.deepcopy(bc).train()
+    learner = Learner(policy, config)
+    demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
+    for _ in range(config.critic_warmup_updates):
+        learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
     rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
     if rows_kept * width * 4 > MAX_REPLAY_BYTES:
         raise ConfigError(
@@ -298,17 +291,17 @@ def finetune_awac(
     updates: list[dict] = []
     try:
         obs, _ = env.reset()
-        row = online.add(features(_one(obs))[0])
+        row = online.add(learner.features(_one(obs))[0])
         episode_return, length, played = 0.0, 0, 0
         if intervene is not None:
             intervene.new_fight()
         for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
-            action = members[len(rows) % len(members)].act(online.features[row], rng)
+            action = learner.act(online.features[row], rng)
             taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
             action = action if taken_over is None else taken_over
             obs, reward, terminated, truncated, info = env.step(action)
             over = terminated or truncated
-            next_row = online.add(features(_one(obs))[0])
+            next_row = online.add(learner.features(_one(obs))[0])
             online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over is not None)
             if on_steps is not None:
                 on_steps(1)
@@ -322,20 +315,19 @@ def finetune_awac(
                 if on_episode is not None:
                     on_episode(rows[-1])
                 obs, _ = env.reset()
-                row = online.add(features(_one(obs))[0])
+                row = online.add(learner.features(_one(obs))[0])
                 episode_return, length, played = 0.0, 0, 0
                 if intervene is not None:
                     intervene.new_fight()
             for update in range(config.updates_per_step):
-                for learner in members:
-                    losses = learner.update(drawn_batch(demo, online, config, rng))
+                losses = learner.update(drawn_batch(demo, online, config, rng))
                 if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
                     updates.append({"timesteps": step + 1, **losses})
     except GameError as e:
-        raise LostGame(trained(members), rows, updates, online.taken) from e
+        raise LostGame(trained(policy), rows, updates, online.taken) from e
     finally:
         env.close()  # a live game handed back as it was found, however the run ended
-    return trained(members), rows, updates
+    return trained(policy), rows, updates
 
 
 def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.random.Generator) -> tuple:
@@ -351,14 +343,11 @@ def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.ra
     return _joined(*parts)
 
 
-def trained(members: list[Learner]) -> ActorCriticPolicy | PolicyEnsemble:
-    """The policy as the run leaves it, every weight trainable again, in eval mode: the one
-    member's, or all of theirs as one."""
-    policies = [learner.policy for learner in members]
-    for policy in policies:
-        for parameter in policy.features_extractor.parameters():
-            parameter.requires_grad_(True)
-    return policies[0].eval() if len(policies) == 1 else PolicyEnsemble(policies).eval()
+def trained(policy: ActorCriticPolicy) -> ActorCriticPolicy:
+    """The policy as the run leaves it: every weight trainable again, in eval mode."""
+    for parameter in policy.features_extractor.parameters():
+        parameter.requires_grad_(True)
+    return policy.eval()
 
 
 def _one(obs: dict) -> dict:

@@ -44,7 +44,7 @@ from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
 from elden_il.interventions import ScriptedInterventions
 from elden_il.params import FinetuneConfig
-from elden_il.policy import PolicyEnsemble, load_policy, network_size, one_network, policy_kwargs, save_policy
+from elden_il.policy import load_policy, network_size, one_network, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -494,7 +494,7 @@ PARTIAL_RUN = "partial"
 
 
 def keep_partial_run(
-    policy: ActorCriticPolicy | PolicyEnsemble, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
+    policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
 ) -> Path:
     """A game lost mid-run (a gaming PC off the network, a server gone): what was trained until
     then, kept where ``load_policy`` reads it (``out / PARTIAL_RUN``), for the error to name."""
@@ -504,7 +504,7 @@ def keep_partial_run(
 
 
 def save_run(
-    policy: ActorCriticPolicy | PolicyEnsemble, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
+    policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], env_config: EnvConfig, out: Path
 ) -> None:
     """The policy, the env config it acts in and its curves (episodes, updates), as the policy
     folder ``out``, written whole (``env.common.staging``): a run stopped while saving leaves the

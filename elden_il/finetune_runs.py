@@ -160,7 +160,7 @@ def finetune_runs(
     swapped in whole once all are done: an interrupted run leaves the previous policy, and a
     killed one a staging folder the next run clears (``env.common.staging``). ``on_episode`` gets the
     first run's learning-curve rows, in order, once all are done."""
-    from elden_il.policy import PolicyEnsemble, load_policy, networks, save_policy
+    from elden_il.policy import PolicyEnsemble, load_policy, save_policy
 
     seeds = [config.seed + i for i in range(config.runs)]
     workers = min(config.runs, os.cpu_count() or 1)
@@ -186,7 +186,7 @@ def finetune_runs(
                 runs, workers, context, steps, lambda: trained.update(min(steps.value, trained.total) - trained.n)
             )
         first = runs[0].out
-        ensemble = PolicyEnsemble([m for run in runs for m in networks(load_policy(run.out, device="cpu").policy)])
+        ensemble = PolicyEnsemble([load_policy(run.out, device="cpu").policy for run in runs])
         save_policy(ensemble, env_config, built)
         for curve in ("learning_curve.json", "updates.json"):
             shutil.copyfile(first / curve, built / curve)

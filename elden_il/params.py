@@ -338,11 +338,6 @@ class FinetuneConfig:
     bc_proposals: bool = checked(False, FLAG)
     """awac: the BC policy proposes too (as IBRL does): at each step, and in each target, the
     critics take BC's action where they rate it above the actor's."""
-    awac_members: int = checked(1, whole(1, 16))
-    """awac: actors learnt side by side from the one env's steps, each with critics of its own and
-    batches of its own, taking turns fight by fight; the fine-tuned policy is all of them acting
-    as one (as ``runs``' are). One env gives no independent runs to ensemble; this is its way to
-    fights that each member loses differently (Bootstrapped DQN's, Osband et al. 2016)."""
     runs: int = checked(1, whole(1, 16))
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
     with more than one, the fine-tuned policy is all of them acting as one, their log-probabilities

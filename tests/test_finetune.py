@@ -509,43 +509,6 @@ def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_feat
     assert (tmp_path / "awac/policy.safetensors").read_bytes() == (tmp_path / "again/policy.safetensors").read_bytes()
 
 
-def test_awac_members_learn_apart_from_one_replay_take_turns_fight_by_fight_and_act_as_one(
-    awac_start, tmp_path: Path, monkeypatch
-):
-    """With ``awac_members``, each actor learns from its own critics and batches (so they end
-    apart, every one moved off BC), they play alternate fights, and the policy saved is them all
-    as one ensemble, over BC's features."""
-    from elden_il.awac import Learner
-
-    bc_path, dataset = awac_start
-    played_by: list[int] = []
-    members: dict[int, int] = {}  # a learner's id -> its place in the order made
-    act = Learner.act
-
-    def recorded_act(self, features, rng):
-        members.setdefault(id(self), len(members))
-        played_by.append(members[id(self)])
-        return act(self, features, rng)
-
-    monkeypatch.setattr(Learner, "act", recorded_act)
-    fights: list[dict] = []
-    run = replace(AWAC_RUN, total_steps=120, awac_members=2)
-    finetune(bc_path, run, CONFIG, tmp_path / "awac", on_episode=fights.append, dataset=dataset)
-    assert len(fights) >= 3
-    ends = [row["timesteps"] for row in fights]  # a fight's steps are those up to its row's timesteps
-    assert len(played_by) == 120
-    assert played_by == [sum(end <= step for end in ends) % 2 for step in range(120)]
-    loaded = load_policy(tmp_path / "awac").policy
-    assert isinstance(loaded, PolicyEnsemble) and len(loaded.members) == 2
-    bc = load_policy(bc_path).policy.state_dict()
-    first, second = (member.state_dict() for member in loaded.members)
-    heads = [name for name in bc if name.startswith(("mlp_extractor.policy_net", "action_net"))]
-    assert all(not torch.equal(first[name], second[name]) for name in heads)
-    assert all(not torch.equal(bc[name], first[name]) for name in heads)
-    extractor = [name for name in bc if name.startswith("features_extractor")]
-    assert extractor and all(torch.equal(bc[name], m[name]) for name in extractor for m in (first, second))
-
-
 def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_start, tmp_path: Path):
     from env.common.errors import ConfigError
     from env.common.fields import FieldError

@@ -391,6 +391,7 @@ def finetune_once(
     save_run(policy, rows, updates, env_config, out)
     wins = [r["win"] for r in rows]
     return {
+        "method": config.method,
         "timesteps": steps,
         "env_steps": steps,
         "envs": config.num_envs,

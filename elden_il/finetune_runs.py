@@ -195,6 +195,7 @@ def finetune_runs(
             on_episode(row)
     seconds = time.perf_counter() - started
     return {
+        "method": config.method,
         "timesteps": results[0]["timesteps"],
         "env_steps": sum(r["env_steps"] for r in results),
         "envs": sum(r["envs"] for r in results),

@@ -260,7 +260,7 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
             recording_dir=recordings,
         )
         teacher = recorded_teacher(ws)
-        evaluation = {"backend": ev.backend, "fights": ev.fights, "policies": results}
+        evaluation = {"backend": ev.backend, "fights": ev.fights, "policies": results, **fine_tuning(ws)}
         write_report({**evaluation, "teacher": teacher} if teacher else evaluation, (report, run))
         write_policy_table(results, table)
         comparison_chart(results, plots / "comparison.png")
@@ -272,6 +272,17 @@ def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
     show_summary(path=ws.report("eval")[0])
     if "bc" in results and teacher:
         warn_if_far_below(results["bc"], teacher)
+
+
+def fine_tuning(ws: Workspace) -> dict:
+    """How the fine-tuned policy in ``ws`` was made, from its stage's report, for the results
+    table to name it by (``{"finetuned_by": {"method", "env_steps", "envs"}}``); nothing where no
+    finetune stage reported in ``ws`` (a study's evaluation of policies trained elsewhere)."""
+    try:
+        report = json.loads(ws.report("finetune")[0].read_text())
+    except FileNotFoundError:
+        return {}
+    return {"finetuned_by": {key: report[key] for key in FINETUNED_BY}}
 
 
 def recorded_teacher(ws: Workspace) -> dict | None:
@@ -302,7 +313,7 @@ def stage_evaluate_live(params: PipelineParams, ws: Workspace = REPOSITORY_WORKS
             server_args=("--real-server",) if live.server == "real" else (),
             workers=live.workers,
         )
-        report = {"backend": "sim_server", "server": live.server, "game_speed": live.game_speed}
+        report = {"backend": "sim_server", "server": live.server, "game_speed": live.game_speed, **fine_tuning(ws)}
         write_report({**report, "fights": live.fights, "policies": results}, paths)
     show_summary(path=ws.live_path_report[0])
 
@@ -390,13 +401,27 @@ def write_policy_table(results: dict[str, dict], path: Path) -> None:
             writer.writerow({**r, "policy": name, "win_rate_ci95_low": low, "win_rate_ci95_high": high})
 
 
-POLICY_NAMES = {
-    "random": "random",
-    "bc": "behaviour cloning",
-    "finetuned": "fine-tuned (PPO + KL to BC)",
-    "expert": "scripted expert",
-}
-"""How the results table names each evaluated policy."""
+POLICY_NAMES = {"random": "random", "bc": "behaviour cloning", "expert": "scripted expert"}
+"""How the results table names each evaluated policy but the fine-tuned one (``finetuned_name``)."""
+FINETUNED_BY = ("method", "env_steps", "envs")
+"""What an evaluation records of how its fine-tuned policy was made (the finetune stage's report)."""
+METHOD_NAMES = {"ppo": "PPO + KL to BC", "awac": "AWAC"}
+
+
+def finetuned_name(report: dict) -> str:
+    """The fine-tuned policy's row name: its method and the env steps it took, from how many envs.
+    Evaluations from before the method was recorded are PPO's (the only method then)."""
+    made = report.get("finetuned_by")
+    if made is None:
+        return f"fine-tuned ({METHOD_NAMES['ppo']})"
+    envs = made["envs"]
+    return f"fine-tuned ({METHOD_NAMES[made['method']]}, {made['env_steps']:,} steps of {envs} env{'s' * (envs != 1)})"
+
+
+def policy_name(name: str, report: dict) -> str:
+    return finetuned_name(report) if name == "finetuned" else POLICY_NAMES.get(name, name)
+
+
 SUMMARY_COLUMNS = ("policy", "win rate", "95 % interval", "boss damage dealt", "damage taken", "episode length (steps)")
 LIVE_COLUMNS = ("live: win rate", "live: 95 % interval")
 """Beside a policy's own win rate: the same policy's over the live path (``evaluate_live``)."""
@@ -451,6 +476,8 @@ def report_problem(report: Any) -> str | None:
             return f"policy {name!r} lacks {', '.join(missing) or 'win_rate_ci95'}"
     if "teacher" in report and not is_teacher(report["teacher"]):
         return "a teacher without who, fights, win_rate and win_rate_ci95"
+    if "finetuned_by" in report and not is_fine_tuning(report["finetuned_by"]):
+        return f"a finetuned_by without {', '.join(FINETUNED_BY)} (a method of {', '.join(METHOD_NAMES)})"
     return None
 
 
@@ -467,6 +494,15 @@ def is_teacher(teacher: Any) -> bool:
     )
 
 
+def is_fine_tuning(made: Any) -> bool:
+    """Whether ``made`` is how a fine-tuned policy was made, as ``fine_tuning`` records it."""
+    return (
+        isinstance(made, dict)
+        and made.get("method") in METHOD_NAMES
+        and all(isinstance(made.get(key), int) and not isinstance(made.get(key), bool) for key in FINETUNED_BY[1:])
+    )
+
+
 def summary_rows(
     path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None, live: Path | None = None
 ) -> tuple[str, list[tuple[str, ...]]]:
@@ -476,14 +512,23 @@ def summary_rows(
     policy, named with the label. With ``live`` (an ``evaluate_live`` report of the same
     policies), each policy's live win rate and interval beside its own."""
     report = load_report(path)
-    judged_live = load_report(live)["policies"] if live is not None else None
+    judged_live = None
+    if live is not None:
+        live_report = load_report(live)
+        if live_report.get("finetuned_by") != report.get("finetuned_by"):
+            raise EldenILError(
+                f"{live} judged a fine-tuned policy made otherwise ({live_report.get('finetuned_by', 'not recorded')}) "
+                f"than {path}'s ({report.get('finetuned_by', 'not recorded')}): play these policies over the live path "
+                "again (`python -m elden_il.pipeline evaluate_live`), or leave --live out"
+            )
+        judged_live = live_report["policies"]
 
     def beside(name: str) -> tuple[str, ...]:
         if judged_live is None:
             return ()
         return win_rate_cells(judged_live[name]) if name in judged_live else ("", "")
 
-    rows = [policy_row(POLICY_NAMES.get(name, name), r, beside(name)) for name, r in report["policies"].items()]
+    rows = [policy_row(policy_name(name, report), r, beside(name)) for name, r in report["policies"].items()]
     if "teacher" in report:  # evaluations before the teacher was reported have none
         rows.append(teacher_row(report["teacher"], live is not None))
     for label, experiment_path in (experiments or {}).items():
@@ -494,12 +539,14 @@ def summary_rows(
                 f"{report['fights']} on {report['backend']}: one table compares evaluations of the same fights"
             )
         rows += [
-            policy_row(f"{POLICY_NAMES[name]}, {label}", experiment["policies"][name], ("", "") if live else ())
+            policy_row(
+                f"{policy_name(name, experiment)}, {label}", experiment["policies"][name], ("", "") if live else ()
+            )
             for name in LEARNED
             if name in experiment["policies"]
         ]
     title = f"{report['fights']} fights per policy, same seeds ({report['backend']})"
-    return title + (f"; live: {live_title(load_report(live))}" if live else ""), rows
+    return title + (f"; live: {live_title(live_report)}" if live else ""), rows
 
 
 def teacher_row(teacher: dict, live: bool) -> tuple[str, ...]:

@@ -48,6 +48,18 @@ def committed(relative: str) -> str:
     return shown.stdout if shown.returncode == 0 else (ROOT / relative).read_text()
 
 
+def judged(win_rate: float, fights: int = 10) -> dict:
+    """One policy's results as an evaluation's report holds them (``eval.json``'s ``policies``)."""
+    return {
+        "fights": fights,
+        "win_rate": win_rate,
+        "win_rate_ci95": [max(0.0, win_rate - 0.3), min(1.0, win_rate + 0.08)],
+        "boss_damage_dealt": 0.5,
+        "player_damage_taken": 0.9,
+        "episode_length": 300.0,
+    }
+
+
 TINY_NETWORK = NetworkSize(cnn_channels=(4, 8, 8), cnn_dim=32, state_dim=32, hidden=(32,))
 """A narrow policy network, for tests of what is done with a policy (saving, loading, fine-tuning's
 and evaluation's plumbing, recording with one) rather than of how well it learns: the same code

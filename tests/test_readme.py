@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import committed
+from conftest import committed, judged
 
 from env.common.errors import EldenILError
 
@@ -20,8 +20,10 @@ EXPERIMENTS = {"128x128 frames": Path("datasets/studies/frame_size_128/eval.json
 
 REPORT = Path("datasets/reports/eval.json")
 """The pipeline's evaluation, kept in git."""
-LIVE = Path("datasets/studies/live_path/eval.json")
-"""The last ``evaluate_live`` report: the same policies over the live path, kept in git."""
+LIVE: Path | None = None
+"""The last ``evaluate_live`` report of the same policies over the live path, kept in git
+(``datasets/studies/live_path/eval.json``), where the README shows it: None while the
+evaluation's policies have not been played live (the summary refuses live columns of others)."""
 
 
 def committed_copy(relative: Path, folder: Path) -> Path:
@@ -37,15 +39,17 @@ def test_the_readmes_results_table_is_the_last_evaluations(tmp_path: Path):
     (``dvc repro`` on their recordings) rewrites ``eval.json`` in the work tree, and this test
     still checks the project's."""
     experiments = {k: committed_copy(v, tmp_path) for k, v in EXPERIMENTS.items()}
-    table = markdown_summary(committed_copy(REPORT, tmp_path), experiments, committed_copy(LIVE, tmp_path))
+    live = committed_copy(LIVE, tmp_path) if LIVE else None
+    table = markdown_summary(committed_copy(REPORT, tmp_path), experiments, live)
     command = (
         "python -m elden_il.pipeline summary --markdown "
         + " ".join(f"--experiment '{label}={path}'" for label, path in EXPERIMENTS.items())
-        + f" --live {LIVE}"
+        + (f" --live {LIVE}" if LIVE else "")
     )
     assert table in (ROOT / "README.md").read_text(), (
         f"README.md's results table differs from the evaluations git holds: paste the output of `{command}` "
-        f"into its Results section, and `git add` the evaluations with it ({REPORT}, {LIVE})\n" + table
+        f"into its Results section, and `git add` the evaluations with it ({REPORT}{f', {LIVE}' if LIVE else ''})\n"
+        + table
     )
 
 
@@ -58,3 +62,37 @@ def test_an_experiment_is_shown_only_beside_an_evaluation_of_the_same_fights(tmp
     with pytest.raises(SystemExit):
         main(["summary", "--experiment", "no label"])
     assert "give a label and an eval.json" in capsys.readouterr().err
+
+
+RESULT = judged(0.9)
+
+
+def test_the_fine_tuned_row_says_how_it_was_made_and_stands_beside_live_results_of_that_policy_alone(tmp_path: Path):
+    one_env = {"method": "awac", "env_steps": 26_000, "envs": 1}
+    report = tmp_path / "eval.json"
+    report.write_text(
+        json.dumps({"backend": "sim", "fights": 10, "policies": {"finetuned": RESULT}, "finetuned_by": one_env})
+    )
+    older = tmp_path / "older.json"  # an experiment evaluated before the method was recorded
+    older.write_text(json.dumps({"backend": "sim", "fights": 10, "policies": {"finetuned": RESULT}}))
+    rows = markdown_summary(report, {"128x128 frames": older}).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == [
+        "| fine-tuned (AWAC, 26,000 steps of 1 env)",
+        "| fine-tuned (PPO + KL to BC), 128x128 frames",
+    ]
+    with pytest.raises(EldenILError, match=r"judged a fine-tuned policy made otherwise \(not recorded\)"):
+        markdown_summary(report, live=older)  # the live columns of other policies than the row's
+
+    ppo = {"method": "ppo", "env_steps": 122_880, "envs": 8}
+    report.write_text(
+        json.dumps({"backend": "sim", "fights": 10, "policies": {"finetuned": RESULT}, "finetuned_by": ppo})
+    )
+    assert "| fine-tuned (PPO + KL to BC, 122,880 steps of 8 envs) | 90% |" in markdown_summary(report)
+
+    report.write_text(
+        json.dumps(
+            {"backend": "sim", "fights": 10, "policies": {"finetuned": RESULT}, "finetuned_by": {"method": "sac"}}
+        )
+    )
+    with pytest.raises(EldenILError, match="a finetuned_by without method, env_steps, envs"):
+        markdown_summary(report)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import h5py
 import pytest
+from conftest import judged
 
 from env.config import EnvConfig
 
@@ -61,14 +62,7 @@ def test_your_own_fights_make_you_the_teacher_at_the_share_you_won(recorded: Pat
 
 
 def test_the_results_table_shows_the_teacher_below_the_evaluations_policies(tmp_path: Path):
-    result = {
-        "fights": 10,
-        "win_rate": 0.3,
-        "win_rate_ci95": [0.1, 0.6],
-        "boss_damage_dealt": 0.5,
-        "player_damage_taken": 0.9,
-        "episode_length": 300.0,
-    }
+    result = judged(0.3)
     teacher = {"who": "you", "fights": 20, "win_rate": 0.35, "win_rate_ci95": list(wilson_interval(7, 20))}
     report = tmp_path / "eval.json"
     report.write_text(json.dumps({"backend": "sim", "fights": 10, "policies": {"bc": result}, "teacher": teacher}))

@@ -1,7 +1,8 @@
-"""What fine-tuning with the pipeline's settings costs on this machine: env steps/s of
-``finetune()`` (PPO's updates included) with params.yaml's ``finetune`` section, over the
-critic's warm-up and two rollouts after it, the envs in subprocesses and in the main process
-side by side (as a ratio).
+"""What PPO fine-tuning costs on this machine, its envs in subprocesses or in the main process
+(``finetune.subprocesses``): env steps/s of ``finetune()`` (PPO's updates included) with
+params.yaml's ``finetune`` section as ``method: ppo`` over two envs (one leaves nothing to spread
+over processes), over the critic's warm-up and two rollouts after it, side by side (as a ratio).
+The pipeline's own AWAC, from one env, is timed by ``bench_live_learning``.
 
 For a before/after of the code, copy this file into an older checkout's benchmarks/ and run it
 there too (it needs ``finetune`` and ``FinetuneConfig`` from ``elden_il.finetune``, and
@@ -58,6 +59,7 @@ def main() -> None:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]
     known = {f.name for f in dataclasses.fields(ft.FinetuneConfig)}
     settings = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in known}
+    settings.update(method="ppo", num_envs=2, runs=1)
     rollout = settings["n_steps"] * settings["num_envs"]
     steps = settings.get("value_warmup_steps", 0) + args.rollouts * rollout
     env_config = EnvConfig.load(args.policy)

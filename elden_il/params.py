@@ -317,8 +317,10 @@ class FinetuneConfig:
     follows the critic's mistakes too: BENCHMARKS.md, "Fine-tuning from one env")."""
     critic_warmup_updates: int = checked(2000, whole(0, 1_000_000))
     """awac: critic updates on the demonstrations alone before the first env step."""
-    demo_fraction: float = checked(0.5, number(0, 1))
-    """awac: the share of every batch drawn from the demonstrations (the rest: the env's own steps)."""
+    demo_fraction: float = checked(0.1, number(0, 1))
+    """awac: the share of every batch drawn from the demonstrations (the rest: the env's own steps).
+    A few keep the critics anchored; HIL-SERL's half keeps the actor nearer its teacher, and none
+    lets it drift off (BENCHMARKS.md, "Fine-tuning from one env")."""
     n_step: int = checked(3, whole(1, 100))
     """awac: rewards summed into each critic target before the next observation's value."""
     replay_batch: int = checked(128, whole(2, 65_536))
@@ -373,10 +375,11 @@ def check_seed_range(first_seed: int, fights: int, name: str = "first_seed") -> 
         )
 
 
-PIPELINE_FINETUNE = FinetuneConfig(runs=4)
-"""The pipeline's fine-tuning where params.yaml leaves a key out: four runs (on two cores, in the
-time of two), their policies acting as one; a single run and the policy it ends with are
-``FinetuneConfig``'s own default, as ``finetune`` called from code expects."""
+PIPELINE_FINETUNE = FinetuneConfig(method="awac", total_steps=26_000, num_envs=1)
+"""The pipeline's fine-tuning where params.yaml leaves a key out: AWAC from one env, about an hour
+of one gaming PC at 4x, so in-process and against a live game alike it is the same recipe;
+``FinetuneConfig``'s own default stays PPO over two envs, which code calling ``finetune`` with
+a policy and no demonstrations can run."""
 
 
 @dataclass(frozen=True)

@@ -382,6 +382,7 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     config = replace(CONFIG, max_steps=20)  # short fights: a few dozen steps hold several
     bc = save_untrained(tmp_path / "bc", config)
     tiny = {
+        "method": "ppo",  # the stability study's
         "total_steps": 64,
         "num_envs": 1,
         "subprocesses": False,

@@ -122,9 +122,9 @@ def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_e
 @pytest.mark.parametrize("backend", ["siphon", "sim_server"])
 def test_several_runs_against_a_live_game_are_refused_with_the_fix(tmp_path: Path, backend: str):
     written = yaml.safe_load((ROOT / "params.yaml").read_text())
-    written["finetune"].update(backend=backend, hosts=["127.0.0.1:50051"] if backend == "siphon" else [])
+    written["finetune"].update(backend=backend, hosts=["127.0.0.1:50051"] if backend == "siphon" else [], runs=2)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(written))
-    wanted = rf"finetune.runs = {written['finetune']['runs']}: must be 1 with backend {backend}"
+    wanted = rf"finetune.runs = 2: must be 1 with backend {backend}"
     with pytest.raises(ParamsError, match=wanted):
         load_params(tmp_path / "params.yaml")
     written["finetune"]["runs"] = 1

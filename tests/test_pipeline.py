@@ -44,22 +44,15 @@ TINY = {
         "seed": 0,
     },
     "finetune": {
-        "total_steps": 128,  # one rollout of n_steps: fine-tuning's plumbing, not its learning
-        "runs": 2,  # an ensemble of runs, as the pipeline's (four: each a process that imports torch)
+        "method": "awac",  # the pipeline's: from one env, the demonstrations in every batch
+        "total_steps": 64,  # fine-tuning's plumbing, not its learning
+        "runs": 2,  # an ensemble of runs (each a process that imports torch)
         "num_envs": 1,
-        "subprocesses": False,
-        "kl_coef": 0.05,
         "learning_rate": 0.0001,
-        "n_steps": 128,
-        "batch_size": 64,
-        "n_epochs": 1,
-        "gamma": 0.99,
-        "gae_lambda": 0.95,
-        "clip_range": 0.1,
         "seed": 0,
-        "kl_decay_steps": 0,
-        "value_warmup_steps": 0,
-        "value_warmup_epochs": 0,
+        "critic_warmup_updates": 5,
+        "replay_batch": 16,
+        "critic_hidden": 16,
     },
     "evaluate": {
         "fights": 3,
@@ -145,7 +138,11 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     assert "win_rate" in shown.stdout
     check_metrics_and_plots(project)
     summary = run(project, sys.executable, "-m", "elden_il.pipeline", "summary", extra_env={"COLUMNS": "160"})
-    assert summary.returncode == 0 and "win rate" in summary.stdout and "fine-tuned (PPO + KL to BC)" in summary.stdout
+    assert (
+        summary.returncode == 0
+        and "win rate" in summary.stdout
+        and "fine-tuned (AWAC, 128 steps of 2 envs)" in summary.stdout
+    )
 
     again = run(project, "dvc", "repro")
     assert again.returncode == 0 and "Running stage" not in again.stdout

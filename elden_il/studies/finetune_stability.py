@@ -8,7 +8,8 @@ how far each update moved the policy), and the trained policy's win rate on held
 acting deterministically (as the pipeline evaluates it) and by sampling. The BC policy's own
 win rates on the same held-out fights are the level the curve starts from.
 
-A variant is a name and the fine-tuning settings it changes from params.yaml's ``finetune``:
+A variant is a name and the fine-tuning settings it changes from params.yaml's ``finetune``, run
+as PPO (``method: ppo``, whatever params.yaml's method: these are PPO's diagnostics):
 
     python -m elden_il.studies.finetune_stability                       # the pipeline's settings
     python -m elden_il.studies.finetune_stability --variant pipeline --variant kl_decay kl_decay_steps=30000
@@ -298,7 +299,7 @@ def main() -> None:
 
     base = load_params(ROOT / "params.yaml").finetune
     # one run and the policy it ends with: what a variant's settings make, not several runs' ensemble
-    base = replace(base, total_steps=args.steps or base.total_steps, runs=1)
+    base = replace(base, method="ppo", total_steps=args.steps or base.total_steps, runs=1)
     variants = [parse_variant(words, base) for words in (args.variants or ([] if args.runs else [["pipeline"]]))]
     env_config = EnvConfig.load(args.policy)
 

@@ -625,8 +625,9 @@ def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, 
 
 
 def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
-    """Half of every batch is demonstrations: the recorded ones and the steps a person played,
-    in proportion to how many there are of each; the rest the env's own steps, taken over or not."""
+    """``demo_fraction`` of every batch (here half) is demonstrations: the recorded ones and the
+    steps a person played, in proportion to how many there are of each; the rest the env's own
+    steps, taken over or not."""
     from elden_il.awac import Replay, drawn_batch
 
     demo, online = Replay.empty(40, 4, 1, 0.99), Replay.empty(40, 4, 1, 0.99)
@@ -637,7 +638,9 @@ def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
             replay.step(first, action, 0.0, False, row, False, marked=action == 2)
             first = row
     assert (demo.taken, online.taken, online.marked) == (10, 10, 5)
-    actions = drawn_batch(demo, online, replace(AWAC_RUN, replay_batch=128), np.random.default_rng(0))[1].tolist()
+    actions = drawn_batch(
+        demo, online, replace(AWAC_RUN, replay_batch=128, demo_fraction=0.5), np.random.default_rng(0)
+    )[1].tolist()
     corrected = round(64 * 5 / 15)
     assert actions[: 64 - corrected] == [0] * (64 - corrected)  # the recordings
     assert actions[64 - corrected : 64] == [2] * corrected  # the steps taken over, as demonstrations

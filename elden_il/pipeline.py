@@ -282,6 +282,8 @@ def fine_tuning(ws: Workspace) -> dict:
         report = json.loads(ws.report("finetune")[0].read_text())
     except FileNotFoundError:
         return {}
+    if not all(key in report for key in FINETUNED_BY):  # a stage's report from before it said so
+        return {}
     return {"finetuned_by": {key: report[key] for key in FINETUNED_BY}}
 
 
@@ -409,11 +411,11 @@ METHOD_NAMES = {"ppo": "PPO + KL to BC", "awac": "AWAC"}
 
 
 def finetuned_name(report: dict) -> str:
-    """The fine-tuned policy's row name: its method and the env steps it took, from how many envs.
-    Evaluations from before the method was recorded are PPO's (the only method then)."""
+    """The fine-tuned policy's row name: its method and the env steps it took, from how many envs;
+    plain "fine-tuned" where the evaluation does not record how (one from before it did)."""
     made = report.get("finetuned_by")
     if made is None:
-        return f"fine-tuned ({METHOD_NAMES['ppo']})"
+        return "fine-tuned"
     envs = made["envs"]
     return f"fine-tuned ({METHOD_NAMES[made['method']]}, {made['env_steps']:,} steps of {envs} env{'s' * (envs != 1)})"
 

@@ -78,7 +78,7 @@ def test_the_fine_tuned_row_says_how_it_was_made_and_stands_beside_live_results_
     rows = markdown_summary(report, {"128x128 frames": older}).splitlines()[2:]
     assert [row.split(" | ")[0] for row in rows] == [
         "| fine-tuned (AWAC, 26,000 steps of 1 env)",
-        "| fine-tuned (PPO + KL to BC), 128x128 frames",
+        "| fine-tuned, 128x128 frames",
     ]
     with pytest.raises(EldenILError, match=r"judged a fine-tuned policy made otherwise \(not recorded\)"):
         markdown_summary(report, live=older)  # the live columns of other policies than the row's
@@ -96,3 +96,16 @@ def test_the_fine_tuned_row_says_how_it_was_made_and_stands_beside_live_results_
     )
     with pytest.raises(EldenILError, match="a finetuned_by without method, env_steps, envs"):
         markdown_summary(report)
+
+
+def test_an_evaluation_records_how_its_policy_was_fine_tuned_only_where_the_stage_said(tmp_path: Path):
+    from elden_il.pipeline import Workspace, fine_tuning
+
+    ws = Workspace(tmp_path)
+    assert fine_tuning(ws) == {}  # no finetune stage ran here (a study's policies from elsewhere)
+    report = ws.report("finetune")[0]
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"timesteps": 64, "episodes": 1}))  # a report from before it said how
+    assert fine_tuning(ws) == {}
+    report.write_text(json.dumps({"method": "awac", "timesteps": 64, "env_steps": 64, "envs": 1}))
+    assert fine_tuning(ws) == {"finetuned_by": {"method": "awac", "env_steps": 64, "envs": 1}}

@@ -9,8 +9,10 @@ finds its deadline already past is an overrun, reported in ``info`` and never hi
 schedule restarts from there rather than rushing to catch up. With ``pause_between_steps`` the
 game is frozen while the agent thinks and runs only for the step itself, so a slow agent loses
 no game time (and the live path becomes exactly reproducible); a snapshot's timestamp is then the
-game's time, ``timestep_ms`` a step, not the machine's (a policy that times the boss's moves, as
-the scripted expert does, would otherwise count the pauses). A config's ``game_speed`` above 1
+game's time, not the machine's (a policy that times the boss's moves, as the scripted expert does,
+would otherwise count the pauses): the game's own count where its profile names one
+(``[clock]``), read with every observation, or else the wall's time between the resume's answer
+and the pause's, which the wire's delays blur. A config's ``game_speed`` above 1
 runs each step that many times faster than real time (the game paused between steps): a step is
 still ``timestep_ms`` of game time, in a fraction of the wall time.
 """
@@ -127,8 +129,11 @@ class EldenRingEnv(gym.Env):
         unknown = [a for a in state_attributes if a not in self.profile.siphon.attributes]
         if unknown:
             raise ConfigError(f"state_attributes {unknown} are not in profile {self.profile.name!r}")
+        # a paused step's game time, from the game's own count where the profile has one
+        self._clock = self.profile.game_clock if self.pause_between_steps else None
+        clock = (self._clock.attribute,) if self._clock is not None else ()
         # read each step: what the observation and reward need, plus what the caller asked for
-        self._names = tuple(dict.fromkeys((*self._obs.attributes, *state_attributes)))
+        self._names = tuple(dict.fromkeys((*self._obs.attributes, *state_attributes, *clock)))
         self._state: GameState | None = None
         self._frame: Frame | None = None
         self._deadline = 0.0
@@ -184,11 +189,12 @@ class EldenRingEnv(gym.Env):
             state = self.game.reset_fight(fight_seed)
             if boss_hp < 1:
                 self.game.write("NpcHp", max(1, round(state["NpcMaxHp"] * boss_hp)))
-            self._state, self._frame = self.game.observe(self._names)
+            state, self._frame = self.game.observe(self._names)
             self._check_picture(self._frame)
         except BaseException:
             self._release_keys()
             raise
+        self._state = state if self._clock is None else GameState(state.attributes, self._clock.seconds(state))
         self._start_state = self._state
         self._start_frame = self._frame.number
         self._steps = 0
@@ -220,7 +226,11 @@ class EldenRingEnv(gym.Env):
             state, frame = self.game.observe(self._names)
             self._check_picture(frame)
             if ran is not None:
-                # the game's clock: the time it ran between the resume and the pause, not the wall's
+                # the game time it ran between the resume and the pause: the game's own count where
+                # it has one, else the wall's measure; the next pause is asked earlier or later by it
+                if self._clock is not None:
+                    ran = self._clock.seconds(state) - self._state.timestamp
+                self._pause_lag += PAUSE_LAG_WEIGHT * (ran - self.timestep) / self.speed
                 state = GameState(state.attributes, self._state.timestamp + ran)
         except BaseException:
             self._release_keys()
@@ -283,10 +293,10 @@ class EldenRingEnv(gym.Env):
         taps pressed and released while it runs (a press and its release sent to a paused game
         both land before its next tick, or on the real game perhaps never), then paused again.
         A live pause lands when the server has scanned for the speed's address, so it is asked
-        for ``_pause_lag`` early, the lag kept so that the steps' game time averages the
-        timestep. Returns how late the pause was asked and the game time the step really ran:
-        on a live game the wall time between the resume's answer and the pause's, times the
-        speed (each lands just before its answer leaves)."""
+        for ``_pause_lag`` early, the lag kept (``step``) so that the steps' game time averages
+        the timestep. Returns how late the pause was asked and the game time the step ran as the
+        wall measures it: the time between the resume's answer and the pause's, times the speed
+        (each lands just before its answer leaves)."""
         game = self.game
         game.hold_keys(command.hold)  # paused: down from the first tick the step runs
         game.set_speed(self.speed)
@@ -298,7 +308,6 @@ class EldenRingEnv(gym.Env):
         overrun = max(0.0, game.now() - (deadline - self._pause_lag))
         game.set_speed(0.0)
         ran = (game.now() - resumed) * self.speed
-        self._pause_lag += PAUSE_LAG_WEIGHT * (ran - self.timestep) / self.speed
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun, ran

@@ -8,6 +8,7 @@ and the name, not silently in the game (the real server turns unknown keys into 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,22 @@ class DiscreteAction:
 
 
 @dataclass(frozen=True, slots=True)
+class GameClock:
+    """An attribute that counts the game's own time, ``per_second`` counts to a second of it.
+
+    A live game paused between steps runs each step between two calls whose answers travel over
+    the wire: the wall's clock can only estimate how much game time ran between them, and a player
+    that times the boss's moves by that estimate (the scripted expert) misjudges them. Read with
+    every observation, the game's own count says exactly how long each step ran."""
+
+    attribute: str
+    per_second: float
+
+    def seconds(self, state: Mapping[str, object]) -> float:
+        return float(state[self.attribute]) / self.per_second
+
+
+@dataclass(frozen=True, slots=True)
 class Profile:
     name: str
     boss_name: str
@@ -58,6 +75,7 @@ class Profile:
     fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on
     restart_when_recording: bool = True  # capture.record's --restart default (writes HP, teleports)
     controller: ControllerLayout | None = None  # the game's controller layout ([controller]), if it has one
+    game_clock: GameClock | None = None  # an attribute counting the game's own time ([clock]), if it has one
 
     @property
     def ref(self) -> str:
@@ -197,7 +215,27 @@ def load_profile(name_or_path: str | Path) -> Profile:
         fog_entry_s=float(fog_entry_s),
         restart_when_recording=restart_when_recording,
         controller=load_controller_layout(path, data.get("controller"), tuple(keybinds)),
+        game_clock=_game_clock(path, data.get("clock"), siphon),
     )
+
+
+def _game_clock(path: Path, clock: object, siphon: SiphonConfig) -> GameClock | None:
+    if clock is None:
+        return None
+    attribute = clock.get("attribute") if isinstance(clock, dict) else None
+    per_second = clock.get("per_second") if isinstance(clock, dict) else None
+    if (
+        attribute not in siphon.attributes
+        or isinstance(per_second, bool)
+        or not isinstance(per_second, (int, float))
+        or not per_second > 0
+    ):
+        raise ConfigError(
+            f'{path}: [clock] = {clock!r} must be attribute = "<an attribute of {siphon.path.name} that counts the '
+            "game's own time>\" and per_second = <how many counts make a second of game time, above 0>; "
+            "or leave [clock] out (the env then measures a paused step on the wall's clock)"
+        )
+    return GameClock(attribute, float(per_second))
 
 
 MAX_CHORD = 4

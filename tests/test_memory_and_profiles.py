@@ -65,6 +65,14 @@ def test_floats_are_32_bit_like_game_memory():
     assert memory.read(world, "HeroLocalPosX") == float(__import__("numpy").float32(0.1))
 
 
+def test_the_simulators_profile_names_its_game_clock_and_the_games_names_none():
+    """The simulator counts its ticks where a paused env reads them; no counter of the real game's
+    is verified to stand still while it is paused, so its env measures a step on the wall's clock."""
+    clock = load_profile("sim_margit").game_clock
+    assert (clock.attribute, clock.per_second) == ("SimTick", 60.0)
+    assert load_profile("eldenring_margit").game_clock is None
+
+
 def test_both_bundled_profiles_load():
     sim = load_profile("sim_margit")
     assert sim.keybinds["dodge"] == ("LEFT_SHIFT",) and len(sim.discrete_actions) == 13
@@ -125,6 +133,8 @@ def test_the_game_profile_is_the_games_own_default_bindings_and_controller_layou
         (('use_item = "x"', 'use_item = "a"'), "jump and use_item are both a"),
         (('stick = "left"', 'stick = "middle"'), "controller.stick = 'middle'"),
         (('stick = "left"', 'stick = "left"\ndead_zone = 1.5'), "controller.dead_zone = 1.5"),
+        (('attribute = "SimTick"', 'attribute = "SimTicks"'), r"\[clock\] = .*an attribute of siphon.toml"),
+        (("per_second = 60", "per_second = 0"), r"\[clock\] = .*how many counts make a second"),
     ],
 )
 def test_a_profile_that_binds_what_cannot_be_played_is_refused_naming_it(

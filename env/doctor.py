@@ -8,7 +8,9 @@ stamina or FP change; lock-on by how the character faces while it strafes), nami
 that does not (a dead player, a paused game, a loading screen or an empty flask is told apart
 from a wrong binding, with what to do); and what this link to the server
 costs: read, snapshot and frame latencies, the env steps per second they allow, and the highest
-recording rate it sustains without dropping a sample. It never writes HP or teleports.
+recording rate it sustains without dropping a sample; and whether the profile's game clock
+(``[clock]``) counts the game's time (still while paused, the wall's pace at 1x). It never writes
+HP or teleports.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ LOADING = (
     "and none is to blame: stand in the arena and run the doctor again"
 )
 NO_FLASKS = "no flask charges left: rest at a grace to refill them, or the heal check is skipped"
+CLOCK_PROBE_S = 0.5
+"""How long the clock check holds the game paused, then lets it run at 1x."""
+CLOCK_TOLERANCE = 0.2
+"""The share of the wall's time a game clock may differ by while the game runs at 1x: the wire's
+delays on both calls, a frame's rounding."""
 
 
 class GameNotReady(GameError):
@@ -96,7 +103,7 @@ class Doctor:
         self._hurt = False  # hit during the key check (a loading screen after that is a death's)
 
     def run(self) -> list[Check]:
-        steps: list[Callable[[], None]] = [self.connect, self.memory, self.capture, self.keys, self.speed]
+        steps: list[Callable[[], None]] = [self.connect, self.memory, self.capture, self.keys, self.speed, self.clock]
         try:
             for step in steps:
                 step()
@@ -313,6 +320,49 @@ class Doctor:
             if rate
             else f"only {capacity:.1f} observations/s: record at a lower rate, a smaller window, or nearer the server",
         )
+
+    def clock(self) -> None:
+        """Whether the profile's game clock (``[clock]``) counts the game's time: it must stand
+        still while the game is paused through its speed, and count about the wall's time while
+        it runs at 1x. A paused env stamps every step with it, so a counter that does neither
+        would misreport every step."""
+        clock = self.profile.game_clock
+        if clock is None:
+            self.say(
+                "game clock",
+                None,
+                "the profile names none ([clock]): an env paused between steps measures each step on the wall's "
+                "clock, from this side of the wire (a few ms off a step)",
+            )
+            return
+        game = self.game
+        game.set_speed(0.0)
+        try:
+            start = clock.seconds(self.read([clock.attribute]))
+            time.sleep(CLOCK_PROBE_S)
+            paused = clock.seconds(self.read([clock.attribute])) - start
+            game.set_speed(1.0)
+            resumed = time.monotonic()
+            time.sleep(CLOCK_PROBE_S)
+            game.set_speed(0.0)
+            wall = time.monotonic() - resumed
+            ran = clock.seconds(self.read([clock.attribute])) - start - paused
+        finally:
+            game.set_speed(1.0)
+        ok = counts_game_time(paused, ran, wall)
+        self.say(
+            "game clock",
+            ok,
+            f"{clock.attribute} counted {paused * 1000:.0f} ms while the game stood paused {CLOCK_PROBE_S:.1f} s "
+            f"and {ran * 1000:.0f} ms while it ran {wall * 1000:.0f} ms at 1x"
+            + ("" if ok else ": it does not count the game's time; remove [clock] from the profile"),
+        )
+
+
+def counts_game_time(paused: float, ran: float, wall: float) -> bool:
+    """Whether a clock that counted ``paused`` seconds while the game stood still and ``ran``
+    while it ran ``wall`` seconds of the wall's time at 1x counts the game's time."""
+    return paused == 0 and abs(ran - wall) <= CLOCK_TOLERANCE * wall
 
 
 def moved(before, after) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ import pytest
 from conftest import REAL_SERVER_TEST_ARGS
 
 from env.common import files
+from env.doctor import counts_game_time
 from env.profile import load_profile
 from env.sim.display import focus_window
 
@@ -452,16 +454,30 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     ), right.stdout
     assert "[FAIL] frames" not in right.stdout
     assert "steps/s" in right.stdout and "records at" in right.stdout
+    assert "[--  ] game clock: the profile names none ([clock])" in right.stdout, right.stdout
     assert seconds < 60, seconds
 
+    # a copy with two keys bound wrong, and a game clock named (the simulator's tick counter)
     wrong = tmp_path / "wrong_attack"
     shutil.copytree(PROFILES_DIR / "eldenring_margit", wrong)
     toml = wrong / "profile.toml"
     toml.write_text(
         toml.read_text().replace('attack = "LEFT"', 'attack = "K"').replace('lock_on = "Q"', 'lock_on = "J"')
+        + '\n[clock]\nattribute = "SimTick"\nper_second = 60\n'
     )
+    (wrong / "siphon.toml").write_text((wrong / "siphon.toml").read_text() + '\n[attributes.SimTick]\ntype = "int"\n')
     result, _ = doctor(str(wrong))
     assert "[FAIL] keybinds: no reaction to lock_on (J), attack (K)" in result.stdout, result.stdout
+    assert re.search(r"\[ok  \] game clock: SimTick counted 0 ms while the game stood paused", result.stdout), (
+        result.stdout
+    )
+
+
+def test_a_game_clock_counts_nothing_while_paused_and_the_walls_pace_at_1x():
+    assert counts_game_time(0.0, 0.49, 0.5)
+    assert not counts_game_time(0.016, 0.5, 0.5)  # counts on while the game is paused: the save's play time, maybe
+    assert not counts_game_time(0.0, 0.0, 0.5)  # counts nothing: not a clock
+    assert not counts_game_time(0.0, 1.5, 0.5)  # counts the wrong unit (per_second off)
 
 
 class ScriptedHuman:

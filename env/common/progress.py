@@ -39,4 +39,6 @@ def progress(
         return tqdm(iterable, disable=True, **options)
     if sys.stderr.isatty():
         return tqdm(iterable, **options)
-    return tqdm(iterable, file=_LogLines(), mininterval=every_s, ascii=True, **options)
+    # miniters 1: the clock is looked at every step, so tqdm's monitor thread never redraws the
+    # bar, which over an iterable holds the count it last drew and would log it again
+    return tqdm(iterable, file=_LogLines(), mininterval=every_s, miniters=1, ascii=True, **options)

@@ -11,6 +11,10 @@ along several paths:
 * ``in-process-exact``: the same with ``step_timing: exact`` (every step exactly its timestep);
 * ``in-process-paused``: in-process, paused between steps as a live env is (before the live
   path's taps were sent while the game runs, this was the live path's tap without its lag);
+* ``in-process-wall-clock``: in-process, the scripted expert shown each step's time as a paused
+  env measures it where the profile names no game clock (``[clock]``): on the wall's clock, off by
+  the error a step the live path measured that way (mean -0.67 ms, sd 5.6), adding up over the
+  fight (a policy reads no time: it plays as ``in-process``);
 * ``live-3x``, ``live-1x``: a simulator server in its real-server mode (Siphon's one lock, a
   module scan per attribute call) at 3x and 1x, paused between steps, as ``evaluate.backend:
   sim_server`` plays; ``live-3x-ideal``: the ideal server at 3x.
@@ -54,6 +58,7 @@ PATHS = {
     "in-process": {"backend": "sim"},
     "in-process-exact": {"backend": "sim", "step_timing": "exact"},
     "in-process-paused": {"backend": "sim", "pause": True},
+    "in-process-wall-clock": {"backend": "sim", "clock_error_ms": (-0.67, 5.6)},
     "live-3x": {"backend": "sim_server", "speed": 3.0, "server_args": "--real-server"},
     "live-1x": {"backend": "sim_server", "speed": 1.0, "server_args": "--real-server"},
     "live-3x-ideal": {"backend": "sim_server", "speed": 3.0, "server_args": ""},
@@ -93,7 +98,12 @@ def play_job(job: dict) -> dict:
     if "step_timing" in path:
         config = config.replace(step_timing=path["step_timing"])
     config = config.replace(game_speed=path.get("speed", 1.0))
-    actor = PlayerActor("expert", config) if job["player"] == "expert" else PolicyActor(Path(job["player"]), True)
+    if job["player"] != "expert":
+        actor = PolicyActor(Path(job["player"]), True)
+    elif "clock_error_ms" in path:
+        actor = wall_clock_expert()(config, *path["clock_error_ms"])
+    else:
+        actor = PlayerActor("expert", config)
     live = path["backend"] == "sim_server"
     env = make_env(
         config,
@@ -137,6 +147,37 @@ def play_job(job: dict) -> dict:
     finally:
         env.close()
     return {"fights": fights, "steps": steps}
+
+
+def wall_clock_expert():
+    """``WallClockExpert``, made where a fight process has imported this checkout's packages."""
+    from env.actions import ActionTable
+    from env.game import GameState
+
+    from elden_il.fight_loop import PlayerActor
+
+    class WallClockExpert(PlayerActor):
+        """The scripted expert in a discrete env, shown each state's timestamp off by a random
+        walk: each step adds an error of ``mean_ms`` and ``sd_ms``, as a paused step measured on
+        the wall's clock is off from the game's."""
+
+        def __init__(self, config, mean_ms: float, sd_ms: float) -> None:
+            super().__init__("expert", config)
+            self.mean, self.sd = mean_ms / 1000.0, sd_ms / 1000.0
+
+        def start(self, slot: int, seed: int) -> None:
+            super().start(slot, seed)
+            self.rng = np.random.default_rng([seed, 0x3A11])
+            self.off: float | None = None
+
+        def act(self, observations, envs, slots):
+            base = envs[0].unwrapped
+            self.off = 0.0 if self.off is None else self.off + self.mean + self.sd * self.rng.standard_normal()
+            shown = GameState(base.state.attributes, base.state.timestamp + self.off)
+            table = self.tables.setdefault(base.profile.name, ActionTable(base.profile, "discrete"))
+            return [table.index(self.players[slots[0]].act(shown))]
+
+    return WallClockExpert
 
 
 # ------------------------------------------------------------------------------- the whole run

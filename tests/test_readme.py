@@ -20,7 +20,7 @@ EXPERIMENTS = {"128x128 frames": Path("datasets/studies/frame_size_128/eval.json
 
 REPORT = Path("datasets/reports/eval.json")
 """The pipeline's evaluation, kept in git."""
-LIVE: Path | None = None
+LIVE: Path | None = Path("datasets/studies/live_path/eval.json")
 """The last ``evaluate_live`` report of the same policies over the live path, kept in git
 (``datasets/studies/live_path/eval.json``), where the README shows it: None while the
 evaluation's policies have not been played live (the summary refuses live columns of others)."""

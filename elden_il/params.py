@@ -422,15 +422,16 @@ class EvaluateLiveParams:
     real time). Each worker starts a simulator server of its own and plays it over gRPC as the
     real game is played, paused between steps at ``game_speed``."""
 
-    fights: int = checked(50, FIGHTS)
+    fights: int = checked(100, FIGHTS)
     """Held-out fights per policy: the first of the evaluate stage's seeds (``evaluate.first_seed``)."""
     game_speed: float = checked(3.0, number(1, MAX_GAME_SPEED))
     """As ``evaluate.game_speed``: a step is still its timestep of game time."""
     server: str = checked("real", one_of(*LIVE_SERVERS))
     """real: the server as unkind as Siphon (one lock, a scan per memory call, its sticky config
     and NPC hook: ``python -m env.sim --real-server``); ideal: the simulator's own server."""
-    workers: int = checked(2, whole(1, 64))
-    """Servers playing at once, each with a process of its own."""
+    workers: int = checked(6, whole(1, 64))
+    """Servers playing at once, each with a process of its own: a live fight mostly waits on its
+    game's time, so more workers than cores still play faster."""
 
     def __post_init__(self) -> None:
         check_fields(self)

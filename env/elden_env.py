@@ -194,7 +194,7 @@ class EldenRingEnv(gym.Env):
         except BaseException:
             self._release_keys()
             raise
-        self._state = state if self._clock is None else GameState(state.attributes, self._clock.seconds(state))
+        self._state = state if self._clock is None else self._on_game_clock(state)
         self._start_state = self._state
         self._start_frame = self._frame.number
         self._steps = 0
@@ -229,9 +229,11 @@ class EldenRingEnv(gym.Env):
                 # the game time it ran between the resume and the pause: the game's own count where
                 # it has one, else the wall's measure; the next pause is asked earlier or later by it
                 if self._clock is not None:
-                    ran = self._clock.seconds(state) - self._state.timestamp
+                    state = self._on_game_clock(state)
+                    ran = state.timestamp - self._state.timestamp
+                else:
+                    state = GameState(state.attributes, self._state.timestamp + ran)
                 self._pause_lag += PAUSE_LAG_WEIGHT * (ran - self.timestep) / self.speed
-                state = GameState(state.attributes, self._state.timestamp + ran)
         except BaseException:
             self._release_keys()
             raise
@@ -311,6 +313,10 @@ class EldenRingEnv(gym.Env):
         if not self.config.action_persistence:
             game.hold_keys(())
         return overrun, ran
+
+    def _on_game_clock(self, state: GameState) -> GameState:
+        """``state`` stamped with the game's own count (the profile's ``[clock]``), in seconds."""
+        return GameState(state.attributes, self._clock.seconds(state))
 
     def _check_picture(self, frame: Frame) -> None:
         """Refuse a game whose window is not the size the config's picture is captured at: a

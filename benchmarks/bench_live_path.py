@@ -24,13 +24,21 @@ and released (``SimTick``, ``SimPressTick``, ``SimReleaseTick``: the game's cloc
 client cannot see from its side): how much game time the step really ran against what the env
 reported (``info["step_game_ms"]``), and when a tapped key reached the game and how long it was
 held. ``--load N`` keeps N busy processes running throughout (a gaming PC is never idle: the game
-itself runs there); ``--processes`` plays that many fight processes at once. ``--baseline REV``
+itself runs there); ``--processes`` plays that many fight processes at once. ``--draws K`` plays
+each in-process fight under K independent draws of the live spread (``reset``'s ``timing_draw``):
+a live game plays a fight once and its outcome is a coin of its own, so each seed's share of K
+in-process wins is how likely the player is to win it, and the live wins on the same seeds are
+set against the sum of those (a paired comparison: far tighter than two intervals side by side).
+``--against FILE`` brings the live runs of an earlier ``--json`` into that comparison without
+playing them again (for the same player: the fine-tuned policy only while it is the same policy).
+``--baseline REV``
 plays the live paths again with commit REV's code, from a worktree, side by side: this file's
 fight processes run on REV's packages, so REV must have what they import (``PlayerActor``,
 ``env.common.cli.command_parser``): a commit from c94c4c9 on.
 
     python -m benchmarks.bench_live_path --fights 50 --load 2 --json /tmp/live.json
     python -m benchmarks.bench_live_path --fights 10 --path in-process --path live-3x --baseline c94c4c9
+    python -m benchmarks.bench_live_path --fights 50 --path in-process --players expert --draws 8 --against /tmp/live.json
 """
 
 from __future__ import annotations
@@ -112,9 +120,10 @@ def play_job(job: dict) -> dict:
         pause_between_steps=live or path.get("pause", False),
     )
     fights, steps = [], {"ticks": [], "reported_ms": [], "wall_ms": [], "tap_delay": [], "tap_hold": []}
+    draws = 1 if live else job.get("draws", 1)
     try:
-        for seed in job["seeds"]:
-            obs, _ = env.reset(seed=seed)
+        for seed, draw in ((seed, draw) for seed in job["seeds"] for draw in range(draws)):
+            obs, _ = env.reset(seed=seed, options={"timing_draw": draw} if draw else None)
             actor.start(0, seed)
             tick, _, _ = probe(env)
             stamp = env.unwrapped.state.timestamp
@@ -138,6 +147,7 @@ def play_job(job: dict) -> dict:
             fights.append(
                 {
                     "seed": seed,
+                    "draw": draw,
                     "win": bool(info["win"]),
                     "length": info["episode_length"],
                     "boss_damage_dealt": info["boss_damage_dealt"],
@@ -201,7 +211,10 @@ def summarize(parts: list[dict]) -> dict:
     """Fights and step timing of one (tree, path, player), its processes' parts together."""
     from elden_il.win_rate import wilson_interval
 
-    fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: f["seed"])
+    fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: (f["seed"], f.get("draw", 0)))
+    seed_wins = Counter()
+    for f in fights:
+        seed_wins[str(f["seed"])] += f["win"]
     steps = {k: [v for p in parts for v in p["steps"][k]] for k in parts[0]["steps"]}
     wins = sum(f["win"] for f in fights)
     ticks = np.array(steps["ticks"])
@@ -215,6 +228,8 @@ def summarize(parts: list[dict]) -> dict:
         "player_damage_taken": float(np.mean([f["player_damage_taken"] for f in fights])),
         "length": float(np.mean([f["length"] for f in fights])),
         "outcomes": [int(f["win"]) for f in fights],
+        "draws": len(fights) // len(seed_wins),
+        "seed_wins": dict(seed_wins),
         "steps": len(ticks),
         "step_ticks": dict(sorted(Counter(int(t) for t in ticks).items())),
         "step_game_ms_mean": float(ticks.mean() * TICK_MS),
@@ -229,6 +244,55 @@ def summarize(parts: list[dict]) -> dict:
         "tap_hold_ticks": dict(sorted(Counter(steps["tap_hold"]).items())),
         "step_wall_ms_median": float(np.median(steps["wall_ms"])),
     }
+
+
+def seed_wins(run: dict, seeds: list[int]) -> dict[int, float]:
+    """A run's share of wins on each seed: from its ``seed_wins``, or (a file written before runs
+    had them: one fight a seed) from its outcomes, which are in seed order over ``seeds``."""
+    if "seed_wins" in run:
+        return {int(seed): wins / run["draws"] for seed, wins in run["seed_wins"].items()}
+    first, last = seeds
+    return dict(zip(range(first, last + 1), map(float, run["outcomes"]), strict=True))
+
+
+def paired(results: dict, earlier: list[dict]) -> list[dict]:
+    """Each in-process run set against the live runs of the same code and player (this run's and
+    ``earlier``'s, pooled by path) on the seeds both played: the live wins against the sum of the
+    in-process win shares. Were the live path no harsher than the in-process draws, the live wins
+    would fall about that sum, with the spread of one coin a seed (plus the shares' own error from
+    their ``draws``), so ``z`` far below 0 says the in-process simulator is kinder."""
+    live: dict[tuple[str, str, str], dict[int, float]] = {}
+    for file in (results, *earlier):
+        for run in file["runs"]:
+            if run["path"].startswith("live"):
+                live.setdefault((run["code"], run["path"], run["player"]), {}).update(seed_wins(run, file["seeds"]))
+    comparisons = []
+    for run in results["runs"]:
+        if run["path"].startswith("live"):
+            continue
+        shares = seed_wins(run, results["seeds"])
+        for (code, path, player), won in live.items():
+            common = sorted(set(won) & set(shares))
+            if code != run["code"] or player != run["player"] or not common:
+                continue
+            p = np.array([shares[seed] for seed in common])
+            expected, sd = p.sum(), float(np.sqrt((p * (1 - p)).sum() * (1 + 1 / run["draws"])))
+            live_wins = int(sum(won[seed] for seed in common))
+            comparisons.append(
+                {
+                    "code": code,
+                    "player": player,
+                    "in_process": run["path"],
+                    "draws": run["draws"],
+                    "live": path,
+                    "seeds": len(common),
+                    "expected_wins": float(expected),
+                    "sd": sd,
+                    "live_wins": live_wins,
+                    "z": (live_wins - expected) / sd if sd else float("nan"),
+                }
+            )
+    return comparisons
 
 
 def busy(n: int) -> list[subprocess.Popen]:
@@ -258,6 +322,7 @@ def run(args: LivePathArgs) -> dict:
                                 "player": player,
                                 "config": str(args.config.resolve()),
                                 "seeds": [int(s) for s in chunk],
+                                "draws": args.draws,
                             }
                             jobs.append(((tree_name, path, player), job, tree))
         load = busy(args.load)
@@ -304,6 +369,18 @@ def table(results: dict) -> str:
             f"{share(r['step_ticks'])} | {e['mean']:.1f} ({e['sd']:.1f}) [{e['max_abs']:.0f}] | "
             f"{share(r['tap_delay_ticks'])} | {share(r['tap_hold_ticks'])} |"
         )
+    if results.get("paired"):
+        lines += [
+            "",
+            "| code | player | in-process path (draws a seed) | live path | seeds | in-process expects, wins (sd) | "
+            "live won | live against it, sd |",
+            "|---|---|---|---|---:|---:|---:|---:|",
+        ]
+        for c in results["paired"]:
+            lines.append(
+                f"| {c['code']} | {c['player']} | {c['in_process']} ({c['draws']}) | {c['live']} | {c['seeds']} | "
+                f"{c['expected_wins']:.1f} ({c['sd']:.1f}) | {c['live_wins']} | {c['z']:+.1f} |"
+            )
     return "\n".join(lines)
 
 
@@ -340,11 +417,25 @@ class LivePathArgs:
     players: str = checked("both", one_of(*PLAYERS), "who fights", choices=PLAYERS)
     load: int = checked(0, whole(0, 64), "busy processes kept running throughout")
     processes: int = checked(2, whole(1, 64), "fight processes at once")
+    draws: int = checked(1, whole(1, 100), "in-process paths: each fight under this many draws of the live spread")
+    against: tuple[Path, ...] | None = field(
+        default=None,
+        metadata=flag(
+            "an earlier --json whose live runs to set the in-process ones against (repeat)", action="append", type=Path
+        ),
+    )
     baseline: str | None = field(default=None, metadata=flag("also play the live paths with this commit's code"))
     json: Path | None = field(default=None, metadata=flag("also write the results here", type=Path))
 
     def __post_init__(self) -> None:
         check_fields(self)
+
+
+def earlier_results(file: Path) -> dict:
+    try:
+        return json.loads(file.read_text())
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"--against {file}: not a results file of this benchmark's --json ({err})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,7 +446,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(play_job(json.loads(args.job))))
         return 0
     config = args.config.parent if args.config.name.endswith(".json") else args.config
+    earlier = [earlier_results(file) for file in args.against or ()]
     results = run(replace(args, path=args.path or tuple(PATHS), config=config))
+    results["paired"] = paired(results, earlier)
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

@@ -171,7 +171,10 @@ class EldenRingEnv(gym.Env):
         """Restart the fight. ``options={"boss_hp": f}`` starts it with the boss at fraction ``f``
         of its HP (a memory write, as the game allows: curricula use it);
         ``options={"fight_seed": s}`` restarts the simulator's fight ``s`` itself (the seed a
-        recorded episode names as ``sim_seed``), to replay it; otherwise ``seed`` picks one."""
+        recorded episode names as ``sim_seed``), to replay it; otherwise ``seed`` picks one.
+        ``options={"timing_draw": k}`` (lock-step, ``step_timing: live``) plays the fight under
+        its ``k``-th independent draw of the live spread (0 by default): one fight played under
+        several is how likely a policy is to win it, where a live game plays each fight once."""
         super().reset(seed=seed)
         fight_seed = int(self.np_random.integers(2**31 - 1))
         fight_seed = int((options or {}).get("fight_seed", fight_seed))
@@ -202,7 +205,8 @@ class EldenRingEnv(gym.Env):
         self._episode_reward = 0.0
         self._damage_taken = 0.0
         self._deadline = self.game.now()
-        self._timing_rng = np.random.default_rng([TIMING_STREAM, fight_seed])
+        draw = int((options or {}).get("timing_draw", 0))
+        self._timing_rng = np.random.default_rng([TIMING_STREAM, fight_seed, *([draw] if draw else [])])
         obs = self._obs.reset(self._state, self._frame.rgb)
         return obs, self._info(fight_seed=fight_seed)
 

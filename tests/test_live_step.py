@@ -169,10 +169,10 @@ def test_a_live_evaluation_gets_the_game_time_the_env_reports_at_every_step(tmp_
     )
 
 
-def drawn_steps(timing: str, fight_seed: int, steps: int = 120) -> list[tuple[int, int, int]]:
+def drawn_steps(timing: str, fight_seed: int, steps: int = 120, **options: int) -> list[tuple[int, int, int]]:
     """Per roll step in-process: (ticks the step ran, tick its tap was pressed on, ticks held)."""
     env = EldenRingEnv(SimGame(), EnvConfig(step_timing=timing))
-    env.reset(options={"fight_seed": fight_seed})
+    env.reset(options={"fight_seed": fight_seed, **options})
     roll = env.actions.index("roll_left")
     out = []
     for _ in range(steps):
@@ -188,10 +188,12 @@ def drawn_steps(timing: str, fight_seed: int, steps: int = 120) -> list[tuple[in
 def test_in_process_steps_are_drawn_as_live_ones_fall_and_repeat_with_their_fight():
     """``step_timing: live`` (the default) draws each in-process step's length and its tap's
     delay and hold from the live path's shares; a fight's draws are its seed's, so the same fight
-    plays the same way twice; ``exact`` makes every step 12 ticks with its tap at once for 3."""
+    plays the same way twice, unless asked for another of its draws; ``exact`` makes every step
+    12 ticks with its tap at once for 3."""
     live = drawn_steps("live", 7)
-    assert live == drawn_steps("live", 7)
+    assert live == drawn_steps("live", 7) == drawn_steps("live", 7, timing_draw=0)
     assert live != drawn_steps("live", 8)
+    assert live != drawn_steps("live", 7, timing_draw=1) == drawn_steps("live", 7, timing_draw=1)
     lengths, delays, holds = (Counter(column) for column in zip(*live))
     assert set(lengths) <= {12 + t for t in LIVE.length.counts} and len(lengths) > 1
     assert set(delays) <= set(LIVE.tap_delay.counts) and set(holds) <= {3 + t for t in LIVE.tap_hold.counts}

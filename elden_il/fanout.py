@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from multiprocessing import get_context, resource_tracker
@@ -186,23 +187,27 @@ def fan_out(
     shared: Any = None,
     workers: int = 1,
     on_result: Callable[[R], None] | None = None,
+    on_progress: Callable[[Any], None] | None = None,
 ) -> list[R]:
     """``[job(item) for item in items]``, or ``job(shared, item)`` with ``shared`` given: here
     (over ``workers`` processes of this machine when more than one, ``in_processes``), or as
     Ray tasks (one CPU each) when ``RAY_ADDRESS`` is set, where ``shared`` (a dataset) travels to
     each node once, not once per job. Results come back in the items' order; ``on_result`` gets
-    each as it comes in (a progress bar). An error raised by a job propagates as itself; a job
+    each as it comes in (a progress bar). What a job passes to ``report_progress`` while it runs
+    reaches ``on_progress`` here as it is sent, where the job runs in this process or in one of
+    this machine's (not from Ray's: there the results alone tell). An error raised by a job propagates as itself; a job
     whose Ray worker died ``retries + 1`` times is reported, with every other lost job, by a
     ``FanoutError`` naming it (``describe(item)``)."""
     front = () if shared is None else (shared,)
     report = on_result or (lambda _: None)
     if cluster_address() is None:
         if workers > 1 and len(items) > 1:
-            return in_processes(job, [(*front, item) for item in items], workers, report)
+            return in_processes(job, [(*front, item) for item in items], workers, report, on_progress)
         results = []
-        for item in items:
-            results.append(job(*front, item))
-            report(results[-1])
+        with _progress_to(on_progress):
+            for item in items:
+                results.append(job(*front, item))
+                report(results[-1])
         return results
     ray = connect()
     from ray.exceptions import NodeDiedError, ObjectLostError, OwnerDiedError, WorkerCrashedError
@@ -232,11 +237,38 @@ def _call(job: Callable[..., R], *args: Any) -> R:
     return job(*args)
 
 
+_progress: Callable[[Any], None] | None = None
+"""Where ``report_progress`` sends, in this process: a callback, or a worker's queue's ``put``."""
+
+
+def report_progress(message: Any) -> None:
+    """Tell the ``fan_out`` caller's ``on_progress`` of ``message`` (small and picklable: a
+    fight's record) from inside a job, as it happens; nothing where nobody listens."""
+    if _progress is not None:
+        _progress(message)
+
+
+@contextmanager
+def _progress_to(listener: Callable[[Any], None] | None) -> Iterator[None]:
+    global _progress
+    before, _progress = _progress, listener
+    try:
+        yield
+    finally:
+        _progress = before
+
+
 def in_processes(
-    job: Callable[..., R], arguments: Sequence[tuple], workers: int, on_result: Callable[[R], None]
+    job: Callable[..., R],
+    arguments: Sequence[tuple],
+    workers: int,
+    on_result: Callable[[R], None],
+    on_progress: Callable[[Any], None] | None = None,
 ) -> list[R]:
     """``[job(*args) for args in arguments]`` over ``workers`` fresh processes of this machine,
-    in the arguments' order; ``on_result`` gets each result as it comes in. Spawned, not forked
+    in the arguments' order; ``on_result`` gets each result as it comes in, ``on_progress``
+    what the jobs pass to ``report_progress`` (over a queue, drained by a thread of this
+    process). Spawned, not forked
     (a fork of a process whose torch has started its thread pool can hang), each with one torch
     thread (the processes are the parallelism) and deaf to Ctrl-C: this process hears it, and
     stops them all at once (``Pool.terminate``) rather than letting them finish their queue.
@@ -245,13 +277,42 @@ def in_processes(
 
     results: list[Any] = [None] * len(arguments)
     pickled = [(i, cloudpickle.dumps((job, *args))) for i, args in enumerate(arguments)]
+    context = get_context("spawn")
+    messages = context.SimpleQueue() if on_progress is not None else None
     with ExitStack() as stack:  # a Ctrl-C heard as the spawns end still stops the pool
+        if messages is not None:
+            stack.enter_context(_drained(messages, on_progress))
         with _born_deaf_to_ctrl_c():
-            pool = stack.enter_context(get_context("spawn").Pool(min(workers, len(arguments)), _worker_start))
+            pool = stack.enter_context(context.Pool(min(workers, len(arguments)), _worker_start, (messages,)))
         for i, result in pool.imap_unordered(_call_pickled, pickled):
             results[i] = result
             on_result(result)
     return results
+
+
+_DRAINED = "fanout: no more progress"
+DRAIN_TIMEOUT_S = 2.0
+"""How long the pool's end waits for its progress messages to be handed on."""
+
+
+@contextmanager
+def _drained(messages: Any, on_progress: Callable[[Any], None]) -> Iterator[None]:
+    """A thread handing each message of ``messages`` to ``on_progress`` while the block runs,
+    and every message sent before it ends. A worker stopped in the middle of sending one (the
+    pool terminated on Ctrl-C) leaves a message that never completes: the thread is not waited
+    for long, and dies with the process."""
+
+    def drain() -> None:
+        while (message := messages.get()) != _DRAINED:
+            on_progress(message)
+
+    thread = threading.Thread(target=drain, name="fanout-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        messages.put(_DRAINED)
+        thread.join(timeout=DRAIN_TIMEOUT_S)
 
 
 @contextmanager
@@ -277,12 +338,16 @@ def _born_deaf_to_ctrl_c() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
-def _worker_start() -> None:
+def _worker_start(messages: Any = None) -> None:
     """A worker process's start: one thread for torch (and the BLAS under it), set before it is
-    imported; SIGINT ignored (the parent stops the pool)."""
+    imported; SIGINT ignored (the parent stops the pool); ``report_progress`` sent up
+    ``messages`` where the parent listens."""
+    global _progress
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[variable] = "1"
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if messages is not None:
+        _progress = messages.put
 
 
 def _call_pickled(indexed: tuple[int, bytes]) -> tuple[int, Any]:

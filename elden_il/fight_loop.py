@@ -21,7 +21,7 @@ from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.sim.players import Player, make_player
 
-from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out
+from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out, report_progress
 from elden_il.win_rate import wilson_interval
 
 
@@ -210,7 +210,9 @@ class _FightJob:
     record_first: bool
 
 
-def _play(job: _FightJob, on_fight: Callable[[FightRecord], None] | None = None) -> Played:
+def _play(job: _FightJob, on_fight: Callable[[FightRecord], None] | None = report_progress) -> Played:
+    """``job``'s fights; each record, as its fight ends, to ``on_fight`` (by default to whoever
+    fanned the job out: ``fan_out``'s ``on_progress``)."""
     started = time.perf_counter()
     records, tape = run_fights(job.make_env, job.actor, job.seeds, job.parallel, job.record_first, on_fight)
     return Played(records, tape, time.perf_counter() - started)
@@ -262,8 +264,8 @@ def play_many(
     cluster stays busy to the end), or else over ``workers`` processes of this machine (each
     play's seeds in ``workers`` chunks, every play's chunks in one pool of processes); each chunk
     plays ``parallel`` fights at a time. The records are the same, fight for fight, as in one
-    process: a fight is decided by its seed. ``on_fight`` gets each record as its fight ends in
-    one process, as its chunk ends elsewhere."""
+    process: a fight is decided by its seed. ``on_fight`` gets each record as its fight ends on
+    this machine (in this process or its workers), as its chunk ends on a cluster."""
 
     local = cluster_address() is None
     if local and workers <= 1:
@@ -280,7 +282,11 @@ def play_many(
             for record in played.records:
                 on_fight(record)
 
-    done = fan_out(_play, jobs, _describe, retries, workers=workers, on_result=counted)
+    done = (
+        fan_out(_play, jobs, _describe, retries, workers=workers, on_progress=on_fight)
+        if local
+        else fan_out(_play, jobs, _describe, retries, on_result=counted)
+    )
     out = []
     for p in range(len(plays)):
         mine = [played for played, o in zip(done, owner) if o == p]

@@ -30,7 +30,7 @@ from env.factory import make_env
 from env.sim.expert import ScriptedExpert
 
 from elden_il.duel import duel
-from elden_il.fanout import FanoutError, keep_to_loopback
+from elden_il.fanout import FanoutError, fan_out, keep_to_loopback
 from elden_il.fight_loop import PlayerActor, RandomActor, play_fights
 
 ROOT = Path(__file__).parents[1]
@@ -131,6 +131,46 @@ def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path:
             k: v for k, v in here[name].items() if k != "fights_per_minute"
         }
         assert (gifs["there"] / f"{name}.gif").read_bytes() == (gifs["here"] / f"{name}.gif").read_bytes()
+
+
+def test_a_workers_progress_reaches_the_caller_while_its_job_still_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """What a job in one of this machine's worker processes reports (a fight as it ends) reaches
+    the caller at once, not with the job's result: each job here waits for the caller to have
+    heard it before it returns (an hour's live evaluation in six jobs counted six times)."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def job(flag: str) -> str:  # nested: it travels to the workers by value
+        from elden_il.fanout import report_progress
+
+        report_progress(flag)
+        deadline = time.monotonic() + 30
+        while not Path(flag).exists():
+            if time.monotonic() > deadline:
+                return "not heard"
+            time.sleep(0.05)
+        return "heard"
+
+    heard: list[str] = []
+
+    def on_progress(flag: str) -> None:
+        heard.append(flag)
+        Path(flag).touch()
+
+    flags = [str(tmp_path / name) for name in ("a", "b")]
+    assert fan_out(job, flags, workers=2, on_progress=on_progress) == ["heard", "heard"]
+    assert sorted(heard) == flags
+
+
+def test_fights_played_by_worker_processes_are_counted_as_each_ends(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    counted: list[int] = []
+    seeds = [3, 4, 5, 6, 7]
+    records, _ = play_fights(
+        make, RandomActor(), seeds, parallel=1, on_fight=lambda r: counted.append(r.seed), workers=2
+    )
+    assert sorted(counted) == seeds == [r.seed for r in records]
 
 
 CTRL_C_DURING_STARTUP = """

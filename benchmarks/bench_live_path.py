@@ -57,8 +57,8 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, flag, from_flags
-from env.common.fields import MAX_FIGHTS, SEED, check_fields, checked, one_of, whole
+from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
+from env.common.fields import MAX_FIGHTS, SEED, FieldError, check_fields, checked, one_of, whole
 
 ROOT = Path(__file__).parents[1]
 FIRST_HELD_OUT_SEED = 1_000_000
@@ -429,6 +429,8 @@ class LivePathArgs:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        if self.draws > 1 and self.baseline:
+            raise FieldError("draws", self.draws, "plays one draw a fight with --baseline (older code draws no other)")
 
 
 def earlier_results(file: Path) -> dict:
@@ -456,4 +458,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_command(main))

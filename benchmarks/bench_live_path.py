@@ -212,9 +212,9 @@ def summarize(parts: list[dict]) -> dict:
     from elden_il.win_rate import wilson_interval
 
     fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: (f["seed"], f.get("draw", 0)))
-    seed_wins = Counter()
+    wins_by_seed = Counter()
     for f in fights:
-        seed_wins[str(f["seed"])] += f["win"]
+        wins_by_seed[str(f["seed"])] += f["win"]
     steps = {k: [v for p in parts for v in p["steps"][k]] for k in parts[0]["steps"]}
     wins = sum(f["win"] for f in fights)
     ticks = np.array(steps["ticks"])
@@ -228,8 +228,8 @@ def summarize(parts: list[dict]) -> dict:
         "player_damage_taken": float(np.mean([f["player_damage_taken"] for f in fights])),
         "length": float(np.mean([f["length"] for f in fights])),
         "outcomes": [int(f["win"]) for f in fights],
-        "draws": len(fights) // len(seed_wins),
-        "seed_wins": dict(seed_wins),
+        "draws": len(fights) // len(wins_by_seed),
+        "seed_wins": dict(wins_by_seed),
         "steps": len(ticks),
         "step_ticks": dict(sorted(Counter(int(t) for t in ticks).items())),
         "step_game_ms_mean": float(ticks.mean() * TICK_MS),

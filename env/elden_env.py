@@ -176,9 +176,9 @@ class EldenRingEnv(gym.Env):
         its ``k``-th independent draw of the live spread (0 by default): one fight played under
         several is how likely a policy is to win it, where a live game plays each fight once."""
         super().reset(seed=seed)
-        fight_seed = int(self.np_random.integers(2**31 - 1))
-        fight_seed = int((options or {}).get("fight_seed", fight_seed))
-        boss_hp = (options or {}).get("boss_hp", 1.0)
+        options = options or {}
+        fight_seed = int(options.get("fight_seed", self.np_random.integers(2**31 - 1)))
+        boss_hp = options.get("boss_hp", 1.0)
         if not 0 < boss_hp <= 1:
             raise ValueError(f"options['boss_hp'] must be a fraction in (0, 1], got {boss_hp!r}")
         try:
@@ -205,7 +205,7 @@ class EldenRingEnv(gym.Env):
         self._episode_reward = 0.0
         self._damage_taken = 0.0
         self._deadline = self.game.now()
-        draw = int((options or {}).get("timing_draw", 0))
+        draw = int(options.get("timing_draw", 0))
         self._timing_rng = np.random.default_rng([TIMING_STREAM, fight_seed, *([draw] if draw else [])])
         obs = self._obs.reset(self._state, self._frame.rgb)
         return obs, self._info(fight_seed=fight_seed)

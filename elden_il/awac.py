@@ -34,6 +34,7 @@ from torch import nn
 
 from env.common.errors import ConfigError, GameError
 from env.common.progress import progress
+from env.elden_env import SharedKeys
 from env.game import GameState
 
 from elden_il.data import Demonstrations
@@ -259,14 +260,16 @@ def finetune_awac(
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
     intervene: Intervene | None = None,
+    person: SharedKeys | None = None,
 ) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
     """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
     followed by ``updates_per_step`` updates from demonstrations and the env's own steps; the
     policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
-    return, length, win; with ``intervene``, the steps it played) and the updates' losses every
+    return, length, win; with ``intervene`` or ``person``, the steps taken over) and the updates' losses every
     thousand steps. ``on_steps`` is told of each env step. ``intervene`` is shown each step's
-    state and the actor's choice first, and the action it returns is played instead: those
-    steps count as demonstrations too."""
+    state and the actor's choice first, and the action it returns is played instead; ``person``
+    shares the env's keys (``EldenRingEnv.share_keys``: a live game), and the steps they take
+    are played as they played them. Both kinds of step count as demonstrations too."""
     if not isinstance(bc.action_space, spaces.Discrete):
         raise ConfigError(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
@@ -287,6 +290,8 @@ def finetune_awac(
         )
     online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
     env = make_env()
+    if person is not None:
+        env.unwrapped.share_keys(person)
     rows: list[dict] = []
     updates: list[dict] = []
     try:
@@ -297,20 +302,24 @@ def finetune_awac(
             intervene.new_fight()
         for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
             action = learner.act(online.features[row], rng)
-            taken_over = intervene(env.unwrapped.state, action) if intervene is not None else None
-            action = action if taken_over is None else taken_over
+            replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
+            action = action if replaced is None else replaced
             obs, reward, terminated, truncated, info = env.step(action)
+            person_played = bool(info.get("taken_over"))
+            if person_played:  # the step was theirs: what they pressed is its action
+                action = int(info["action"])
+            taken_over = replaced is not None or person_played
             over = terminated or truncated
             next_row = online.add(learner.features(_one(obs))[0])
-            online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over is not None)
+            online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
             if on_steps is not None:
                 on_steps(1)
             row, episode_return, length = next_row, episode_return + float(reward), length + 1
-            played += taken_over is not None
+            played += taken_over
             if over:
                 rows.append(
                     {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
-                    | ({"taken_over": played} if intervene is not None else {})
+                    | ({"taken_over": played} if intervene is not None or person is not None else {})
                 )
                 if on_episode is not None:
                     on_episode(rows[-1])

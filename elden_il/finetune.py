@@ -40,6 +40,9 @@ from env.rewards import HealReward
 from env.sim.expert import ScriptedExpert
 from env.wrappers import RewardBonus
 
+from capture.live_takeover import PersonAtTheKeys
+from capture.takeover import DEFAULT_QUIET_S
+
 from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
 from elden_il.interventions import ScriptedInterventions
@@ -370,9 +373,10 @@ def finetune_once(
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
         make = seeded_env_fns(config, env_config)[0]
         intervene = scripted_interventions(env_config) if config.interventions == "scripted" else None
+        person = person_at_the_keys(env_config) if config.interventions == "person" else None
         try:
             policy, rows, updates = finetune_awac(
-                start, demos, config, make, on_episode, progress_bar, on_steps, intervene
+                start, demos, config, make, on_episode, progress_bar, on_steps, intervene, person
             )
         except LostGame as lost:
             kept = keep_partial_run(lost.policy, lost.rows, lost.updates, env_config, out)
@@ -382,6 +386,9 @@ def finetune_once(
                 f"is saved in {kept})",
             )
             raise error from None
+        finally:
+            if person is not None:
+                person.close()
         steps = config.total_steps
     else:
         counting = [StepCount(on_steps)] if on_steps is not None else []
@@ -408,6 +415,18 @@ def scripted_interventions(env_config: EnvConfig) -> ScriptedInterventions:
 
     table = env_config.actions(load_profile(env_config.profile))
     return ScriptedInterventions(table, env_config.timestep_ms / 1000.0)
+
+
+def person_at_the_keys(env_config: EnvConfig) -> PersonAtTheKeys:
+    """You, heard at this machine's keyboard and controller, free to take over a live game's
+    steps from an env ``env_config`` describes (``capture.live_takeover``)."""
+    from env.profile import load_profile
+
+    table = env_config.actions(load_profile(env_config.profile))
+    log.info(
+        "take over at any step with any bound key or the controller; let go for %g s to hand it back", DEFAULT_QUIET_S
+    )
+    return PersonAtTheKeys(table, DEFAULT_QUIET_S)
 
 
 class StepCount(BaseCallback):

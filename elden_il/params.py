@@ -333,10 +333,12 @@ class FinetuneConfig:
     awac_entropy: float = checked(0.0, number(0, 10))
     """awac: the weight of the actor's entropy in the critics' targets (a soft value, as SAC's);
     0: the actor's expected value alone."""
-    interventions: str = checked("none", one_of("none", "scripted"))
-    """awac: who may take over while it learns: nobody, or the simulator's scripted human (the
-    pilot's ``--scripted-human``: it plays the expert while a boss blow winds up and the actor's
-    choice differs); the steps it plays join the demonstrations (``elden_il.interventions``)."""
+    interventions: str = checked("none", one_of("none", "scripted", "person"))
+    """awac: who may take over while it learns, the steps they play joining the demonstrations:
+    nobody; the simulator's scripted human, in-process (the pilot's ``--scripted-human``: it plays
+    the expert while a boss blow winds up and the actor's choice differs;
+    ``elden_il.interventions``); or you, at a live game's keys or controller on the machine that
+    learns, with any bound key, as in the pilot (``capture.live_takeover``)."""
     bc_proposals: bool = checked(False, FLAG)
     """awac: the BC policy proposes too (as IBRL does): at each step, and in each target, the
     critics take BC's action where they rate it above the actor's."""
@@ -351,6 +353,13 @@ class FinetuneConfig:
         if self.interventions != "none" and self.method != "awac":
             raise FieldError(
                 "interventions", self.interventions, "takes over method awac's steps alone: set method awac"
+            )
+        if self.interventions == "person" and self.backend == "sim":
+            raise FieldError(
+                "interventions",
+                self.interventions,
+                "needs a live game (backend sim_server or siphon): the in-process simulator runs lock-step, "
+                "where nobody can press a key; interventions scripted stands in for you there",
             )
         if self.method == "awac" and self.num_envs != 1:
             raise FieldError(

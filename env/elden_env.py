@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -46,10 +46,23 @@ DEFAULT_RENDER_SIZE = (640, 360)
 """``render()``'s picture (width, height): a third of the game's 1920x1080 capture, whatever
 size the observation is (84x84 for training)."""
 MAX_RENDER_SIZE = (7680, 4320)
+NO_KEYS = KeyCommand(frozenset())
+"""What the env presses in a step a person has taken over (``share_keys``)."""
 TIMING_STREAM = 0x5717
 """Mixed into a fight's seed for its steps' timing draws: a stream apart from the boss's."""
 
 log = logging.getLogger(__name__)
+
+
+class SharedKeys(Protocol):
+    """A person at the live game's keys beside the env (``EldenRingEnv.share_keys``), who may take
+    them over at any step: the env then presses nothing, and the step is theirs."""
+
+    def takes_over(self) -> bool:
+        """At a step's start: whether the person has control of it."""
+
+    def played(self) -> Any:
+        """At the end of a step they had: the action they played in it (the env's action space)."""
 
 
 class EldenRingEnv(gym.Env):
@@ -144,6 +157,7 @@ class EldenRingEnv(gym.Env):
         self._start_state: GameState | None = None
         self._start_frame = 0
         self._damage_taken = 0.0
+        self._shared: SharedKeys | None = None
         game.take_control()  # from whatever state the last client left it in
 
     @property
@@ -223,12 +237,17 @@ class EldenRingEnv(gym.Env):
             raise ValueError(f"invalid action {action!r} for action space {self.action_space}")
         action = int(action) if self.action_mode == "discrete" else np.asarray(action, np.int8)
         started = time.perf_counter()
-        command = self.actions.command(action, self._previous_action if self.config.action_persistence else None)
-        self._previous_action = action
+        taken_over = self._shared is not None and self._shared.takes_over()
+        if taken_over:  # the person's keys alone: the env's are let go, and it presses none
+            command = NO_KEYS
+        else:
+            command = self.actions.command(action, self._previous_action if self.config.action_persistence else None)
         try:
             overrun, ran = self._play_paused(command) if self.pause_between_steps else (self._play(command), None)
             state, frame = self.game.observe(self._names)
             self._check_picture(frame)
+            if taken_over:
+                action = self._shared.played()
             if ran is not None:
                 # the game time it ran between the resume and the pause: the game's own count where
                 # it has one, else the wall's measure; the next pause is asked earlier or later by it
@@ -242,6 +261,7 @@ class EldenRingEnv(gym.Env):
             self._release_keys()
             raise
         before, self._state, self._frame = self._state, state, frame
+        self._previous_action = action
         self._steps += 1
         reward = float(self.reward_fn(before, state))
         self._episode_reward += reward
@@ -260,7 +280,23 @@ class EldenRingEnv(gym.Env):
                 "overrun_ms": overrun * 1000.0,
                 "frame_age_ms": max(0.0, self.game.now() - frame.timestamp) * 1000.0,
             }
+        if self._shared is not None:
+            timing |= {"taken_over": taken_over, "action": action}
         return obs, reward, terminated, truncated, self._info(**timing)
+
+    def share_keys(self, person: SharedKeys | None) -> None:
+        """Let ``person`` take the game's keys at any step, as a person at the gaming PC can while
+        a policy plays and learns (None: the env alone plays). A step they take runs as any other
+        (paused after it where steps are), but the env presses nothing in it and lets go of what
+        it held; the step's action is theirs, ``person.played()``: in the observation's action
+        history, and in ``info["action"]`` with ``info["taken_over"]`` (both in every step's info
+        while keys are shared). A live game only: lock-step, nobody plays between two calls."""
+        if person is not None and not self.game.realtime:
+            raise ConfigError(
+                "a person can take over a live game only (a simulator server, or the real game over Siphon): the "
+                "in-process simulator runs lock-step, between the env's calls, where nobody can press a key"
+            )
+        self._shared = person
 
     def _play(self, command: KeyCommand) -> float:
         """Apply the keys and let one timestep of game time pass; return how late the step was."""

@@ -657,3 +657,40 @@ def test_awac_with_the_scripted_human_taking_over_counts_the_steps_it_played(awa
     assert all(0 <= row["taken_over"] <= row["length"] for row in rows) and sum(row["taken_over"] for row in rows) > 0
     with pytest.raises(FieldError, match="takes over method awac's steps alone"):
         replace(TINY_RUN, interventions="scripted")
+
+
+PRESS_NOW_AND_THEN = """
+import sys, time
+from capture.takeover import PynputKeyboard
+from env.actions import KeyCommand
+keyboard = PynputKeyboard()
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end:
+    time.sleep(1.0)
+    keyboard.play(KeyCommand(frozenset({"W"}), ("LEFT_SHIFT",)))  # a roll forward, W held on
+    time.sleep(0.5)
+    keyboard.release()
+"""
+
+
+@pytest.mark.slow
+def test_fine_tuning_a_live_game_learns_from_the_steps_a_person_takes_over(awac_start, xvfb: str, tmp_path: Path):
+    """A person's real key events on the display while AWAC plays the simulator's window in real
+    time: the learner's listener hears them, they take those steps over, and the steps are
+    counted (and drawn) as demonstrations."""
+    from env.sim.display import focus_window
+    from env.sim.launcher import SimServer
+
+    bc_path, dataset = awac_start
+    rows: list[dict] = []
+    with SimServer(size=(84, 84), extra_args=("--window",), log_path=tmp_path / "server.log") as server:
+        focus_window(server.process.pid)
+        live = replace(AWAC_RUN, total_steps=80, backend="siphon", hosts=(server.host,), interventions="person")
+        presser = subprocess.Popen([sys.executable, "-c", PRESS_NOW_AND_THEN, "60"])
+        try:
+            metrics = finetune(bc_path, live, CONFIG, tmp_path / "out", on_episode=rows.append, dataset=dataset)
+        finally:
+            presser.kill()
+    assert metrics["env_steps"] == 80 and len(rows) >= 3
+    taken = sum(row["taken_over"] for row in rows)
+    assert 0 < taken < sum(row["length"] for row in rows), rows  # theirs now and then, the policy's between

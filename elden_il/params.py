@@ -282,7 +282,9 @@ class FinetuneConfig:
     """The envs in subprocesses (where there are cores to spare; the same results either way)."""
     kl_coef: float = checked(0.05, number(0))
     """The pull towards the BC policy (a KL penalty)."""
-    learning_rate: float = checked(3e-4, number(0, 1, above=True))
+    learning_rate: float = checked(1e-4, number(0, 1, above=True))
+    """Adam's step, the actor's and the critics': AWAC's one run ends steadier at a third of PPO's
+    0.0003, which PPO's runs were tuned at (BENCHMARKS.md, "The learning rate")."""
     n_steps: int = checked(1024, whole(2, 1_000_000))
     """Steps per env per rollout (what they hold in memory is checked against the env's
     observations when fine-tuning starts: ``elden_il.finetune.check_rollout_fits``)."""

@@ -53,28 +53,30 @@ def test_a_persons_steps_are_labelled_with_what_they_pressed_until_they_let_go()
     assert not person.takes_over()  # 0.7 s with nothing held: the policy's again
 
 
-def test_a_step_the_person_takes_presses_nothing_from_the_env_and_reports_their_action():
+def test_a_step_the_person_takes_presses_nothing_from_the_env_and_reports_their_action(
+    sim_server: SimServer, player: None
+):
+    """On the simulator server in its ideal mode and in its real-server mode alike."""
     now = [0.0]
     person = person_on(now, quiet_s=0.0)
     roll = TABLE.names.index("roll_forward")
-    with SimServer(size=(84, 84)) as server:
-        env = make_env(CONFIG, backend="siphon", host=server.host)
-        try:
-            env.reset(seed=3)
-            env.unwrapped.share_keys(person)
-            person.sink.key("A", True, t=0.0)  # the person holds left as the step starts
-            obs, _, _, _, info = env.step(roll)
-            assert info["taken_over"] and TABLE.names[info["action"]] == "move_left"
-            assert obs["action_history"][-1] == info["action"]  # the policy will see what was played
-            assert env.unwrapped.state["HeroAnimId"] not in ROLLING  # the env's roll was never pressed
-            person.sink.key("A", False, t=0.0)
-            now[0] = 1.0
-            for _ in range(3):  # the env's own again: its roll is pressed and reported
-                _, _, _, _, info = env.step(roll)
-                assert not info["taken_over"] and info["action"] == roll
-            assert env.unwrapped.state["HeroAnimId"] in ROLLING
-        finally:
-            env.close()
+    env = make_env(CONFIG, backend="siphon", host=sim_server.host)
+    try:
+        env.reset(seed=3)
+        env.unwrapped.share_keys(person)
+        person.sink.key("A", True, t=0.0)  # the person holds left as the step starts
+        obs, _, _, _, info = env.step(roll)
+        assert info["taken_over"] and TABLE.names[info["action"]] == "move_left"
+        assert obs["action_history"][-1] == info["action"]  # the policy will see what was played
+        assert env.unwrapped.state["HeroAnimId"] not in ROLLING  # the env's roll was never pressed
+        person.sink.key("A", False, t=0.0)
+        now[0] = 1.0
+        for _ in range(3):  # the env's own again: its roll is pressed and reported
+            _, _, _, _, info = env.step(roll)
+            assert not info["taken_over"] and info["action"] == roll
+        assert env.unwrapped.state["HeroAnimId"] in ROLLING
+    finally:
+        env.close()
 
 
 def test_only_a_live_game_can_be_taken_over():

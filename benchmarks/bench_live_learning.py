@@ -4,10 +4,13 @@ otherwise), at each game speed, with learning on (``updates_per_step`` as params
 off (0: the same run, playing only), side by side in one run.
 
 A live step lasts its game time divided by the game speed (200 ms at 1x, 50 ms at 4x) plus what
-the wire and the pause cost; the learner's update runs after it, while the game is paused. If
-learning's per-step cost is under that, an hour of play is about an hour of wall time.
+the wire and the pause cost; the learner's updates run on a thread of their own while the env
+plays the next step. If they take less than a step, an hour of play is about an hour of wall
+time. ``--in-process`` times the same runs against the in-process simulator instead (the
+pipeline's fine-tuning: no game to wait on, so the step and the updates share the CPU).
 
   python -m benchmarks.bench_live_learning --speeds 1 4 --steps 1000 --json /tmp/live_learning.json
+  python -m benchmarks.bench_live_learning --in-process --steps 2000
 """
 
 from __future__ import annotations
@@ -32,10 +35,16 @@ REAL_SERVER = "--real-server"
 
 
 def timed_run(
-    policy: Path, dataset: tuple[str, Path], settings: FinetuneConfig, speed: float, steps: int, updates: int
+    policy: Path,
+    dataset: tuple[str, Path],
+    settings: FinetuneConfig,
+    speed: float | None,
+    steps: int,
+    updates: int,
 ) -> dict:
-    """One AWAC run of ``steps`` live steps; its env steps' wall time, from the first to the last
-    (the critic's warm-up and the server's start left out) and this process's CPU over them."""
+    """One AWAC run of ``steps`` env steps at game ``speed`` (None: in-process); its env steps'
+    wall time, from the first to the last (the critic's warm-up and the server's start left out)
+    and this process's CPU over them."""
     from env.config import EnvConfig
 
     from elden_il.finetune import finetune_once
@@ -43,10 +52,10 @@ def timed_run(
     config = dataclasses.replace(
         settings,
         method="awac",
-        backend="sim_server",
+        backend="sim" if speed is None else "sim_server",
         num_envs=1,
         runs=1,
-        game_speed=speed,
+        game_speed=speed or 1,
         total_steps=steps,
         updates_per_step=updates,
     )
@@ -69,7 +78,7 @@ def timed_run(
         "steps": len(marks),
         "wall_s_per_1000_steps": (wall1 - wall0) * per_step,
         "learner_cpu_s_per_1000_steps": (cpu1 - cpu0) * per_step,
-        "nominal_wall_s_per_1000_steps": 1000 * 0.2 / speed,
+        "nominal_wall_s_per_1000_steps": None if speed is None else 1000 * 0.2 / speed,
     }
 
 
@@ -93,6 +102,9 @@ class LiveLearningArgs:
     ideal: bool = dataclasses.field(
         default=False, metadata=flag("the simulator server's ideal mode, not its real-server mode")
     )
+    in_process: bool = dataclasses.field(
+        default=False, metadata=flag("the in-process simulator, as the pipeline fine-tunes (--speeds is unused)")
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -109,15 +121,18 @@ def main() -> None:
     params = load_params(ROOT / "params.yaml")
     learning = max(1, params.finetune.updates_per_step)
     dataset = (params.dataset.id, args.minari)
-    results = {"machine": describe(), "server": "ideal" if args.ideal else "real-server", "runs": []}
-    print(f"{'speed':>5} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'learner CPU s/1000':>19}")
-    for speed in args.speeds:
+    server = "in-process" if args.in_process else "ideal" if args.ideal else "real-server"
+    results = {"machine": describe(), "server": server, "runs": []}
+    print(f"{'speed':>10} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'learner CPU s/1000':>19}")
+    for speed in (None,) if args.in_process else args.speeds:
         for updates in (0, learning):
             row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates)
             results["runs"].append(row)
+            nominal = row["nominal_wall_s_per_1000_steps"]
             print(
-                f"{speed:>5g} {updates:>12} {row['wall_s_per_1000_steps']:>12.1f} "
-                f"{row['nominal_wall_s_per_1000_steps']:>8.0f} {row['learner_cpu_s_per_1000_steps']:>19.1f}",
+                f"{'in-process' if speed is None else f'{speed:g}':>10} {updates:>12} "
+                f"{row['wall_s_per_1000_steps']:>12.1f} {'-' if nominal is None else f'{nominal:.0f}':>8} "
+                f"{row['learner_cpu_s_per_1000_steps']:>19.1f}",
                 flush=True,
             )
     if out.json:

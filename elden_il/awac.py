@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -210,7 +211,8 @@ class Learner:
     def update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool = True) -> dict[str, float]:
         features, action, reward, next_features, discount = batch
         target = reward + discount * self.next_value(next_features)
-        critic_loss = sum(F.mse_loss(q(features).gather(1, action[:, None])[:, 0], target) for q in self.critics)
+        values = [rated(features) for rated in self.critics]
+        critic_loss = sum(F.mse_loss(q.gather(1, action[:, None])[:, 0], target) for q in values)
         self.critic_optimizer.zero_grad()
         critic_loss.backward()
         self.critic_optimizer.step()
@@ -219,8 +221,10 @@ class Learner:
         losses = {"critic_loss": float(critic_loss.detach())}
         if actor_learns:
             log_p = F.log_softmax(self.actor(features), -1)
+            # the advantages of the critics as they were before this update's step (as AWAC's
+            # authors compute them): the values already at hand, not another pass of both critics
+            q = ((values[0] + values[1]) / 2).detach()
             with torch.no_grad():
-                q = (self.critics[0](features) + self.critics[1](features)) / 2
                 advantage = q.gather(1, action[:, None])[:, 0] - (log_p.exp() * q).sum(-1)
                 weight = torch.clamp(torch.exp(advantage / self.config.awac_lambda), max=MAX_WEIGHT)
             actor_loss = -(weight * log_p.gather(1, action[:, None])[:, 0]).mean()
@@ -294,49 +298,88 @@ def finetune_awac(
         env.unwrapped.share_keys(person)
     rows: list[dict] = []
     updates: list[dict] = []
+    # The updates from the steps taken so far run on a thread of their own while the env plays the
+    # next step (torch lets go of the GIL while it computes): a step costs the longer of the two,
+    # not their sum, and a live game plays on while the learner learns. Each step's action waits
+    # for those updates: it is always the actor's latest.
+    learning: Future | None = None
     try:
-        obs, _ = env.reset()
-        row = online.add(learner.features(_one(obs))[0])
-        episode_return, length, played = 0.0, 0, 0
-        if intervene is not None:
-            intervene.new_fight()
-        for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
-            action = learner.act(online.features[row], rng)
-            replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
-            action = action if replaced is None else replaced
-            obs, reward, terminated, truncated, info = env.step(action)
-            person_played = bool(info.get("taken_over"))
-            if person_played:  # the step was theirs: what they pressed is its action
-                action = int(info["action"])
-            taken_over = replaced is not None or person_played
-            over = terminated or truncated
-            next_row = online.add(learner.features(_one(obs))[0])
-            online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
-            if on_steps is not None:
-                on_steps(1)
-            row, episode_return, length = next_row, episode_return + float(reward), length + 1
-            played += taken_over
-            if over:
-                rows.append(
-                    {"timesteps": step + 1, "return": episode_return, "length": length, "win": bool(info.get("win"))}
-                    | ({"taken_over": played} if intervene is not None or person is not None else {})
-                )
-                if on_episode is not None:
-                    on_episode(rows[-1])
-                obs, _ = env.reset()
-                row = online.add(learner.features(_one(obs))[0])
-                episode_return, length, played = 0.0, 0, 0
-                if intervene is not None:
-                    intervene.new_fight()
-            for update in range(config.updates_per_step):
-                losses = learner.update(drawn_batch(demo, online, config, rng))
-                if (step + 1) % 1000 == 0 and update == config.updates_per_step - 1:
-                    updates.append({"timesteps": step + 1, **losses})
+        # leaving the block waits for an update in flight: the policy is handed on whole
+        with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
+            obs, _ = env.reset()
+            row = online.add(learner.features(_one(obs))[0])
+            episode_return, length, played = 0.0, 0, 0
+            if intervene is not None:
+                intervene.new_fight()
+            for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
+                _learnt(learning, updates)
+                action = learner.act(online.features[row], rng)
+                learning = _learn(learner_thread, learner, demo, online, config, rng)
+                replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
+                action = action if replaced is None else replaced
+                obs, reward, terminated, truncated, info = env.step(action)
+                person_played = bool(info.get("taken_over"))
+                if person_played:  # the step was theirs: what they pressed is its action
+                    action = int(info["action"])
+                taken_over = replaced is not None or person_played
+                over = terminated or truncated
+                next_row = online.add(learner.features(_one(obs))[0])
+                online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
+                if on_steps is not None:
+                    on_steps(1)
+                row, episode_return, length = next_row, episode_return + float(reward), length + 1
+                played += taken_over
+                if over:
+                    rows.append(
+                        {
+                            "timesteps": step + 1,
+                            "return": episode_return,
+                            "length": length,
+                            "win": bool(info.get("win")),
+                        }
+                        | ({"taken_over": played} if intervene is not None or person is not None else {})
+                    )
+                    if on_episode is not None:
+                        on_episode(rows[-1])
+                    obs, _ = env.reset()
+                    row = online.add(learner.features(_one(obs))[0])
+                    episode_return, length, played = 0.0, 0, 0
+                    if intervene is not None:
+                        intervene.new_fight()
+            _learnt(learning, updates)  # the last step's updates: one set after every step, as ever
+            _learnt(_learn(learner_thread, learner, demo, online, config, rng), updates)
     except GameError as e:
         raise LostGame(trained(policy), rows, updates, online.taken) from e
     finally:
         env.close()  # a live game handed back as it was found, however the run ended
     return trained(policy), rows, updates
+
+
+def _learn(
+    thread: ThreadPoolExecutor,
+    learner: Learner,
+    demo: Replay,
+    online: Replay,
+    config: FinetuneConfig,
+    rng: np.random.Generator,
+) -> Future | None:
+    """``updates_per_step`` updates from the steps taken so far, started on ``thread``: their batches
+    are drawn here, in the loop's order of draws, so a run is the same whichever thread is faster.
+    None before the first step (the demonstrations alone taught the critics before it) or
+    where there are none to make."""
+    if not online.taken or not config.updates_per_step:
+        return None
+    batches = [drawn_batch(demo, online, config, rng) for _ in range(config.updates_per_step)]
+    return thread.submit(lambda seen=online.taken: (seen, [learner.update(batch) for batch in batches]))
+
+
+def _learnt(learning: Future | None, updates: list[dict]) -> None:
+    """Waits for ``learning``'s updates; every thousandth step's last losses go into ``updates``."""
+    if learning is None:
+        return
+    seen, losses = learning.result()
+    if losses and seen % 1000 == 0:
+        updates.append({"timesteps": seen, **losses[-1]})
 
 
 def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.random.Generator) -> tuple:

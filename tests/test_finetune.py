@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -33,6 +34,7 @@ from elden_il.finetune import (
     PriorLogitsBuffer,
     actor_parameters,
     finetune,
+    finetune_once,
     seeded_env_fns,
     train,
 )
@@ -504,9 +506,41 @@ def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_feat
     bc, tuned = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "awac").policy.state_dict()
     moved = {name for name in bc if not torch.equal(bc[name], tuned[name])}
     assert moved and all(name.startswith(("mlp_extractor.policy_net", "action_net")) for name in moved), moved
-    again = finetune(bc_path, AWAC_RUN, CONFIG, tmp_path / "again", dataset=dataset)
-    assert again["episodes"] == metrics["episodes"]
+    # the updates run beside the env's steps: a slower env changes which finishes first, not the run
+    slower = finetune_once(
+        bc_path, AWAC_RUN, CONFIG, tmp_path / "again", on_steps=lambda _: time.sleep(0.003), dataset=dataset
+    )
+    assert slower["episodes"] == metrics["episodes"]
     assert (tmp_path / "awac/policy.safetensors").read_bytes() == (tmp_path / "again/policy.safetensors").read_bytes()
+
+
+def test_awacs_updates_run_while_the_env_plays_its_next_step(awac_start, tmp_path: Path, monkeypatch):
+    """A live game's step is mostly waiting on the game: the learner's updates run on a thread of
+    their own meanwhile, so a step costs the longer of the two, not their sum."""
+    from elden_il.awac import Learner
+
+    bc_path, dataset = awac_start
+    update = Learner.update
+    threads: set[str] = set()
+
+    def slow_update(self, batch, actor_learns=True):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.03)
+        return update(self, batch, actor_learns)
+
+    monkeypatch.setattr(Learner, "update", slow_update)
+    marks: list[float] = []
+
+    def slow_step(_: int) -> None:  # called after each env step, on the loop's thread
+        marks.append(time.perf_counter())
+        time.sleep(0.03)
+
+    finetune_once(
+        bc_path, replace(AWAC_RUN, total_steps=25), CONFIG, tmp_path / "awac", on_steps=slow_step, dataset=dataset
+    )
+    assert any(name.startswith("awac-learner") for name in threads), threads
+    per_step = (marks[-1] - marks[0]) / (len(marks) - 1)
+    assert per_step < 0.05, f"{per_step * 1000:.0f} ms a step: the updates (30 ms) waited for the env (30 ms)"
 
 
 def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_start, tmp_path: Path):

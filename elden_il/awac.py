@@ -267,7 +267,8 @@ def finetune_awac(
     person: SharedKeys | None = None,
 ) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
     """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
-    followed by ``updates_per_step`` updates from demonstrations and the env's own steps; the
+    followed by ``updates_per_step`` updates from demonstrations and the env's own steps (run
+    while the env plays the next step); the
     policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
     return, length, win; with ``intervene`` or ``person``, the steps taken over) and the updates' losses every
     thousand steps. ``on_steps`` is told of each env step. ``intervene`` is shown each step's

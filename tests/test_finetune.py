@@ -642,7 +642,7 @@ def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, 
     from elden_il.finetune import PARTIAL_RUN
 
     bc_path, dataset = awac_start
-    with SimServer(size=(84, 84)) as server:
+    with SimServer(size=(84, 84)) as server, server.player():  # locked on: the real-server mode waits for it
         live = replace(AWAC_RUN, total_steps=10_000, backend="siphon", hosts=(server.host,))
         with pytest.raises(GameError) as lost:
             finetune(bc_path, live, CONFIG, tmp_path / "out", on_episode=lambda row: server.stop(), dataset=dataset)

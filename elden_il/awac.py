@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from elden_il.torch_threads import one_torch_thread
 log = logging.getLogger(__name__)
 
 FEATURE_CHUNK = 512
-"""Demonstration rows per pass of the frozen features (bounds the memory of one pass)."""
+"""Demonstration rows per pass of the frozen features (bounds the memory of a pass: one a core at once)."""
 MAX_WEIGHT = 20.0
 """The largest weight an action's advantage may give it in the actor's loss (AWAC's clip)."""
 MAX_REPLAY_BYTES = 8 * 2**30
@@ -138,9 +139,11 @@ def demonstration_replay(
     count = len(demos)
     width = featurize(demos.batch(np.arange(1))).shape[1]
     replay = Replay.empty(count, width, n_step, gamma)
-    for start in range(0, count, FEATURE_CHUNK):
-        index = np.arange(start, min(count, start + FEATURE_CHUNK))
-        replay.features[index] = featurize(demos.batch(index))
+    chunks = [np.arange(start, min(count, start + FEATURE_CHUNK)) for start in range(0, count, FEATURE_CHUNK)]
+    # a chunk a thread, each on one torch thread: every core busy, and each chunk the same floats
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="awac-features") as threads:
+        for index, features in zip(chunks, threads.map(lambda index: featurize(demos.batch(index)), chunks)):
+            replay.features[index] = features
     replay.rows = count
     for i in np.flatnonzero(~demos.final):
         ends = bool(demos.terminated[i]) or bool(demos.final[i + 1])
@@ -176,6 +179,14 @@ class Learner:
         self.critic_optimizer = torch.optim.Adam(self.critics.parameters(), lr=config.learning_rate, foreach=True)
         self.actor_optimizer = torch.optim.Adam(self.actor.parameters(), lr=config.learning_rate, foreach=True)
         self._critic_weights, self._target_weights = list(self.critics.parameters()), list(self.targets.parameters())
+        # an update's two halves that need not wait for each other run side by side, each op on one
+        # torch thread as before (the same floats, in the same order): the targets' values beside
+        # the critics' forward pass, the actor's step beside the critics' backward pass
+        self._beside = ThreadPoolExecutor(1, thread_name_prefix="awac-beside")
+
+    def close(self) -> None:
+        """Lets the thread an update's halves share go (an update in flight finishes first)."""
+        self._beside.shutdown()
 
     def features(self, obs: dict) -> torch.Tensor:
         with torch.no_grad():
@@ -210,29 +221,41 @@ class Learner:
 
     def update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool = True) -> dict[str, float]:
         features, action, reward, next_features, discount = batch
-        target = reward + discount * self.next_value(next_features)
+        next_value = self._beside.submit(self.next_value, next_features)
         values = [rated(features) for rated in self.critics]
-        critic_loss = sum(F.mse_loss(q.gather(1, action[:, None])[:, 0], target) for q in values)
-        self.critic_optimizer.zero_grad()
-        critic_loss.backward()
-        self.critic_optimizer.step()
-        with torch.no_grad():
-            torch._foreach_lerp_(self._target_weights, self._critic_weights, TARGET_RATE)
-        losses = {"critic_loss": float(critic_loss.detach())}
-        if actor_learns:
-            log_p = F.log_softmax(self.actor(features), -1)
-            # the advantages of the critics as they were before this update's step (as AWAC's
-            # authors compute them): the values already at hand, not another pass of both critics
-            q = ((values[0] + values[1]) / 2).detach()
+        target = reward + discount * next_value.result()
+        # the actor reads the critics' values before their step (as AWAC's authors compute the
+        # advantages) and nothing the critics' step writes, so it learns while they do
+        actor_step = (
+            self._beside.submit(self._actor_step, features, action, [q.detach() for q in values])
+            if actor_learns
+            else None
+        )
+        try:
+            critic_loss = sum(F.mse_loss(q.gather(1, action[:, None])[:, 0], target) for q in values)
+            self.critic_optimizer.zero_grad()
+            critic_loss.backward()
+            self.critic_optimizer.step()
             with torch.no_grad():
-                advantage = q.gather(1, action[:, None])[:, 0] - (log_p.exp() * q).sum(-1)
-                weight = torch.clamp(torch.exp(advantage / self.config.awac_lambda), max=MAX_WEIGHT)
-            actor_loss = -(weight * log_p.gather(1, action[:, None])[:, 0]).mean()
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
-            self.actor_optimizer.step()
-            losses["actor_loss"] = float(actor_loss.detach())
-        return losses
+                torch._foreach_lerp_(self._target_weights, self._critic_weights, TARGET_RATE)
+        finally:  # the actor's step is over before the update is, however it ends
+            actor_loss = actor_step.result() if actor_step is not None else None
+        losses = {"critic_loss": float(critic_loss.detach())}
+        return losses if actor_loss is None else losses | {"actor_loss": actor_loss}
+
+    def _actor_step(self, features: torch.Tensor, action: torch.Tensor, values: list[torch.Tensor]) -> float:
+        """One step of the actor towards the batch's actions, each weighted by its advantage under
+        the critics' ``values``; its loss."""
+        log_p = F.log_softmax(self.actor(features), -1)
+        q = (values[0] + values[1]) / 2
+        with torch.no_grad():
+            advantage = q.gather(1, action[:, None])[:, 0] - (log_p.exp() * q).sum(-1)
+            weight = torch.clamp(torch.exp(advantage / self.config.awac_lambda), max=MAX_WEIGHT)
+        actor_loss = -(weight * log_p.gather(1, action[:, None])[:, 0]).mean()
+        self.actor_optimizer.zero_grad()
+        actor_loss.backward()
+        self.actor_optimizer.step()
+        return float(actor_loss.detach())
 
 
 class Intervene(Protocol):
@@ -284,27 +307,28 @@ def finetune_awac(
     rng = np.random.default_rng(config.seed)
     policy = copy.deepcopy(bc).train()
     learner = Learner(policy, config)
-    demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
-    for _ in range(config.critic_warmup_updates):
-        learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
-    rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
-    if rows_kept * width * 4 > MAX_REPLAY_BYTES:
-        raise ConfigError(
-            f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
-            f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
-        )
-    online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
-    env = make_env()
-    if person is not None:
-        env.unwrapped.share_keys(person)
-    rows: list[dict] = []
-    updates: list[dict] = []
-    # The updates from the steps taken so far run on a thread of their own while the env plays the
-    # next step (torch lets go of the GIL while it computes): a step costs the longer of the two,
-    # not their sum, and a live game plays on while the learner learns. Each step's action waits
-    # for those updates: it is always the actor's latest.
-    learning: Future | None = None
+    env = None
     try:
+        demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
+        for _ in range(config.critic_warmup_updates):
+            learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
+        rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
+        if rows_kept * width * 4 > MAX_REPLAY_BYTES:
+            raise ConfigError(
+                f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
+                f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
+            )
+        online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
+        env = make_env()
+        if person is not None:
+            env.unwrapped.share_keys(person)
+        rows: list[dict] = []
+        updates: list[dict] = []
+        # The updates from the steps taken so far run on a thread of their own while the env plays the
+        # next step (torch lets go of the GIL while it computes): a step costs the longer of the two,
+        # not their sum, and a live game plays on while the learner learns. Each step's action waits
+        # for those updates: it is always the actor's latest.
+        learning: Future | None = None
         # leaving the block waits for an update in flight: the policy is handed on whole
         with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
             obs, _ = env.reset()
@@ -352,7 +376,9 @@ def finetune_awac(
     except GameError as e:
         raise LostGame(trained(policy), rows, updates, online.taken) from e
     finally:
-        env.close()  # a live game handed back as it was found, however the run ended
+        if env is not None:
+            env.close()  # a live game handed back as it was found, however the run ended
+        learner.close()
     return trained(policy), rows, updates
 
 

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import Executor, Future
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -541,6 +542,62 @@ def test_awacs_updates_run_while_the_env_plays_its_next_step(awac_start, tmp_pat
     assert any(name.startswith("awac-learner") for name in threads), threads
     per_step = (marks[-1] - marks[0]) / (len(marks) - 1)
     assert per_step < 0.05, f"{per_step * 1000:.0f} ms a step: the updates (30 ms) waited for the env (30 ms)"
+
+
+class OneAfterTheOther(Executor):
+    """Runs what it is given at once, on the caller's thread: an update's halves in sequence."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        done: Future = Future()
+        done.set_result(fn(*args, **kwargs))
+        return done
+
+
+def test_an_awac_updates_halves_run_side_by_side_and_learn_the_same_floats(awac_start):
+    """The actor's step needs the critics' values and nothing their step writes, so it runs beside
+    the critics' backward pass (and the targets' values beside the critics' forward pass): an
+    update takes the longer of its halves, and learns exactly what it learns with them in turn."""
+    from elden_il.awac import Learner
+
+    policy = load_policy(awac_start[0]).policy
+    width, actions = policy.features_extractor.features_dim, int(policy.action_space.n)
+    generator = torch.Generator().manual_seed(0)
+    batches = [
+        (
+            torch.randn(32, width, generator=generator),
+            torch.randint(0, actions, (32,), generator=generator),
+            torch.randn(32, generator=generator),
+            torch.randn(32, width, generator=generator),
+            torch.rand(32, generator=generator),
+        )
+        for _ in range(20)
+    ]
+    torch.manual_seed(0)
+    beside = Learner(copy.deepcopy(policy), AWAC_RUN)
+    torch.manual_seed(0)
+    in_turn = Learner(copy.deepcopy(policy), AWAC_RUN)
+    in_turn._beside = OneAfterTheOther()
+    assert [beside.update(b) for b in batches] == [in_turn.update(b) for b in batches]
+    for a, b in ((beside.actor, in_turn.actor), (beside.critics, in_turn.critics), (beside.targets, in_turn.targets)):
+        assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+    actor_step, critic_step = Learner._actor_step, beside.critic_optimizer.step
+
+    def slow_actor_step(self, *args):
+        time.sleep(0.05)
+        return actor_step(self, *args)
+
+    def slow_critic_step(*args, **kwargs):
+        time.sleep(0.05)
+        return critic_step(*args, **kwargs)
+
+    beside._actor_step = slow_actor_step.__get__(beside)
+    beside.critic_optimizer.step = slow_critic_step
+    started = time.perf_counter()
+    beside.update(batches[0])
+    took = time.perf_counter() - started
+    beside.close()
+    assert took < 0.09, f"{took * 1000:.0f} ms an update: the actor's step (50 ms) waited for the critics' (50 ms)"
 
 
 def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_start, tmp_path: Path):

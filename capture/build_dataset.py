@@ -33,6 +33,7 @@ import argparse
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -457,8 +458,11 @@ def episode_buffers(
 
     builder = config.observation_builder(actions)
     buffers, sources = [], []
-    for path in tqdm(paths, desc="episodes", unit="episode", disable=None):
-        episode, steps = stepped(path, config, builder, actions, align_to_presses)
+    # an episode a thread: its video decodes, and its frames are made, with the GIL let go
+    with ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="episode") as threads:
+        done = threads.map(lambda path: stepped(path, config, builder, actions, align_to_presses), paths)
+        read = list(tqdm(done, total=len(paths), desc="episodes", unit="episode", disable=None))
+    for path, (episode, steps) in zip(paths, read):
         if steps is None:
             log.warning("skipping %s: shorter than one step (%d samples)", path.name, len(episode))
             continue

@@ -3,7 +3,8 @@
 An episode is written as ``<name>.h5.partial`` in HDF5's single-writer/multiple-reader (SWMR)
 mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
-was flushed (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
+was flushed (lock-step, where no one's play can be lost and the game runs many times faster than
+real time, it flushes only every ``FLUSH_BYTES``) (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
 attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
 whole episode. While a partial file is written its OS lock (``env.common.lock``) is held, so
 recovery never touches a live recording; HDF5's own file locking is off for partial files (on
@@ -204,7 +205,7 @@ class EpisodeWriter:
     with the same settings are byte-identical, and DVC sees no change. ``flush_every_s`` is
     measured on ``clock`` (the recorder's: ``time.monotonic`` live, game time in-process).
     ``lock_step``: no real time passes while the encoder works, so a full video queue waits
-    rather than repeating a frame (``capture.video``).
+    rather than repeating a frame (``capture.video``), and the file is flushed by size alone.
     """
 
     def __init__(
@@ -226,6 +227,7 @@ class EpisodeWriter:
         self.video_path = partial_video_path(self.path)
         self.flush_every_s = flush_every_s
         self._clock = clock
+        self._lock_step = lock_step
         self._file: h5py.File | None = None
         self._video: EpisodeVideo | None = None
         self._lock = FileLock(self.path)
@@ -274,13 +276,14 @@ class EpisodeWriter:
 
     def append(self, sample: Sample) -> None:
         """Cheap: queues the frame for the encoder and buffers the rest; HDF5 is touched at most
-        once per ``flush_every_s`` (or ``FLUSH_BYTES``)."""
+        once per ``flush_every_s`` (or ``FLUSH_BYTES``; lock-step, only the latter)."""
         self._span = (sample.t if self._span is None else self._span[0], sample.t)
         self._repeated.append(not self._video.add(sample.t, sample.frame))
         self._pending.append(sample)
         self._pending_bytes += _sample_bytes(sample)
         self.samples += 1
-        if self._clock() - self._last_flush >= self.flush_every_s or self._pending_bytes >= FLUSH_BYTES:
+        due = not self._lock_step and self._clock() - self._last_flush >= self.flush_every_s
+        if due or self._pending_bytes >= FLUSH_BYTES:
             self.flush()
 
     def append_events(self, events: np.ndarray) -> None:

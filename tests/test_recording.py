@@ -144,6 +144,19 @@ def test_a_full_video_queue_repeats_the_frame_before_and_marks_it_without_delayi
     assert appending < 80 * 0.005, "appending waited for the encoder"
 
 
+def test_a_live_episode_is_flushed_every_second_of_its_clock_and_a_lock_step_one_by_size(tmp_path: Path):
+    """Live, a crash loses at most the last second; lock-step the game runs many times faster than
+    real time and no one's play can be lost, so HDF5 is touched by size alone (and at the end)."""
+    for lock_step, flushed in ((False, 10), (True, 0)):
+        now = [0.0]
+        writer = EpisodeWriter(tmp_path / str(lock_step), meta(), clock=lambda now=now: now[0], lock_step=lock_step)
+        for i in range(10):
+            now[0] += 1.0
+            writer.append(sample(i))
+        assert writer._flushed == flushed
+        assert len(read_episode(writer.finish("win", {}))) == 10
+
+
 def test_an_unfinished_or_corrupt_file_is_refused_clearly(tmp_path: Path):
     writer = EpisodeWriter(tmp_path, meta())
     writer.append(sample(0))
@@ -168,8 +181,8 @@ WRITER_SCRIPT = textwrap.dedent("""
         for i in range(30):
             w.append(sample(i))
         w.finish("win", {{}})
-    w = EpisodeWriter(out, meta(), flush_every_s=0.05, lock_step=True)
-    for i in range(10_000):                       # then one that never finishes
+    w = EpisodeWriter(out, meta(), flush_every_s=0.05)  # then a live one that never finishes
+    for i in range(10_000):
         w.append(sample(i))
         time.sleep(0.002)
         if i == 100:

@@ -3,12 +3,13 @@
 An episode is written as ``<name>.h5.partial`` in HDF5's single-writer/multiple-reader (SWMR)
 mode: samples are buffered in memory and appended, then flushed, at most every
 ``flush_every_s``, so a crash or a SIGKILL loses at most that last second and never corrupts what
-was flushed (lock-step, where no one's play can be lost and the game runs many times faster than
-real time, it flushes only every ``FLUSH_BYTES``) (``python -m capture.recover`` salvages a partial file). ``finish`` writes the final
-attributes, fsyncs and renames the file to ``<name>.h5`` atomically: a ``.h5`` file is always a
-whole episode. While a partial file is written its OS lock (``env.common.lock``) is held, so
-recovery never touches a live recording; HDF5's own file locking is off for partial files (on
-POSIX that lock is the same kind, on the same file).
+was flushed (``python -m capture.recover`` salvages a partial file). Lock-step, where no one's
+play can be lost and the game runs many times faster than real time, it flushes only every
+``FLUSH_BYTES``. ``finish`` writes the final attributes, fsyncs and renames the file to
+``<name>.h5`` atomically: a ``.h5`` file is always a whole episode. While a partial file is
+written its OS lock (``env.common.lock``) is held, so recovery never touches a live recording;
+HDF5's own file locking is off for partial files (on POSIX that lock is the same kind, on the
+same file).
 
 A full disk is checked for before each flush, not found by failing to write: on a full disk HDF5
 does not always report a failed write (it went on "writing" zeros into a sparse file, and the

@@ -19,6 +19,7 @@ as every policy is (``elden_il.policy``); its critic head is BC's, unused.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
@@ -306,9 +307,11 @@ def finetune_awac(
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     policy = copy.deepcopy(bc).train()
-    learner = Learner(policy, config)
-    env = None
-    try:
+    # released in reverse, however the run ends: a live game handed back as it was found, then the
+    # thread an update's halves share
+    with contextlib.ExitStack() as held:
+        learner = Learner(policy, config)
+        held.callback(learner.close)
         demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
         for _ in range(config.critic_warmup_updates):
             learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
@@ -320,6 +323,7 @@ def finetune_awac(
             )
         online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
         env = make_env()
+        held.callback(env.close)
         if person is not None:
             env.unwrapped.share_keys(person)
         rows: list[dict] = []
@@ -329,56 +333,53 @@ def finetune_awac(
         # not their sum, and a live game plays on while the learner learns. Each step's action waits
         # for those updates: it is always the actor's latest.
         learning: Future | None = None
-        # leaving the block waits for an update in flight: the policy is handed on whole
-        with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
-            obs, _ = env.reset()
-            row = online.add(learner.features(_one(obs))[0])
-            episode_return, length, played = 0.0, 0, 0
-            if intervene is not None:
-                intervene.new_fight()
-            for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
-                _learnt(learning, updates)
-                action = learner.act(online.features[row], rng)
-                learning = _learn(learner_thread, learner, demo, online, config, rng)
-                replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
-                action = action if replaced is None else replaced
-                obs, reward, terminated, truncated, info = env.step(action)
-                person_played = bool(info.get("taken_over"))
-                if person_played:  # the step was theirs: what they pressed is its action
-                    action = int(info["action"])
-                taken_over = replaced is not None or person_played
-                over = terminated or truncated
-                next_row = online.add(learner.features(_one(obs))[0])
-                online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
-                if on_steps is not None:
-                    on_steps(1)
-                row, episode_return, length = next_row, episode_return + float(reward), length + 1
-                played += taken_over
-                if over:
-                    rows.append(
-                        {
-                            "timesteps": step + 1,
-                            "return": episode_return,
-                            "length": length,
-                            "win": bool(info.get("win")),
-                        }
-                        | ({"taken_over": played} if intervene is not None or person is not None else {})
-                    )
-                    if on_episode is not None:
-                        on_episode(rows[-1])
-                    obs, _ = env.reset()
-                    row = online.add(learner.features(_one(obs))[0])
-                    episode_return, length, played = 0.0, 0, 0
-                    if intervene is not None:
-                        intervene.new_fight()
-            _learnt(learning, updates)  # the last step's updates: one set after every step, as ever
-            _learnt(_learn(learner_thread, learner, demo, online, config, rng), updates)
-    except GameError as e:
-        raise LostGame(trained(policy), rows, updates, online.taken) from e
-    finally:
-        if env is not None:
-            env.close()  # a live game handed back as it was found, however the run ended
-        learner.close()
+        try:
+            # leaving the block waits for an update in flight: the policy is handed on whole
+            with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
+                obs, _ = env.reset()
+                row = online.add(learner.features(_one(obs))[0])
+                episode_return, length, played = 0.0, 0, 0
+                if intervene is not None:
+                    intervene.new_fight()
+                for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
+                    _learnt(learning, updates)
+                    action = learner.act(online.features[row], rng)
+                    learning = _learn(learner_thread, learner, demo, online, config, rng)
+                    replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
+                    action = action if replaced is None else replaced
+                    obs, reward, terminated, truncated, info = env.step(action)
+                    person_played = bool(info.get("taken_over"))
+                    if person_played:  # the step was theirs: what they pressed is its action
+                        action = int(info["action"])
+                    taken_over = replaced is not None or person_played
+                    over = terminated or truncated
+                    next_row = online.add(learner.features(_one(obs))[0])
+                    online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
+                    if on_steps is not None:
+                        on_steps(1)
+                    row, episode_return, length = next_row, episode_return + float(reward), length + 1
+                    played += taken_over
+                    if over:
+                        rows.append(
+                            {
+                                "timesteps": step + 1,
+                                "return": episode_return,
+                                "length": length,
+                                "win": bool(info.get("win")),
+                            }
+                            | ({"taken_over": played} if intervene is not None or person is not None else {})
+                        )
+                        if on_episode is not None:
+                            on_episode(rows[-1])
+                        obs, _ = env.reset()
+                        row = online.add(learner.features(_one(obs))[0])
+                        episode_return, length, played = 0.0, 0, 0
+                        if intervene is not None:
+                            intervene.new_fight()
+                _learnt(learning, updates)  # the last step's updates: one set after every step, as ever
+                _learnt(_learn(learner_thread, learner, demo, online, config, rng), updates)
+        except GameError as e:
+            raise LostGame(trained(policy), rows, updates, online.taken) from e
     return trained(policy), rows, updates
 
 

@@ -715,6 +715,20 @@ def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, 
     assert json.loads((tmp_path / "out" / PARTIAL_RUN / "learning_curve.json").read_text())  # the fight it finished
 
 
+def test_an_awac_run_with_no_game_at_its_host_says_so_in_one_line_and_keeps_nothing(awac_start, tmp_path: Path):
+    """No server where ``hosts`` points: Siphon's own one line, before a step is taken, and no
+    partial run saved (nothing was trained against a game)."""
+    from env.common.errors import GameError
+    from env.sim.launcher import free_port
+
+    bc_path, dataset = awac_start
+    live = replace(AWAC_RUN, backend="siphon", hosts=(f"127.0.0.1:{free_port()}",))
+    with pytest.raises(GameError, match="no Siphon server at 127.0.0.1:") as lost:
+        finetune(bc_path, live, CONFIG, tmp_path / "out", dataset=dataset)
+    assert "\n" not in str(lost.value) and "fine-tuning stopped" not in str(lost.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
     """``demo_fraction`` of every batch (here half) is demonstrations: the recorded ones and the
     steps a person played, in proportion to how many there are of each; the rest the env's own

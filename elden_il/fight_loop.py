@@ -34,6 +34,9 @@ class FightRecord:
     length: int
     episode_reward: float | None
     """None where no env gave rewards: a fight the recorder's autopilot played (``elden_il.duel --clock sample``)."""
+    step_game_ms: tuple[float, ...] | None = None
+    """The game time each env step ran (``info["step_game_ms"]``), None where no env stepped (a
+    recorded fight): how the live path's steps fell against the in-process draws, fight for fight."""
 
 
 @dataclass
@@ -135,6 +138,7 @@ def run_fights(
         raise ValueError("record_first needs envs made with render_mode='rgb_array' (their frames are render()'s)")
     queue = list(seeds)
     running: dict[int, tuple[int, dict]] = {}  # slot -> (seed, observation)
+    step_ms: dict[int, list[float]] = {}  # slot -> the game time of each step of its fight
     records: dict[int, FightRecord] = {}
     tape = FightTape(seeds[0]) if record_first else None
 
@@ -143,6 +147,7 @@ def run_fights(
         actor.start(slot, seed)
         obs, _ = envs[slot].reset(seed=seed)
         running[slot] = (seed, obs)
+        step_ms[slot] = []
         if tape is not None and seed == tape.seed:
             tape.config = envs[slot].unwrapped.config
 
@@ -155,6 +160,7 @@ def run_fights(
             for slot, action in zip(slots, actions):
                 seed = running[slot][0]
                 obs, reward, terminated, truncated, info = envs[slot].step(action)
+                step_ms[slot].append(info["step_game_ms"])
                 if tape is not None and seed == tape.seed:
                     tape.observations.append(running[slot][1])
                     tape.actions.append(action)
@@ -168,6 +174,7 @@ def run_fights(
                         info["player_damage_taken"],
                         info["episode_length"],
                         info["episode_reward"],
+                        tuple(step_ms[slot]),
                     )
                     if on_fight is not None:
                         on_fight(records[seed])
@@ -198,6 +205,31 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
             else float(np.mean([r.episode_reward for r in records]))
         ),
         "fights_per_minute": len(records) / seconds * 60.0,
+        **step_game_time(records),
+    }
+
+
+STEP_PERCENTILES = (1, 5, 50, 95, 99)
+
+
+def step_game_time(records: list[FightRecord]) -> dict:
+    """How much game time the fights' steps ran: mean, sd, percentiles and the longest, in ms
+    (nothing where a fight was recorded, not stepped). In-process these are the env's draws of
+    the live spread; over the live path, the game's own count: side by side they say whether the
+    live fights met the spread the policies were judged on in-process (the busier the machine, the
+    more live steps run a tick long or short)."""
+    if not records or any(r.step_game_ms is None for r in records):
+        return {}
+    ms = np.concatenate([np.asarray(r.step_game_ms, np.float64) for r in records])
+    percentiles = np.percentile(ms, STEP_PERCENTILES)
+    return {
+        "step_game_ms": {
+            "steps": int(ms.size),
+            "mean": float(ms.mean()),
+            "sd": float(ms.std()),
+            **{f"p{p}": float(v) for p, v in zip(STEP_PERCENTILES, percentiles)},
+            "max": float(ms.max()),
+        }
     }
 
 

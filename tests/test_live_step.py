@@ -211,3 +211,26 @@ def test_a_drawn_step_reports_the_game_time_it_ran():
         ticks.append(env.game.world.tick_count)
         reported.append(info["step_game_ms"])
     assert np.allclose(np.diff(ticks) * TICK_MS, reported) and len(set(reported)) > 1
+
+
+def test_an_evaluation_reports_the_game_time_its_steps_ran():
+    """Each policy's evaluation says how long its steps ran in game time, so an evaluation over
+    the live path can be set beside the in-process one it should match: exactly the timestep
+    under ``step_timing: exact``, spread a tick either way under the default live draws."""
+
+    def steps_of(timing: str) -> dict:
+        config = EnvConfig(step_timing=timing)
+        results = evaluate(
+            {"expert": PlayerActor("expert", config)},
+            lambda: make_env(config, state_attributes=ScriptedExpert.ATTRIBUTES),
+            seeds=[0, 1],
+            parallel=2,
+        )
+        report = results["expert"]
+        assert report["step_game_ms"]["steps"] == round(report["episode_length"] * report["fights"])
+        return report["step_game_ms"]
+
+    exact, drawn = steps_of("exact"), steps_of("live")
+    assert exact["mean"] == exact["p1"] == exact["max"] == 200.0 and exact["sd"] == 0.0
+    assert drawn["p1"] <= 200.0 - TICK_MS + 1e-6 and drawn["p99"] >= 200.0 + TICK_MS - 1e-6 and drawn["sd"] > 0
+    assert abs(drawn["mean"] - 200.0) < TICK_MS / 4

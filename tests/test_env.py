@@ -266,8 +266,10 @@ def test_sb3_ppo_trains_across_fights():
     """SB3's own PPO and policy on the env as it is: two rollouts and updates, through fights
     that end and reset in between."""
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
 
     model = PPO("MultiInputPolicy", make_env(), n_steps=256, batch_size=64, n_epochs=1, seed=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in the temp dir
     model.learn(512)
     assert model.num_timesteps >= 512 and model._n_updates == 2
     assert len(model.ep_info_buffer) >= 2  # fights ended (SB3's Monitor counts them) and the env reset

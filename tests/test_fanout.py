@@ -556,6 +556,7 @@ def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str
 def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: str):
     import numpy as np
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from env.factory import env_fns
@@ -564,6 +565,7 @@ def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: st
 
     def buffer(vec) -> tuple:
         model = PPO("MultiInputPolicy", vec, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")
+        model.set_logger(Logger(folder=None, output_formats=[]))  # SB3's default leaves a folder in the temp dir
         model.learn(32)
         vec.close()
         return model.rollout_buffer.actions.copy(), model.rollout_buffer.rewards.copy()

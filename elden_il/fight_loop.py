@@ -10,6 +10,8 @@ same records. It sits above the env it plays, in the evaluation layer: the game 
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,12 +19,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from env.actions import ActionTable
+from env.common.errors import GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.sim.players import Player, make_player
 
 from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out, report_progress
 from elden_il.win_rate import wilson_interval
+
+log = logging.getLogger(__name__)
+
+PLAY_AGAIN = 2
+"""How many times a fight whose game stopped answering (a live game's call past its deadline on a
+starved machine, a server that died) is played again from its start in a fresh env before the
+error ends the run: one lost call must not throw away an hour of live fights already played."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +47,8 @@ class FightRecord:
     step_game_ms: tuple[float, ...] | None = None
     """The game time each env step ran (``info["step_game_ms"]``), None where no env stepped (a
     recorded fight): how the live path's steps fell against the in-process draws, fight for fight."""
+    played_again: int = 0
+    """How many times the fight was begun again after its game stopped answering (``PLAY_AGAIN``)."""
 
 
 @dataclass
@@ -130,7 +142,8 @@ def run_fights(
 ) -> tuple[list[FightRecord], FightTape | None]:
     """One fight per seed, ``parallel`` at a time with batched decisions; with ``record_first``
     the first fight's ``FightTape`` (else None). Results do not depend on ``parallel``.
-    ``on_fight`` gets each fight's record as it ends (a progress bar)."""
+    ``on_fight`` gets each fight's record as it ends (a progress bar). A fight whose game stops
+    answering is played again from its start in a fresh env, up to ``PLAY_AGAIN`` times."""
     envs = [make_env() for _ in range(max(1, min(parallel, len(seeds))))]
     if record_first and envs[0].render_mode != "rgb_array":
         for env in envs:
@@ -139,17 +152,40 @@ def run_fights(
     queue = list(seeds)
     running: dict[int, tuple[int, dict]] = {}  # slot -> (seed, observation)
     step_ms: dict[int, list[float]] = {}  # slot -> the game time of each step of its fight
+    again: dict[int, int] = {}  # seed -> times its fight was begun again
     records: dict[int, FightRecord] = {}
     tape = FightTape(seeds[0]) if record_first else None
 
     def begin(slot: int) -> None:
+        nonlocal tape
         seed = queue.pop(0)
-        actor.start(slot, seed)
-        obs, _ = envs[slot].reset(seed=seed)
-        running[slot] = (seed, obs)
-        step_ms[slot] = []
-        if tape is not None and seed == tape.seed:
-            tape.config = envs[slot].unwrapped.config
+        while True:
+            actor.start(slot, seed)
+            step_ms[slot] = []
+            if tape is not None and seed == tape.seed:
+                tape = FightTape(seed, envs[slot].unwrapped.config)  # a fight begun again is taped anew
+            try:
+                obs, _ = envs[slot].reset(seed=seed)
+            except GameError as error:
+                play_again(slot, seed, error)
+                continue
+            running[slot] = (seed, obs)
+            return
+
+    def play_again(slot: int, seed: int, error: GameError) -> None:
+        again[seed] = again.get(seed, 0) + 1
+        if again[seed] > PLAY_AGAIN:
+            raise error
+        log.warning(
+            "the fight of seed %d lost its game (%s): begun again in a fresh env (%d of %d)",
+            seed,
+            error,
+            again[seed],
+            PLAY_AGAIN,
+        )
+        with contextlib.suppress(GameError):
+            envs[slot].close()  # what is left of it: a server that no longer answers is stopped
+        envs[slot] = make_env()
 
     try:
         for slot in range(len(envs)):
@@ -159,7 +195,13 @@ def run_fights(
             actions = actor.act([running[s][1] for s in slots], [envs[s] for s in slots], slots)
             for slot, action in zip(slots, actions):
                 seed = running[slot][0]
-                obs, reward, terminated, truncated, info = envs[slot].step(action)
+                try:
+                    obs, reward, terminated, truncated, info = envs[slot].step(action)
+                except GameError as error:
+                    play_again(slot, seed, error)
+                    queue.insert(0, seed)
+                    begin(slot)
+                    continue
                 step_ms[slot].append(info["step_game_ms"])
                 if tape is not None and seed == tape.seed:
                     tape.observations.append(running[slot][1])
@@ -175,6 +217,7 @@ def run_fights(
                         info["episode_length"],
                         info["episode_reward"],
                         tuple(step_ms[slot]),
+                        again.get(seed, 0),
                     )
                     if on_fight is not None:
                         on_fight(records[seed])
@@ -205,6 +248,7 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
             else float(np.mean([r.episode_reward for r in records]))
         ),
         "fights_per_minute": len(records) / seconds * 60.0,
+        "fights_begun_again": sum(r.played_again for r in records),
         **step_game_time(records),
     }
 

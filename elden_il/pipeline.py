@@ -103,6 +103,7 @@ RUN_ONLY = frozenset(
         "train_samples_per_second",
         "env_steps_per_second",
         "fights_per_minute",
+        "fights_begun_again",
     }
 )
 """Report keys, at any depth, that are not results: copies of params, the git commit the code

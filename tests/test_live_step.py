@@ -9,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from env.common.errors import GameError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
@@ -20,7 +21,7 @@ from env.siphon.game import SiphonGame
 from env.step_timing import LIVE, TICK_MS
 
 from elden_il.evaluate import evaluate
-from elden_il.fight_loop import Actor, PlayerActor
+from elden_il.fight_loop import PLAY_AGAIN, Actor, PlayerActor
 
 ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
 
@@ -234,3 +235,48 @@ def test_an_evaluation_reports_the_game_time_its_steps_ran():
     assert exact["mean"] == exact["p1"] == exact["max"] == 200.0 and exact["sd"] == 0.0
     assert drawn["p1"] <= 200.0 - TICK_MS + 1e-6 and drawn["p99"] >= 200.0 + TICK_MS - 1e-6 and drawn["sd"] > 0
     assert abs(drawn["mean"] - 200.0) < TICK_MS / 4
+
+
+class KillsTheServer(PlayerActor):
+    """The scripted expert, killing the simulator server under its env at the tenth step of a
+    fight (``times`` fights in all): a live fight whose game stops answering, as a lost call on a
+    starved machine or a crashed server ends one."""
+
+    def __init__(self, config: EnvConfig, times: int) -> None:
+        super().__init__("expert", config)
+        self.times = times
+        self.steps = 0
+
+    def start(self, slot, seed):
+        super().start(slot, seed)
+        self.steps = 0
+
+    def act(self, observations, envs, slots):
+        self.steps += 1
+        if self.steps == 10 and self.times > 0:
+            self.times -= 1
+            server = envs[0].unwrapped.game.server
+            server.process.kill()
+            server.process.wait()
+        return super().act(observations, envs, slots)
+
+
+@pytest.mark.slow
+def test_a_live_fight_whose_game_stops_answering_is_fought_again_and_the_evaluation_goes_on():
+    """One lost game (its server killed mid-fight) costs a live evaluation that fight's start,
+    not the fights already played: the fight is begun again in a fresh env and counted; a game
+    lost every time ends the run with the game's own error once the fight has had its tries."""
+    config = EnvConfig(game_speed=3.0, max_steps=30)
+
+    def make() -> EldenRingEnv:
+        return make_env(
+            config, backend="sim_server", state_attributes=ScriptedExpert.ATTRIBUTES, pause_between_steps=True
+        )
+
+    seeds = [1_000_000, 1_000_001]
+    results = evaluate({"expert": KillsTheServer(config, times=1)}, make, seeds, parallel=1)["expert"]
+    assert results["fights"] == 2 and results["fights_begun_again"] == 1
+    assert results["episode_length"] == 30 and results["step_game_ms"]["steps"] == 60  # each fight whole, once
+
+    with pytest.raises(GameError, match="127.0.0.1"):
+        evaluate({"expert": KillsTheServer(config, times=PLAY_AGAIN + 1)}, make, seeds[:1], parallel=1)

@@ -65,14 +65,20 @@ CLOCKS = ("SimTick", "gameSpeedVal", "gameSpeedFlag")
 
 def trajectory(env: EldenRingEnv, actions: list[int]) -> list[tuple[dict, np.ndarray]]:
     """(game state, observation frame) of fight 11 at its reset and after each of ``actions``;
-    the env is closed afterwards."""
+    the env is closed afterwards. The state holds the ticks run since the reset (``elapsed``)
+    where the env reads the clock: two steps can end in the same state a tick apart, and an
+    animation's phase, which no attribute shows, then differs in the picture."""
     try:
         obs, _ = env.reset(options={"fight_seed": 11})
+        started = env.state.get("SimTick")
         seen = []
         for action in (None, *actions):
             if action is not None:
                 obs, *_ = env.step(action)
-            seen.append(({k: v for k, v in env.state.items() if k not in CLOCKS}, obs["frame"]))
+            state = {k: v for k, v in env.state.items() if k not in CLOCKS}
+            if started is not None:
+                state["elapsed"] = env.state["SimTick"] - started
+            seen.append((state, obs["frame"]))
         return seen
     finally:
         env.close()

@@ -47,7 +47,7 @@ class FightRecord:
     step_game_ms: tuple[float, ...] | None = None
     """The game time each env step ran (``info["step_game_ms"]``), None where no env stepped (a
     recorded fight): how the live path's steps fell against the in-process draws, fight for fight."""
-    played_again: int = 0
+    begun_again: int = 0
     """How many times the fight was begun again after its game stopped answering (``PLAY_AGAIN``)."""
 
 
@@ -156,9 +156,8 @@ def run_fights(
     records: dict[int, FightRecord] = {}
     tape = FightTape(seeds[0]) if record_first else None
 
-    def begin(slot: int) -> None:
+    def begin(slot: int, seed: int) -> None:
         nonlocal tape
-        seed = queue.pop(0)
         while True:
             actor.start(slot, seed)
             step_ms[slot] = []
@@ -189,7 +188,7 @@ def run_fights(
 
     try:
         for slot in range(len(envs)):
-            begin(slot)
+            begin(slot, queue.pop(0))
         while running:
             slots = list(running)
             actions = actor.act([running[s][1] for s in slots], [envs[s] for s in slots], slots)
@@ -199,8 +198,7 @@ def run_fights(
                     obs, reward, terminated, truncated, info = envs[slot].step(action)
                 except GameError as error:
                     play_again(slot, seed, error)
-                    queue.insert(0, seed)
-                    begin(slot)
+                    begin(slot, seed)
                     continue
                 step_ms[slot].append(info["step_game_ms"])
                 if tape is not None and seed == tape.seed:
@@ -223,7 +221,7 @@ def run_fights(
                         on_fight(records[seed])
                     del running[slot]
                     if queue:
-                        begin(slot)
+                        begin(slot, queue.pop(0))
                 else:
                     running[slot] = (seed, obs)
     finally:
@@ -248,7 +246,7 @@ def summarize(records: list[FightRecord], seconds: float) -> dict:
             else float(np.mean([r.episode_reward for r in records]))
         ),
         "fights_per_minute": len(records) / seconds * 60.0,
-        "fights_begun_again": sum(r.played_again for r in records),
+        "fights_begun_again": sum(r.begun_again for r in records),
         **step_game_time(records),
     }
 

@@ -290,29 +290,43 @@ def in_processes(
     return results
 
 
-_DRAINED = "fanout: no more progress"
 DRAIN_TIMEOUT_S = 2.0
 """How long the pool's end waits for its progress messages to be handed on."""
+DRAIN_POLL_S = 0.05
+"""How often the progress thread looks for a message (and for the pool's end) while none waits."""
 
 
 @contextmanager
 def _drained(messages: Any, on_progress: Callable[[Any], None]) -> Iterator[None]:
     """A thread handing each message of ``messages`` to ``on_progress`` while the block runs,
-    and every message sent before it ends. A worker stopped in the middle of sending one (the
-    pool terminated on Ctrl-C) leaves a message that never completes: the thread is not waited
-    for long, and dies with the process."""
+    and, when it ends normally, every message sent before then. The end is told by an event, not
+    by a message of this process's own: a worker stopped in the middle of sending (the pool
+    terminated on Ctrl-C) dies holding the queue's write lock, and a last message would wait for
+    that lock for ever. A block that raises hands on nothing more and waits for nothing; the
+    thread, maybe stuck on the dead worker's half a message, dies with the process."""
+    ended, abandoned = threading.Event(), threading.Event()
 
     def drain() -> None:
-        while (message := messages.get()) != _DRAINED:
-            on_progress(message)
+        while True:
+            if not messages.empty():
+                message = messages.get()
+                if not abandoned.is_set():
+                    on_progress(message)
+            elif ended.is_set():
+                return
+            else:
+                ended.wait(DRAIN_POLL_S)
 
     thread = threading.Thread(target=drain, name="fanout-progress", daemon=True)
     thread.start()
     try:
         yield
+    except BaseException:
+        abandoned.set()
+        raise
     finally:
-        messages.put(_DRAINED)
-        thread.join(timeout=DRAIN_TIMEOUT_S)
+        ended.set()
+    thread.join(timeout=DRAIN_TIMEOUT_S)
 
 
 @contextmanager

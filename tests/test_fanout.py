@@ -226,6 +226,51 @@ worker.join()
 """
 
 
+CTRL_C_WHILE_WORKERS_REPORT = """
+import sys, time
+from env.common.cli import run_command
+from elden_il.fanout import in_processes
+
+def job(n):
+    from elden_il.fanout import report_progress
+    while True:
+        report_progress("a fight ended")
+
+def on_progress(message):
+    if message == "a fight ended":
+        print("reporting", flush=True)
+    time.sleep(0.01)  # slower than the workers: they wait on a full pipe, holding its lock
+
+sys.exit(run_command(lambda: in_processes(job, [(1,), (2,)], 2, lambda _: None, on_progress)))
+"""
+
+
+def test_a_ctrl_c_while_workers_report_progress_stops_the_command_at_once():
+    """Ctrl-C stops the workers where they are: one stopped in the middle of reporting progress
+    dies holding the progress queue's lock, and the command's end, waiting for that lock to say
+    "no more progress", waited for ever (the evaluate stage's hang after Ctrl-C in CI). The
+    workers here report without pause, so the Ctrl-C all but always lands in one's report."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_WHILE_WORKERS_REPORT],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+    )
+    try:
+        assert process.stdout.readline() == "reporting\n"
+        time.sleep(1.0)  # the pipe full, both workers waiting in a report
+        os.killpg(process.pid, signal.SIGINT)
+        err = process.communicate(timeout=30)[1]
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert err.strip().startswith("error: interrupted by SIGINT"), err
+
+
 def test_a_ctrl_c_while_the_workers_are_spawned_is_heard_once_they_are():
     """Under load the spawns take long enough for a Ctrl-C to land in them: it was ignored there
     (the workers were born ignoring it, as their parent did), so the command ran on to its end.

@@ -182,13 +182,11 @@ sys.exit(run_command(lambda: in_processes(time.sleep, [(30,), (30,)], 2, lambda 
 """
 
 
-@pytest.mark.parametrize("after_s", [0.05, 0.4, 1.0])
-def test_ctrl_c_while_worker_processes_start_is_one_line_from_the_command_not_theirs(after_s: float):
-    """Ctrl-C reaches every process of the terminal's group, the workers starting up too: a
-    worker that heard it before it had set itself deaf printed its own KeyboardInterrupt
-    traceback beside the command's one line. They start deaf to it; the command says it once."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C_DURING_STARTUP],
+def in_a_terminal(program: str) -> subprocess.Popen:
+    """``python -c program`` as a command typed in a terminal: a process group of its own, which a
+    Ctrl-C reaches whole (``os.killpg``); this machine's worker processes, not Ray's."""
+    return subprocess.Popen(
+        [sys.executable, "-c", program],
         cwd=ROOT,
         start_new_session=True,
         stdout=subprocess.PIPE,
@@ -196,6 +194,14 @@ def test_ctrl_c_while_worker_processes_start_is_one_line_from_the_command_not_th
         text=True,
         env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
     )
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.4, 1.0])
+def test_ctrl_c_while_worker_processes_start_is_one_line_from_the_command_not_theirs(after_s: float):
+    """Ctrl-C reaches every process of the terminal's group, the workers starting up too: a
+    worker that heard it before it had set itself deaf printed its own KeyboardInterrupt
+    traceback beside the command's one line. They start deaf to it; the command says it once."""
+    process = in_a_terminal(CTRL_C_DURING_STARTUP)
     assert process.stdout.readline() == "starting\n"  # the workers are being started (they take seconds)
     time.sleep(after_s)
     os.killpg(process.pid, signal.SIGINT)
@@ -250,15 +256,7 @@ def test_a_ctrl_c_while_workers_report_progress_stops_the_command_at_once():
     dies holding the progress queue's lock, and the command's end, waiting for that lock to say
     "no more progress", waited for ever (the evaluate stage's hang after Ctrl-C in CI). The
     workers here report without pause, so the Ctrl-C all but always lands in one's report."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", CTRL_C_WHILE_WORKERS_REPORT],
-        cwd=ROOT,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-    )
+    process = in_a_terminal(CTRL_C_WHILE_WORKERS_REPORT)
     try:
         assert process.stdout.readline() == "reporting\n"
         time.sleep(1.0)  # the pipe full, both workers waiting in a report

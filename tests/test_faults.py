@@ -1004,6 +1004,33 @@ def running(pid: int) -> bool:
         return False
 
 
+def test_a_simulator_server_ends_with_the_process_that_started_it_however_it_ends():
+    """A script that started servers (``SimServer``) and was killed (SIGKILL, or SIGTERM without
+    the CLI's handling) left them serving on 127.0.0.1 for ever: one killed evaluation left 48.
+    The server watches the pipe its starter holds, which the kernel closes at any death."""
+    starter = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; from env.sim.launcher import SimServer\n"
+            "server = SimServer(size=(84, 84)); print(server.process.pid, flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        server = int(starter.stdout.readline())
+        assert running(server)
+        starter.kill()
+        starter.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while running(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(server), "the server outlived the process that started it"
+    finally:
+        starter.kill()
+
+
 # ------------------------------------------------------------------------------ atomic rebuild
 @pytest.fixture(scope="module")
 def raw_episodes(tmp_path_factory) -> Path:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -69,6 +71,13 @@ class ServeOptions:
         ),
     )
     log_level: str = log_level_flag()
+    stop_with_stdin: bool = field(
+        default=False,
+        metadata=flag(
+            "stop when standard input closes: how a program that starts the server (env.sim.launcher) "
+            "ties the server's life to its own, so a starter that is killed leaves no server behind"
+        ),
+    )
     real_server: bool | None = field(
         default=None,
         metadata=flag(
@@ -94,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    server = ("host", "port", "seed", "size", "profile", "speed", "window", "log_level")
+    server = ("host", "port", "seed", "size", "profile", "speed", "window", "log_level", "stop_with_stdin")
     add_flags(parser, ServeOptions, server)
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
     add_flags(real, ServeOptions, ("real_server",))
@@ -129,6 +138,8 @@ def serve_until_stopped(options: ServeOptions, timings: RealServerTimings, life_
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    if options.stop_with_stdin:
+        threading.Thread(target=stop_at_end_of_input, args=(stop,), name="stdin-watch", daemon=True).start()
     try:
         if options.window:
             from env.profile import load_profile
@@ -139,6 +150,17 @@ def serve_until_stopped(options: ServeOptions, timings: RealServerTimings, life_
             stop.wait()
     finally:
         running.stop()
+
+
+def stop_at_end_of_input(stop: threading.Event) -> None:
+    """Set ``stop`` once standard input closes: the starter holds the pipe's other end, and the
+    kernel closes it however the starter ends (SIGKILL included), which no signal handler sees.
+    Read from the descriptor, not ``sys.stdin``: a daemon thread blocked inside a buffered reader
+    holds its lock, and the interpreter aborts at exit when it finds the lock held."""
+    while os.read(sys.stdin.fileno(), 4096):
+        pass
+    logging.getLogger("env.sim").info("standard input closed: stopping")
+    stop.set()
 
 
 if __name__ == "__main__":

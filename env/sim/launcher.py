@@ -2,7 +2,8 @@
 
 Each server is its own process on its own loopback port; ``SimServer`` waits until it answers
 ``GetServerStatus`` before handing out its address, and stops it (SIGTERM, then SIGKILL) on
-``stop()`` or when used as a context manager.
+``stop()`` or when used as a context manager. A server also stops when the process that started
+it ends without stopping it (killed, say): it watches the pipe on its standard input.
 
 ``ELDEN_IL_SIM_ARGS`` (e.g. ``"--real-server --scan-ms 1 --hook-delay-s 0.2"``) is added to
 every server's command line: that is how a whole test run, a benchmark or a vector env is pointed
@@ -90,10 +91,15 @@ class SimServer:
                 str(seed),
                 "--size",
                 f"{size[0]}x{size[1]}",
+                # Its standard input is a pipe whose write end this process holds: the kernel
+                # closes it however this process ends, and the server stops then.
+                "--stop-with-stdin",
                 *shlex.split(os.environ.get(ARGS_VARIABLE, "")),
                 *extra_args,
             ]
-            self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT
+            )
             try:
                 self._wait_ready(start_timeout)
                 return
@@ -128,6 +134,8 @@ class SimServer:
         raise GameError(f"the simulator server on {self.host} did not answer within {timeout:g} s")
 
     def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
         if self.process.poll() is None:
             self.process.terminate()
             try:

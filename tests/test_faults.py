@@ -1018,8 +1018,8 @@ def test_a_simulator_server_ends_with_the_process_that_started_it_however_it_end
         stdout=subprocess.PIPE,
         text=True,
     )
+    server = int(starter.stdout.readline())
     try:
-        server = int(starter.stdout.readline())
         assert running(server)
         starter.kill()
         starter.wait(timeout=10)
@@ -1029,6 +1029,8 @@ def test_a_simulator_server_ends_with_the_process_that_started_it_however_it_end
         assert not running(server), "the server outlived the process that started it"
     finally:
         starter.kill()
+        if running(server):
+            os.kill(server, signal.SIGKILL)
 
 
 # ------------------------------------------------------------------------------ atomic rebuild

@@ -991,10 +991,7 @@ def test_an_interrupted_evaluate_stage_stops_its_worker_processes_and_fails_in_o
     assert stage.returncode == 130, err
     line = err.strip().splitlines()[-1]
     assert "Traceback" not in err and line.startswith("error: interrupted by SIGINT"), err
-    deadline = time.monotonic() + 5
-    while any(running(p) for p in started["workers"]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(running(p) for p in started["workers"])
+    assert all_ended(started["workers"], timeout=5)
 
 
 def running(pid: int) -> bool:
@@ -1002,6 +999,14 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def all_ended(pids: list[int], timeout: float) -> bool:
+    """Whether every one of ``pids`` has ended (or is a zombie) within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while any(running(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(running(p) for p in pids)
 
 
 def test_a_simulator_server_ends_with_the_process_that_started_it_however_it_ends():
@@ -1023,10 +1028,7 @@ def test_a_simulator_server_ends_with_the_process_that_started_it_however_it_end
         assert running(server)
         starter.kill()
         starter.wait(timeout=10)
-        deadline = time.monotonic() + 15
-        while running(server) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not running(server), "the server outlived the process that started it"
+        assert all_ended([server], timeout=15), "the server outlived the process that started it"
     finally:
         starter.kill()
         if running(server):

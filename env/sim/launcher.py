@@ -97,9 +97,7 @@ class SimServer:
                 *shlex.split(os.environ.get(ARGS_VARIABLE, "")),
                 *extra_args,
             ]
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT
-            )
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT)
             try:
                 self._wait_ready(start_timeout)
                 return

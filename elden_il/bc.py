@@ -9,11 +9,12 @@ early when validation loss stops improving and keeps the best checkpoint.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +27,7 @@ from env.common.staging import staged_folder
 
 from elden_il.data import Demonstrations, sample_weights
 from elden_il.params import BCConfig
-from elden_il.policy import NetworkSize, make_policy, save_policy
+from elden_il.policy import NetworkSize, PolicyEnsemble, make_policy, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -60,27 +61,61 @@ def train_bc(
     on_epoch: Callable[[dict], None] | None = None,
     size: NetworkSize = NetworkSize(),
 ) -> dict:
-    """Train, checkpoint the best policy to ``out`` (``save_policy``: with the env config it is
-    for), return the metrics. Each step's loss is weighed as ``config`` says (``data.sample_weights``:
+    """Train, save the best policy to ``out`` (``save_policy``: with the env config it is for),
+    return the metrics. Each step's loss is weighed as ``config`` says (``data.sample_weights``:
     corrections, the policy's own steps, ``action_weights``); steps weighted 0 are left out of
     training and validation altogether (still there as frame-stack and action-history context), so
-    they train exactly as if they were not in the dataset. ``on_epoch`` gets each epoch's record
-    as it ends (the pipeline logs it with DVCLive). ``size`` is the network's (the pipeline's by
-    default). ``out`` is written whole once training ends (``env.common.staging.staged_folder``):
-    training stopped half-way leaves the old policy, or none."""
+    they train exactly as if they were not in the dataset. ``size`` is the network's (the
+    pipeline's by default). ``out`` is written whole once training ends
+    (``env.common.staging.staged_folder``): training stopped half-way leaves the old policy, or none.
+
+    With ``config.runs`` above 1, that many networks, each on a training seed of its own
+    (``config.seed`` counting up: its own first weights, validation fights and batches), saved as
+    one ``PolicyEnsemble``. On a person's few fights, where one network stops depends on its
+    seed, and a seed that stops on a poor checkpoint wins nothing; together they vote it down
+    (BENCHMARKS.md, "Several BC networks as one"). The first network is the one ``runs: 1``
+    trains: its epochs go to ``on_epoch`` (the pipeline logs them with DVCLive) and its history
+    beside the policy; fine-tuning continues each network in turn (``elden_il.policy.member``)."""
     weights = sample_weights(demos, config.intervention_weight, config.action_weights)
+    seeds = [config.seed + run for run in range(config.runs)]
+    if len(seeds) > 1:
+        log.info("behaviour cloning %d networks (seeds %s) to act as one policy", len(seeds), seeds)
     with staged_folder(out) as folder:
-        return _train_bc(demos, config, folder, weights, on_epoch, size)
+        trained = [
+            _train_bc(demos, replace(config, seed=seed), weights, on_epoch if seed == config.seed else None, size)
+            for seed in seeds
+        ]
+        networks = [network for network, _ in trained]
+        save_policy(networks[0] if len(networks) == 1 else PolicyEnsemble(networks), demos.config, folder)
+        first = trained[0][1]
+        (folder / "history.json").write_text(json.dumps(first["history"], indent=2))
+    metrics = {
+        **{key: value for key, value in first.items() if key != "history"},
+        "device": str(device()),
+        "config": asdict(config),
+        "env_config": demos.config.to_dict(),
+    }
+    if len(seeds) > 1:
+        metrics["networks"] = [
+            {
+                "seed": seed,
+                "epochs_run": run["epochs_run"],
+                "best_val_loss": run["best_val_loss"],
+                "final": run["final"],
+            }
+            for seed, (_, run) in zip(seeds, trained)
+        ]
+    return metrics
 
 
 def _train_bc(
     demos: Demonstrations,
     config: BCConfig,
-    out: Path,
     weights: np.ndarray,
     on_epoch: Callable[[dict], None] | None,
     size: NetworkSize,
-) -> dict:
+) -> tuple[ActorCriticPolicy, dict]:
+    """One network trained on ``config.seed``, at its best epoch, and how it trained."""
     torch.manual_seed(config.seed)
     dev = device()
     policy = make_policy(demos.observation_space, demos.action_space, size).to(dev)
@@ -89,7 +124,7 @@ def _train_bc(
     rng = np.random.default_rng(config.seed)
     shifts = np.random.default_rng([config.seed, SHIFTS])
     history: list[dict] = []
-    best, stale, samples, train_seconds = float("inf"), 0, 0, 0.0
+    best, best_weights, stale, samples, train_seconds = float("inf"), None, 0, 0, 0.0
 
     for epoch in range(1, config.epochs + 1):
         policy.train()
@@ -110,20 +145,22 @@ def _train_bc(
         val_loss, val_acc = evaluate_bc(policy, demos, val_idx, dev)
         record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "val_loss": val_loss, "val_accuracy": val_acc}
         history.append(record)
-        log.info("BC epoch %d: %s", epoch, record)
+        log.info("BC (seed %d) epoch %d: %s", config.seed, epoch, record)
         if on_epoch is not None:
             on_epoch(record)
         score = val_loss if len(val_idx) else record["train_loss"]
         if score < best - 1e-4:
             best, stale = score, 0
-            save_policy(policy, demos.config, out)
+            best_weights = copy.deepcopy(policy.state_dict())
         else:
             stale += 1
             if stale >= config.patience:
                 log.info("validation loss stopped improving: stopping after epoch %d", epoch)
                 break
 
-    metrics = {
+    if best_weights is not None:  # None only where no epoch's loss was a number
+        policy.load_state_dict(best_weights)
+    return policy, {
         "epochs_run": len(history),
         "best_val_loss": best,
         "final": history[-1],
@@ -131,12 +168,8 @@ def _train_bc(
         "train_steps": len(train_idx),
         "val_steps": len(val_idx),
         "episodes": demos.source_episodes,
-        "device": str(dev),
-        "config": asdict(config),
-        "env_config": demos.config.to_dict(),
+        "history": history,
     }
-    (out / "history.json").write_text(json.dumps(history, indent=2))
-    return metrics
 
 
 def log_likelihood(

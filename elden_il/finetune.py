@@ -47,7 +47,7 @@ from elden_il.fanout import cluster_address
 from elden_il.finetune_runs import finetune_runs
 from elden_il.interventions import ScriptedInterventions
 from elden_il.params import FinetuneConfig
-from elden_il.policy import load_policy, network_size, one_network, policy_kwargs, save_policy
+from elden_il.policy import load_policy, member, network_size, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -361,11 +361,13 @@ def finetune_once(
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
     dataset: Dataset | None = None,
+    run: int = 0,
 ) -> dict:
-    """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says.
-    ``on_steps`` gets the count of each batch of env steps as they are taken."""
+    """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says,
+    continuing the BC policy's network for ``run`` (``elden_il.policy.member``: its own, or an
+    ensemble's in turn). ``on_steps`` gets the count of each batch of env steps as they are taken."""
     started = time.perf_counter()
-    start = one_network(load_policy(bc_policy_path), "fine-tuning")
+    start = member(load_policy(bc_policy_path), run)
     if config.method == "awac":
         from elden_il.awac import LostGame, finetune_awac
         from elden_il.data import demonstrations, open_dataset

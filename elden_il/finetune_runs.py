@@ -46,6 +46,7 @@ class _Run:
     env_config: EnvConfig
     out: Path
     dataset: tuple[str, Path] | None = None
+    index: int = 0
 
 
 PARENT_CHECK_S = 1.0
@@ -97,6 +98,7 @@ def _train(run: _Run) -> dict:
         progress_bar=False,
         on_steps=_count_steps,
         dataset=run.dataset,
+        run=run.index,
     )
     return {**metrics, "seed": run.config.seed}
 
@@ -155,11 +157,12 @@ def finetune_runs(
     dataset: tuple[str, Path] | None = None,
 ) -> dict:
     """``config.runs`` fine-tuning runs (training seeds ``config.seed`` counting up), each trained
-    by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``); the policies
-    they end with are saved in ``out`` as one ``PolicyEnsemble``, beside the first run's curves,
-    swapped in whole once all are done: an interrupted run leaves the previous policy, and a
-    killed one a staging folder the next run clears (``env.common.staging``). ``on_episode`` gets the
-    first run's learning-curve rows, in order, once all are done."""
+    by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``) from the BC
+    policy's network for its place (an ensemble's members in turn, ``elden_il.policy.member``);
+    the policies they end with are saved in ``out`` as one ``PolicyEnsemble``, beside the first
+    run's curves, swapped in whole once all are done: an interrupted run leaves the previous
+    policy, and a killed one a staging folder the next run clears (``env.common.staging``).
+    ``on_episode`` gets the first run's learning-curve rows, in order, once all are done."""
     from elden_il.policy import PolicyEnsemble, load_policy, save_policy
 
     seeds = [config.seed + i for i in range(config.runs)]
@@ -177,8 +180,9 @@ def finetune_runs(
                 env_config,
                 built.parent / f"run-seed-{seed}",
                 dataset,
+                index,
             )
-            for seed in seeds
+            for index, seed in enumerate(seeds)
         ]
         log.info("fine-tuning %d runs (seeds %s), %d at a time, to act as one policy", len(runs), seeds, workers)
         with progress(total=len(runs) * config.total_steps, desc="fine-tuning", unit="step") as trained:

@@ -250,6 +250,11 @@ class BCConfig:
     """Random shifts (DrQ, RAD): each training frame moved by up to this many pixels each way, its
     edge pixels repeated into the gap, a new shift every time it is drawn; 0: the frames as they are."""
     seed: int = checked(0, whole(0, 2**32 - 1))
+    """The first network's training seed (the next networks count up from it)."""
+    runs: int = checked(1, whole(1, 16))
+    """Networks trained one after another, each on its own seed, acting as one policy, their
+    log-probabilities averaged: on a person's 20 fights one network's result swings with its
+    seed from nothing to above half the person's (BENCHMARKS.md, "Several BC networks as one")."""
 
     def __post_init__(self) -> None:
         check_fields(self)

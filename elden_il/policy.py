@@ -246,11 +246,18 @@ def one_network(loaded: LoadedPolicy, use: str) -> ActorCriticPolicy:
     policy is an ensemble."""
     if isinstance(loaded.policy, PolicyEnsemble):
         raise ConfigError(
-            f"{loaded.path} is an ensemble of {len(loaded.policy.members)} networks (fine-tuning's runs acting as "
-            f"one), and {use} takes one network: give it a single policy, such as behaviour cloning's "
-            "(datasets/models/bc) or a fine-tuning run of finetune.runs: 1"
+            f"{loaded.path} is an ensemble of {len(loaded.policy.members)} networks (runs acting as one), and "
+            f"{use} takes one network: give it a single policy, one trained with runs: 1 (bc.runs, finetune.runs)"
         )
     return loaded.policy
+
+
+def member(loaded: LoadedPolicy, index: int) -> ActorCriticPolicy:
+    """The network fine-tuning's run ``index`` continues: the policy's own, or an ensemble's
+    members in turn (run 0 the first: behaviour cloning's on ``bc.seed``, what ``bc.runs: 1``
+    trains alone). An ensemble has no network of its own to train further."""
+    members = networks(loaded.policy)
+    return members[index % len(members)]
 
 
 @dataclass(frozen=True)

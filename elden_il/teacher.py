@@ -54,8 +54,9 @@ def warn_if_far_below(bc: dict, teacher: dict) -> None:
     if bc["win_rate"] < FAR_BELOW * teacher["win_rate"]:
         log.warning(
             "behaviour cloning wins %.0f %% of the held-out fights, its teacher (%s) %.0f %% of the %d recorded: "
-            'it learnt little of how they fight. More recorded fights help most (docs/guide.md, "Train on your '
-            'own recordings"); the fine-tuned row shows what RL made of it',
+            "it learnt little of how they fight. More recorded fights help most, and on a few of them several "
+            'networks acting as one, params.yaml bc.runs: 3 (docs/guide.md, "Train on your own recordings"); the '
+            "fine-tuned row shows what RL made of it",
             100 * bc["win_rate"],
             teacher["who"],
             100 * teacher["win_rate"],

@@ -26,7 +26,15 @@ from capture.record import RecordSettings, record
 from elden_il.bc import device, log_likelihood, random_shift, train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from elden_il.params import BCConfig, NetworkSize, ParamsError, load_params
-from elden_il.policy import SAVED_BEFORE_SIZES, FightFeatures, load_policy, make_policy, network_size, policy_space
+from elden_il.policy import (
+    SAVED_BEFORE_SIZES,
+    FightFeatures,
+    PolicyEnsemble,
+    load_policy,
+    make_policy,
+    network_size,
+    policy_space,
+)
 
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=2)
 
@@ -83,6 +91,25 @@ def test_behaviour_cloning_with_random_shifts_learns_from_moved_frames_reproduci
     shifted, again, unshifted = weights
     assert all(torch.equal(shifted[k], again[k]) for k in shifted)
     assert not all(torch.equal(shifted[k], unshifted[k]) for k in shifted)
+
+
+def test_bc_runs_train_a_network_per_seed_acting_as_one_the_first_the_one_a_single_run_trains(demos, tmp_path: Path):
+    """``bc.runs: 2`` saves two networks as one policy: the first the very network ``runs: 1``
+    trains on the same seed (its epochs logged, its history kept), the second its own seed's."""
+    config = BCConfig(epochs=2, batch_size=32, validation_fraction=0.0, seed=3)
+    one = train_bc(demos, config, tmp_path / "one", size=TINY_NETWORK)
+    logged: list[dict] = []
+    two = train_bc(demos, replace(config, runs=2), tmp_path / "two", on_epoch=logged.append, size=TINY_NETWORK)
+
+    single, together = load_policy(tmp_path / "one").policy, load_policy(tmp_path / "two").policy
+    assert isinstance(together, PolicyEnsemble) and len(together.members) == 2
+    first, second = (member.state_dict() for member in together.members)
+    assert all(torch.equal(value, first[key]) for key, value in single.state_dict().items())
+    assert not all(torch.equal(value, second[key]) for key, value in single.state_dict().items())
+    assert [network["seed"] for network in two["networks"]] == [3, 4] and "networks" not in one
+    assert two["networks"][0]["best_val_loss"] == one["best_val_loss"] == two["best_val_loss"]
+    assert len(logged) == one["epochs_run"] and two["config"]["runs"] == 2
+    assert (tmp_path / "two" / "history.json").read_text() == (tmp_path / "one" / "history.json").read_text()
 
 
 def test_a_keybind_is_pressed_by_the_same_steps_in_either_action_mode():

@@ -328,18 +328,28 @@ def test_an_ensemble_acts_on_its_members_geometric_mean_and_loads_as_it_was_save
         env.step(action)
 
 
-def test_fine_tuning_and_sb3s_zip_take_one_network_and_say_so_for_an_ensemble(tmp_path: Path):
+def test_fine_tuning_continues_an_ensembles_networks_in_turn_and_sb3s_zip_takes_one(tmp_path: Path):
+    """Each fine-tuning run continues one of the policy's networks (behaviour cloning's
+    ``bc.runs``): run 0 the first, run 1 the second. The critic's warm-up spans the whole run here,
+    so the actor each run ends with is the network it started from."""
     from env.common.errors import ConfigError
 
+    from elden_il.finetune import finetune_once
     from elden_il.sb3_zip import export_sb3
 
     members = [load_policy(untrained_bc(tmp_path / f"m{i}")).policy for i in range(2)]
     save_policy(PolicyEnsemble(members), CONFIG, tmp_path / "ensemble")
-    with pytest.raises(ConfigError, match="is an ensemble of 2 networks .* and fine-tuning takes one network"):
-        finetune(tmp_path / "ensemble", TINY_RUN, CONFIG, tmp_path / "out")
-    with pytest.raises(ConfigError, match="and SB3's zip takes one network"):
+    frozen = replace(TINY_RUN, value_warmup_steps=TINY_RUN.total_steps)
+    for run, started in enumerate(members):
+        finetune_once(tmp_path / "ensemble", frozen, CONFIG, tmp_path / f"run{run}", progress_bar=False, run=run)
+        actor = load_policy(tmp_path / f"run{run}").policy.action_net.state_dict()
+        assert all(torch.equal(value, started.action_net.state_dict()[key]) for key, value in actor.items()), run
+    assert not all(
+        torch.equal(members[0].action_net.state_dict()[k], v) for k, v in members[1].action_net.state_dict().items()
+    )
+    with pytest.raises(ConfigError, match="is an ensemble of 2 networks .* and SB3's zip takes one network"):
         export_sb3(tmp_path / "ensemble", tmp_path / "ensemble.zip")
-    assert not (tmp_path / "out").exists() and not (tmp_path / "ensemble.zip").exists()
+    assert not (tmp_path / "ensemble.zip").exists()
 
 
 def test_an_ensemble_of_different_networks_is_refused_before_anything_is_written(tmp_path: Path):

@@ -42,6 +42,7 @@ TINY = {
         "validation_fraction": 0.5,
         "patience": 1,
         "seed": 0,
+        "runs": 2,  # two networks acting as one, each continued by one of fine-tuning's runs
     },
     "finetune": {
         "method": "awac",  # the pipeline's: from one env, the demonstrations in every batch
@@ -130,6 +131,8 @@ def test_dvc_repro_runs_every_stage_then_caches_then_reruns_only_what_changed(pr
     metrics = json.loads((project / "datasets/reports/eval.json").read_text())
     assert set(metrics["policies"]) == {"random", "bc", "finetuned", "expert"}
     assert metrics["teacher"]["who"] == "the scripted expert" and metrics["teacher"]["fights"] == 2
+    networks = json.loads((project / "datasets/reports/bc.json").read_text())["networks"]
+    assert [network["seed"] for network in networks] == [0, 1]
     for result in metrics["policies"].values():
         assert result["fights"] == 3 and 0 <= result["win_rate"] <= 1 and len(result["win_rate_ci95"]) == 2
     for picture in ("plots/comparison.png", "plots/learning_curves.png", "gifs/bc.gif"):

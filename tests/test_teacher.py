@@ -78,3 +78,4 @@ def test_behaviour_cloning_far_below_its_teacher_is_said(caplog):
         assert not caplog.records  # over half the teacher's rate
         warn_if_far_below({"win_rate": 0.0}, teacher)
     assert "behaviour cloning wins 0 % of the held-out fights, its teacher (you) 35 % of the 20 recorded" in caplog.text
+    assert "bc.runs: 3" in caplog.text

@@ -406,6 +406,7 @@ def write_params(project: Path, name: str, **changes) -> str:
     [
         ({"bc.epochz": 3}, "params.yaml bc: unknown keys ['epochz']"),
         ({"bc.learning_rate": "fast"}, "params.yaml bc.learning_rate = 'fast': must be a number above 0"),
+        ({"bc.runs": 0}, "params.yaml bc.runs = 0: must be a whole number from 1 to 16"),
         (
             {"env.action_mode": "continuous"},
             "params.yaml env.action_mode = 'continuous': must be one of discrete, multi_binary",

@@ -188,13 +188,16 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
     raw = ws.demos if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
     name = params.dataset.id
     dataset = build_dataset(raw, name, params.env, root=ws.minari, force=True)
-    episodes = json.loads((ws.minari / name / "build.json").read_text())["source_episodes"]
+    built = json.loads((ws.minari / name / "build.json").read_text())
     player = demos.record.player if demos.source == "sim" else None
     report = {
         "episodes": dataset.total_episodes,
         "steps": dataset.total_steps,
         "id": name,
-        "teacher": teacher_record(raw, episodes, player),
+        "teacher": teacher_record(raw, built["source_episodes"], player),
+        # the digest of the code that built it, as the dataset carries it: the committed report
+        # says in git which code the committed dvc.lock's dataset came from (tests/test_dvc.py)
+        "code": built["code"],
     }
     write_report({**report, "checkout": provenance().to_dict()}, ws.report("dataset"))
 

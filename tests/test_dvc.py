@@ -244,3 +244,17 @@ def test_the_committed_dvc_lock_was_written_by_the_code_and_params_committed_wit
         if isinstance(entry, dict) and "changed deps" in entry
     }
     assert not {stage: deps for stage, deps in stale.items() if deps}, stale
+
+
+def test_the_committed_dataset_was_built_by_the_committed_code():
+    """A dataset carries the digest of the code that built it, and the dataset stage's committed
+    report repeats it: a change to that code with dvc.lock's hashes brought up to date by hand
+    but the dataset not built again leaves a lock whose dataset a fresh clone's `dvc repro
+    dataset` does not write (which `.ci/run` finds only after the whole suite)."""
+    from capture.provenance import code_digest
+
+    report = json.loads((ROOT / "datasets/reports/dataset.json").read_text())
+    assert report["code"]["digest"] == code_digest(ROOT), (
+        "the dataset stage's code changed since the committed dataset was built: run `dvc repro dataset` "
+        "and commit dvc.lock and datasets/reports/dataset.json with the code"
+    )

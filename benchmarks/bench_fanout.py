@@ -19,11 +19,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import check_fields, checked, optional, whole
 from env.common.machine import describe
 
-from benchmarks.flags import HeldOutFights, JsonOut
+from elden_il.evaluation.fight_loop import HeldOutFights
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,8 +37,8 @@ def evaluate_all(models: Path, fights: int) -> tuple[dict, float]:
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fight_loop import PlayerActor, RandomActor
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.fight_loop import PlayerActor, RandomActor
 
     ev = yaml.safe_load((ROOT / "params.yaml").read_text())["evaluate"]
     config = EnvConfig.load(models / "bc")

@@ -5,7 +5,7 @@ over processes), over the critic's warm-up and two rollouts after it, side by si
 The pipeline's own AWAC, from one env, is timed by ``bench_live_learning``.
 
 For a before/after of the code, copy this file into an older checkout's benchmarks/ and run it
-there too (it needs ``finetune`` and ``FinetuneConfig`` from ``elden_il.finetune``, and
+there too (it needs ``finetune`` and ``FinetuneConfig`` from ``elden_il.training.finetune``, and
 ``env.common``'s ``machine`` and ``cli``: a checkout from c94c4c9 on; its flags are its own, not
 ``benchmarks.flags``'s, so that this file alone is enough):
 
@@ -54,7 +54,7 @@ def main() -> None:
     args = from_flags(FinetuneCostArgs, parser.parse_args())
     from env.config import EnvConfig
 
-    import elden_il.finetune as ft
+    import elden_il.training.finetune as ft
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["finetune"]
     known = {f.name for f in dataclasses.fields(ft.FinetuneConfig)}

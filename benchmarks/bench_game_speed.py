@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -33,11 +33,11 @@ from env.sim.expert import ScriptedExpert
 from env.sim.launcher import SimServer
 from env.sim.world import TICK_HZ
 
-from elden_il.fight_loop import PlayerActor
+from elden_il.evaluation.fight_loop import PlayerActor
+from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.params import FIRST_HELD_OUT_SEED
-from elden_il.win_rate import wilson_interval
 
-from benchmarks.flags import GAME_SPEED, JsonOut
+from benchmarks.flags import GAME_SPEED
 
 log = logging.getLogger("bench_game_speed")
 

@@ -15,10 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import add_flags, flag, from_flags
+from env.common.cli import JsonOut, add_flags, flag, from_flags
 from env.common.machine import describe
-
-from benchmarks.flags import JsonOut
 
 
 @dataclass(frozen=True)
@@ -41,12 +39,12 @@ def main() -> None:
     from capture.episode import list_episodes, read_episode
     from capture.record import RecordSettings, record
 
-    from elden_il.bc import train_bc
     from elden_il.data import load_demonstrations
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import run_fights
-    from elden_il.finetune import finetune
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import run_fights
     from elden_il.params import BCConfig, FinetuneConfig
+    from elden_il.training.bc import train_bc
+    from elden_il.training.finetune import finetune
 
     config = EnvConfig(profile="sim_margit", action_history=4)
 

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, from_flags
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
@@ -53,7 +53,6 @@ from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
 
 from benchmarks.bench_recorder import record_from
-from benchmarks.flags import JsonOut
 
 NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"

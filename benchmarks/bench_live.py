@@ -28,7 +28,7 @@ from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.actions import ActionTable
-from env.common.cli import add_flags, flag, from_flags
+from env.common.cli import JsonOut, add_flags, flag, from_flags
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -37,8 +37,6 @@ from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
-
-from benchmarks.flags import JsonOut
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

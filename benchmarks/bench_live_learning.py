@@ -22,13 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 
 from elden_il.params import FinetuneConfig, load_params
 
-from benchmarks.flags import GAME_SPEED, JsonOut
+from benchmarks.flags import GAME_SPEED
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_SERVER = "--real-server"
@@ -47,7 +47,7 @@ def timed_run(
     and this process's CPU over them."""
     from env.config import EnvConfig
 
-    from elden_il.finetune import finetune_once
+    from elden_il.training.finetune import finetune_once
 
     config = dataclasses.replace(
         settings,

@@ -96,8 +96,8 @@ def play_job(job: dict) -> dict:
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import PlayerActor
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import PlayerActor
 
     path = job["path"]
     if path.get("server_args") is not None:
@@ -164,7 +164,7 @@ def wall_clock_expert():
     from env.actions import ActionTable
     from env.game import GameState
 
-    from elden_il.fight_loop import PlayerActor
+    from elden_il.evaluation.fight_loop import PlayerActor
 
     class WallClockExpert(PlayerActor):
         """The scripted expert in a discrete env, shown each state's timestamp off by a random
@@ -209,7 +209,7 @@ def run_job(job: dict, tree: Path) -> dict:
 
 def summarize(parts: list[dict]) -> dict:
     """Fights and step timing of one (tree, path, player), its processes' parts together."""
-    from elden_il.win_rate import wilson_interval
+    from elden_il.evaluation.win_rate import wilson_interval
 
     fights = sorted((f for p in parts for f in p["fights"]), key=lambda f: (f["seed"], f.get("draw", 0)))
     wins_by_seed = Counter()

@@ -25,11 +25,9 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
 from env.common.fields import TEXT, check_fields, checked
 from env.common.machine import describe
-
-from benchmarks.flags import JsonOut
 
 ROOT = Path(__file__).parents[1]
 

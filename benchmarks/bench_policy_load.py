@@ -28,24 +28,22 @@ from pathlib import Path
 import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from env.common.cli import add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, from_flags
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.profile import load_profile
 
 from elden_il.params import load_params
-from elden_il.policy import NetworkSize, load_policy, make_policy, policy_kwargs, save_policy
-from elden_il.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
-
-from benchmarks.flags import JsonOut
+from elden_il.policies.policy import NetworkSize, load_policy, make_policy, policy_kwargs, save_policy
+from elden_il.policies.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 FRESH = (
     "import torch; torch.set_num_threads(1); "
-    "from elden_il.policy import load_policy; from elden_il.sb3_zip import read_sb3_zip_trusting_its_code; "
+    "from elden_il.policies.policy import load_policy; from elden_il.policies.sb3_zip import read_sb3_zip_trusting_its_code; "
 )
 """What every fresh process imports before its one load (the same for the three files)."""
 

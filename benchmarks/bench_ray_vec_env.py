@@ -17,11 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, from_flags
+from env.common.cli import JsonOut, add_flags, command_parser, from_flags
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
-
-from benchmarks.flags import JsonOut
 
 
 def steps_per_second(vec, steps: int) -> float:
@@ -67,7 +65,7 @@ def main() -> None:
     from env.config import EnvConfig
     from env.factory import env_fns
 
-    from elden_il.ray_vec_env import RayVecEnv
+    from elden_il.training.ray_vec_env import RayVecEnv
 
     config = EnvConfig(profile="sim_margit", action_history=4)  # the pipeline's picture: 84x84
     rates = {

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
-from env.common.cli import add_flags, flag, from_flags
+from env.common.cli import JsonOut, add_flags, flag, from_flags
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
@@ -36,7 +36,6 @@ from env.siphon.game import SiphonGame
 
 from benchmarks.bench_live import timed
 from benchmarks.bench_recorder import highest_sustainable, rate_search
-from benchmarks.flags import JsonOut
 
 SIZES = ((1280, 720), (1920, 1080))
 SCANS_MS = (2.0, 10.0, 30.0)

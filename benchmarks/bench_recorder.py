@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, optional, whole
 from env.common.machine import describe
@@ -46,8 +46,6 @@ from capture.pad_listener import PadListener
 from capture.record import RecordSettings
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
-
-from benchmarks.flags import JsonOut
 
 
 def rss_mb() -> float:

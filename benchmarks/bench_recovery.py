@@ -33,7 +33,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from env.common.cli import add_flags, flag, from_flags
+from env.common.cli import JsonOut, add_flags, flag, from_flags
 from env.common.errors import GameError
 from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
@@ -45,9 +45,7 @@ from env.sim.launcher import SimServer, someone_locks_on
 from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
-from elden_il.fight_loop import PlayerActor
-
-from benchmarks.flags import JsonOut
+from elden_il.evaluation.fight_loop import PlayerActor
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}

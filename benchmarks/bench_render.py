@@ -29,15 +29,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from anywhere
 
-from env.common.cli import add_flags, from_flags  # noqa: E402
+from env.common.cli import (  # noqa: E402
+    JsonOut,  # noqa: E402
+    add_flags,
+    from_flags,
+)
 from env.common.fields import check_fields, checked, number  # noqa: E402
 from env.common.machine import describe  # noqa: E402
 from env.config import EnvConfig  # noqa: E402
 from env.factory import make_env  # noqa: E402
 from env.sim.renderer import Renderer  # noqa: E402
 from env.sim.world import World  # noqa: E402
-
-from benchmarks.flags import JsonOut  # noqa: E402
 
 SIZES = ((84, 84), (1280, 720), (1920, 1080))
 TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}

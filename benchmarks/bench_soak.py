@@ -26,15 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, from_flags
 from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.sim.launcher import SimServer
 
 from capture.episode import list_episodes, read_episode
 from capture.record import RecordSettings
-
-from benchmarks.flags import JsonOut
 
 WARMUP_S = 60.0
 """Memory before this is start-up (imports, first frames, buffers filling), not a trend."""

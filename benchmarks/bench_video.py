@@ -29,7 +29,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from env.common.cli import add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, from_flags
 from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -38,9 +38,7 @@ from env.observations import FrameSpec
 from capture.episode import list_episodes, read_episode
 from capture.footage import decoded, frames_at
 from capture.record import MASTER_SIZE, RecordSettings, record
-from capture.video import CODECS, EpisodeVideo, VideoCodec
-
-from benchmarks.flags import JsonOut
+from capture.video import CODECS, EpisodeVideo, VideoCodec, psnr
 
 RATE = 30.0
 TRAINING = FrameSpec((84, 84))
@@ -85,10 +83,6 @@ def captured(folder: Path, size: tuple[int, int], seconds: float) -> Path:
     )
     (path,) = list_episodes(folder)
     return read_episode(path).video
-
-
-def psnr(squared_error: float, values: int) -> float:
-    return float("inf") if squared_error == 0 else 10 * np.log10(255.0**2 * values / squared_error)
 
 
 def cpu_s() -> float:

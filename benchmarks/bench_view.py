@@ -76,10 +76,10 @@ def record_fight(out: Path, seconds: float, tries: int = 4) -> Path:
 
 def measure_save(episode: Path, rrd: Path) -> dict:
     """In this (fresh) process: the times and peak RSS of ``show_episode(..., save=rrd)``."""
-    from capture import view_episode
     from capture.footage import as_mp4
 
-    from elden_il.view import show_episode
+    from elden_il.view import episode as view_episode
+    from elden_il.view.__main__ import show_episode
 
     marks: dict[str, float] = {}
     started = time.perf_counter()

@@ -14,13 +14,11 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from env.common.cli import add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, from_flags
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.sim.game import SimGame
 from env.sim.world import World
-
-from benchmarks.flags import JsonOut
 
 TICKS = 60_000
 

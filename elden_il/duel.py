@@ -4,7 +4,7 @@ check, a player's own rate, and a quick look.
 A player of the simulator (``env.sim.players``) is asked what to press on one of two clocks:
 
 - ``step`` (the default): once per env step, through the env and the shared fight loop
-  (``elden_il.fight_loop``), exactly as evaluation plays a policy, so the expert's win rate here
+  (``elden_il.evaluation.fight_loop``), exactly as evaluation plays a policy, so the expert's win rate here
   and in ``dvc repro``'s evaluation is one number: the same seeds give the same fights. With
   ``RAY_ADDRESS`` set they are played on that Ray cluster (``elden_il.fanout``), with the same
   results.
@@ -35,7 +35,7 @@ from env.sim.players import PLAYERS
 
 from capture.episode import read_episode
 
-from elden_il.fight_loop import Actor, FightRecord, PlayerActor, RandomActor, play_fights, summarize
+from elden_il.evaluation.fight_loop import Actor, FightRecord, PlayerActor, RandomActor, play_fights, summarize
 
 POLICIES = ("random", *PLAYERS)
 """What can fight: a uniformly random policy, or a player of the simulator."""

@@ -9,7 +9,7 @@ alone). Both libraries' optional extras are imported only here, when a converter
 d3rlpy gets a tuple observation (``present``): the frames channels-first, as its conv encoders
 want them (the frame stack's frames one after another on the channel axis), and a float32 state
 vector with the rest of the observation flattened as ``gymnasium.spaces.flatten`` does it (the
-animation ids one-hot). ``FrameAndStateEncoderFactory`` (``elden_il.d3rlpy_encoder``) is an
+animation ids one-hot). ``FrameAndStateEncoderFactory`` (``elden_il.policies.d3rlpy_encoder``) is an
 encoder for that tuple. ``D3rlpyObservation`` presents live observations the same way.
 
 TorchRL 0.14.1's ``MinariExperienceReplay(load_from_local_minari=True)`` returns all-zero
@@ -28,7 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from elden_il.data import DatasetError, Demonstrations, demonstrations, open_dataset
-from elden_il.fight_loop import Actor
+from elden_il.evaluation.fight_loop import Actor
 
 FRAME_KEYS = ("frame", "frame_stack")
 
@@ -83,7 +83,7 @@ class D3rlpyObservation(gym.ObservationWrapper):
 
 
 class D3rlpyActor(Actor):
-    """Plays a trained d3rlpy algorithm in ``elden_il.fight_loop.run_fights`` over ``D3rlpyObservation``
+    """Plays a trained d3rlpy algorithm in ``elden_il.evaluation.fight_loop.run_fights`` over ``D3rlpyObservation``
     envs, one batched ``predict`` for every running fight."""
 
     def __init__(self, algo: Any) -> None:

@@ -181,7 +181,7 @@ def layers(low: int, high: int, most: int, least: int = 1) -> Rule:
 @dataclass(frozen=True)
 class NetworkSize:
     """``network``: the policy network's size and shape. Behaviour cloning makes it and fine-tuning
-    continues it (``elden_il.policy.network_size`` reads it back from the saved policy), so a
+    continues it (``elden_il.policies.policy.network_size`` reads it back from the saved policy), so a
     changed size retrains from behaviour cloning on. Plain ints and tuples of ints: a saved policy
     keeps them as its extractor's arguments. A narrow one runs every code path of training, saving
     and loading at a fraction of the cost (the tests' networks)."""
@@ -269,9 +269,9 @@ class FinetuneConfig:
     untrained as "fine-tuned")."""
 
     method: str = checked("ppo", one_of(*FINETUNE_METHODS))
-    """ppo: PPO with a KL penalty to the BC policy, over num_envs envs (``elden_il.finetune``);
+    """ppo: PPO with a KL penalty to the BC policy, over num_envs envs (``elden_il.training.finetune``);
     awac: off-policy from one env, every step reused, the demonstrations in every batch and the
-    image features BC learnt frozen (``elden_il.awac``)."""
+    image features BC learnt frozen (``elden_il.training.awac``)."""
     total_steps: int = checked(30_000, whole(1))
     backend: str = checked("sim", one_of(*BACKENDS))
     """sim: num_envs in-process simulators; sim_server: num_envs simulator servers over gRPC;
@@ -292,7 +292,7 @@ class FinetuneConfig:
     0.0003, which PPO's runs were tuned at (BENCHMARKS.md, "The learning rate")."""
     n_steps: int = checked(1024, whole(2, 1_000_000))
     """Steps per env per rollout (what they hold in memory is checked against the env's
-    observations when fine-tuning starts: ``elden_il.finetune.check_rollout_fits``)."""
+    observations when fine-tuning starts: ``elden_il.training.finetune.check_rollout_fits``)."""
     batch_size: int = checked(256, whole(2))
     """PPO normalises advantages over a batch: one sample is nan."""
     n_epochs: int = checked(10, whole(1))
@@ -344,7 +344,7 @@ class FinetuneConfig:
     """awac: who may take over while it learns, the steps they play joining the demonstrations:
     nobody; the simulator's scripted human, in-process (the pilot's ``--scripted-human``: it plays
     the expert while a boss blow winds up and the actor's choice differs;
-    ``elden_il.interventions``); or you, at a live game's keys or controller on the machine that
+    ``elden_il.training.interventions``); or you, at a live game's keys or controller on the machine that
     learns, with any bound key, as in the pilot (``capture.live_takeover``)."""
     bc_proposals: bool = checked(False, FLAG)
     """awac: the BC policy proposes too (as IBRL does): at each step, and in each target, the

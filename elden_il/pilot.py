@@ -42,8 +42,8 @@ from capture.labels import HeardActions, StepLabeler
 from capture.record import WHO_PLAYS, Console, RecordSettings, build_parser, record
 from capture.takeover import DEFAULT_QUIET_S, PynputKeyboard, ScriptedHuman, Takeover
 
-from elden_il.policy import LoadedPolicy, load_policy
-from elden_il.torch_threads import one_torch_thread
+from elden_il.policies.policy import LoadedPolicy, load_policy
+from elden_il.policies.torch_threads import one_torch_thread
 
 EXAMPLES = """
 examples:
@@ -162,7 +162,7 @@ class PolicyDriver(Driver):
         lock_step = scripted_human and not game.realtime
         self.human = self._scripted_human(game, lock_step) if scripted_human else None
         self.listening = None if lock_step else Listening(self.takeover, hotkeys)
-        # One observation at a time (elden_il.torch_threads); put back by ``close``
+        # One observation at a time (elden_il.policies.torch_threads); put back by ``close``
         self._one_thread = ExitStack()
         self._one_thread.enter_context(one_torch_thread())
         self._step: list[Sample] = []  # the samples since the last decision

@@ -16,7 +16,7 @@ training curves in ``reports/live/``, ``reports/eval_policies.csv``), these comm
 plots as PNG and a GIF per policy (DVC-cached); and, git-ignored and not DVC outputs, per stage
 a ``<stage>.run.json`` with how that run went on this machine (timings, device, the config it
 ran with), and ``reports/recordings/``, a Rerun recording per policy (never the same bytes twice,
-``elden_il.evaluate``: DVC would see a new output on every run).
+``elden_il.evaluation.evaluate``: DVC would see a new output on every run).
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
     from capture.build_dataset import build_dataset
     from capture.provenance import provenance
 
-    from elden_il.teacher import teacher_record
+    from elden_il.evaluation.teacher import teacher_record
 
     demos = params.demos
     raw = ws.demos if demos.source == "sim" else Path(demos.raw_dir or USER_RAW_DIR)
@@ -203,9 +203,9 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
 
 
 def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
-    from elden_il.bc import train_bc
     from elden_il.data import check_config, load_demonstrations
-    from elden_il.tracking import TrainingLog
+    from elden_il.training.bc import train_bc
+    from elden_il.training.tracking import TrainingLog
 
     name = params.dataset.id
     demos = load_demonstrations(name, ws.minari)
@@ -223,9 +223,9 @@ def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> No
 
 
 def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
-    from elden_il.finetune import finetune
-    from elden_il.policy import load_policy
-    from elden_il.tracking import TrainingLog
+    from elden_il.policies.policy import load_policy
+    from elden_il.training.finetune import finetune
+    from elden_il.training.tracking import TrainingLog
 
     bc = load_policy(ws.models / "bc")  # a folder a stopped bc stage left, or a policy of other spaces: one line
     with TrainingLog(ws.live / "finetune") as live:
@@ -241,8 +241,8 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
 
 
 def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
-    from elden_il.plots import comparison_chart, learning_curves
-    from elden_il.teacher import warn_if_far_below
+    from elden_il.evaluation.plots import comparison_chart, learning_curves
+    from elden_il.evaluation.teacher import warn_if_far_below
 
     ev = params.evaluate
     parallel, workers = (ev.parallel, ev.workers) if ev.backend == "sim" else (1, 1)
@@ -292,7 +292,7 @@ def fine_tuning(ws: Workspace) -> dict:
 
 
 def recorded_teacher(ws: Workspace) -> dict | None:
-    """The teacher's row the dataset stage reported (``elden_il.teacher``), or None where no
+    """The teacher's row the dataset stage reported (``elden_il.evaluation.teacher``), or None where no
     dataset stage ran in ``ws`` (a study's evaluation of policies trained elsewhere) or one
     ran before the teacher was reported."""
     try:
@@ -344,8 +344,8 @@ def judge_policies(
     from env.sim.expert import ScriptedExpert
 
     from elden_il.data import check_config
-    from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fight_loop import PlayerActor, RandomActor
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.fight_loop import PlayerActor, RandomActor
 
     config = EnvConfig.load(ws.models / "bc")
     check_config(
@@ -488,7 +488,7 @@ def report_problem(report: Any) -> str | None:
 
 
 def is_teacher(teacher: Any) -> bool:
-    """Whether ``teacher`` is the teacher's row the dataset stage reports (``elden_il.teacher``)."""
+    """Whether ``teacher`` is the teacher's row the dataset stage reports (``elden_il.evaluation.teacher``)."""
     return (
         isinstance(teacher, dict)
         and isinstance(teacher.get("who"), str)
@@ -513,7 +513,7 @@ def summary_rows(
     path: Path = EVAL_REPORT, experiments: dict[str, Path] | None = None, live: Path | None = None
 ) -> tuple[str, list[tuple[str, ...]]]:
     """The last evaluation (``path``) as a title and one row of text per policy, and its teacher's
-    (who recorded the fights, ``elden_il.teacher``); then, for each
+    (who recorded the fights, ``elden_il.evaluation.teacher``); then, for each
     experiment (a label and its own ``eval.json``, played on the same fights), a row per learned
     policy, named with the label. With ``live`` (an ``evaluate_live`` report of the same
     policies), each policy's live win rate and interval beside its own."""
@@ -557,7 +557,7 @@ def summary_rows(
 
 def teacher_row(teacher: dict, live: bool) -> tuple[str, ...]:
     """The teacher's win rate over the fights recorded (no other column: they were not judged)."""
-    from elden_il.teacher import teacher_label
+    from elden_il.evaluation.teacher import teacher_label
 
     return (teacher_label(teacher), *win_rate_cells(teacher), *(("", "") if live else ()), "", "", "")
 

@@ -34,7 +34,7 @@ from env.sim import display
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 
-from elden_il.policy import NetworkSize, make_policy, save_policy
+from elden_il.policies.policy import NetworkSize, make_policy, save_policy
 
 ROOT = Path(__file__).parents[1]
 

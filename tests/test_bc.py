@@ -23,10 +23,9 @@ from env.profile import load_profile
 from capture.build_dataset import build_dataset
 from capture.record import RecordSettings, record
 
-from elden_il.bc import device, log_likelihood, random_shift, train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from elden_il.params import BCConfig, NetworkSize, ParamsError, load_params
-from elden_il.policy import (
+from elden_il.policies.policy import (
     SAVED_BEFORE_SIZES,
     FightFeatures,
     PolicyEnsemble,
@@ -35,6 +34,7 @@ from elden_il.policy import (
     network_size,
     policy_space,
 )
+from elden_il.training.bc import device, log_likelihood, random_shift, train_bc
 
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=2)
 
@@ -179,11 +179,11 @@ def test_loading_a_policy_builds_no_optimizer_and_leaves_torchs_compiler_unimpor
     policies build an optimizer as they are made, and torch's optimizers import its compiler
     (``torch._dynamo``) on first use, most of such a command's start. In a fresh process, as a
     command loads one."""
-    from elden_il.policy import save_policy
+    from elden_il.policies.policy import save_policy
 
     save_policy(make_policy(*CONFIG.spaces(load_profile(CONFIG.profile)), TINY_NETWORK), CONFIG, tmp_path / "policy")
     probe = (
-        "import sys; from elden_il.policy import load_policy; loaded = load_policy(sys.argv[1]); "
+        "import sys; from elden_il.policies.policy import load_policy; loaded = load_policy(sys.argv[1]); "
         "print(loaded.policy.optimizer, 'torch._dynamo' in sys.modules)"
     )
     result = subprocess.run(

@@ -485,7 +485,7 @@ def test_the_viewer_shows_what_the_pad_did(tmp_path: Path):
     pytest.importorskip("rerun")
     from test_view import entities, indices_with
 
-    from elden_il.view import main
+    from elden_il.view.__main__ import main
 
     path = episode_with(
         tmp_path / "raw", [(0.1, "button", "b", True), (0.2, "button", "b", False), (0.3, "axis", "lefty", -1.0)]

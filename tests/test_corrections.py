@@ -30,11 +30,11 @@ from capture.record import RecordSettings, record
 from capture.record import main as record_main
 from capture.takeover import Takeover
 
-from elden_il.bc import train_bc
 from elden_il.data import DatasetError, demonstrations, sample_weights
 from elden_il.params import BCConfig
 from elden_il.pilot import PilotSettings, pilot
 from elden_il.pilot import main as pilot_main
+from elden_il.training.bc import train_bc
 
 CONFIG = EnvConfig(profile="sim_margit", action_history=4)
 STEP = CONFIG.timestep_ms / 1000.0
@@ -139,7 +139,7 @@ def test_the_dataset_keeps_the_mark_per_step(work: Path):
 def _trained(demos, intervention_weight: float, out: Path) -> dict[str, torch.Tensor]:
     config = BCConfig(epochs=1, batch_size=64, intervention_weight=intervention_weight)
     train_bc(demos, config, out, size=TINY_NETWORK)
-    from elden_il.policy import load_policy
+    from elden_il.policies.policy import load_policy
 
     return load_policy(out, device="cpu").policy.state_dict()
 

@@ -15,7 +15,7 @@ from conftest import committed
 from env.config import EnvConfig
 
 from elden_il.duel import duel
-from elden_il.fight_loop import summarize
+from elden_il.evaluation.fight_loop import summarize
 
 FIGHTS = list(range(200))
 
@@ -70,7 +70,7 @@ def test_a_fight_is_decided_by_its_seed_not_by_the_fights_its_env_played_before(
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import PlayerActor, run_fights
+    from elden_il.evaluation.fight_loop import PlayerActor, run_fights
 
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
 

@@ -30,8 +30,8 @@ from env.factory import make_env
 from env.sim.expert import ScriptedExpert
 
 from elden_il.duel import duel
+from elden_il.evaluation.fight_loop import PlayerActor, RandomActor, play_fights
 from elden_il.fanout import FanoutError, fan_out, keep_to_loopback
-from elden_il.fight_loop import PlayerActor, RandomActor, play_fights
 
 ROOT = Path(__file__).parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=120)
@@ -85,7 +85,7 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
 ):
     import torch
 
-    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
 
     torch.manual_seed(0)
     save_untrained(tmp_path, CONFIG)
@@ -107,7 +107,7 @@ def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path:
     fight for its GIF, as in this process."""
     import torch
 
-    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     torch.manual_seed(0)
@@ -459,8 +459,8 @@ def test_the_stability_bench_judges_a_saved_run_exactly_as_one_it_trains_itself(
     """``--run`` (a fine-tuning already done, e.g. the pipeline's) and ``--variant`` (trained by
     the bench, here or as a job on the cluster) go through one judgement: the same settings give
     the same curve, the same held-out results, and one chart with both."""
-    from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig, read_section
+    from elden_il.training.finetune import finetune
 
     config = replace(CONFIG, max_steps=20)  # short fights: a few dozen steps hold several
     bc = save_untrained(tmp_path / "bc", config)
@@ -564,7 +564,7 @@ def test_the_ray_vector_env_gives_the_local_vector_envs_rollouts(on_cluster: str
 
     from env.factory import env_fns
 
-    from elden_il.ray_vec_env import RayVecEnv
+    from elden_il.training.ray_vec_env import RayVecEnv
 
     def rollout(vec) -> list:
         vec.seed(7)
@@ -604,7 +604,7 @@ def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: st
 
     from env.factory import env_fns
 
-    from elden_il.ray_vec_env import RayVecEnv
+    from elden_il.training.ray_vec_env import RayVecEnv
 
     def buffer(vec) -> tuple:
         model = PPO("MultiInputPolicy", vec, n_steps=16, batch_size=16, n_epochs=1, seed=0, device="cpu")

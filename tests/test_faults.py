@@ -1603,11 +1603,11 @@ def test_sb3s_zip_is_written_where_it_says_and_a_folder_takes_it(tmp_path: Path,
     """``sb3_zip export bc EXISTING_DIR`` wrote ``EXISTING_DIR.zip`` and told the user to call
     ``PPO.load('EXISTING_DIR')``, which fails. A folder now takes the zip inside it, a name
     without ``.zip`` gets it, and the line names the file written."""
-    from elden_il.sb3_zip import export_sb3
+    from elden_il.policies.sb3_zip import export_sb3
 
     folder = policy_folder(tmp_path / "bc")
     (tmp_path / "out").mkdir()
-    with caplog.at_level(logging.INFO, logger="elden_il.sb3_zip"):
+    with caplog.at_level(logging.INFO, logger="elden_il.policies.sb3_zip"):
         export_sb3(folder, tmp_path / "out")
         export_sb3(folder, tmp_path / "plain")
     assert (tmp_path / "out/bc_ppo.zip").is_file() and (tmp_path / "plain.zip").is_file()
@@ -1712,7 +1712,7 @@ def edit_description(folder: Path, change) -> None:
 def cartpole_spaces(description: dict) -> None:
     import gymnasium as gym
 
-    from elden_il.policy_json import space_to_json
+    from elden_il.policies.policy_json import space_to_json
 
     cartpole = gym.make("CartPole-v1")
     description["observation_space"] = space_to_json(cartpole.observation_space)
@@ -1725,7 +1725,7 @@ def other_weights(folder: Path) -> None:
 
     from env.profile import load_profile
 
-    from elden_il.policy import make_policy, save_policy
+    from elden_il.policies.policy import make_policy, save_policy
 
     wider = make_policy(*POLICY_CONFIG.spaces(load_profile("sim_margit")), replace(TINY_NETWORK, cnn_dim=64))
     save_policy(wider, POLICY_CONFIG, folder / "wider")
@@ -1887,7 +1887,7 @@ def test_a_policy_is_saved_only_with_the_profile_it_plays_on(tmp_path: Path):
     not be loaded, since its keys and spaces depend on the profile, so it is refused when saved."""
     from env.common.errors import ConfigError
 
-    from elden_il.policy import save_policy
+    from elden_il.policies.policy import save_policy
 
     with pytest.raises(ConfigError, match="names no profile"):
         save_policy(untrained_policy(POLICY_CONFIG), POLICY_CONFIG.replace(profile=None), tmp_path / "policy")
@@ -1954,7 +1954,7 @@ def test_a_policy_folder_asking_for_gigabytes_is_refused_before_they_are_allocat
     BAD_POLICIES[bad][0](policy_folder(tmp_path / "policy"))
     code = (
         "import resource, sys\n"
-        "from elden_il.policy import load_policy\n"
+        "from elden_il.policies.policy import load_policy\n"
         "from env.common.errors import EldenILError\n"
         "try:\n"
         f"    load_policy({str(tmp_path / 'policy')!r})\n"
@@ -1971,8 +1971,8 @@ def test_a_policy_folder_asking_for_gigabytes_is_refused_before_they_are_allocat
 def test_a_fine_tuned_policy_records(tmp_path: Path):
     """The pipeline's fine-tuned policy, several runs acting as one, plays in the recorder, loaded
     as the evaluation loads it."""
-    from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import finetune
 
     policy_folder(tmp_path / "bc")
     two_runs = FinetuneConfig(total_steps=32, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, runs=2)
@@ -2045,8 +2045,8 @@ def test_a_policy_made_to_run_a_command_runs_nothing_in_any_command_that_loads_p
     is never run. Read by the one function named for trusting it, the same file does run it."""
     from env.common.errors import EldenILError
 
-    from elden_il.policy import load_policy
-    from elden_il.sb3_zip import read_sb3_zip_trusting_its_code
+    from elden_il.policies.policy import load_policy
+    from elden_il.policies.sb3_zip import read_sb3_zip_trusting_its_code
 
     marker = tmp_path / "payload-ran"
     folder = pickled_policies(tmp_path / "policies", marker)[kind]
@@ -2077,8 +2077,8 @@ def test_a_policy_made_to_run_a_command_runs_nothing_in_any_command_that_loads_p
         ),
         ("elden_il.pipeline", "evaluate"),
         ("elden_il.pipeline", "finetune"),
-        ("elden_il.sb3_zip", "export", str(folder), str(tmp_path / "exported.zip")),
-        ("elden_il.sb3_zip", "convert", str(folder)),  # without --trust-pickle
+        ("elden_il.policies.sb3_zip", "export", str(folder), str(tmp_path / "exported.zip")),
+        ("elden_il.policies.sb3_zip", "convert", str(folder)),  # without --trust-pickle
     ]
     for command in commands:
         status, _, err = main_here(*command, capsys=capsys)
@@ -2097,7 +2097,7 @@ def test_an_old_policy_folder_converts_once_with_trust_and_then_loads_as_data(tm
     one command, in place, keeping their other files; the converted policy acts as the zip did."""
     import torch
 
-    from elden_il.policy import load_policy
+    from elden_il.policies.policy import load_policy
 
     folder = tmp_path / "bc"
     POLICY_CONFIG.save(folder)
@@ -2105,7 +2105,7 @@ def test_an_old_policy_folder_converts_once_with_trust_and_then_loads_as_data(tm
     old = untrained_policy(POLICY_CONFIG)
     old.save(str(folder / "policy.zip"))
     (folder / "history.json").write_text("[]")
-    status, out, err = main_here("elden_il.sb3_zip", "convert", str(folder), "--trust-pickle", capsys=capsys)
+    status, out, err = main_here("elden_il.policies.sb3_zip", "convert", str(folder), "--trust-pickle", capsys=capsys)
     assert status == 0, err
     assert sorted(p.name for p in folder.iterdir()) == [
         "env_config.json",
@@ -2121,9 +2121,9 @@ def test_an_old_policy_folder_converts_once_with_trust_and_then_loads_as_data(tm
 def test_behaviour_cloning_stopped_half_way_leaves_the_old_policy_folder_whole(raw_episodes: Path, tmp_path: Path):
     """Ctrl-C during training (here: in the first epoch's callback, before any checkpoint) leaves
     no env_config.json without its policy: the old folder as it was, and no staging left."""
-    from elden_il.bc import train_bc
     from elden_il.data import demonstrations
     from elden_il.params import BCConfig
+    from elden_il.training.bc import train_bc
 
     demos = demonstrations(build_dataset(raw_episodes, "test/bc-v0", root=tmp_path / "minari"))
     out = tmp_path / "models/bc"

@@ -29,7 +29,9 @@ from env.config import EnvConfig
 from env.factory import make_env
 from env.profile import load_profile
 
-from elden_il.finetune import (
+from elden_il.params import FinetuneConfig
+from elden_il.policies.policy import PolicyEnsemble, load_policy, policy_kwargs, policy_space, save_policy
+from elden_il.training.finetune import (
     PRIOR_LOGITS,
     KLToPriorPolicy,
     PriorLogitsBuffer,
@@ -39,8 +41,6 @@ from elden_il.finetune import (
     seeded_env_fns,
     train,
 )
-from elden_il.params import FinetuneConfig
-from elden_il.policy import PolicyEnsemble, load_policy, policy_kwargs, policy_space, save_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
@@ -241,7 +241,7 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
         clip_range=0.15,
     )
     script = (
-        "import sys; from pathlib import Path; from elden_il.finetune import finetune; "
+        "import sys; from pathlib import Path; from elden_il.training.finetune import finetune; "
         "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
         f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(settings)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
         "Path(sys.argv[2]))"
@@ -334,8 +334,8 @@ def test_fine_tuning_continues_an_ensembles_networks_in_turn_and_sb3s_zip_takes_
     so the actor each run ends with is the network it started from."""
     from env.common.errors import ConfigError
 
-    from elden_il.finetune import finetune_once
-    from elden_il.sb3_zip import export_sb3
+    from elden_il.policies.sb3_zip import export_sb3
+    from elden_il.training.finetune import finetune_once
 
     members = [load_policy(untrained_bc(tmp_path / f"m{i}")).policy for i in range(2)]
     save_policy(PolicyEnsemble(members), CONFIG, tmp_path / "ensemble")
@@ -353,7 +353,7 @@ def test_fine_tuning_continues_an_ensembles_networks_in_turn_and_sb3s_zip_takes_
 
 
 def test_an_ensemble_of_different_networks_is_refused_before_anything_is_written(tmp_path: Path):
-    from elden_il.policy import make_policy
+    from elden_il.policies.policy import make_policy
 
     spaces = CONFIG.spaces(load_profile(CONFIG.profile))
     members = [make_policy(*spaces, TINY_NETWORK), make_policy(*spaces, replace(TINY_NETWORK, cnn_dim=64))]
@@ -398,7 +398,7 @@ def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_
         total_steps=10_000_000, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0, runs=2
     )
     script = (
-        "import sys; from pathlib import Path; from elden_il.finetune import finetune; "
+        "import sys; from pathlib import Path; from elden_il.training.finetune import finetune; "
         "from elden_il.params import FinetuneConfig; from env.config import EnvConfig; "
         f"finetune(Path(sys.argv[1]), FinetuneConfig(**{asdict(endless)!r}), EnvConfig(**{asdict(CONFIG)!r}), "
         "Path(sys.argv[2]))"
@@ -478,8 +478,8 @@ def test_a_rollout_larger_than_memory_is_refused_before_anything_is_made():
     a machine holds (SB3 keeps every one as float32): one line before the run starts."""
     from env.common.errors import ConfigError
 
-    from elden_il.finetune import check_rollout_fits
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import check_rollout_fits
 
     config = EnvConfig(profile="sim_margit")
     check_rollout_fits(FinetuneConfig(), config)  # the pipeline's: 173 MB
@@ -528,7 +528,7 @@ def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_feat
 def test_awacs_updates_run_while_the_env_plays_its_next_step(awac_start, tmp_path: Path, monkeypatch):
     """A live game's step is mostly waiting on the game: the learner's updates run on a thread of
     their own meanwhile, so a step costs the longer of the two, not their sum."""
-    from elden_il.awac import Learner
+    from elden_il.training.awac import Learner
 
     bc_path, dataset = awac_start
     update = Learner.update
@@ -567,7 +567,7 @@ def test_an_awac_updates_halves_run_side_by_side_and_learn_the_same_floats(awac_
     """The actor's step needs the critics' values and nothing their step writes, so it runs beside
     the critics' backward pass (and the targets' values beside the critics' forward pass): an
     update takes the longer of its halves, and learns exactly what it learns with them in turn."""
-    from elden_il.awac import Learner
+    from elden_il.training.awac import Learner
 
     policy = load_policy(awac_start[0]).policy
     width, actions = policy.features_extractor.features_dim, int(policy.action_space.n)
@@ -637,7 +637,7 @@ def test_awac_soft_targets_count_the_actors_entropy_and_bcs_proposals_win_where_
     """``awac_entropy`` adds the actor's entropy to every target's value; with ``bc_proposals``,
     BC's own action (its head as BC left it) is what a step takes, and what a target values,
     wherever the critics rate it above what the actor chose."""
-    from elden_il.awac import Learner
+    from elden_il.training.awac import Learner
 
     policy = load_policy(awac_start[0]).policy
     features = torch.randn(8, policy.features_extractor.features_dim)
@@ -706,7 +706,7 @@ def test_an_awac_run_that_loses_its_live_game_keeps_what_it_trained(awac_start, 
     from env.common.errors import GameError
     from env.sim.launcher import SimServer
 
-    from elden_il.finetune import PARTIAL_RUN
+    from elden_il.training.finetune import PARTIAL_RUN
 
     bc_path, dataset = awac_start
     with SimServer(size=(84, 84)) as server, server.player():  # locked on: the real-server mode waits for it
@@ -743,7 +743,7 @@ def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
     """``demo_fraction`` of every batch (here half) is demonstrations: the recorded ones and the
     steps a person played, in proportion to how many there are of each; the rest the env's own
     steps, taken over or not."""
-    from elden_il.awac import Replay, drawn_batch
+    from elden_il.training.awac import Replay, drawn_batch
 
     demo, online = Replay.empty(40, 4, 1, 0.99), Replay.empty(40, 4, 1, 0.99)
     for replay, actions in ((demo, [0] * 10), (online, [1, 2] * 5)):

@@ -113,8 +113,8 @@ def test_record_video_writes_an_mp4_at_the_render_size(tmp_path: Path):
 @pytest.fixture(scope="module")
 def finetuned(tmp_path_factory) -> Path:
     """A tiny real fine-tuning run from an untrained policy: its output folder."""
-    from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import finetune
 
     tmp = tmp_path_factory.mktemp("models")
     config = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
@@ -131,8 +131,8 @@ def test_ppo_load_reads_the_finetuned_model_exported_as_sb3s_zip(finetuned: Path
     import torch
     from stable_baselines3 import PPO
 
-    from elden_il.policy import load_policy
-    from elden_il.sb3_zip import export_sb3
+    from elden_il.policies.policy import load_policy
+    from elden_il.policies.sb3_zip import export_sb3
 
     export_sb3(finetuned, tmp_path / "ppo.zip")
     model = PPO.load(tmp_path / "ppo.zip")
@@ -148,7 +148,7 @@ def test_ppo_load_reads_the_finetuned_model_exported_as_sb3s_zip(finetuned: Path
 
 def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
     from elden_il.data import DatasetError
-    from elden_il.policy import load_policy
+    from elden_il.policies.policy import load_policy
 
     with pytest.raises(DatasetError) as refused:
         load_policy(finetuned / "policy.safetensors", env=gymnasium.make(ENV_ID, action_history=None))
@@ -160,7 +160,7 @@ def test_load_policy_refuses_another_env_naming_both_configs(finetuned: Path):
 def test_load_policy_reads_a_policy_folder_and_says_what_is_missing(tmp_path: Path):
     from env.common.errors import EldenILError
 
-    from elden_il.policy import load_policy
+    from elden_il.policies.policy import load_policy
 
     config = EnvConfig(profile="sim_margit")
     save_untrained(tmp_path, config)

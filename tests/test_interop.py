@@ -160,9 +160,9 @@ def test_torchrl_buffer_holds_the_real_steps(built: Path):
 def test_d3rlpy_trains_on_the_dataset_and_plays_a_fight_through_the_wrapper(built: Path, tmp_path: Path):
     d3rlpy = pytest.importorskip("d3rlpy", reason="the d3rlpy extra is not installed: pip install -e '.[d3rlpy]'")
 
-    from elden_il.d3rlpy_encoder import FrameAndStateEncoderFactory
-    from elden_il.fight_loop import run_fights
+    from elden_il.evaluation.fight_loop import run_fights
     from elden_il.interop import D3rlpyActor, D3rlpyObservation, to_d3rlpy
+    from elden_il.policies.d3rlpy_encoder import FrameAndStateEncoderFactory
 
     dataset = open_dataset("test/interop-v0", built)
     mdp = to_d3rlpy(dataset)

@@ -20,8 +20,8 @@ from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
 from env.step_timing import LIVE, TICK_MS
 
-from elden_il.evaluate import evaluate
-from elden_il.fight_loop import PLAY_AGAIN, Actor, PlayerActor
+from elden_il.evaluation.evaluate import evaluate
+from elden_il.evaluation.fight_loop import PLAY_AGAIN, Actor, PlayerActor
 
 ROLL_LEFT = ["move_forward"] * 3 + ["roll_left", "idle", "idle"]
 

@@ -23,8 +23,8 @@ from env.sim.expert import ScriptedExpert
 from capture.build_dataset import build_dataset
 from capture.episode import list_episodes
 
-from elden_il.evaluate import evaluate
-from elden_il.fight_loop import PlayerActor, RandomActor
+from elden_il.evaluation.evaluate import evaluate
+from elden_il.evaluation.fight_loop import PlayerActor, RandomActor
 from elden_il.pipeline import write_json
 
 ROOT = Path(__file__).resolve().parents[1]

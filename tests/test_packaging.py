@@ -35,7 +35,11 @@ def test_packages_are_typed_and_dvc_is_an_extra():
 
 @pytest.mark.parametrize(
     "command",
-    [["-c", "import elden_il.policy"], ["-m", "capture.record", "--help"], ["-m", "elden_il.pipeline", "summary"]],
+    [
+        ["-c", "import elden_il.policies.policy"],
+        ["-m", "capture.record", "--help"],
+        ["-m", "elden_il.pipeline", "summary"],
+    ],
 )
 def test_a_users_env_module_in_the_working_directory_is_named_not_obscure(tmp_path: Path, command: list[str]):
     (tmp_path / "env.py").write_text("SEED = 1\n")

@@ -101,8 +101,8 @@ def test_params_given_as_a_folder_or_a_fifo_is_one_line(tmp_path: Path):
 def test_game_speed_is_how_finetuning_and_evaluation_run_a_live_game_not_which_env(tmp_path: Path):
     """``finetune.game_speed`` reaches the envs fine-tuning plays in, while the policy keeps the
     env config it was cloned for; a speed the env cannot run is refused as one line."""
-    from elden_il.finetune import seeded_env_fns
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import seeded_env_fns
 
     params = PipelineParams(finetune=FinetuneConfig(game_speed=3, num_envs=1))
     config = params.env.replace(profile="sim_margit")

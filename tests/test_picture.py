@@ -28,7 +28,7 @@ from capture.build_dataset import BuildError, build_dataset
 from capture.record import RecordSettings, record
 
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy
+from elden_il.policies.policy import load_policy
 
 WINDOW = (1280, 720)
 SEED = 7

@@ -503,8 +503,8 @@ def test_finetuning_runs_in_a_live_env_over_siphon_hosts(tmp_path: Path):
     from env.sim.launcher import SimServer
     from env.siphon.client import SiphonClient
 
-    from elden_il.finetune import finetune
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import finetune
 
     config = EnvConfig(profile="sim_margit", action_history=4, timestep_ms=50, max_steps=20)
     save_untrained(tmp_path / "bc", config)
@@ -545,9 +545,9 @@ def test_a_host_that_drops_off_the_network_mid_rollout_is_one_line_and_keeps_wha
     from env.config import EnvConfig
     from env.sim.launcher import SimServer
 
-    from elden_il.finetune import PARTIAL_RUN, finetune
     from elden_il.params import FinetuneConfig
-    from elden_il.policy import load_policy
+    from elden_il.policies.policy import load_policy
+    from elden_il.training.finetune import PARTIAL_RUN, finetune
 
     from benchmarks.bench_link import HERE_IF, NAMESPACE, THERE_IP, emulated_link
 
@@ -591,7 +591,7 @@ def test_the_expert_plays_multi_binary_actions_as_presses():
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import PlayerActor, run_fights
+    from elden_il.evaluation.fight_loop import PlayerActor, run_fights
     from elden_il.params import FIRST_HELD_OUT_SEED
 
     def make():
@@ -609,7 +609,7 @@ def test_the_demos_and_evaluate_stages_count_their_fights_as_they_end(tmp_path: 
 
     from capture.record import RecordSettings, record
 
-    from elden_il.fight_loop import RandomActor, run_fights
+    from elden_il.evaluation.fight_loop import RandomActor, run_fights
 
     config = EnvConfig(profile="sim_margit", max_steps=20)
     saved: list[Path] = []

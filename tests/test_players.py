@@ -1,5 +1,5 @@
 """Each player of the simulator is written once (``env.sim.players``) and asked on either clock:
-once per env step, as evaluation asks a policy (``elden_il.fight_loop.PlayerActor``), or at every
+once per env step, as evaluation asks a policy (``elden_il.evaluation.fight_loop.PlayerActor``), or at every
 sample, as the recorder's autopilot asks it (``capture.autopilot.Autopilot``); ``python -m
 elden_il.duel --clock sample`` is the recorder's own play, fight for fight."""
 

@@ -155,7 +155,7 @@ def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: py
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.fight_loop import PlayerActor
+    from elden_il.evaluation.fight_loop import PlayerActor
 
     config = EnvConfig(profile="eldenring_margit", max_steps=900)
     attributes = tuple(a for a in ScriptedExpert.ATTRIBUTES if a in load_profile(config.profile).siphon.attributes)
@@ -802,8 +802,8 @@ def test_fine_tuning_against_a_live_game_pays_a_drink_back_over_the_games_own_re
     more where no HP came back."""
     from env.config import EnvConfig
 
-    from elden_il.finetune import seeded_env_fns
     from elden_il.params import FinetuneConfig
+    from elden_il.training.finetune import seeded_env_fns
 
     config = EnvConfig(profile="eldenring_margit", max_steps=60)
     settings = FinetuneConfig(backend="siphon", hosts=(game_server.host,), num_envs=1, heal_reward=5.0)

@@ -16,9 +16,9 @@ from env.config import EnvConfig
 from capture.episode import list_episodes
 from capture.episode_format import EpisodeError
 
+from elden_il.evaluation.teacher import teacher_record, warn_if_far_below
+from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.pipeline import markdown_summary
-from elden_il.teacher import teacher_record, warn_if_far_below
-from elden_il.win_rate import wilson_interval
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,7 @@ def test_the_results_table_shows_the_teacher_below_the_evaluations_policies(tmp_
 
 def test_behaviour_cloning_far_below_its_teacher_is_said(caplog):
     teacher = {"who": "you", "fights": 20, "win_rate": 0.35, "win_rate_ci95": [0.18, 0.57]}
-    with caplog.at_level(logging.WARNING, logger="elden_il.teacher"):
+    with caplog.at_level(logging.WARNING, logger="elden_il.evaluation.teacher"):
         warn_if_far_below({"win_rate": 0.2}, teacher)
         assert not caplog.records  # over half the teacher's rate
         warn_if_far_below({"win_rate": 0.0}, teacher)

@@ -25,8 +25,8 @@ from capture.episode import read_episode
 from capture.record import RecordSettings, record
 
 from elden_il.data import load_demonstrations
-from elden_il.policy import load_policy, save_policy
-from elden_il.view import main, show_dataset, show_episode
+from elden_il.policies.policy import load_policy, save_policy
+from elden_il.view.__main__ import main, show_dataset, show_episode
 
 MASTER = (160, 90)
 DATASET = "test/view-v0"
@@ -183,8 +183,8 @@ def test_a_policy_is_shown_against_the_dataset_and_its_disagreements_counted(
 def test_the_evaluation_saves_a_recording_of_each_policys_first_fight(policy: Path, tmp_path: Path):
     from env.factory import make_env
 
-    from elden_il.evaluate import PolicyActor, evaluate
-    from elden_il.fight_loop import RandomActor
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.fight_loop import RandomActor
 
     config = load_policy(policy).config.replace(max_steps=30)
     evaluate(

@@ -181,8 +181,8 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
     from env.factory import make_env
     from env.sim.expert import ScriptedExpert
 
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import PlayerActor, run_fights, summarize
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import PlayerActor, run_fights, summarize
 
     results = {}
     for name, folder in policies.items():
@@ -214,7 +214,7 @@ def evaluate_run(policies: dict[str, Path], seeds: list[int], parallel: int) -> 
 
 def pooled(runs: list[dict], policy: str) -> str:
     """A policy's win rate over every run's fights, with its Wilson interval."""
-    from elden_il.win_rate import wilson_interval
+    from elden_il.evaluation.win_rate import wilson_interval
 
     wins = [w for run in runs for w in run["eval"][policy]["wins"]]
     low, high = wilson_interval(sum(wins), len(wins))

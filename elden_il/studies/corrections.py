@@ -11,7 +11,7 @@ then spend a budget of labelled steps two ways and retrain BC on each augmented 
 * **more demonstrations**: further expert fights (the next seeds) until at least as many
   demonstration steps as there were intervention steps.
 
-The base BC and both retrained policies fight the same held-out seeds (``elden_il.fight_loop``); the
+The base BC and both retrained policies fight the same held-out seeds (``elden_il.evaluation.fight_loop``); the
 report gives each one's win rate with its Wilson 95 % interval, damage dealt and taken, the
 steps it added (labelled, and recorded in all) and the wall time it took. Nothing of the
 default ``dvc repro`` pipeline is touched.
@@ -128,7 +128,7 @@ def compare(config: CorrectionsConfig, work: Path) -> dict:
     from capture.build_dataset import steps_in
     from capture.episode import read_episode
 
-    from elden_il.evaluate import PolicyActor, evaluate
+    from elden_il.evaluation.evaluate import PolicyActor, evaluate
 
     work.mkdir(parents=True)
     started = time.perf_counter()

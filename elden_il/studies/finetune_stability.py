@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def windows(rows: list[dict], steps: int, width: int) -> list[dict]:
     """Win rate of the fights that ended in each ``width``-step window, with its interval."""
-    from elden_il.win_rate import wilson_interval
+    from elden_il.evaluation.win_rate import wilson_interval
 
     out = []
     for start in range(0, steps, width):
@@ -121,8 +121,8 @@ def win_rate(policy_dir: Path, seeds: list[int], deterministic: bool) -> dict:
     """The policy saved in ``policy_dir`` on ``seeds``' fights, deterministic or sampled."""
     from env.factory import make_env
 
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import run_fights, summarize
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import run_fights, summarize
 
     config = EnvConfig.load(policy_dir)
     torch.manual_seed(0)  # the sampling
@@ -148,7 +148,7 @@ class PolicyCheckpoints(BaseCallback):
         self.steps, self.env_config, self.folder = set(steps), env_config, folder
 
     def _on_rollout_start(self) -> None:
-        from elden_il.policy import save_policy
+        from elden_il.policies.policy import save_policy
 
         if self.num_timesteps in self.steps:
             save_policy(self.model.policy, self.env_config, self.folder / f"step-{self.num_timesteps:07d}")
@@ -196,7 +196,7 @@ def train_variant(
     """One variant, fine-tuned from the BC policy (its folder's files: a cluster's node may not
     have them) and judged on the held-out fights, with its policy every ``checkpoints`` steps
     (0: none); a job of its own, so that variants fan out over a Ray cluster (``elden_il.fanout``)."""
-    from elden_il.finetune import finetune
+    from elden_il.training.finetune import finetune
 
     _, config = variant
     with tempfile.TemporaryDirectory() as tmp:

@@ -596,11 +596,11 @@ def train_and_evaluate(
 
     from capture.build_dataset import build_dataset
 
-    from elden_il.bc import train_bc
     from elden_il.data import demonstrations, open_dataset
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import run_fights
-    from elden_il.win_rate import wilson_interval
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import run_fights
+    from elden_il.evaluation.win_rate import wilson_interval
+    from elden_il.training.bc import train_bc
 
     bc_config = params.bc
     dataset_id = f"bench/{name}-v0"

@@ -51,8 +51,8 @@ def study(
     evaluate as the module docstring says; writes ``out/results.json`` and ``out/scaling.png``
     and returns the results."""
     from elden_il.data import demonstrations, open_dataset
+    from elden_il.evaluation.win_rate import wilson_interval
     from elden_il.pipeline import Workspace, stage_dataset, stage_demos
-    from elden_il.win_rate import wilson_interval
 
     bc_config = params.bc
     held_out = list(range(FIRST_HELD_OUT_SEED, FIRST_HELD_OUT_SEED + eval_fights))
@@ -132,9 +132,9 @@ def _train_and_evaluate(
     cluster (``elden_il.fanout``) unit by unit."""
     from env.factory import make_env
 
-    from elden_il.bc import train_bc
-    from elden_il.evaluate import PolicyActor
-    from elden_il.fight_loop import run_fights
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.evaluation.fight_loop import run_fights
+    from elden_il.training.bc import train_bc
 
     n, seed = unit
     demos = everything.first_episodes(n)

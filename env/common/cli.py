@@ -115,6 +115,14 @@ def from_flags(settings: type[Settings], args: argparse.Namespace, **others: Any
     return settings(**{**values, **others})
 
 
+@dataclasses.dataclass(frozen=True)
+class JsonOut:
+    """Where a measuring command (a benchmark, a study) also writes what it measured, for a later comparison (the table it
+    prints is for reading)."""
+
+    json: Path | None = dataclasses.field(default=None, metadata=flag("also write the results here", type=Path))
+
+
 def run_command(work: Callable[[], int | None]) -> int:
     """Run a command's ``work`` and return the process's exit status: ``work``'s own (None is
     0); for an ``EldenILError`` its message as one ``error:`` line on stderr and ``ERROR_EXIT``;

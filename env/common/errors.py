@@ -24,10 +24,10 @@ The groups, and every class under them (``tests/test_cli.py`` holds this list eq
   ``capture.episode_format.EpisodeError`` and its kinds ``capture.episode_writer.DiskError`` and
   ``capture.recover.Skipped``, ``capture.bounds.BoundsError`` (an episode asking for more than a
   recording holds), ``capture.video.VideoError``, ``capture.build_dataset.BuildError``,
-  ``elden_il.data.DatasetError``, ``elden_il.policy_json.PolicyFileError``.
+  ``elden_il.data.DatasetError``, ``elden_il.policies.policy_json.PolicyFileError``.
 - ``SetupError``: something this machine lacks or cannot reach (install it, start it).
   ``env.sim.display.DisplayError`` (Xvfb), ``elden_il.fanout.FanoutError`` (a Ray cluster),
-  ``capture.viewer.ViewError`` (Rerun's viewer).
+  ``elden_il.view.viewer.ViewError`` (Rerun's viewer).
 - ``Interrupted``: a run stopped by a signal.
 """
 

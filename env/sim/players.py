@@ -7,7 +7,7 @@ A ``Player`` reads game state and names an action of the profile's discrete tabl
   and asks for an action when its decision clock falls due (once per env step of game time) or
   when ``observe`` says that what it just saw calls for one (a person's reaction to a boss move);
   each tap lasts the player's ``tap_ms``;
-- the env's fight loop (``elden_il.fight_loop.PlayerActor``) asks at every env step, as
+- the env's fight loop (``elden_il.evaluation.fight_loop.PlayerActor``) asks at every env step, as
   evaluation asks a policy, and taps for the env's own ``tap_ms``.
 
 The same player wins at different rates on the two clocks where it reacts between steps or taps

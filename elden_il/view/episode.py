@@ -32,7 +32,8 @@ from capture.episode import Episode
 from capture.episode_format import EpisodeError
 from capture.footage import as_mp4
 from capture.video import VideoError
-from capture.view_steps import TIME, StepView
+
+from elden_il.view.steps import TIME, StepView
 
 SAMPLE = "sample"
 """The sequence timeline of a raw episode's samples: one point per sample."""

@@ -7,7 +7,7 @@ by side in one run: once on its env's picture as captured, and once per JPEG qua
 picture encoded as the simulator server's stream does and decoded as the client does, then cropped and
 resized as usual. Fights are decided by their seeds, so the rows differ only by the frames.
 
-    .venv/bin/python -m benchmarks.bench_stream_bc --policy datasets/models/bc --fights 100
+    .venv/bin/python -m elden_il.studies.stream_bc --policy datasets/models/bc --fights 100
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import cv2
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
 from env.common.fields import whole
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
@@ -29,9 +29,7 @@ from env.factory import make_game
 from env.game import Frame, Game, GameState
 from env.siphon.stream import jpeg_to_rgb
 
-from elden_il.fight_loop import run_fights, summarize
-
-from benchmarks.flags import HeldOutFights, JsonOut
+from elden_il.evaluation.fight_loop import HeldOutFights, run_fights, summarize
 
 
 class JpegFrames:
@@ -58,7 +56,7 @@ class JpegFrames:
 
 @dataclass(frozen=True)
 class StreamArgs:
-    """Which policy ``python -m benchmarks.bench_stream_bc`` plays, on which JPEG qualities: each field
+    """Which policy ``python -m elden_il.studies.stream_bc`` plays, on which JPEG qualities: each field
     its flag (the fights are ``HeldOutFights``)."""
 
     policy: Path = field(default=Path("datasets/models/bc"), metadata=flag("a saved policy's folder", type=Path))
@@ -75,7 +73,7 @@ def main() -> None:
     flags = parser.parse_args()
     args, held, out = from_flags(StreamArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
 
-    from elden_il.evaluate import PolicyActor  # torch: after the arguments are read
+    from elden_il.evaluation.evaluate import PolicyActor  # torch: after the arguments are read
 
     actor = PolicyActor(args.policy, deterministic=True)
     config = actor.loaded.config

@@ -3,7 +3,7 @@
 Where a PPO run ends depends on its seed by 10-20 points of win rate, and a single update late in
 a run can undo what it had learnt (BENCHMARKS.md): the policy a run ends with is a draw. The
 fights each run's policy loses differ, though, so the runs together, their log-probabilities
-averaged (``elden_il.policy.PolicyEnsemble``), win more often than any one of them.
+averaged (``elden_il.policies.policy.PolicyEnsemble``), win more often than any one of them.
 Each run trains in a process of its own with one torch thread: with as many cores as runs, they
 cost about the wall time of one, and a run's result does not depend on how many cores the
 machine has.
@@ -157,13 +157,13 @@ def finetune_runs(
     dataset: tuple[str, Path] | None = None,
 ) -> dict:
     """``config.runs`` fine-tuning runs (training seeds ``config.seed`` counting up), each trained
-    by ``train_one`` (``elden_il.finetune.finetune_once``, passed in by ``finetune``) from the BC
-    policy's network for its place (an ensemble's members in turn, ``elden_il.policy.member``);
+    by ``train_one`` (``elden_il.training.finetune.finetune_once``, passed in by ``finetune``) from the BC
+    policy's network for its place (an ensemble's members in turn, ``elden_il.policies.policy.member``);
     the policies they end with are saved in ``out`` as one ``PolicyEnsemble``, beside the first
     run's curves, swapped in whole once all are done: an interrupted run leaves the previous
     policy, and a killed one a staging folder the next run clears (``env.common.staging``).
     ``on_episode`` gets the first run's learning-curve rows, in order, once all are done."""
-    from elden_il.policy import PolicyEnsemble, load_policy, save_policy
+    from elden_il.policies.policy import PolicyEnsemble, load_policy, save_policy
 
     seeds = [config.seed + i for i in range(config.runs)]
     workers = min(config.runs, os.cpu_count() or 1)

@@ -1,6 +1,6 @@
-"""``python -m elden_il.sb3_zip``: a policy folder to and from stable-baselines3's zip.
+"""``python -m elden_il.policies.sb3_zip``: a policy folder to and from stable-baselines3's zip.
 
-A policy folder is data (``elden_il.policy.save_policy``): anyone's can be loaded safely. SB3's
+A policy folder is data (``elden_il.policies.policy.save_policy``): anyone's can be loaded safely. SB3's
 own zip is a pickle: ``PPO.load`` and ``ActorCriticPolicy.load`` run whatever code its maker put
 in it. So the zip is only ever written here for SB3's own tools (``export``: the file
 ``PPO.load`` reads, for a policy of yours), and read only when the person running the command
@@ -29,7 +29,7 @@ from env.common.staging import staged_folder
 from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 
-from elden_il.policy import PICKLED_FILE, load_policy, network_size, one_network, policy_kwargs, save_policy
+from elden_il.policies.policy import PICKLED_FILE, load_policy, network_size, one_network, policy_kwargs, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +142,11 @@ class ConvertArgs:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m elden_il.sb3_zip",
+        prog="python -m elden_il.policies.sb3_zip",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
         epilog=__doc__.split("\n\n", 1)[1] + "\nexamples:\n"
-        "  python -m elden_il.sb3_zip export datasets/models/finetuned finetuned_ppo.zip\n"
-        "  python -m elden_il.sb3_zip convert old/models/bc old/models/finetuned --trust-pickle",
+        "  python -m elden_il.policies.sb3_zip export datasets/models/finetuned finetuned_ppo.zip\n"
+        "  python -m elden_il.policies.sb3_zip convert old/models/bc old/models/finetuned --trust-pickle",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)

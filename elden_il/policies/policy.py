@@ -11,7 +11,7 @@ A policy is saved as data (``save_policy``): its weights in safetensors and what
 network in JSON, beside the env config it acts in. SB3's own files are pickles, which run
 whatever code their maker put in them when read; a policy folder can be shared and loaded
 (``load_policy``, the one loader every command uses) without trusting its maker.
-``elden_il.sb3_zip`` writes SB3's zip for SB3's own tools, and converts old folders.
+``elden_il.policies.sb3_zip`` writes SB3's zip for SB3's own tools, and converts old folders.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from env.config import FILE as CONFIG_FILE
 from env.config import EnvConfig
 
 from elden_il.params import NetworkSize
-from elden_il.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json
+from elden_il.policies.policy_json import PolicyFileError, size_from_json, size_to_json, space_from_json, space_to_json
 
 if TYPE_CHECKING:
     from env.elden_env import EldenRingEnv
@@ -45,9 +45,9 @@ if TYPE_CHECKING:
 WEIGHTS_FILE = "policy.safetensors"
 """A saved policy's weights, in safetensors: tensors and their names only, nothing that runs."""
 DESCRIPTION_FILE = "policy.json"
-"""What rebuilds the network the weights belong to, as plain JSON (``elden_il.policy_json``)."""
+"""What rebuilds the network the weights belong to, as plain JSON (``elden_il.policies.policy_json``)."""
 PICKLED_FILE = "policy.zip"
-"""Where SB3's zips (pickles) were saved before: never read here (``elden_il.sb3_zip`` converts them)."""
+"""Where SB3's zips (pickles) were saved before: never read here (``elden_il.policies.sb3_zip`` converts them)."""
 FORMAT = 1
 MAX_MEMBERS = 64
 """The most networks a saved ensemble may hold (the pipeline's holds one per fine-tuning run)."""
@@ -324,7 +324,7 @@ def policy_folder(path: str | Path) -> Path:
         raise PolicyFileError(
             f"{zipped} is a policy in SB3's zip format, a pickle: reading it runs whatever code its maker put in "
             f"it, so it is not read. If you made it or trust who did, convert its folder once: `python -m "
-            f"elden_il.sb3_zip convert {folder} --trust-pickle`; or retrain it (`dvc repro`)"
+            f"elden_il.policies.sb3_zip convert {folder} --trust-pickle`; or retrain it (`dvc repro`)"
         )
     if (folder / CONFIG_FILE).is_file():
         raise PolicyFileError(

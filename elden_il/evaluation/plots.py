@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from elden_il.tracking import WIN_RATE_WINDOW  # noqa: E402
+from elden_il.training.tracking import WIN_RATE_WINDOW  # noqa: E402
 
 ORDER = ("random", "bc", "finetuned", "expert")
 

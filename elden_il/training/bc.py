@@ -27,7 +27,7 @@ from env.common.staging import staged_folder
 
 from elden_il.data import Demonstrations, sample_weights
 from elden_il.params import BCConfig
-from elden_il.policy import NetworkSize, PolicyEnsemble, make_policy, save_policy
+from elden_il.policies.policy import NetworkSize, PolicyEnsemble, make_policy, save_policy
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def train_bc(
     seed, and a seed that stops on a poor checkpoint wins nothing; together they vote it down
     (BENCHMARKS.md, "Several BC networks as one"). The first network is the one ``runs: 1``
     trains: its epochs go to ``on_epoch`` (the pipeline logs them with DVCLive) and its history
-    beside the policy; fine-tuning continues each network in turn (``elden_il.policy.member``)."""
+    beside the policy; fine-tuning continues each network in turn (``elden_il.policies.policy.member``)."""
     weights = sample_weights(demos, config.intervention_weight, config.action_weights)
     seeds = [config.seed + run for run in range(config.runs)]
     if len(seeds) > 1:

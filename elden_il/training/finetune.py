@@ -1,6 +1,6 @@
 """RL fine-tuning from the behaviour-cloned policy, kept near it: PPO with a KL penalty to it
 (the VPT recipe, ``finetune.method: ppo``), or AWAC from one env with the demonstrations in
-every batch (``finetune.method: awac``, ``elden_il.awac``).
+every batch (``finetune.method: awac``, ``elden_il.training.awac``).
 
 PPO from stable-baselines3 does the learning, unchanged. The one addition is where PPO already
 has a regulariser: its entropy bonus. ``KLToPriorPolicy`` reports, in place of the entropy,
@@ -44,10 +44,10 @@ from capture.live_takeover import PersonAtTheKeys
 from capture.takeover import DEFAULT_QUIET_S
 
 from elden_il.fanout import cluster_address
-from elden_il.finetune_runs import finetune_runs
-from elden_il.interventions import ScriptedInterventions
 from elden_il.params import FinetuneConfig
-from elden_il.policy import load_policy, member, network_size, policy_kwargs, save_policy
+from elden_il.policies.policy import load_policy, member, network_size, policy_kwargs, save_policy
+from elden_il.training.finetune_runs import finetune_runs
+from elden_il.training.interventions import ScriptedInterventions
 
 log = logging.getLogger(__name__)
 
@@ -290,9 +290,9 @@ def seeded_env_fns(config: FinetuneConfig, env_config: EnvConfig):
 
 def local_or_ray_vec_env(fns: list, subprocesses: bool) -> VecEnv:
     """The sub-envs in Ray actors on the cluster when ``RAY_ADDRESS`` is set (the same rollouts,
-    ``elden_il.ray_vec_env``), else in sub-processes or in this process as ``subprocesses`` says."""
+    ``elden_il.training.ray_vec_env``), else in sub-processes or in this process as ``subprocesses`` says."""
     if cluster_address() is not None:
-        from elden_il.ray_vec_env import RayVecEnv
+        from elden_il.training.ray_vec_env import RayVecEnv
 
         return RayVecEnv(fns)
     return SubprocVecEnv(fns) if subprocesses and len(fns) > 1 else DummyVecEnv(fns)
@@ -318,7 +318,7 @@ def finetune(
     ends leaves the previous one) with its curves. ``on_episode`` gets each training episode's
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's (PPO only).
     With ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
-    (``elden_il.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
+    (``elden_il.training.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
     if config.method == "ppo":
         check_rollout_fits(config, env_config)
     elif dataset is None:
@@ -364,13 +364,13 @@ def finetune_once(
     run: int = 0,
 ) -> dict:
     """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says,
-    continuing the BC policy's network for ``run`` (``elden_il.policy.member``: its own, or an
+    continuing the BC policy's network for ``run`` (``elden_il.policies.policy.member``: its own, or an
     ensemble's in turn). ``on_steps`` gets the count of each batch of env steps as they are taken."""
     started = time.perf_counter()
     start = member(load_policy(bc_policy_path), run)
     if config.method == "awac":
-        from elden_il.awac import LostGame, finetune_awac
         from elden_il.data import demonstrations, open_dataset
+        from elden_il.training.awac import LostGame, finetune_awac
 
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
         make = seeded_env_fns(config, env_config)[0]

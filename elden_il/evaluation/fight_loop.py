@@ -20,12 +20,14 @@ import numpy as np
 
 from env.actions import ActionTable
 from env.common.errors import GameError
+from env.common.fields import FIGHTS, SEED, check_fields, checked
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.sim.players import Player, make_player
 
+from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.fanout import RETRIES, cluster_address, cluster_cpus, fan_out, report_progress
-from elden_il.win_rate import wilson_interval
+from elden_il.params import FIRST_HELD_OUT_SEED
 
 log = logging.getLogger(__name__)
 
@@ -367,3 +369,17 @@ def play_many(
         records = [r for played in mine for r in played.records]
         out.append(Played(records, mine[0].tape, sum(played.seconds for played in mine)))
     return out
+
+
+@dataclass(frozen=True)
+class HeldOutFights:
+    """The held-out fights a policy plays, as the evaluate stage plays them: fights from seeds no
+    recording or training used, so that a benchmark's or a study's win rate is comparable with the pipeline's."""
+
+    fights: int = checked(100, FIGHTS, "held-out fights per policy")
+    first_seed: int = checked(
+        FIRST_HELD_OUT_SEED, SEED, "seed of the first fight (held out: the pipeline's evaluation seeds)"
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self)

@@ -14,7 +14,7 @@ Two options change the targets: ``awac_entropy`` makes them soft (SAC's entropy 
 target, where the critics rate BC's higher (IBRL, Hu et al. 2023, arXiv 2311.02198).
 
 The policy it returns is the BC policy with its actor trained: the same network, saved and loaded
-as every policy is (``elden_il.policy``); its critic head is BC's, unused.
+as every policy is (``elden_il.policies.policy``); its critic head is BC's, unused.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from env.game import GameState
 
 from elden_il.data import Demonstrations
 from elden_il.params import FinetuneConfig
-from elden_il.torch_threads import one_torch_thread
+from elden_il.policies.torch_threads import one_torch_thread
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,7 @@ class Learner:
 
 
 class Intervene(Protocol):
-    """Who may take over from the actor (``elden_il.interventions``)."""
+    """Who may take over from the actor (``elden_il.training.interventions``)."""
 
     def new_fight(self) -> None: ...
 
@@ -277,7 +277,7 @@ class LostGame(Exception):
         self.policy, self.rows, self.updates, self.step = policy, rows, updates, step
 
 
-# one observation a step, small batches an update: threads only contend (elden_il.torch_threads)
+# one observation a step, small batches an update: threads only contend (elden_il.policies.torch_threads)
 @one_torch_thread()
 def finetune_awac(
     bc: ActorCriticPolicy,

@@ -1,7 +1,7 @@
 """Evaluation: every policy fights the same held-out seeds in the same env.
 
 Random, behaviour-cloned, fine-tuned and the scripted expert are run for the same seeds through
-the shared fight loop (``elden_il.fight_loop``), in the in-process simulator, through a simulator server
+the shared fight loop (``elden_il.evaluation.fight_loop``), in the in-process simulator, through a simulator server
 over gRPC (the live path), or against a real Siphon host; spread over a Ray cluster when
 ``RAY_ADDRESS`` is set (``elden_il.fanout``), with the same results. Reported per policy: win rate
 with a 95 % Wilson interval, boss damage dealt, damage taken and episode length, plus how many
@@ -23,7 +23,7 @@ import numpy as np
 from env.common.progress import progress
 from env.elden_env import EldenRingEnv
 
-from elden_il.fight_loop import Actor, FightTape, play_many, summarize
+from elden_il.evaluation.fight_loop import Actor, FightTape, play_many, summarize
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class PolicyActor(Actor):
     """A saved policy (its folder, read by ``load_policy``) playing its fights."""
 
     def __init__(self, path: Path, deterministic: bool) -> None:
-        from elden_il.policy import load_policy
+        from elden_il.policies.policy import load_policy
 
         self.loaded = load_policy(path)
         self.deterministic = deterministic
@@ -53,7 +53,7 @@ def evaluate(
     """Each actor's fights over ``seeds``, summarized by actor name; with ``gif_dir`` and
     ``recording_dir``, its first fight as ``<name>.gif`` and ``<name>.rrd`` there. Every actor's
     fights in one go, over ``workers`` processes of this machine when more than one
-    (``elden_il.fight_loop.play_many``: the same records); a progress bar counts them (on a terminal)."""
+    (``elden_il.evaluation.fight_loop.play_many``: the same records); a progress bar counts them (on a terminal)."""
     results = {}
     record_first = gif_dir is not None or recording_dir is not None
     with progress(total=len(actors) * len(seeds), desc="evaluation", unit="fight") as bar:
@@ -78,7 +78,7 @@ def evaluate(
 
 
 def write_recording(tape: FightTape, name: str, actor: Actor, path: Path) -> None:
-    """The first fight as a Rerun recording (``capture.view_steps``): the picture, the observation
+    """The first fight as a Rerun recording (``elden_il.view.steps``): the picture, the observation
     and action of every step, its reward, and for a saved policy its action probabilities. Left
     out, with a warning, where rerun-sdk (the ``view`` extra) is not installed."""
     if importlib.util.find_spec("rerun") is None:
@@ -86,8 +86,8 @@ def write_recording(tape: FightTape, name: str, actor: Actor, path: Path) -> Non
         return
     from env.profile import load_profile
 
-    from capture.view_steps import STEP, TIME, StepView, log_policy, log_steps
-    from capture.viewer import recording, rerun
+    from elden_il.view.steps import STEP, TIME, StepView, log_policy, log_steps
+    from elden_il.view.viewer import recording, rerun
 
     config = tape.config
     rows = np.arange(len(tape.actions))

@@ -166,7 +166,7 @@ def _recording(name: str, save: Path | None, blueprint: Any) -> Iterator[Any]:
     rr = rerun()
     analytics = turn_off_analytics()
     stream = rr.RecordingStream(APPLICATION_ID)
-    # every entity is on the fight's own timelines (capture.view_steps): Rerun's default third
+    # every entity is on the fight's own timelines (elden_il.view.steps): Rerun's default third
     # one, the wall clock at each log call, says only when the file was made
     stream.set_log_time_enabled(False)
     try:

@@ -26,7 +26,7 @@ WIN_RATE_WINDOW = 20
 
 class TrainingLog:
     """One training run's curves: ``bc_epoch`` and ``rl_episode`` are the callbacks that
-    ``elden_il.bc.train_bc`` and ``elden_il.finetune.finetune`` accept. A context manager:
+    ``elden_il.training.bc.train_bc`` and ``elden_il.training.finetune.finetune`` accept. A context manager:
     the curves are written aside (``env.common.staging``) and replace ``directory``'s whole when
     it exits cleanly, so a run stopped half-way leaves the last finished run's curves."""
 

@@ -18,7 +18,7 @@ from env.sim.players import PLAYERS
 
 from capture.episode import recorded_outcome
 
-from elden_il.win_rate import wilson_interval
+from elden_il.evaluation.win_rate import wilson_interval
 
 log = logging.getLogger(__name__)
 

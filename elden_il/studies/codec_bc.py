@@ -9,7 +9,7 @@ cloning trains on it with params.yaml's ``bc`` settings once per training seed, 
 policy plays the same held-out fights (the evaluation's seeds). Also reported: the training
 frames' PSNR between the two datasets, and the recordings' size on disk.
 
-    .venv/bin/python -m benchmarks.bench_codec_bc --seeds 0 1 2 --fights 100
+    .venv/bin/python -m elden_il.studies.codec_bc --seeds 0 1 2 --fights 100
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
 from env.common.fields import SEED
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
@@ -32,13 +32,11 @@ from env.factory import make_game
 
 from capture.build_dataset import build_dataset
 from capture.record import record
+from capture.video import psnr
 
-from elden_il.fight_loop import run_fights, summarize
+from elden_il.evaluation.fight_loop import HeldOutFights, run_fights, summarize
+from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.params import PipelineParams, load_params
-from elden_il.win_rate import wilson_interval
-
-from benchmarks.bench_video import psnr
-from benchmarks.flags import HeldOutFights, JsonOut
 
 CODECS = ("h264", "lossless")
 
@@ -52,7 +50,7 @@ def record_demos(params: PipelineParams, codec: str, out: Path) -> float:
 
 @dataclass(frozen=True)
 class CodecArgs:
-    """Which settings ``python -m benchmarks.bench_codec_bc`` records and trains with: each field its
+    """Which settings ``python -m elden_il.studies.codec_bc`` records and trains with: each field its
     flag (the fights are the evaluation's seeds, ``HeldOutFights.fights`` of them)."""
 
     params: Path = field(default=Path("params.yaml"), metadata=flag("the pipeline's params file", type=Path))
@@ -69,9 +67,9 @@ def main() -> None:
     flags = parser.parse_args()
     args, held, out = from_flags(CodecArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
 
-    from elden_il.bc import train_bc  # torch: after the arguments are read
     from elden_il.data import load_demonstrations
-    from elden_il.evaluate import PolicyActor
+    from elden_il.evaluation.evaluate import PolicyActor
+    from elden_il.training.bc import train_bc  # torch: after the arguments are read
 
     params = load_params(args.params)
     seeds = list(range(params.evaluate.first_seed, params.evaluate.first_seed + held.fights))

@@ -1,11 +1,11 @@
 """``python -m elden_il.view``: see a fight on one scrubbable timeline, in the Rerun viewer.
 
-A raw episode shows as the recorder kept it, sample by sample (``capture.view_episode``), with
+A raw episode shows as the recorder kept it, sample by sample (``elden_il.view.episode``), with
 the steps a dataset built from it would hold beside it; one episode of a Minari dataset shows as
-the learner sees it (``capture.view_steps``). With ``--policy``, a saved policy's action
+the learner sees it (``elden_il.view.steps``). With ``--policy``, a saved policy's action
 probabilities stand at every step next to the action taken, and the steps where it would have
 done otherwise are marked and counted per action. The viewer opens on this machine (bound to
-127.0.0.1, Rerun's analytics off: ``capture.viewer``); with ``--save`` the recording goes to an
+127.0.0.1, Rerun's analytics off: ``elden_il.view.viewer``); with ``--save`` the recording goes to an
 ``.rrd`` file instead, to open wherever there is a display. A saved ``.rrd`` (the evaluation's
 too) opens with ``python -m elden_il.view FILE.rrd``.
 """
@@ -29,9 +29,10 @@ from env.profile import load_profile
 from capture.build_dataset import recorded_picture, usable
 from capture.episode import Episode, read_episode
 from capture.episode_format import PARTIAL
-from capture.view_episode import log_samples, step_view
-from capture.view_steps import Disagreements, StepView, log_policy, log_steps
-from capture.viewer import open_file, recording, rerun, view_command
+
+from elden_il.view.episode import log_samples, step_view
+from elden_il.view.steps import Disagreements, StepView, log_policy, log_steps
+from elden_il.view.viewer import open_file, recording, rerun, view_command
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ def read_raw(path: Path) -> Episode:
 def _policy(path: Path | None) -> Any:
     if path is None:
         return None
-    from elden_il.policy import load_policy  # torch: only when a policy is shown
+    from elden_il.policies.policy import load_policy  # torch: only when a policy is shown
 
     return load_policy(path)
 

@@ -7,8 +7,8 @@ the policies will act at), from the state of the sample that falls due, and mirr
 it holds or taps into the ``InputLog`` at the moment it sends it. Being driven by the sampling
 loop rather than its own thread, it runs identically in real time and lock-step.
 
-``DecisionClock`` and ``KeyDriver`` are those two halves (when to decide, how to press and log),
-shared with the policy driver (``elden_il.pilot``) and the scripted human (``capture.takeover``).
+The two halves it plays by, when to decide and how to press and log (``DecisionClock``,
+``KeyDriver``), are every key-sending driver's and live beside them in ``capture.drivers``.
 """
 
 from __future__ import annotations
@@ -17,68 +17,16 @@ import logging
 
 import numpy as np
 
-from env.actions import ActionTable, KeyCommand, send
-from env.common.errors import GameError
+from env.actions import ActionTable
 from env.config import EnvConfig
 from env.game import Game, GameState
 from env.sim.players import make_player
 
-from capture.drivers import Driver, KeySink
+from capture.drivers import DecisionClock, Driver, KeyDriver
 from capture.episode_writer import Sample
 from capture.inputs import InputLog
 
 log = logging.getLogger(__name__)
-
-
-class DecisionClock:
-    """Once per env step of game time, from the first sample of a fight on."""
-
-    def __init__(self, step_seconds: float) -> None:
-        self.step_seconds = step_seconds
-        self._next = float("-inf")
-
-    def reset(self) -> None:
-        self._next = float("-inf")
-
-    def due(self, t: float) -> bool:
-        """Whether a decision falls due at time ``t`` (and if so, schedule the next one)."""
-        if t + 1e-6 < self._next:
-            return False
-        self._next = max(self._next + self.step_seconds, t)
-        return True
-
-
-class KeyDriver:
-    """Sends key commands to the game and logs each key into ``sink`` as it is sent; remembers
-    what it holds itself, so it releases only its own keys."""
-
-    def __init__(self, game: Game, sink: KeySink, tap_ms: int) -> None:
-        self.game = game
-        self.sink = sink
-        self.tap_ms = tap_ms
-        self.holding: frozenset[str] = frozenset()
-
-    def play(self, command: KeyCommand, tap_ms: int | None = None) -> None:
-        """``tap_ms``: how long this command's tap is held (None: the driver's own)."""
-        send(self.game, command, self.tap_ms if tap_ms is None else tap_ms)
-        for key in self.holding - command.hold:
-            self.sink.key(key, False)
-        for key in command.hold - self.holding:
-            self.sink.key(key, True)
-        if command.tap:
-            self.sink.tap(command.tap)
-        self.holding = command.hold
-
-    def release(self, keep_logged: frozenset[str] = frozenset()) -> None:
-        """Let go of every key held; ``keep_logged``: keys someone else holds too, whose release
-        is not logged (they are still down)."""
-        try:
-            self.game.hold_keys(())
-        except GameError as e:
-            log.warning("could not release the keys: %s", e)
-        for key in self.holding - keep_logged:
-            self.sink.key(key, False)
-        self.holding = frozenset()
 
 
 class Autopilot(Driver):

@@ -10,12 +10,16 @@ holds exactly one driver and shows it every sample. Drivers:
 - ``elden_il.pilot.PolicyDriver``: a trained policy, which the person (or the simulator's
   scripted human) may take over at any moment.
 
+A driver that plays through the game's keys decides on a ``DecisionClock`` (once per env step of
+game time) and presses through a ``KeyDriver`` (keys sent and logged as the same act), both here.
+
 A new way of playing while recording (another correction strategy, say) is another driver; the
 recorder does not change.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -23,13 +27,16 @@ from typing import ClassVar, Protocol
 
 import numpy as np
 
-from env.common.errors import ConfigError, SetupError
+from env.actions import KeyCommand, send
+from env.common.errors import ConfigError, GameError, SetupError
 from env.game import Game, GameState
 
 from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.pad_listener import PadListener, PadSink
 from capture.silence import InputSilence
+
+log = logging.getLogger(__name__)
 
 
 class RecordError(ConfigError):
@@ -49,6 +56,57 @@ class KeySink(PadSink, Protocol):
     def tap(self, names: tuple[str, ...], t: float | None = None) -> None: ...
 
     def mouse_move(self, dx: float, dy: float, t: float | None = None) -> None: ...
+
+
+class DecisionClock:
+    """Once per env step of game time, from the first sample of a fight on."""
+
+    def __init__(self, step_seconds: float) -> None:
+        self.step_seconds = step_seconds
+        self._next = float("-inf")
+
+    def reset(self) -> None:
+        self._next = float("-inf")
+
+    def due(self, t: float) -> bool:
+        """Whether a decision falls due at time ``t`` (and if so, schedule the next one)."""
+        if t + 1e-6 < self._next:
+            return False
+        self._next = max(self._next + self.step_seconds, t)
+        return True
+
+
+class KeyDriver:
+    """Sends key commands to the game and logs each key into ``sink`` as it is sent; remembers
+    what it holds itself, so it releases only its own keys."""
+
+    def __init__(self, game: Game, sink: KeySink, tap_ms: int) -> None:
+        self.game = game
+        self.sink = sink
+        self.tap_ms = tap_ms
+        self.holding: frozenset[str] = frozenset()
+
+    def play(self, command: KeyCommand, tap_ms: int | None = None) -> None:
+        """``tap_ms``: how long this command's tap is held (None: the driver's own)."""
+        send(self.game, command, self.tap_ms if tap_ms is None else tap_ms)
+        for key in self.holding - command.hold:
+            self.sink.key(key, False)
+        for key in command.hold - self.holding:
+            self.sink.key(key, True)
+        if command.tap:
+            self.sink.tap(command.tap)
+        self.holding = command.hold
+
+    def release(self, keep_logged: frozenset[str] = frozenset()) -> None:
+        """Let go of every key held; ``keep_logged``: keys someone else holds too, whose release
+        is not logged (they are still down)."""
+        try:
+            self.game.hold_keys(())
+        except GameError as e:
+            log.warning("could not release the keys: %s", e)
+        for key in self.holding - keep_logged:
+            self.sink.key(key, False)
+        self.holding = frozenset()
 
 
 class Driver:

@@ -34,8 +34,7 @@ from env.common.fields import check_fields, checked, number
 from env.game import Game, GameState
 from env.profile import load_profile
 
-from capture.autopilot import DecisionClock, KeyDriver
-from capture.drivers import Driver, Hotkeys, Listening, MakeDriver, RecordError, need_display
+from capture.drivers import DecisionClock, Driver, Hotkeys, KeyDriver, Listening, MakeDriver, RecordError, need_display
 from capture.episode_writer import Sample
 from capture.inputs import InputLog
 from capture.labels import HeardActions, StepLabeler

@@ -227,7 +227,7 @@ class ScriptedPlayer(threading.Thread):
         from env.sim.players import make_player
         from env.siphon.client import SiphonClient, SiphonError
 
-        from capture.autopilot import DecisionClock
+        from capture.drivers import DecisionClock
 
         profile = load_profile("sim_margit")
         table = ActionTable(profile, "discrete")

@@ -243,7 +243,10 @@ def test_the_committed_dvc_lock_was_written_by_the_code_and_params_committed_wit
         for entry in entries
         if isinstance(entry, dict) and "changed deps" in entry
     }
-    assert not {stage: deps for stage, deps in stale.items() if deps}, stale
+    assert not {stage: deps for stage, deps in stale.items() if deps}, (
+        f"dvc.lock is stale for {stale}: run `dvc repro` (a changed result), or `python scripts/relock.py` "
+        "(a change of code that writes the same outputs), and commit dvc.lock"
+    )
 
 
 def test_the_committed_dataset_was_built_by_the_committed_code():
@@ -255,6 +258,6 @@ def test_the_committed_dataset_was_built_by_the_committed_code():
 
     report = json.loads((ROOT / "datasets/reports/dataset.json").read_text())
     assert report["code"]["digest"] == code_digest(ROOT), (
-        "the dataset stage's code changed since the committed dataset was built: run `dvc repro dataset` "
-        "and commit dvc.lock and datasets/reports/dataset.json with the code"
+        "the dataset stage's code changed since the committed dataset was built: run `python scripts/relock.py` "
+        "(or `dvc repro`) and commit dvc.lock and datasets/reports/dataset.json with the code"
     )

@@ -84,7 +84,7 @@ def decoded(path: Path, of: VideoOf | None = None) -> Iterator[np.ndarray]:
 class RGB:
     """A decoded frame as an RGB array, by one converter kept for a whole video. PyAV's
     ``frame.to_ndarray(format="rgb24")`` sets a converter up anew for every frame, which costs
-    many times the conversion itself (BENCHMARKS.md, the default pipeline's stages); kept, it
+    many times the conversion itself (BENCHMARKS.md, the default pipeline's time); kept, it
     gives the same pixels, bit for bit."""
 
     def __init__(self) -> None:

@@ -20,7 +20,7 @@ starts again from it. A person presses off the recorder's schedule, so the last 
 before a press shows the game up to a period earlier than it was when the press landed, and a
 policy trained on that pairing acts that much early in the env, whose observations are the game
 at the moment it acts: a dodge timed to a boss's swing by a game tick or two misses
-(BENCHMARKS.md, the human path). The dataset builder pairs a step beginning with a press with
+(elden_il/studies/STUDIES.md, the human path). The dataset builder pairs a step beginning with a press with
 the sample taken as it landed (``capture.build_dataset.step_starts``). In lock-step the
 autopilot presses at sample times, so its presses already have theirs.
 """

@@ -254,7 +254,7 @@ class BCConfig:
     runs: int = checked(1, whole(1, 16))
     """Networks trained one after another, each on its own seed, acting as one policy, their
     log-probabilities averaged: on a person's 20 fights one network's result swings with its
-    seed from nothing to above half the person's (BENCHMARKS.md, "Several BC networks as one")."""
+    seed from nothing to above half the person's (elden_il/studies/STUDIES.md, "Several BC networks as one")."""
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -289,7 +289,7 @@ class FinetuneConfig:
     """The pull towards the BC policy (a KL penalty)."""
     learning_rate: float = checked(1e-4, number(0, 1, above=True))
     """Adam's step, the actor's and the critics': AWAC's one run ends steadier at a third of PPO's
-    0.0003, which PPO's runs were tuned at (BENCHMARKS.md, "The learning rate")."""
+    0.0003, which PPO's runs were tuned at (elden_il/studies/STUDIES.md, "The learning rate")."""
     n_steps: int = checked(1024, whole(2, 1_000_000))
     """Steps per env per rollout (what they hold in memory is checked against the env's
     observations when fine-tuning starts: ``elden_il.training.finetune.check_rollout_fits``)."""
@@ -321,13 +321,13 @@ class FinetuneConfig:
     awac_lambda: float = checked(0.3, number(0, above=True))
     """awac: the temperature of the advantage weights (lower: the actor follows the critic harder;
     at 1 it stays so near its data that it ends about where the teacher is, and far lower it
-    follows the critic's mistakes too: BENCHMARKS.md, "Fine-tuning from one env")."""
+    follows the critic's mistakes too: elden_il/studies/STUDIES.md, "The advantage weights' temperature")."""
     critic_warmup_updates: int = checked(2000, whole(0, 1_000_000))
     """awac: critic updates on the demonstrations alone before the first env step."""
     demo_fraction: float = checked(0.1, number(0, 1))
     """awac: the share of every batch drawn from the demonstrations (the rest: the env's own steps).
     A few keep the critics anchored; HIL-SERL's half keeps the actor nearer its teacher, and none
-    lets it drift off (BENCHMARKS.md, "Fine-tuning from one env")."""
+    lets it drift off (elden_il/studies/STUDIES.md, "The demonstrations' share of each batch")."""
     n_step: int = checked(3, whole(1, 100))
     """awac: rewards summed into each critic target before the next observation's value."""
     replay_batch: int = checked(128, whole(2, 65_536))
@@ -353,7 +353,7 @@ class FinetuneConfig:
     """Fine-tuning runs from the same BC policy, side by side, one core each (backend sim only);
     with more than one, the fine-tuned policy is all of them acting as one, their log-probabilities
     averaged. Where a run ends swings with its seed by tens of points, and the fights the runs
-    lose differ (BENCHMARKS.md, "Several runs as one policy")."""
+    lose differ (elden_il/studies/STUDIES.md, "Several runs as one policy")."""
 
     def __post_init__(self) -> None:
         check_fields(self)

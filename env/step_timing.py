@@ -77,4 +77,4 @@ LIVE = StepTiming(
 """The live path's spread, as counted on the game's own clock over 48,363 steps and 13,553 taps of
 100 fights: a simulator server in its real-server mode at 3x, paused between steps as the env plays
 it (each step's pause asked by the game's clock, ``[clock]``), two fight processes and two busy
-processes on this project's two-core machine (BENCHMARKS.md, "One fight, however it is reached")."""
+processes on this project's two-core machine (elden_il/studies/STUDIES.md, "The live spread re-counted on the game's clock, and each fight's own odds")."""

@@ -47,7 +47,7 @@ fi
 export DVC_NO_ANALYTICS=1 PATH="$PWD/.venv/bin:$PATH"
 if [ $run_main_job -eq 1 ]; then
   # The main job: demonstrations -> dataset -> behaviour cloning -> RL fine-tuning -> evaluation,
-  # all on the simulator (its time on 2 cores: BENCHMARKS.md, the default pipeline's settings), then the metrics.
+  # all on the simulator (its time on 2 cores: BENCHMARKS.md, the default pipeline's time), then the metrics.
   dvc repro
   python -m elden_il.pipeline summary   # every metric: dvc metrics show
 fi

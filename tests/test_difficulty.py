@@ -1,7 +1,7 @@
 """Difficulty is honest, over seeded in-process fights through the env, the way evaluation plays
 them: 200 fights for the policies that lose at once; for the expert, whose fights last, the 100
 held-out fights of the evaluation, which must also give exactly the evaluation's expert row (one
-fight loop, one win rate). BENCHMARKS.md quotes ``python -m elden_il.duel`` on seeds 0-199."""
+fight loop, one win rate). elden_il/studies/STUDIES.md quotes ``python -m elden_il.duel`` on seeds 0-199."""
 
 from __future__ import annotations
 

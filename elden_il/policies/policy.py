@@ -211,7 +211,7 @@ class PolicyEnsemble(BasePolicy):
     each bit's). A PPO run's policy swings by tens of points of win rate from one update to the
     next and from seed to seed, and the fights it loses differ from run to run: where one member
     errs the others outvote it, and an action any member finds very unlikely stays unlikely
-    (BENCHMARKS.md, "Several runs as one policy", where the geometric mean also won more
+    (elden_il/studies/STUDIES.md, "Several runs as one policy", where the geometric mean also won more
     validation fights than the members' plain average). ``predict`` and ``get_distribution``
     are an ``ActorCriticPolicy``'s; it has no critic of its own, so it is played and evaluated,
     not trained further."""

@@ -3,8 +3,8 @@
 A policy's decision and an off-policy learner's update are many small tensor operations. Spread
 over threads they gain nothing, and on a machine that is busy anyway (a gaming PC runs the game;
 a study runs beside other work) the threads wait on each other and on the cores, which makes
-each operation several times slower than one thread is (BENCHMARKS.md, "Fine-tuning from one
-env" and "Corrections against more demonstrations").
+each operation several times slower than one thread is (BENCHMARKS.md, "Training cost and
+the learner's throughput"; elden_il/studies/STUDIES.md, "Corrections or more demonstrations?").
 """
 
 from __future__ import annotations

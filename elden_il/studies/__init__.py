@@ -1,5 +1,5 @@
 """Learning studies: experiments that answer a researcher's question with win rates and their
-intervals, each a command whose results BENCHMARKS.md quotes with the line that reproduces them.
+intervals, each a command whose results STUDIES.md (beside this package) gives with the line that reproduces them.
 
 - ``scaling``: how many fights must I record? BC on growing numbers of demonstration fights.
 - ``corrections``: are a person's corrections worth more than as many more demonstrations?

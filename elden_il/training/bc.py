@@ -73,7 +73,7 @@ def train_bc(
     (``config.seed`` counting up: its own first weights, validation fights and batches), saved as
     one ``PolicyEnsemble``. On a person's few fights, where one network stops depends on its
     seed, and a seed that stops on a poor checkpoint wins nothing; together they vote it down
-    (BENCHMARKS.md, "Several BC networks as one"). The first network is the one ``runs: 1``
+    (elden_il/studies/STUDIES.md, "Several BC networks as one"). The first network is the one ``runs: 1``
     trains: its epochs go to ``on_epoch`` (the pipeline logs them with DVCLive) and its history
     beside the policy; fine-tuning continues each network in turn (``elden_il.policies.policy.member``)."""
     weights = sample_weights(demos, config.intervention_weight, config.action_weights)

@@ -66,7 +66,7 @@ class KLToPriorPolicy(ActorCriticPolicy):
     cloning shaped those features for choosing actions; PPO's value loss otherwise reshapes them
     for predicting returns too, and its worst updates move what the actor sees. Detached, the
     sampled win rate dips less, but the critic explains almost none of the returns and the
-    policy ends weaker (BENCHMARKS.md, "Why the curve dips: five seeds per setting")."""
+    policy ends weaker (elden_il/studies/STUDIES.md, "Why the curve dips: five seeds per setting")."""
 
     def __init__(self, *args, detach_critic: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)

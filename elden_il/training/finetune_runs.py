@@ -1,7 +1,7 @@
 """Several fine-tuning runs from one BC policy, side by side, acting as one policy.
 
 Where a PPO run ends depends on its seed by 10-20 points of win rate, and a single update late in
-a run can undo what it had learnt (BENCHMARKS.md): the policy a run ends with is a draw. The
+a run can undo what it had learnt (elden_il/studies/STUDIES.md, "Several runs as one policy"): the policy a run ends with is a draw. The
 fights each run's policy loses differ, though, so the runs together, their log-probabilities
 averaged (``elden_il.policies.policy.PolicyEnsemble``), win more often than any one of them.
 Each run trains in a process of its own with one torch thread: with as many cores as runs, they

@@ -1,4 +1,4 @@
-"""One description of the machine a benchmark or a study ran on, so every result in BENCHMARKS.md says it."""
+"""One description of the machine a benchmark or a study ran on, so every result in BENCHMARKS.md and elden_il/studies/STUDIES.md says it."""
 
 from __future__ import annotations
 

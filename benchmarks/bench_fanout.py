@@ -19,11 +19,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import check_fields, checked, optional, whole
 from env.common.machine import describe
 
 from elden_il.evaluation.fight_loop import HeldOutFights
+
+
+def main(argv: list[str] | None = None) -> int:
+    held, args, out = parse_settings(
+        "python -m benchmarks.bench_fanout", __doc__, (HeldOutFights, ("fights",)), FanoutArgs, JsonOut, argv=argv
+    )
+    return run_command(lambda: benchmark(args, held, out))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,13 +114,7 @@ class FanoutArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = command_parser("python -m benchmarks.bench_fanout", __doc__)
-    add_flags(parser, HeldOutFights, ("fights",))
-    add_flags(parser, FanoutArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, held, out = from_flags(FanoutArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
+def benchmark(args: FanoutArgs, held: HeldOutFights, out: JsonOut) -> None:
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from elden_il.fanout import keep_to_loopback
@@ -159,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,9 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import add_flags, command_parser, flag, from_flags
+from env.common.cli import flag, parse_settings, run_command
 from env.common.fields import TEXT, check_fields, checked, whole
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings("python -m benchmarks.bench_finetune_cost", __doc__, FinetuneCostArgs, argv=argv)
+    return run_command(lambda: benchmark(args))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,10 +54,7 @@ class FinetuneCostArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = command_parser("python -m benchmarks.bench_finetune_cost", __doc__)
-    add_flags(parser, FinetuneCostArgs)
-    args = from_flags(FinetuneCostArgs, parser.parse_args())
+def benchmark(args: FinetuneCostArgs) -> None:
     from env.config import EnvConfig
 
     import elden_il.training.finetune as ft
@@ -86,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -38,6 +38,12 @@ from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.params import FIRST_HELD_OUT_SEED
 
 from benchmarks.flags import GAME_SPEED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_game_speed", __doc__, GameSpeedArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 log = logging.getLogger("bench_game_speed")
 
@@ -136,12 +142,7 @@ class GameSpeedArgs:
         check_fields(self)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("python -m benchmarks.bench_game_speed", __doc__)
-    add_flags(parser, GameSpeedArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args(argv)
-    args, out = from_flags(GameSpeedArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: GameSpeedArgs, out: JsonOut) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     results = run(args.speeds, args.steps, args.fights, args.compare, tuple(shlex.split(args.server_args)))
     print(f"Machine: {results['machine']}; server {' '.join(results['server_args'])}\n")
@@ -162,7 +163,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     if out.json:
         out.json.write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

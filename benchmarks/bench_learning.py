@@ -7,7 +7,6 @@ step, build time, load time as training loads it). ``--dataset-only`` stops ther
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import tempfile
@@ -15,8 +14,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags
+from env.common.cli import JsonOut, flag, parse_settings, run_command
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    out, args = parse_settings("python -m benchmarks.bench_learning", __doc__, JsonOut, LearningArgs, argv=argv)
+    return run_command(lambda: benchmark(args, out))
 
 
 @dataclass(frozen=True)
@@ -26,12 +30,7 @@ class LearningArgs:
     dataset_only: bool = field(default=False, metadata=flag("only the recording and the dataset builds"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    add_flags(parser, JsonOut)
-    add_flags(parser, LearningArgs)
-    flags = parser.parse_args()
-    args, out = from_flags(LearningArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: LearningArgs, out: JsonOut) -> None:
     from env.config import EnvConfig
     from env.factory import make_env
 
@@ -166,4 +165,4 @@ def report(results: dict, json_path: Path | None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

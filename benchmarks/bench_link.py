@@ -24,11 +24,9 @@ against the link's bound.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
-import signal
 import socket
 import statistics
 import subprocess
@@ -41,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, from_flags
+from env.common.cli import JsonOut, add_flags, command_parser, from_flags, run_command
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
@@ -53,6 +51,15 @@ from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
 
 from benchmarks.bench_recorder import record_from
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = command_parser("python -m benchmarks.bench_link", __doc__, LinkArgs)
+    add_flags(parser, JsonOut, json={"help": "also write the rows here"})
+    flags = parser.parse_args(argv)
+    # run_command takes SIGTERM as Ctrl-C, so the link is taken down on the way out either way
+    return run_command(lambda: benchmark(from_flags(LinkArgs, flags), from_flags(JsonOut, flags)))
+
 
 NAMESPACE = "elden-link"
 HERE_IF, THERE_IF = "elden-link0", "elden-link1"
@@ -319,11 +326,6 @@ def recorder_table(recordings: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def interrupted(signum: int, frame: object) -> None:
-    """SIGTERM as Ctrl-C, so the link is taken down on the way out either way."""
-    raise KeyboardInterrupt
-
-
 @dataclass(frozen=True)
 class LinkArgs:
     """How long ``python -m benchmarks.bench_link`` measures each row: each field its flag."""
@@ -335,13 +337,7 @@ class LinkArgs:
         check_fields(self)
 
 
-def main() -> None:
-    signal.signal(signal.SIGTERM, interrupted)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, LinkArgs)
-    add_flags(parser, JsonOut, json={"help": "also write the rows here"})
-    flags = parser.parse_args()
-    args, out = from_flags(LinkArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: LinkArgs, out: JsonOut) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     rows, recordings = run(args.steps, args.record_seconds)
     print(f"machine: {describe()}\n")
@@ -356,4 +352,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

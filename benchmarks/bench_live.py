@@ -15,7 +15,6 @@ the Site of Grace; the person at each (``SimServer.player``) locks on when a cli
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import statistics
@@ -28,7 +27,7 @@ from pysiphon import SiphonClient as PysiphonClient
 from pysiphon.generated import siphon_service_pb2 as pb2
 
 from env.actions import ActionTable
-from env.common.cli import JsonOut, add_flags, flag, from_flags
+from env.common.cli import JsonOut, flag, parse_settings, run_command
 from env.common.machine import describe
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
@@ -37,6 +36,11 @@ from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.client import SiphonClient
 from env.siphon.game import SiphonGame
+
+
+def main(argv: list[str] | None = None) -> int:
+    out, args = parse_settings("python -m benchmarks.bench_live", __doc__, JsonOut, LiveArgs, argv=argv)
+    return run_command(lambda: benchmark(args, out))
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
@@ -217,12 +221,7 @@ class LiveArgs:
     quick: bool = field(default=False, metadata=flag("fewer repetitions (a smoke run)"))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, JsonOut)
-    add_flags(parser, LiveArgs)
-    flags = parser.parse_args()
-    args, out = from_flags(LiveArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: LiveArgs, out: JsonOut) -> None:
     profile = load_profile("sim_margit")
     results: dict = {"machine": describe()}
     with SimServer(size=(84, 84)) as server, server.player():
@@ -283,4 +282,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

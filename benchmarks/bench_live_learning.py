@@ -22,13 +22,26 @@ import tempfile
 import time
 from pathlib import Path
 
-from env.common.cli import JsonOut, add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 
 from elden_il.params import FinetuneConfig, load_params
 
 from benchmarks.flags import GAME_SPEED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings(
+        "python -m benchmarks.bench_live_learning",
+        __doc__,
+        LiveLearningArgs,
+        JsonOut,
+        argv=argv,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
+    return run_command(lambda: benchmark(args, out))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_SERVER = "--real-server"
@@ -110,12 +123,7 @@ class LiveLearningArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = command_parser("python -m benchmarks.bench_live_learning", __doc__, __doc__.split("\n\n", 2)[2])
-    add_flags(parser, LiveLearningArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(LiveLearningArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: LiveLearningArgs, out: JsonOut) -> None:
     if not args.ideal:
         os.environ["ELDEN_IL_SIM_ARGS"] = f"{os.environ.get('ELDEN_IL_SIM_ARGS', '')} {REAL_SERVER}".strip()
     params = load_params(ROOT / "params.yaml")
@@ -140,4 +148,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

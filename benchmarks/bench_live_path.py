@@ -57,8 +57,16 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
+from env.common.cli import command_parser, flag, from_flags, run_command
+from env.common.errors import ConfigError
 from env.common.fields import MAX_FIGHTS, SEED, FieldError, check_fields, checked, one_of, whole
+
+
+def main(argv: list[str] | None = None) -> int:
+    flags = command_parser("python -m benchmarks.bench_live_path", __doc__, LivePathArgs).parse_args(argv)
+    # the settings made inside the runner: their checks of one flag against another are one error line
+    return run_command(lambda: benchmark(from_flags(LivePathArgs, flags)))
+
 
 ROOT = Path(__file__).parents[1]
 FIRST_HELD_OUT_SEED = 1_000_000
@@ -437,16 +445,13 @@ def earlier_results(file: Path) -> dict:
     try:
         return json.loads(file.read_text())
     except (OSError, ValueError) as err:
-        raise SystemExit(f"--against {file}: not a results file of this benchmark's --json ({err})") from None
+        raise ConfigError(f"--against {file}: not a results file of this benchmark's --json ({err})") from None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("python -m benchmarks.bench_live_path", __doc__)
-    add_flags(parser, LivePathArgs)
-    args = from_flags(LivePathArgs, parser.parse_args(argv))
+def benchmark(args: LivePathArgs) -> None:
     if args.job:
         print(json.dumps(play_job(json.loads(args.job))))
-        return 0
+        return
     config = args.config.parent if args.config.name.endswith(".json") else args.config
     earlier = [earlier_results(file) for file in args.against or ()]
     results = run(replace(args, path=args.path or tuple(PATHS), config=config))
@@ -454,8 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(run_command(main))
+    raise SystemExit(main())

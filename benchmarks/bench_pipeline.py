@@ -12,7 +12,6 @@ the stage's processes). Both commits share this checkout's virtualenv.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -25,9 +24,15 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import TEXT, check_fields, checked
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_pipeline", __doc__, PipelineCostArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 ROOT = Path(__file__).parents[1]
 
@@ -75,13 +80,7 @@ class PipelineCostArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, PipelineCostArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(PipelineCostArgs, flags), from_flags(JsonOut, flags)
-
+def benchmark(args: PipelineCostArgs, out: JsonOut) -> None:
     results = {"machine": describe(), "commits": {}}
     with tempfile.TemporaryDirectory(prefix="bench_pipeline_") as work:
         for label, revision in (("baseline", args.baseline), ("revision", args.revision)):
@@ -112,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -15,7 +15,6 @@ its own (the median of those whole processes, Python's start and the imports cou
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -28,7 +27,7 @@ from pathlib import Path
 import torch
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from env.common.cli import JsonOut, add_flags, from_flags
+from env.common.cli import JsonOut, parse_settings, run_command
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -37,6 +36,12 @@ from env.profile import load_profile
 from elden_il.params import load_params
 from elden_il.policies.policy import NetworkSize, load_policy, make_policy, policy_kwargs, save_policy
 from elden_il.policies.sb3_zip import export_sb3, read_sb3_zip_trusting_its_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_policy_load", __doc__, PolicyLoadArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,12 +134,7 @@ class PolicyLoadArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, PolicyLoadArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(PolicyLoadArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: PolicyLoadArgs, out: JsonOut) -> None:
     torch.set_num_threads(1)
     results = measure(args.repeat, args.fresh)
     print(
@@ -158,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -17,9 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, command_parser, from_flags
+from env.common.cli import JsonOut, parse_settings, run_command
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_ray_vec_env", __doc__, RayVecArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
 
 
 def steps_per_second(vec, steps: int) -> float:
@@ -47,12 +52,7 @@ class RayVecArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = command_parser("python -m benchmarks.bench_ray_vec_env", __doc__)
-    add_flags(parser, RayVecArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(RayVecArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: RayVecArgs, out: JsonOut) -> None:
     os.environ.pop("RAY_ADDRESS", None)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from elden_il.fanout import keep_to_loopback
@@ -102,4 +102,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -17,7 +17,6 @@ per-call scans), not the one-off warm-up.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import statistics
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags
+from env.common.cli import JsonOut, flag, parse_settings, run_command
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, whole
 from env.common.machine import describe
@@ -36,6 +35,12 @@ from env.siphon.game import SiphonGame
 
 from benchmarks.bench_live import timed
 from benchmarks.bench_recorder import highest_sustainable, rate_search
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_real_server", __doc__, RealServerArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 SIZES = ((1280, 720), (1920, 1080))
 SCANS_MS = (2.0, 10.0, 30.0)
@@ -101,12 +106,7 @@ class RealServerArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, RealServerArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(RealServerArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: RealServerArgs, out: JsonOut) -> None:
     servers = {} if args.defaults_only else {"ideal": ()} | {f"real, scan {s:g} ms": real_args(s) for s in SCANS_MS}
     results: dict = {"machine": describe(), "defaults": at_the_defaults(), "rows": {}}
     for name, server_args in servers.items():
@@ -147,4 +147,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

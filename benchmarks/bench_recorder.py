@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.errors import GameError
 from env.common.fields import check_fields, checked, number, optional, whole
 from env.common.machine import describe
@@ -46,6 +45,13 @@ from capture.pad_listener import PadListener
 from capture.record import RecordSettings
 from capture.sampler import Sampler, SamplerStats
 from capture.video import CODECS, DEFAULT_CODEC
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, recording, out = parse_settings(
+        "python -m benchmarks.bench_recorder", __doc__, RecorderArgs, (RecordSettings, ("rate",)), JsonOut, argv=argv
+    )
+    return run_command(lambda: benchmark(args, recording, out))
 
 
 def rss_mb() -> float:
@@ -343,14 +349,7 @@ class RecorderArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, RecorderArgs)
-    add_flags(parser, RecordSettings, ("rate",))
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(RecorderArgs, flags), from_flags(JsonOut, flags)
-    recording = from_flags(RecordSettings, flags)
+def benchmark(args: RecorderArgs, recording: RecordSettings, out: JsonOut) -> None:
     if args.controller:
         results = {
             "machine": describe(),
@@ -394,4 +393,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

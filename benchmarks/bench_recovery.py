@@ -24,7 +24,6 @@ timings (6 s of "YOU DIED", an 8 s loading screen, Siphon's 3 s hook, a 10 ms sc
 
 from __future__ import annotations
 
-import argparse
 import json
 import shlex
 import statistics
@@ -33,7 +32,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags
+from env.common.cli import JsonOut, flag, parse_settings, run_command
 from env.common.errors import GameError
 from env.common.fields import MAX_FIGHTS, check_fields, checked, whole
 from env.common.machine import describe
@@ -46,6 +45,14 @@ from env.sim.world import Phase
 from env.siphon.arena import BossKilled
 
 from elden_il.evaluation.fight_loop import PlayerActor
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, env, out = parse_settings(
+        "python -m benchmarks.bench_recovery", __doc__, RecoveryArgs, (EnvConfig, ("max_steps",)), JsonOut, argv=argv
+    )
+    return run_command(lambda: benchmark(args, env, out))
+
 
 BUCKETS = ("first", "after_death", "after_kill", "in_place")
 AFTER = {Phase.FIGHT: "in_place", Phase.FELLED: "after_kill", Phase.CLEARED: "after_kill"}
@@ -164,18 +171,12 @@ class RecoveryArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, RecoveryArgs)
-    add_flags(parser, EnvConfig, ("max_steps",))
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(RecoveryArgs, flags), from_flags(JsonOut, flags)
-    results = run(args.fights, from_flags(EnvConfig, flags).max_steps, tuple(shlex.split(args.server_args)))
+def benchmark(args: RecoveryArgs, env: EnvConfig, out: JsonOut) -> None:
+    results = run(args.fights, env.max_steps, tuple(shlex.split(args.server_args)))
     print(f"\nMachine: {describe()}\n\n{report(results, args.fights)}")
     if out.json:
         out.json.write_text(json.dumps({"machine": describe(), **results}, indent=2))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -15,7 +15,6 @@ slows both alike.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import random
@@ -31,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from env.common.cli import (  # noqa: E402
     JsonOut,  # noqa: E402
-    add_flags,
-    from_flags,
+    parse_settings,
+    run_command,
 )
 from env.common.fields import check_fields, checked, number  # noqa: E402
 from env.common.machine import describe  # noqa: E402
@@ -40,6 +39,12 @@ from env.config import EnvConfig  # noqa: E402
 from env.factory import make_env  # noqa: E402
 from env.sim.renderer import Renderer  # noqa: E402
 from env.sim.world import World  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_render", __doc__, RenderArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 SIZES = ((84, 84), (1280, 720), (1920, 1080))
 TARGET_MS = {(84, 84): 0.2, (1920, 1080): 8.0}
@@ -125,12 +130,7 @@ class RenderArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(parser, RenderArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(RenderArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: RenderArgs, out: JsonOut) -> None:
     cv2.setNumThreads(1)
     frames = fight_frames()
     in_windup = sum(f.boss.move is not None for f in frames) / len(frames)
@@ -159,4 +159,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

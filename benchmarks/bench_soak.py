@@ -14,7 +14,6 @@ recorder that cannot keep up shows as drops.
 
 from __future__ import annotations
 
-import argparse
 import json
 import signal
 import subprocess
@@ -26,13 +25,26 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, from_flags
+from env.common.cli import JsonOut, parse_settings, run_command
 from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.sim.launcher import SimServer
 
 from capture.episode import list_episodes, read_episode
 from capture.record import RecordSettings
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, recording, out = parse_settings(
+        "python -m benchmarks.bench_soak",
+        __doc__,
+        SoakArgs,
+        (RecordSettings, ("rate", "video_codec")),
+        JsonOut,
+        argv=argv,
+    )
+    return run_command(lambda: benchmark(args, recording, out))
+
 
 WARMUP_S = 60.0
 """Memory before this is start-up (imports, first frames, buffers filling), not a trend."""
@@ -164,13 +176,7 @@ class SoakArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, SoakArgs)
-    add_flags(parser, RecordSettings, ("rate", "video_codec"))
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, recording, out = from_flags(SoakArgs, flags), from_flags(RecordSettings, flags), from_flags(JsonOut, flags)
+def benchmark(args: SoakArgs, recording: RecordSettings, out: JsonOut) -> None:
     result = soak(args.minutes, args.every, recording.rate, (1280, 720), recording.video_codec)
     print_report(result)
     if out.json:
@@ -178,4 +184,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -15,9 +15,16 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from env.common.cli import add_flags, command_parser, from_flags
+from env.common.cli import parse_settings, run_command
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings(
+        "python -m benchmarks.bench_unary_call", __doc__, UnaryCallArgs, argv=argv, epilog=__doc__.split("\n\n", 2)[2]
+    )
+    return run_command(lambda: benchmark(args))
 
 
 @dataclass(frozen=True)
@@ -31,10 +38,7 @@ class UnaryCallArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = command_parser("python -m benchmarks.bench_unary_call", __doc__, __doc__.split("\n\n", 2)[2])
-    add_flags(parser, UnaryCallArgs)
-    args = from_flags(UnaryCallArgs, parser.parse_args())
+def benchmark(args: UnaryCallArgs) -> None:
     from pysiphon.generated import siphon_service_pb2 as pb2
 
     from env.common import interrupts
@@ -71,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -18,7 +18,6 @@ recorder's own writer), one frame at a time, and is measured for:
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, from_flags
+from env.common.cli import JsonOut, parse_settings, run_command
 from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -39,6 +38,12 @@ from capture.episode import list_episodes, read_episode
 from capture.footage import decoded, frames_at
 from capture.record import MASTER_SIZE, RecordSettings, record
 from capture.video import CODECS, EpisodeVideo, VideoCodec, psnr
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_video", __doc__, VideoArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 RATE = 30.0
 TRAINING = FrameSpec((84, 84))
@@ -151,12 +156,7 @@ class VideoArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, VideoArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(VideoArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: VideoArgs, out: JsonOut) -> None:
     results: dict = {"machine": describe(), "runs": []}
     with tempfile.TemporaryDirectory() as tmp:
         for size in (MASTER_SIZE, (1280, 720)):
@@ -181,4 +181,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

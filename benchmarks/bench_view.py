@@ -30,9 +30,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env.common.cli import add_flags, flag, from_flags
+from env.common.cli import flag, parse_settings, run_command
 from env.common.fields import check_fields, checked, number
 from env.common.machine import describe
+
+
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings("python -m benchmarks.bench_view", __doc__, ViewCostArgs, argv=argv)
+    return run_command(lambda: benchmark(args))
+
 
 MASTER = (1280, 720)
 
@@ -164,10 +170,7 @@ class ViewCostArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, ViewCostArgs)
-    args = from_flags(ViewCostArgs, parser.parse_args())
+def benchmark(args: ViewCostArgs) -> None:
     if args.measure is not None:
         print(json.dumps(measure_save(args.measure, args.out / "fight.rrd")))
         return
@@ -215,4 +218,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -7,18 +7,23 @@ daggers in flight). Also the lock-step ``SimGame`` stepping overhead on top of t
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
 import time
 from dataclasses import dataclass
 
-from env.common.cli import JsonOut, add_flags, from_flags
+from env.common.cli import JsonOut, parse_settings, run_command
 from env.common.fields import check_fields, checked, whole
 from env.common.machine import describe
 from env.sim.game import SimGame
 from env.sim.world import World
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, out = parse_settings("python -m benchmarks.bench_world", __doc__, WorldArgs, JsonOut, argv=argv)
+    return run_command(lambda: benchmark(args, out))
+
 
 TICKS = 60_000
 
@@ -71,12 +76,7 @@ class WorldArgs:
         check_fields(self)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    add_flags(parser, WorldArgs)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, out = from_flags(WorldArgs, flags), from_flags(JsonOut, flags)
+def benchmark(args: WorldArgs, out: JsonOut) -> None:
     results = {}
     for name, fn in [("idle world", idle_ticks), ("busy world", busy_ticks), ("SimGame 200 ms steps", simgame_ticks)]:
         results[name] = statistics.median(fn() for _ in range(args.repeats))
@@ -91,4 +91,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

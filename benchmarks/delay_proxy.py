@@ -14,14 +14,19 @@ so a delay under one is at least one: the benchmark measures the round trip it g
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
 
-from env.common.cli import add_flags, flag, from_flags, ruled
+from env.common.cli import flag, parse_settings, ruled, run_command
 from env.common.fields import number
+
+
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings("python -m benchmarks.delay_proxy", __doc__, ProxyArgs, argv=argv)
+    return run_command(lambda: relay(args))
+
 
 log = logging.getLogger("delay_proxy")
 
@@ -98,16 +103,11 @@ class ProxyArgs:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, ProxyArgs)
-    args = from_flags(ProxyArgs, parser.parse_args())
+def relay(args: ProxyArgs) -> None:
+    """Relay until stopped: SIGTERM (how ``bench_link`` ends it) or Ctrl-C, which ``run_command`` says in one line."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(serve(args.listen, args.to, args.delay_ms / 1000))
-    except KeyboardInterrupt:
-        pass
+    asyncio.run(serve(args.listen, args.to, args.delay_ms / 1000))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

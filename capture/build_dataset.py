@@ -29,7 +29,6 @@ and its ``elden_il`` metadata holds the digest of the code that built it
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -43,7 +42,7 @@ import numpy as np
 
 import env  # noqa: F401 - registers EldenIL/Margit-v0, the dataset's env spec
 from env.actions import ActionTable
-from env.common.cli import add_flags, flag, from_flags, output_folder, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, output_folder, run_command
 from env.common.errors import DataError
 from env.common.fields import STEP_MS, FieldError
 from env.common.lock import is_being_written
@@ -131,7 +130,7 @@ sample long."""
 PRESS_SAMPLE_S = 0.005
 """A sample started this soon after a step begins shows the game as the step began: the live
 recorder samples at once on a press (``capture.sampler``), well within this on a busy machine
-(BENCHMARKS.md, the human path), and a game shows a press at its next tick at the soonest."""
+(elden_il/studies/STUDIES.md, the human path), and a game shows a press at its next tick at the soonest."""
 
 
 def samples_at(t: np.ndarray, moments: np.ndarray) -> np.ndarray:
@@ -666,14 +665,14 @@ class BuildArgs:
 
 def main(argv: list[str] | None = None) -> int:
     defaults = EnvConfig()
-    parser = argparse.ArgumentParser(
-        prog="python -m capture.build_dataset",
-        description="Build a Minari dataset (lossless frames) from recorded episodes, at any frame size and "
-        "crop, decoding each episode's video with the env's own preprocessing so training data matches live "
+    parser = command_parser(
+        "python -m capture.build_dataset",
+        "Build a Minari dataset (lossless frames) from recorded episodes, at any frame size and crop,\n"
+        "decoding each episode's video with the env's own preprocessing so training data matches live\n"
         "observations exactly.",
+        (BuildArgs, ("raw", "id", "root")),
         epilog="example: python -m capture.build_dataset --raw datasets/raw --id eldenil/margit-v0 --action-mode discrete",
     )
-    add_flags(parser, BuildArgs, ("raw", "id", "root"))
     add_flags(  # every env setting a command line takes
         parser,
         EnvConfig,

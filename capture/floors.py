@@ -10,13 +10,12 @@ catch it with the env's margin. A drop that ends at 0 HP is only a lower bound o
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import flag, parse_settings, run_command
 from env.fight_rules import hp_lost
 from env.hp_floors import FIGHTERS, floor_for
 
@@ -73,11 +72,7 @@ class FloorsArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m capture.floors", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
-    )
-    add_flags(parser, FloorsArgs)
-    args = from_flags(FloorsArgs, parser.parse_args(argv))
+    (args,) = parse_settings("python -m capture.floors", __doc__, FloorsArgs, argv=argv, epilog="")
     return run_command(lambda: print(floors_table(hardest_blows(args.raw_dir))))
 
 

@@ -23,7 +23,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from env.common.cli import add_flags, flag, from_flags, log_level_flag, output_folder, run_command, size_within
+from env.common.cli import (
+    add_flags,
+    command_parser,
+    flag,
+    from_flags,
+    log_level_flag,
+    output_folder,
+    run_command,
+    size_within,
+)
 from env.common.errors import GameError, Interrupted
 from env.common.fields import MAX_FIGHTS, SEED, Rule, check_fields, checked, number, one_of, optional, whole
 from env.common.interrupts import SIGNALS
@@ -189,10 +198,12 @@ def build_parser(
 ) -> argparse.ArgumentParser:
     """The recorder's flags: its settings' and the recorded env's; a command built on the
     recorder adds its own to them, ``leave_out`` those that are its own business."""
-    p = argparse.ArgumentParser(
-        prog=prog, description=description, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    p = command_parser(
+        prog,
+        description,
+        (RecordSettings, tuple(f.name for f in fields(RecordSettings) if f.name not in leave_out)),
+        epilog=epilog,
     )
-    add_flags(p, RecordSettings, tuple(f.name for f in fields(RecordSettings) if f.name not in leave_out))
     add_flags(
         p.add_argument_group("the env the recordings are for"),
         EnvConfig,

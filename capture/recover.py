@@ -15,7 +15,6 @@ anything the finished pair lacks.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
@@ -27,7 +26,7 @@ import h5py
 import numpy as np
 
 from env.common import files
-from env.common.cli import ERROR_EXIT, add_flags, flag, from_flags, run_command
+from env.common.cli import ERROR_EXIT, flag, parse_settings, run_command
 from env.common.files import plain_file_problem
 from env.common.lock import FileLock
 
@@ -239,15 +238,15 @@ class RecoverArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m capture.recover",
-        description="Salvage unfinished episodes (*.h5.partial) up to their last flush, which is at "
-        "most a second before the recorder stopped. Each becomes a finished .h5 marked 'recovered'; "
-        "the partial is kept as .h5.partial.bak (each line says whether it holds anything the .h5 lacks).",
+    (args,) = parse_settings(
+        "python -m capture.recover",
+        "Salvage unfinished episodes (*.h5.partial) up to their last flush, which is at most a second\n"
+        "before the recorder stopped. Each becomes a finished .h5 marked 'recovered'; the partial is kept\n"
+        "as .h5.partial.bak (each line says whether it holds anything the .h5 lacks).",
+        RecoverArgs,
+        argv=argv,
         epilog="example: python -m capture.recover datasets/raw",
     )
-    add_flags(parser, RecoverArgs)
-    args = from_flags(RecoverArgs, parser.parse_args(argv))
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     return run_command(lambda: recover_all(list(args.paths)))
 

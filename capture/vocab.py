@@ -9,14 +9,13 @@ table to paste into ``profile.toml``: frequent ids first, at most as many as the
 
 from __future__ import annotations
 
-import argparse
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import flag, parse_settings, run_command
 from env.common.fields import check_fields, checked, whole
 from env.observations import BOSS_ANIMATIONS, PLAYER_ANIMATIONS
 
@@ -64,13 +63,13 @@ class VocabArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m capture.vocab",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
+    (args,) = parse_settings(
+        "python -m capture.vocab",
+        __doc__.split("\n\n")[1],
+        VocabArgs,
+        argv=argv,
         epilog="example: python -m capture.vocab datasets/raw >> my_profile_notes.toml",
     )
-    add_flags(parser, VocabArgs)
-    args = from_flags(VocabArgs, parser.parse_args(argv))
     return run_command(lambda: show_animations(args.raw, args.top))
 
 

@@ -19,14 +19,13 @@ It sits above the env, the factory, the recorder and the simulator it plays, in 
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from env import fight_rules
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import command_parser, flag, from_flags, run_command
 from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED, Rule, check_fields, checked, one_of
 from env.config import EnvConfig
 from env.factory import make_env
@@ -127,19 +126,18 @@ class DuelArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.duel",
-        description="Play whole fights against the in-process simulator and print each outcome. The scripted\n"
+    parser = command_parser(
+        "python -m elden_il.duel",
+        "Play whole fights against the in-process simulator and print each outcome. The scripted\n"
         "expert should win most fights, a random policy and attack-every-step almost none: this is the\n"
         "difficulty check. With --clock sample a player plays as it does when the recorder records it.",
+        DuelArgs,
         epilog="examples:\n"
         "  python -m elden_il.duel --policy expert random --fights 20\n"
         "  python -m elden_il.duel --policy person --clock sample --first-seed 1000000 --fights 100   "
         "the person-like player's own rate on the held-out seeds\n"
         "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.duel ...",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_flags(parser, DuelArgs)
     args = from_flags(DuelArgs, parser.parse_args(argv))
     if args.first_seed + args.fights - 1 > MAX_SEED:
         parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")

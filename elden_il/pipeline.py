@@ -33,7 +33,7 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
+from env.common.cli import flag, parse_settings, run_command
 from env.common.errors import EldenILError, Interrupted
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
@@ -676,15 +676,13 @@ class PipelineArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("python -m elden_il.pipeline", __doc__)
-    add_flags(parser, PipelineArgs)
-    args = from_flags(PipelineArgs, parser.parse_args(argv))
+    (args,) = parse_settings("python -m elden_il.pipeline", __doc__, PipelineArgs, argv=argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment), live=args.live))
     # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
     # machine whose cores other work keeps busy, spinning threads made a training step several
-    # times slower than one thread (BENCHMARKS.md, the default pipeline's stages)
+    # times slower than one thread (BENCHMARKS.md, the default pipeline's time)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     with logging_redirect_tqdm():  # the log's lines above the stage's progress bar, not through it
         return run_command(lambda: STAGES[args.stage](load_params(args.params), REPOSITORY_WORKSPACE))

@@ -15,7 +15,6 @@ HP or teleports.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import statistics
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import flag, parse_settings, run_command
 from env.common.errors import EldenILError, GameError
 from env.common.fields import check_fields, checked, number
 from env.factory import DEFAULT_HOST
@@ -34,6 +33,11 @@ from env.siphon.client import ReadRefused
 from env.siphon.game import SiphonGame
 
 log = logging.getLogger("env.doctor")
+
+EPILOG = (
+    "Run it with the game in the boss arena. Example: python -m env.doctor --host 192.168.1.20:50051 "
+    "--profile eldenring_margit"
+)
 
 REACTION_S = 0.8
 """How long after a key the game's reaction is looked for (movement keys are held that long)."""
@@ -426,15 +430,7 @@ class DoctorArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m env.doctor",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-        epilog="Run it with the game in the boss arena. Example: python -m env.doctor --host 192.168.1.20:50051 "
-        "--profile eldenring_margit",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_flags(parser, DoctorArgs)
-    args = from_flags(DoctorArgs, parser.parse_args(argv))
+    (args,) = parse_settings("python -m env.doctor", __doc__, DoctorArgs, argv=argv, epilog=EPILOG)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     return run_command(lambda: examine(args.host, args.profile, args.hook_timeout))
 

@@ -3,6 +3,7 @@ says what to do, exit status 2, no traceback (``env.common.cli.run_command``).""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import os
 import pkgutil
@@ -153,3 +154,54 @@ def test_every_command_makes_its_flags_from_settings_fields():
         if ".add_argument(" in line
     ]
     assert by_hand == [], by_hand
+
+
+def test_every_command_builds_its_parser_and_is_run_one_way():
+    """One way to build a command's parser and to run it, studies and benchmarks included: the
+    parser from ``env.common.cli.command_parser`` (or ``parse_settings``), never
+    ``argparse.ArgumentParser`` itself, so every command teaches from its docstring and takes its
+    flags from settings; a ``main(argv=None)`` that hands its work to ``run_command`` (a user's
+    mistake is one ``error:`` line, exit 2); and the module run as ``raise SystemExit(main())``, so
+    that status is the process's. Read from the source, nothing imported."""
+    wrong = [
+        f"{path.relative_to(ROOT)}: {fault}"
+        for package in ("env", "capture", "elden_il", "benchmarks")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for fault in command_faults(ast.parse(path.read_text()), own_parser=path == ROOT / "env/common/cli.py")
+    ]
+    assert wrong == [], "\n".join(wrong)
+
+
+def command_faults(module: ast.Module, own_parser: bool = False) -> list[str]:
+    """What in ``module`` is not the one way to build and run a command (``own_parser``: the
+    module that builds every parser)."""
+    faults = []
+    if not own_parser and "ArgumentParser" in calls(module):
+        faults.append("builds argparse.ArgumentParser itself; use env.common.cli.command_parser")
+    guards = [
+        node.body
+        for node in module.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("__name__ == '__main__'", "'__main__' == __name__")
+    ]
+    if not guards:
+        return faults
+    if [ast.unparse(statement) for statement in guards[0]] != ["raise SystemExit(main())"]:
+        faults.append('its `if __name__ == "__main__":` is not `raise SystemExit(main())`')
+    main = next((node for node in module.body if isinstance(node, ast.FunctionDef) and node.name == "main"), None)
+    if main is None:
+        return [*faults, "runs as a command but has no main()"]
+    if [a.arg for a in main.args.args] != ["argv"] or [ast.unparse(d) for d in main.args.defaults] != ["None"]:
+        faults.append("main() takes no `argv: list[str] | None = None` (a test's command line)")
+    if "run_command" not in calls(main):
+        faults.append("main() does not hand its work to env.common.cli.run_command")
+    return faults
+
+
+def calls(tree: ast.AST) -> set[str]:
+    """The names ``tree`` calls, less any module or object before them (``argparse.ArgumentParser``
+    is ``ArgumentParser``)."""
+    return {
+        node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name))
+    }

@@ -11,7 +11,6 @@ data from there on).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import shutil
 import zipfile
@@ -22,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 from stable_baselines3.common.policies import ActorCriticPolicy
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
 from env.common.errors import ConfigError, DataError
 from env.common.files import regular_file_problem
 from env.common.staging import staged_folder
@@ -141,13 +140,12 @@ class ConvertArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.policies.sb3_zip",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    parser = command_parser(
+        "python -m elden_il.policies.sb3_zip",
+        __doc__,
         epilog=__doc__.split("\n\n", 1)[1] + "\nexamples:\n"
         "  python -m elden_il.policies.sb3_zip export datasets/models/finetuned finetuned_ppo.zip\n"
         "  python -m elden_il.policies.sb3_zip convert old/models/bc old/models/finetuned --trust-pickle",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write a policy folder as the zip PPO.load reads")

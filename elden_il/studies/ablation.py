@@ -36,7 +36,8 @@ from pathlib import Path
 
 import yaml
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import flag, parse_settings, ruled, run_command
+from env.common.errors import ConfigError, DataError
 from env.common.fields import FIGHTS, checked, optional, whole
 from env.common.machine import describe
 
@@ -48,7 +49,7 @@ STAGES = ("demos", "dataset", "bc", "finetune")
 def parse_variant(words: list[str], base: dict) -> tuple[str, dict]:
     """``NAME [section.key=VALUE ...]`` as its name and params.yaml's tree with those changed,
     checked as the pipeline checks params.yaml."""
-    from elden_il.params import ParamsError, PipelineParams
+    from elden_il.params import PipelineParams
 
     name, *settings = words
     tree = json.loads(json.dumps(base))
@@ -56,12 +57,9 @@ def parse_variant(words: list[str], base: dict) -> tuple[str, dict]:
         key, sep, value = setting.partition("=")
         section, dot, field = key.partition(".")
         if not (sep and dot):
-            raise SystemExit(f"--variant {name}: {setting!r} is not section.key=VALUE (e.g. bc.epochs=12)")
+            raise ConfigError(f"--variant {name}: {setting!r} is not section.key=VALUE (e.g. bc.epochs=12)")
         tree.setdefault(section, {})[field] = yaml.safe_load(value)
-    try:
-        PipelineParams.from_mapping(tree, f"--variant {name}")
-    except ParamsError as e:
-        raise SystemExit(str(e)) from None
+    PipelineParams.from_mapping(tree, f"--variant {name}")  # refused as a ParamsError (a ConfigError) naming it
     return name, tree
 
 
@@ -290,10 +288,13 @@ class AblationArgs:
     )
 
 
-def main() -> None:
-    parser = command_parser("python -m elden_il.studies.ablation", __doc__)
-    add_flags(parser, AblationArgs)
-    args = from_flags(AblationArgs, parser.parse_args())
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings("python -m elden_il.studies.ablation", __doc__, AblationArgs, argv=argv)
+    return run_command(lambda: ablate(args))
+
+
+def ablate(args: AblationArgs) -> None:
+    """Run every variant of ``args`` not run yet, evaluate its policies and print the table."""
     import torch
 
     from elden_il.params import load_params
@@ -303,7 +304,7 @@ def main() -> None:
     fights = args.fights or evaluate.fights
     seeds = list(range(evaluate.first_seed, evaluate.first_seed + fights))
     if not (args.demos / "sim").is_dir():
-        raise SystemExit(f"no recorded demonstrations in {args.demos}: run `dvc repro demos` first")
+        raise DataError(f"no recorded demonstrations in {args.demos}: run `dvc repro demos` first")
     runner = Runner(args.out.resolve(), args.demos.resolve())
     path = args.json or args.out / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {"variants": {}}
@@ -341,4 +342,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -14,7 +14,6 @@ frames' PSNR between the two datasets, and the recordings' size on disk.
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import SEED
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
@@ -59,14 +58,14 @@ class CodecArgs:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, CodecArgs)
-    add_flags(parser, HeldOutFights, ("fights",))
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, held, out = from_flags(CodecArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
+def main(argv: list[str] | None = None) -> int:
+    args, held, out = parse_settings(
+        "python -m elden_il.studies.codec_bc", __doc__, CodecArgs, (HeldOutFights, ("fights",)), JsonOut, argv=argv
+    )
+    return run_command(lambda: compare_codecs(args, held, out))
 
+
+def compare_codecs(args: CodecArgs, held: HeldOutFights, out: JsonOut) -> None:
     from elden_il.data import load_demonstrations
     from elden_il.evaluation.evaluate import PolicyActor
     from elden_il.training.bc import train_bc  # torch: after the arguments are read
@@ -135,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -19,7 +19,6 @@ default ``dvc repro`` pipeline is touched.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, output_folder, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, output_folder, run_command
 from env.common.errors import ConfigError
 from env.common.fields import check_fields, checked, number, whole
 from env.config import EnvConfig
@@ -253,13 +252,13 @@ class WorkFolder:
 
 def main(argv: list[str] | None = None) -> int:
     defaults = CorrectionsConfig()
-    p = argparse.ArgumentParser(
-        prog="python -m elden_il.studies.corrections",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    p = command_parser(
+        "python -m elden_il.studies.corrections",
+        __doc__,
+        WorkFolder,
+        CorrectionsConfig,
         epilog="example: python -m elden_il.studies.corrections --out /tmp/corrections",
     )
-    add_flags(p, WorkFolder)
-    add_flags(p, CorrectionsConfig)
     add_flags(p, BCConfig, ("epochs", "intervention_weight"), epochs={"default": defaults.bc.epochs})
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -40,7 +40,8 @@ import torch
 import yaml
 from stable_baselines3.common.callbacks import BaseCallback
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import flag, parse_settings, ruled, run_command
+from env.common.errors import ConfigError
 from env.common.fields import MAX_FIGHTS, SEED, checked, number, optional, whole
 from env.common.machine import describe
 from env.config import EnvConfig
@@ -224,12 +225,12 @@ def parse_variant(words: list[str], base: Any) -> tuple[str, Any]:
     for setting in settings:
         field, sep, value = setting.partition("=")
         if not sep:
-            raise SystemExit(f"--variant {name}: {setting!r} is not FIELD=VALUE (e.g. n_epochs=10)")
+            raise ConfigError(f"--variant {name}: {setting!r} is not FIELD=VALUE (e.g. n_epochs=10)")
         changes[field] = yaml.safe_load(value)
     try:
         return name, read_section({**vars(base), **changes}, "finetune", type(base))
     except ParamsError as e:
-        raise SystemExit(f"--variant {name}: {e}") from None
+        raise ConfigError(f"--variant {name}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -290,10 +291,19 @@ class StabilityArgs:
     )
 
 
-def main() -> None:
-    parser = command_parser("python -m elden_il.studies.finetune_stability", __doc__, __doc__.split("\n\n", 2)[2])
-    add_flags(parser, StabilityArgs)
-    args = from_flags(StabilityArgs, parser.parse_args())
+def main(argv: list[str] | None = None) -> int:
+    (args,) = parse_settings(
+        "python -m elden_il.studies.finetune_stability",
+        __doc__,
+        StabilityArgs,
+        argv=argv,
+        epilog=__doc__.split("\n\n", 2)[2],
+    )
+    return run_command(lambda: judge_variants(args))
+
+
+def judge_variants(args: StabilityArgs) -> None:
+    """Fine-tune each variant of ``args`` (and read each earlier run it names) and print how each went."""
     from elden_il.fanout import fan_out
     from elden_il.params import load_params
 
@@ -373,4 +383,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled
+from env.common.cli import command_parser, flag, from_flags, ruled, run_command
 from env.common.fields import MAX_FIGHTS, MAX_SEED, SEED, check_fields, checked, number, one_of, whole
 from env.common.machine import describe
 from env.observations import parse_size
@@ -784,12 +784,16 @@ class HumanPathArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("python -m elden_il.studies.human_path", __doc__)
-    add_flags(parser, HumanPathArgs)
+    parser = command_parser("python -m elden_il.studies.human_path", __doc__, HumanPathArgs)
     args = from_flags(HumanPathArgs, parser.parse_args(argv))
     if args.first_seed + args.fights - 1 > MAX_SEED:
         parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    return run_command(lambda: run_and_show(args))
+
+
+def run_and_show(args: HumanPathArgs) -> None:
+    """The study as ``args`` ask, its table printed (and written to ``--json``)."""
     results = run(
         args.fights,
         args.seeds,
@@ -810,7 +814,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"controller event -> first sample showing it: {results['controller_event_to_sample']}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
-    return 0
 
 
 if __name__ == "__main__":

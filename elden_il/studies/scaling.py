@@ -9,7 +9,7 @@ number of fights: the win rate over all its policies' fights with a Wilson 95 % 
 spread between training seeds, and damage dealt and taken. The table answers "how much do I
 need to play?" for the simulator's boss; a real boss needs its own run on your recordings.
 
-    python -m elden_il.studies.scaling                                     # the full study (its time: BENCHMARKS.md)
+    python -m elden_il.studies.scaling                                     # the full study (its time: elden_il/studies/STUDIES.md)
     python -m elden_il.studies.scaling --fights 5 10 --seeds 0 --eval-fights 20   # a quick look
     RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.studies.scaling                 # each policy a Ray task
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from env.common.cli import add_flags, command_parser, flag, from_flags, ruled, run_command
+from env.common.cli import flag, parse_settings, ruled, run_command
 from env.common.fields import check_fields, checked, one_of, whole
 from env.sim.players import PLAYERS
 
@@ -196,7 +196,7 @@ def plot(results: dict, path: Path) -> None:
 
 
 def table(results: dict) -> str:
-    """The results as the Markdown table BENCHMARKS.md shows (damage as a fraction of max HP)."""
+    """The results as the Markdown table elden_il/studies/STUDIES.md shows (damage as a fraction of max HP)."""
     lines = [
         "| fights recorded | samples | BC win rate (95 % interval) | by training seed | damage dealt | damage taken |",
         "|---:|---:|---|---|---:|---:|",
@@ -245,9 +245,7 @@ class ScalingArgs:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = command_parser("python -m elden_il.studies.scaling", __doc__)
-    add_flags(parser, ScalingArgs)
-    args = from_flags(ScalingArgs, parser.parse_args(argv))
+    (args,) = parse_settings("python -m elden_il.studies.scaling", __doc__, ScalingArgs, argv=argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from elden_il.params import load_params
 

@@ -12,7 +12,6 @@ resized as usual. Fights are decided by their seeds, so the rows differ only by 
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,7 @@ from typing import Any
 
 import cv2
 
-from env.common.cli import JsonOut, add_flags, flag, from_flags, ruled
+from env.common.cli import JsonOut, flag, parse_settings, ruled, run_command
 from env.common.fields import whole
 from env.common.machine import describe
 from env.elden_env import EldenRingEnv
@@ -65,14 +64,14 @@ class StreamArgs:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_flags(parser, StreamArgs)
-    add_flags(parser, HeldOutFights)
-    add_flags(parser, JsonOut)
-    flags = parser.parse_args()
-    args, held, out = from_flags(StreamArgs, flags), from_flags(HeldOutFights, flags), from_flags(JsonOut, flags)
+def main(argv: list[str] | None = None) -> int:
+    args, held, out = parse_settings(
+        "python -m elden_il.studies.stream_bc", __doc__, StreamArgs, HeldOutFights, JsonOut, argv=argv
+    )
+    return run_command(lambda: compare_streams(args, held, out))
 
+
+def compare_streams(args: StreamArgs, held: HeldOutFights, out: JsonOut) -> None:
     from elden_il.evaluation.evaluate import PolicyActor  # torch: after the arguments are read
 
     actor = PolicyActor(args.policy, deterministic=True)
@@ -114,4 +113,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from env.common.cli import add_flags, flag, from_flags, run_command
+from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
 from env.common.errors import ConfigError, DataError
 from env.common.fields import check_fields, checked, whole
 from env.config import EnvConfig
@@ -255,13 +255,7 @@ class ViewArgs:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m elden_il.view",
-        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    add_flags(parser, ViewArgs)
+    parser = command_parser("python -m elden_il.view", __doc__, ViewArgs, epilog=EPILOG)
     add_flags(
         parser,
         EnvConfig,

@@ -1,7 +1,9 @@
 """What the project's command lines share: flags declared once, on the settings dataclass they fill
-(``flag``, ``add_flags``, ``from_flags``); argparse helpers that convert and range-check every
-value where it is parsed (a bad flag is one argparse error line, never a traceback); and the one
-runner every ``main()`` hands its work to (``run_command``)."""
+(``flag``, ``add_flags``, ``from_flags``); the one way a command builds its parser and reads its
+settings (``command_parser``, ``parse_settings``); argparse helpers that convert and range-check
+every value where it is parsed (a bad flag is one argparse error line, never a traceback); and the
+one runner every ``main()`` hands its work to (``run_command``). ``tests/test_cli.py`` holds every
+command, benchmarks and studies included, to the parser and the runner."""
 
 from __future__ import annotations
 
@@ -47,18 +49,45 @@ def flag(help: str, **argparse_options: Any) -> dict[str, dict[str, Any]]:
     return {"flag": {"help": help, **argparse_options}}
 
 
-def command_parser(prog: str, doc: str, epilog: str | None = None) -> argparse.ArgumentParser:
+SettingsFlags = type | tuple[type, tuple[str, ...]]
+"""A settings dataclass whose flags a command takes: all of them, or as ``(Settings, ("field", ...))``
+those fields' only (``add_flags``' ``names``: a command that takes one knob of a bigger settings)."""
+
+
+def command_parser(prog: str, doc: str, *settings: SettingsFlags, epilog: str | None = None) -> argparse.ArgumentParser:
     """A command's parser that teaches from its module's docstring ``doc``: its first paragraph
     (less a leading "``python -m x``: ") says what the command does, and the rest, kept as
-    written, follows the flags (unless ``epilog`` says something else)."""
+    written, follows the flags (unless ``epilog`` says something else). It holds the flags of
+    each of ``settings``, in order, so that a command names what it takes in one call; a command
+    that adds more (a flag group, a field's adjusted default, subcommands) adds them to it."""
     first, _, rest = doc.partition("\n\n")
     description = first.split(": ", 1)[1] if first.startswith("``") else first
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog=prog,
         description=description,
         epilog=rest if epilog is None else epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    for taken in settings:
+        add_flags(parser, *_settings_and_names(taken))
+    return parser
+
+
+def parse_settings(
+    prog: str, doc: str, *settings: SettingsFlags, argv: list[str] | None = None, epilog: str | None = None
+) -> tuple[Any, ...]:
+    """The command line ``argv`` (None: the process's own) read as one instance of each of
+    ``settings``, in order: ``args, out = parse_settings(prog, __doc__, MyArgs, JsonOut, argv=argv)``.
+    A command's settings dataclasses are its whole command line, so reading them is one call
+    rather than a parser built, filled and converted field by field again in every command. A
+    command that checks flags against each other (``parser.error``) or adjusts a flag keeps its
+    ``command_parser`` and calls ``from_flags`` itself."""
+    flags = command_parser(prog, doc, *settings, epilog=epilog).parse_args(argv)
+    return tuple(from_flags(_settings_and_names(taken)[0], flags) for taken in settings)
+
+
+def _settings_and_names(taken: SettingsFlags) -> tuple[type, tuple[str, ...] | None]:
+    return taken if isinstance(taken, tuple) else (taken, None)
 
 
 def add_flags(

@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import dataclass, field, replace
 
-from env.common.cli import add_flags, flag, from_flags, log_level_flag, ruled, run_command, size_within
+from env.common.cli import add_flags, command_parser, flag, from_flags, log_level_flag, ruled, run_command, size_within
 from env.common.fields import Rule, check_fields, checked, is_number, whole
 from env.config import PICTURE_SIZE
 from env.sim.memory import GAME_SPEED, MAX_SEED
@@ -97,14 +97,13 @@ class ServeOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m env.sim",
-        description="A Margit-like boss fight that stands in for Elden Ring behind Siphon's gRPC service.",
-        epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
     server = ("host", "port", "seed", "size", "profile", "speed", "window", "log_level", "stop_with_stdin")
-    add_flags(parser, ServeOptions, server)
+    parser = command_parser(
+        "python -m env.sim",
+        "A Margit-like boss fight that stands in for Elden Ring behind Siphon's gRPC service.",
+        (ServeOptions, server),
+        epilog=EXAMPLES,
+    )
     real = parser.add_argument_group("real-server mode (timings: see RealServerTimings in env/sim/real_server.py)")
     add_flags(real, ServeOptions, ("real_server",))
     add_flags(real, RealServerTimings)

@@ -152,7 +152,9 @@ class Doctor:
             f"all {len(state)} attributes read: HeroHp {state['HeroHp']}/{state['HeroMaxHp']}, "
             f"NpcHp {state['NpcHp']}/{state['NpcMaxHp']}, NpcId {npc_id}",
         )
-        if wanted is not None and npc_id != wanted:
+        if wanted is not None and npc_id == wanted:
+            self.say("boss", True, f"{self.profile.boss_name} targeted (NpcId {npc_id}, the profile's boss_npc_id)")
+        elif wanted is not None:
             self.say(
                 "boss",
                 False,

@@ -74,20 +74,43 @@ def test_a_recorder_that_hears_nothing_while_the_game_moves_says_so(caplog: pyte
 def test_only_a_fight_against_the_boss_starts_an_episode():
     """NPC attributes follow whatever was targeted last: a soldier on the way back must not
     start an episode."""
-    tracker = FightTracker(boss_npc_id=10000850)
+    tracker = FightTracker(boss_npc_id=213000)
     soldier = {"HeroHp": 500, "HeroMaxHp": 500, "NpcHp": 420, "NpcMaxHp": 420, "NpcId": 43100010}
-    boss = {**soldier, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 10000850}
+    boss = {**soldier, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 213000}
     assert tracker.update(soldier) is None
     assert tracker.update(boss) == "start"
     assert tracker.update({**boss, "HeroHp": 0}) == "death"
+
+
+def test_a_fresh_fight_against_another_npc_is_named_once_with_the_key_to_set(caplog):
+    """A profile naming the boss by a number the game does not show (Margit's map entity id
+    10000850, where Siphon's NpcId reads 213000) cut no episode and said nothing: now a fresh
+    fight against another NPC is one line per NPC, naming the number read and the profile key."""
+    tracker = FightTracker(boss_npc_id=10000850, profile="env/profiles/x/profile.toml")
+    margit = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 213000}
+    soldier = {**margit, "NpcHp": 420, "NpcMaxHp": 420, "NpcId": 43100010}
+    with caplog.at_level(logging.WARNING, logger="capture.episode_cuts"):
+        for state in (margit, margit, soldier, margit, soldier):
+            assert tracker.update(state) is None
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(
+        "the targeted NPC is 213000, not env/profiles/x/profile.toml's fight.boss_npc_id 10000850"
+    )
+    assert "set fight.boss_npc_id = 213000" in lines[0] and "is 43100010" in lines[1]
+    caplog.clear()
+    right = FightTracker(boss_npc_id=213000)
+    with caplog.at_level(logging.WARNING, logger="capture.episode_cuts"):
+        assert right.update(margit) == "start"
+    assert not caplog.records
 
 
 def test_the_next_episode_starts_only_when_both_fighters_are_back_at_full_hp():
     """After a death (or a stop) the next episode starts at a fresh fight: the boss targeted and
     both fighters at full HP. A player who walks back in hurt (the soldier on the way) has not
     started a fresh fight, nor has one whose boss is at full HP while the player is still dying."""
-    tracker = FightTracker(boss_npc_id=10000850)
-    fresh = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 10000850}
+    tracker = FightTracker(boss_npc_id=213000)
+    fresh = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 213000}
     assert tracker.update({**fresh, "HeroHp": 700, "NpcHp": 3000}) == "start"  # recording began mid-fight
     assert tracker.update({**fresh, "HeroHp": 0, "NpcHp": 3000}) == "death"
     assert tracker.update({**fresh, "HeroHp": 0}) is None  # the boss healed while the player lies dead
@@ -411,6 +434,27 @@ def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path)
             game.close()
 
 
+def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_path: Path):
+    """With the boss targeted, the doctor says in one line which boss it found: the profile's
+    boss_npc_id is the NpcId the game serves for it (the real-server mode serves the game's)."""
+    from env.doctor import Check, Doctor
+    from env.sim.launcher import SimServer, someone_locks_on
+
+    args = (*GAME_SERVER_ARGS, "--start", "fight")  # in the arena, the boss in sight
+    with SimServer(size=(84, 84), extra_args=args, log_path=tmp_path / "server.log") as server:
+        with someone_locks_on(server.host, server.lock_on_keys):
+            doctor = Doctor(server.host, load_profile("eldenring_margit"), hook_timeout=20)
+            try:
+                doctor.connect()
+                doctor.memory()
+            finally:
+                if doctor.game is not None:
+                    doctor.game.close()
+    assert [c for c in doctor.checks if c.name == "boss"] == [
+        Check("boss", True, "Margit, the Fell Omen targeted (NpcId 213000, the profile's boss_npc_id)")
+    ]
+
+
 @pytest.mark.slow
 def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(game_server, tmp_path: Path):
     """At the Site of Grace with a soldier targeted: the doctor says the target is not the boss,
@@ -445,7 +489,7 @@ def test_the_doctor_checks_a_game_in_under_a_minute_and_names_a_wrong_binding(ga
     right, seconds = doctor("eldenring_margit")
     assert right.returncode == 1, right.stdout + right.stderr
     assert "[ok  ] server" in right.stdout and "[ok  ] capture" in right.stdout
-    assert "[FAIL] boss: the targeted NPC is 43100010, not the profile's boss_npc_id 10000850" in right.stdout
+    assert "[FAIL] boss: the targeted NPC is 43100010, not the profile's boss_npc_id 213000" in right.stdout
     # lock-on judged too; the event action only where it does something (the doctor's steps may
     # take the character near the fog wall, where E walks through it)
     assert "[ok  ] keybinds: all 13 bindings make the game react" in right.stdout or (
@@ -607,7 +651,7 @@ def test_recording_a_person_through_deaths_walks_back_in_and_a_kill(xvfb: str, t
     episodes = [read_episode(p, frames=False) for p in list_episodes(out)]
     assert [e.attrs["outcome"] for e in episodes] == ["stopped", "death"], text
     assert text.count("episode started") == len(episodes) + 1  # the third was discarded: none lost
-    assert all(e.column("NpcId")[0] == 10000850 for e in episodes)
+    assert all(e.column("NpcId")[0] == 213000 for e in episodes)
     # the person's mouse: a click is the attack, Shift + click the strong attack, as the game binds them
     from capture.labels import HeardActions
 

@@ -96,7 +96,12 @@ BOSS_KEEP_DISTANCE = 2.8
 BOSS_DECIDE_TICKS = {1: (24, 60), 2: (12, 42)}  # pause between moves, per phase
 FREE_ANIMS = (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)
 
-BOSS_NPC_ID = 10000850
+BOSS_NPC_ID = 213000
+"""What Siphon's ``NpcId`` reads with Margit targeted on the game: her character model, c2130,
+times 100 (read through Siphon in ProjectRanni's recorded Margit fights, beside NpcMaxHp 4174).
+Not 10000850, her map entity id and defeat flag, which no attribute Siphon reads shows. The
+real-game profile's ``fight.boss_npc_id`` names the boss by this number; a test holds the two
+equal."""
 SENTRY_NPC_ID = 43100010
 SENTRY_START = (1.6, -15.0)
 SENTRY_MAX_HP = 420

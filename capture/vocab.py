@@ -39,12 +39,18 @@ def count_animations(raw_dir: Path) -> dict[str, Counter]:
     return counts
 
 
+def vocabulary(counts: dict[str, Counter]) -> dict[str, list[int]]:
+    """Each fighter's ids for the profile's ``[animations]``, most frequent first, as many as
+    the observation tells apart (its index 0 is kept for 'unknown')."""
+    return {
+        fighter: [anim for anim, _ in counts[fighter].most_common(size - 1)] for fighter, (_, size) in COLUMNS.items()
+    }
+
+
 def animations_table(counts: dict[str, Counter]) -> str:
-    """The ``[animations]`` TOML table: each fighter's ids, most frequent first, as many as fit
-    (index 0 of the observation is kept for 'unknown')."""
+    """The ``[animations]`` TOML table of ``vocabulary(counts)``."""
     lines = ["[animations]"]
-    for fighter, (_, size) in COLUMNS.items():
-        ids = [anim for anim, _ in counts[fighter].most_common(size - 1)]
+    for fighter, ids in vocabulary(counts).items():
         lines.append(f"{fighter} = [{', '.join(str(i) for i in ids)}]")
     return "\n".join(lines)
 

@@ -30,6 +30,7 @@ MISTAKES = {
     ),
     "capture.vocab": (["{tmp}"], "no finished episodes"),
     "capture.floors": (["{tmp}"], "no finished episodes"),
+    "capture.scout": (["Godrick the Grafted", "--out", "{tmp}/godrick"], "profile name 'Godrick the Grafted'"),
     "elden_il.view": (["{tmp}/missing_human.h5", "--save", "{tmp}/x.rrd"], "no episode at"),
     "elden_il.pilot": (["--backend", "sim", "--scripted-human", "--policy", "{tmp}/missing"], "no policy at"),
     "elden_il.pipeline": (["bc", "--params", "{tmp}/missing.yaml"], "missing.yaml"),

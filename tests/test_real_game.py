@@ -434,6 +434,53 @@ def test_no_frame_yet_and_a_frozen_window_are_errors_that_say_so(tmp_path: Path)
             game.close()
 
 
+@pytest.mark.slow
+def test_a_profile_from_one_visit_names_the_boss_as_the_game_shows_it_and_the_doctor_finds_it(tmp_path: Path):
+    """``python -m capture.scout`` at the boss, the boss targeted, a few seconds of fight: a
+    profile folder whose boss id, max HP and fog wall are what the game showed (for Margit, the
+    numbers her hand-written profile holds), whose animations are the ones played, and whose
+    keys, actions and attributes are its base's; the doctor then finds the boss with it."""
+    from env.doctor import Check, Doctor
+    from env.sim.launcher import SimServer, someone_locks_on
+
+    folder = tmp_path / "scouted"
+    args = (*GAME_SERVER_ARGS, "--start", "fight")  # in the arena, the boss targeted
+    with SimServer(size=(84, 84), extra_args=args, log_path=tmp_path / "server.log") as server:
+        with someone_locks_on(server.host, server.lock_on_keys):
+            scouted = subprocess.run(
+                [sys.executable, "-m", "capture.scout", "eldenring_scouted", "--host", server.host, "--out", str(folder),
+                 "--boss-name", "Margit, scouted", "--watch-s", "3", "--hook-timeout", "20"],
+                capture_output=True, text=True, timeout=120,
+            )  # fmt: skip
+            assert scouted.returncode == 0, scouted.stdout + scouted.stderr
+            assert f"wrote {folder}: boss NpcId 213000, max HP 4174" in scouted.stdout
+            assert "capture.floors" in scouted.stdout  # what is left to fill in
+            doctor = Doctor(server.host, load_profile(folder), hook_timeout=20)
+            try:
+                doctor.connect()
+                doctor.memory()
+                doctor.capture()
+            finally:
+                if doctor.game is not None:
+                    doctor.game.close()
+    profile, margit = load_profile(folder), load_profile("eldenring_margit")
+    assert (profile.name, profile.boss_name, profile.boss_npc_id) == ("eldenring_scouted", "Margit, scouted", 213000)
+    assert profile.fog_wall == profile.start_position and profile.fog_wall is not None
+    assert profile.boss_animations and profile.player_animations  # what the fighters played
+    assert (profile.keybinds, profile.discrete_actions) == (margit.keybinds, margit.discrete_actions)
+    assert profile.siphon.attributes == margit.siphon.attributes
+    assert all(c.ok for c in doctor.checks), doctor.checks
+    assert Check("boss", True, "Margit, scouted targeted (NpcId 213000, the profile's boss_npc_id)") in doctor.checks
+    again = subprocess.run(
+        [sys.executable, "-m", "capture.scout", "eldenring_scouted", "--out", str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert again.returncode == 2 and again.stderr.strip() == (
+        f"error: {folder} exists: choose another profile name, or --out a new folder"
+    )  # a folder is never written over, and nothing is asked of the game first
+
+
 def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_path: Path):
     """With the boss targeted, the doctor says in one line which boss it found: the profile's
     boss_npc_id is the NpcId the game serves for it (the real-server mode serves the game's)."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import importlib
 import os
 import subprocess
+import sys
+import threading
 
 # One thread per torch (here and in every process a test starts): on a machine of two cores
 # running simulator servers beside the tests, torch's busy-waiting thread pool made a 64-step
@@ -157,6 +159,7 @@ def xvfb() -> Iterator[str]:
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
     with display.virtual_display() as name:
         yield name
+        let_stopped_listeners_end(name)
 
 
 @pytest.fixture
@@ -167,3 +170,20 @@ def repeating_xvfb() -> Iterator[str]:
         pytest.skip("Xvfb and xdotool are needed (scripts/setup.sh installs them)")
     with display.virtual_display(auto_repeat=(100, 30)) as name:
         yield name
+        let_stopped_listeners_end(name)
+
+
+def let_stopped_listeners_end(name: str) -> None:
+    """Before the display ``name`` closes: a pynput listener's thread on X goes on after ``stop()``
+    until the X server delivers one more event, and then flushes its connection; a display closed
+    first turns that flush into a traceback from a thread (``ConnectionClosedError``) in a
+    passing run. A pointer nudge and a Shift tap give the mouse's and the keyboard's listeners
+    their event (nothing listens any more), and each stopped listener ends."""
+    util = sys.modules.get("pynput._util")
+    stopped = [t for t in threading.enumerate() if util and isinstance(t, util.AbstractListener) and not t.running]
+    if not stopped:
+        return
+    nudge = ["xdotool", "mousemove_relative", "--", "1", "0", "key", "Shift_L"]
+    subprocess.run(nudge, env={**os.environ, "DISPLAY": name}, check=True)
+    for listener in stopped:
+        listener.join(timeout=5)

@@ -507,7 +507,7 @@ def train(
         )
         raise
     finally:
-        vec.close()  # a live game handed back as it was found, however the run ended
+        vec.close()  # a live game handed back at real time, however the run ended
     return model, curve
 
 

@@ -5,6 +5,7 @@ back at real time when it closes, and whoever connects next takes back what a ki
 from __future__ import annotations
 
 import logging
+import signal
 import subprocess
 import sys
 import textwrap
@@ -178,3 +179,68 @@ def test_a_game_left_paused_before_anything_is_targeted_is_taken_back_and_fought
         log.info("a game left paused %s: fought %.1f s after connecting", where, fought)
     said = [r.getMessage() for r in caplog.records if "taking it back to real time" in r.getMessage()]
     assert len(said) == 1 and "paused" in said[0], said
+
+
+SCRIPTS = {
+    "with": """
+        with make_env(backend="siphon", host=HOST, profile="sim_margit", game_speed=3.0) as env:
+            env.reset(seed=0)
+            print("stepping", flush=True)
+            while True:
+                env.step(2)  # move_back, held
+    """,
+    "finally": """
+        env = make_env(backend="siphon", host=HOST, profile="sim_margit", game_speed=3.0)
+        try:
+            env.reset(seed=0)
+            print("stepping", flush=True)
+            while True:
+                env.step(2)  # move_back, held
+        finally:
+            env.close()
+    """,
+}
+
+
+def hero_walks(host: str, ticks: int = 30) -> float:
+    """How far the hero goes in ``ticks`` of game time with nobody at the keys (a key left down
+    walks it at 1.6 m/s or more)."""
+    client = SiphonClient(host)
+    try:
+        client.configure(load_profile("sim_margit").siphon)
+        names = ["SimTick", "HeroLocalPosX", "HeroLocalPosY"]
+        start = client.read(names)
+        now = start
+        while now["SimTick"] < start["SimTick"] + ticks:
+            time.sleep(0.05)
+            now = client.read(names)
+        return float(
+            np.hypot(now["HeroLocalPosX"] - start["HeroLocalPosX"], now["HeroLocalPosY"] - start["HeroLocalPosY"])
+        )
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_script_stopped_by_ctrl_c_or_sigterm_hands_the_game_back(
+    sim_server: SimServer, player: None, stub, script, signum
+):
+    """A script driving an env at 3x as the examples do (a ``with`` block, or ``close()`` in
+    ``finally``) handed the game back on Ctrl-C, but SIGTERM ended it on the spot: the game left
+    at 3x or paused, with ``move_back`` held. Now SIGTERM, where the script left it at its default,
+    is raised as Ctrl-C is while a live game is open, so the ``with`` or ``finally`` runs: the
+    game is back at real time, and the hero stands."""
+    code = f"HOST = {sim_server.host!r}\nfrom env.factory import make_env\n" + textwrap.dedent(SCRIPTS[script])
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "stepping\n"
+        time.sleep(0.5)  # some steps in
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode != 0 and "KeyboardInterrupt" in err, err
+    flag, value = speed_of(stub)
+    assert not flag or value == 1.0, (flag, value)
+    assert hero_walks(sim_server.host) < 0.05

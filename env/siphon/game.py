@@ -34,6 +34,7 @@ import grpc
 import numpy as np
 
 from env import fight_rules
+from env.common import interrupts
 from env.common.errors import GameError
 from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, scaled
 from env.keys import is_mouse_button, normalize_key
@@ -72,6 +73,7 @@ class SiphonGame:
         self._speed = 1.0
         self._speed_flag_set = False
         self._configure()
+        self._holds_sigterm = interrupts.hold_sigterm()  # a script's ``with`` or ``finally`` hands it back
         self._frames = FrameWatch(stale_after_s)
         self.boss_seen_dead = False  # a read showed NpcHp 0: the boss may be gone from the save
         self._names = self.profile.attribute_names
@@ -285,6 +287,8 @@ class SiphonGame:
             if self._stream is not None:
                 self._stream.close()
             self.client.close()
+            if self._holds_sigterm:
+                interrupts.release_sigterm()
 
     def _finish_taps(self) -> None:
         taps, self._taps = self._taps, []

@@ -35,6 +35,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
 from env.common.errors import EldenILError, Interrupted
+from env.common.files import UnreadableFile, read_json
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
 
@@ -443,17 +444,16 @@ RESULT_NUMBERS = ("win_rate", "boss_damage_dealt", "player_damage_taken", "episo
 
 
 def load_report(path: Path) -> dict:
-    """An evaluation's ``eval.json``, or one line saying the file is none."""
+    """An evaluation's ``eval.json``, or one line saying the file is none: read within bounds
+    (``read_json``), so a FIFO or a device given for it is refused, not waited on for ever."""
+    if not (path.exists() or path.is_symlink()):
+        raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`")
     try:
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            raise EldenILError(f"{path} is larger than an evaluation's eval.json ({MAX_REPORT_BYTES} bytes at most)")
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        report = read_json(path, MAX_REPORT_BYTES)
+    except UnreadableFile as e:
         raise EldenILError(
-            f"{path} is not an evaluation's eval.json ({e}): give the datasets/reports/eval.json an evaluation "
-            "wrote (a truncated copy cannot be read: copy it again)"
+            f"{path} is not an evaluation's eval.json (it {e.reason}): give the datasets/reports/eval.json an "
+            "evaluation wrote (a truncated copy cannot be read: copy it again)"
         ) from None
     problem = report_problem(report)
     if problem is not None:

@@ -2389,6 +2389,24 @@ def test_summary_given_a_file_that_is_no_evaluation_is_one_line(tmp_path: Path, 
     assert main_here("elden_il.pipeline", "summary", "--markdown", capsys=capsys)[0] == 0
 
 
+@pytest.mark.parametrize("flag", ["--experiment", "--live"])
+def test_summary_given_a_fifo_is_one_line_not_a_wait_for_ever(tmp_path: Path, flag: str):
+    """``summary --experiment x=FIFO`` (or ``--live FIFO``) waited for a writer for ever. Now the
+    file is checked before it is opened, as every small file the project reads is."""
+    reports = tmp_path / "datasets/reports"
+    reports.mkdir(parents=True)
+    (reports / "eval.json").write_text(json.dumps(EVAL_REPORT))
+    fifo = tmp_path / "eval.json.fifo"
+    os.mkfifo(fifo)
+    given = f"x={fifo}" if flag == "--experiment" else str(fifo)
+    try:
+        result = cli("elden_il.pipeline", "summary", flag, given, cwd=tmp_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"summary {flag} FIFO still waiting after 60 s")
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and f"{fifo} is not an evaluation's eval.json" in line and "FIFO" in line, line
+
+
 def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alone(tmp_path: Path, monkeypatch, capsys):
     """A symlinked ``datasets/demos/sim``: an ``rmtree`` traceback (it refuses links), after which
     the stage would have replaced the link. Outputs are replaced whole, the link with them."""

@@ -274,12 +274,20 @@ def check_timestep(config: EnvConfig) -> None:
 def common_prefix(episode: Episode) -> Episode:
     """The samples every per-sample dataset holds. A file whose datasets disagree in length (a
     copy or a tool cut one short) keeps its common prefix, said in one warning line: the samples
-    past it lack their state, keys or frame, and cannot be stepped."""
+    past it lack their state, keys or frame, and cannot be stepped. A file where one of them holds
+    no row has no sample to use: a ``BuildError`` naming it (the viewer's too)."""
     lengths = {name: len(getattr(episode, name)) for name in PER_SAMPLE_FIELDS if getattr(episode, name) is not None}
     n = min(lengths.values())
     if n == len(episode.t) == max(lengths.values()):
         return episode
     shown = ", ".join(f"{name} {length}" for name, length in lengths.items())
+    if n == 0:  # nothing to step or show: said as the file's fault, not as an index past its end
+        empty = [name for name, length in lengths.items() if length == 0]
+        raise BuildError(
+            f"{episode.path}: its {' and '.join(empty)} {'has' if len(empty) == 1 else 'have'} 0 rows ({shown} rows), "
+            "so no sample of it can be used: a tool or a copy cut it short; record the fight again, or move the "
+            "file out of the folder"
+        )
     log.warning(
         "%s: its per-sample datasets differ in length (%s rows): only the first %d samples, which all of them "
         "hold, are used",

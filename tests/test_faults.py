@@ -1523,6 +1523,7 @@ EPISODE_SPOILS = {
     ),
     "a sample time days away": (spoil_times("t", -1, lambda t: t[-1] + 1e7), "its sample times (t) span 1e+07 s"),
     "a NaN input event time": (spoil_times("events", 0, lambda t: math.nan), "its input events' times hold no number"),
+    "keys_held with no rows": (lambda f: f["keys_held"].resize(0, axis=0), "its keys_held has 0 rows"),
     "pad_held of 32 columns": (lambda f: reshaped(f, "pad_held", 32), "its pad_held is ("),
     "pad_held of 2 columns": (lambda f: reshaped(f, "pad_held", 2), "its pad_held is ("),
     "a compressed state of 10^7 columns": (
@@ -1544,8 +1545,9 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
     3.5 GB; one NaN or far-off sample time: a traceback; the controller's buttons in 32 columns:
     built, then the viewer's IndexError (2 columns: the builder's); a compressed state of 10^7
     columns (check_rows skipped compressed data): 227 GiB allocation tracebacks, 100,000 columns
-    built at 2.8 GB. Now the builder and the viewer refuse the file in one line naming it, its
-    dataset and the limit, in seconds."""
+    built at 2.8 GB; keys_held of no rows: skipped by the builder, the viewer's ``IndexError``.
+    Now the builder and the viewer refuse the file in one line naming it, its dataset and the
+    limit, in seconds."""
     raw = copy_raw(raw_episodes, tmp_path)
     episode = list_episodes(raw)[-1]
     how, said = EPISODE_SPOILS[spoil]

@@ -1564,6 +1564,55 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
         assert str(episode) in line and said in line, line
 
 
+def test_an_hdf5_file_of_another_program_among_the_recordings_is_one_line_that_says_so(
+    raw_episodes: Path, tmp_path: Path
+):
+    """An HDF5 file another program wrote, named ``*.h5``, in the recordings folder: the builder
+    and the viewer called it "unfinished: run `python -m capture.recover`", which then said it
+    was "not a partial episode": advice in a circle. Now both say it is no episode of this
+    project's and to move it out; the builder builds nothing."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    foreign = raw / "measurements.h5"
+    with h5py.File(foreign, "w") as f:
+        f["x"] = np.arange(10)
+    for command in (
+        ("capture.build_dataset", "--raw", str(raw), "--id", "test/foreign-v0", "--root", str(tmp_path / "minari")),
+        ("elden_il.view", str(foreign), "--save", str(tmp_path / "fight.rrd")),
+    ):
+        result = cli(*command, timeout=60)
+        line = one_error_line(result.stderr)
+        assert result.returncode == 2 and f"{foreign} is an HDF5 file but no episode" in line, line
+        assert "move it out of the recordings folder" in line and "capture.recover" not in line, line
+    assert not (tmp_path / "minari/test/foreign-v0").exists() and foreign.exists()
+
+
+def test_an_unfinished_episode_named_as_a_finished_one_gets_advice_that_works(tmp_path: Path):
+    """A partial episode renamed by hand to ``.h5`` (and its video to ``.mkv``): the advice was
+    to run ``capture.recover`` on the ``.h5``, which refuses anything but a ``.h5.partial``. Now
+    the line says to rename both back and recover; done as it says, the episode is recovered."""
+    from test_recording import meta, sample
+
+    writer = EpisodeWriter(tmp_path / "raw", meta(), lock_step=True)
+    for i in range(40):
+        writer.append(sample(i))
+    writer.flush()
+    writer._video.close()
+    writer._abandon()  # as a kill after a flush leaves it
+    renamed = writer.path.with_name(writer.path.name.removesuffix(".partial"))
+    writer.path.rename(renamed)
+    writer.video_path.rename(renamed.with_suffix(".mkv"))
+    result = cli("elden_il.view", str(renamed), "--save", str(tmp_path / "fight.rrd"), timeout=60)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and f"{renamed} is an unfinished episode named as a finished one" in line, line
+    renamed.rename(writer.path)  # as the line says
+    renamed.with_suffix(".mkv").rename(writer.video_path)
+    assert f"rename it to {writer.path.name} and its video to {writer.video_path.name}" in line, line
+    assert f"python -m capture.recover {writer.path}" in line, line
+    result = cli("capture.recover", str(writer.path), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert len(read_episode(renamed)) == 40
+
+
 def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
     from test_recording import meta, sample
 

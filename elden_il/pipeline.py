@@ -34,7 +34,7 @@ from typing import Any
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from env.common.cli import add_flags, command_parser, flag, from_flags, run_command
-from env.common.errors import EldenILError, Interrupted
+from env.common.errors import DataError, EldenILError, Interrupted
 from env.common.files import UnreadableFile, read_json
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
@@ -153,10 +153,13 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
     """Record the demonstrations into ``ws.demos``, swapped in whole once all are recorded: an
     interrupted run leaves the demonstrations of the last finished one."""
     demos = params.demos
+    if demos.source == "raw":  # nothing to record, so nothing is replaced: not the expert's, not yours
+        log.info(
+            "demos.source is 'raw': nothing recorded; the dataset is built from your recordings in %s", demos.raw_dir
+        )
+        return
+    check_only_the_experts(ws.demos)
     with staged_folder(ws.demos) as folder:
-        if demos.source == "raw":
-            log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
-            return
         from env.common.progress import progress
 
         from capture.record import record
@@ -177,6 +180,25 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
                 "again (`dvc repro`) to record them all",
                 e.signum,
             ) from None
+
+
+EXPERTS_FILES = ("_autopilot.h5", "_autopilot.mkv")
+"""What the demos stage writes: the scripted expert's episodes and their videos."""
+
+
+def check_only_the_experts(folder: Path) -> None:
+    """Refuse to replace ``folder`` (the demos stage's output, replaced whole) where it holds
+    anything the stage will not write again: a person's fights kept beside the demos cannot be
+    recorded again, and would go with the folder."""
+    if not folder.is_dir() or folder.is_symlink():  # a link is refused by the swap itself, naming it
+        return
+    others = sorted(p.name for p in folder.iterdir() if not (p.is_file() and p.name.endswith(EXPERTS_FILES)))
+    if others:
+        raise DataError(
+            f"{folder} holds {len(others)} file(s) the demos stage does not write ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}), and it replaces the folder whole with the expert's new "
+            f"recordings: move your recordings to {USER_RAW_DIR} (demos.raw_dir) and run it again"
+        )
 
 
 def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:

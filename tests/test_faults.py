@@ -2474,6 +2474,54 @@ def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alo
     assert (tmp_path / "datasets/demos/sim").is_symlink() and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
 
 
+def files_in(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("raw_dir", ["datasets/raw", "datasets/demos/sim"])
+def test_demos_source_raw_records_nothing_and_touches_no_folder(
+    tmp_path: Path, monkeypatch, capsys, caplog, raw_dir: str
+):
+    """``demos.source: raw``, the guide's own switch, emptied ``datasets/demos/sim`` (all 80 files
+    of the expert's recordings) and exited 0; with ``raw_dir`` naming that folder (a person who
+    kept their fights beside the demos), their recordings went too, and the next line said the
+    dataset would be built from the folder just emptied. Now the stage, which records nothing
+    then, leaves every folder as it was."""
+    demos = tmp_path / "datasets/demos/sim"
+    demos.mkdir(parents=True)
+    (demos / "20260101-000000-000000_autopilot.h5").write_bytes(b"the expert's fight")
+    (demos / "20260101-000000-000000_autopilot.mkv").write_bytes(b"its video")
+    mine = tmp_path / raw_dir
+    mine.mkdir(parents=True, exist_ok=True)
+    (mine / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
+    before = files_in(tmp_path / "datasets")
+    params = {**TINY, "demos": {**TINY["demos"], "source": "raw", "raw_dir": raw_dir}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO, logger="elden_il.pipeline"):
+        status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    assert status == 0, err
+    assert files_in(tmp_path / "datasets") == before
+    assert f"the dataset is built from your recordings in {raw_dir}" in caplog.text
+
+
+def test_the_demos_stage_never_replaces_a_folder_holding_a_persons_recordings(tmp_path: Path, monkeypatch, capsys):
+    """The demos stage replaces ``datasets/demos/sim`` whole with the expert's new recordings: a
+    person's fights kept there would go with it. Now it replaces only a folder of the expert's
+    own files (what it will write again), and says which file stops it in one line."""
+    demos = tmp_path / "datasets/demos/sim"
+    demos.mkdir(parents=True)
+    (demos / "20260101-000000-000000_autopilot.h5").write_bytes(b"the expert's fight")
+    (demos / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
+    before = files_in(demos)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and "20260102-000000-000000_human.h5" in line and "datasets/raw" in line, line
+    assert files_in(demos) == before
+
+
 # ---------------------------------------------------------------------------- command lines
 CLI_FAULTS = [
     # (command line, the one line's expected text)

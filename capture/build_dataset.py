@@ -30,12 +30,17 @@ and its ``elden_il`` metadata holds the digest of the code that built it
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
+import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import gymnasium as gym
@@ -553,7 +558,7 @@ def write_dataset(
     spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
     outcomes = [bool(b.terminations[-1]) for b in buffers]
     try:
-        with staged(root, dataset_id) as staging:
+        with hdf5_failures_held(), staged(root, dataset_id) as staging:
             storage = create_minari_dataset(
                 staging,
                 dataset_id,
@@ -568,11 +573,61 @@ def write_dataset(
             compress_frames(storage.data_path / "main_data.hdf5", compression)
             storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
-    except OSError as e:
-        raise BuildError(
-            f"writing dataset {dataset_id!r} in {root} failed ({e}); "
-            "the previous dataset with this id, if any, is unchanged"
+    except (OSError, RuntimeError) as e:  # h5py says a failed write as either
+        if not _disk_full(e):
+            if not isinstance(e, OSError):
+                raise
+            raise BuildError(
+                f"writing dataset {dataset_id!r} in {root} failed ({e}); "
+                "the previous dataset with this id, if any, is unchanged"
+            ) from None
+        raise DiskFull(
+            f"the disk is full: writing dataset {dataset_id!r} in {root} failed (No space left on device); the "
+            "dataset being built is removed and the previous dataset with this id, if any, is unchanged: free some "
+            "space and build it again"
         ) from None
+
+
+class DiskFull(BuildError):
+    """The disk filled up while a dataset was written. HDF5 holds the file it could not flush and
+    retries the writes as Python exits, where it crashed (a segmentation fault): the command says
+    this one line and ends at once (``exit_at_once``), the staging folder already removed."""
+
+    exit_at_once = True
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write the disk refused for want of space: an ``OSError`` with that
+    errno, or h5py's ``RuntimeError`` that quotes HDF5's own (``errno = 28``)."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return f"errno = {errno.ENOSPC}," in str(error) or f"errno = {errno.EDQUOT}," in str(error)
+
+
+@contextmanager
+def hdf5_failures_held() -> Iterator[None]:
+    """h5py's failures to let go of an object of a file whose writes fail (a full disk) while the
+    ``with`` body runs, which Python can only print (two tracebacks each, two dozen a build), left
+    unsaid: the write's own error, raised from the body, says it once. Any other such failure is
+    printed as before."""
+    excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
+
+    def said_by_the_write(error: BaseException | None) -> bool:
+        return isinstance(error, (OSError, RuntimeError)) and _disk_full(error)
+
+    def except_hook(kind: type[BaseException], error: BaseException, tb: TracebackType | None) -> None:
+        if not said_by_the_write(error):
+            excepthook(kind, error, tb)
+
+    def unraisable_hook(info: Any) -> None:
+        if not said_by_the_write(info.exc_value):
+            unraisablehook(info)
+
+    sys.excepthook, sys.unraisablehook = except_hook, unraisable_hook
+    try:
+        yield
+    finally:
+        sys.excepthook, sys.unraisablehook = excepthook, unraisablehook
 
 
 def create_minari_dataset(

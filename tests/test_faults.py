@@ -189,6 +189,31 @@ def check_stopped_cleanly_and_recoverable(
     return episode, finished
 
 
+@pytest.mark.parametrize("small_disk", [8], indirect=True)
+@pytest.mark.parametrize("over", [False, True], ids=["a first build", "over an existing dataset"])
+def test_a_disk_filling_up_while_a_dataset_is_built_is_one_line_and_leaves_nothing_behind(
+    raw_episodes: Path, small_disk: SmallDisk, over: bool
+):
+    """The disk full while a dataset was written: a segmentation fault (exit 139), 24 h5py
+    tracebacks and no ``error:`` line, and a ``.building-*`` folder left that kept the disk full
+    (over an existing dataset the right line, then the same crash). Now one line, exit 2, the
+    folder being built removed, an existing dataset as it was."""
+    root = small_disk.path / "minari"
+    command = ("capture.build_dataset", "--raw", str(raw_episodes), "--id", "test/full-v0", "--root", str(root))
+    if over:
+        assert cli(*command).returncode == 0
+    before = snapshot_files(root) if over else {}
+    filler = small_disk.fill()
+    filler.write_bytes(bytes(filler.stat().st_size + 64 * 1024 - 300 * 1024))  # 300 KiB free: too little
+    result = cli(*command, "--force")
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = one_error_line(result.stderr)
+    assert line.startswith("error: the disk is full") and "test/full-v0" in line, line
+    assert "Exception ignored" not in result.stderr, result.stderr[-3000:]
+    assert not list(small_disk.path.rglob(".building-*"))
+    assert snapshot_files(root) == before
+
+
 def test_a_disk_full_before_an_episodes_first_flush_leaves_no_empty_partial(small_disk: SmallDisk):
     """A partial that holds no sample has nothing to recover; left behind, ``capture.recover``
     refused it as unreadable and the builder named it as a fight to salvage."""
@@ -2474,10 +2499,6 @@ def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alo
     assert (tmp_path / "datasets/demos/sim").is_symlink() and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
 
 
-def files_in(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 @pytest.mark.parametrize("raw_dir", ["datasets/raw", "datasets/demos/sim"])
 def test_demos_source_raw_records_nothing_and_touches_no_folder(
     tmp_path: Path, monkeypatch, capsys, caplog, raw_dir: str
@@ -2494,14 +2515,14 @@ def test_demos_source_raw_records_nothing_and_touches_no_folder(
     mine = tmp_path / raw_dir
     mine.mkdir(parents=True, exist_ok=True)
     (mine / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
-    before = files_in(tmp_path / "datasets")
+    before = snapshot_files(tmp_path / "datasets")
     params = {**TINY, "demos": {**TINY["demos"], "source": "raw", "raw_dir": raw_dir}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.INFO, logger="elden_il.pipeline"):
         status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
     assert status == 0, err
-    assert files_in(tmp_path / "datasets") == before
+    assert snapshot_files(tmp_path / "datasets") == before
     assert f"the dataset is built from your recordings in {raw_dir}" in caplog.text
 
 
@@ -2513,13 +2534,13 @@ def test_the_demos_stage_never_replaces_a_folder_holding_a_persons_recordings(tm
     demos.mkdir(parents=True)
     (demos / "20260101-000000-000000_autopilot.h5").write_bytes(b"the expert's fight")
     (demos / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
-    before = files_in(demos)
+    before = snapshot_files(demos)
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
     monkeypatch.chdir(tmp_path)
     status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
     line = one_error_line(err)
     assert status == 2 and "20260102-000000-000000_human.h5" in line and "datasets/raw" in line, line
-    assert files_in(demos) == before
+    assert snapshot_files(demos) == before
 
 
 # ---------------------------------------------------------------------------- command lines

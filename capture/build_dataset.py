@@ -54,6 +54,7 @@ from env.common.fields import STEP_MS, FieldError
 from env.common.lock import is_being_written
 from env.common.staging import NAMESPACE_METADATA, staged
 from env.config import EnvConfig
+from env.factory import DATASET_ENTRY_POINT
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
@@ -555,7 +556,9 @@ def write_dataset(
     """Write ``buffers`` as ``dataset_id`` in a staging folder beside ``root / dataset_id`` and
     swap it in whole (``env.common.staging``), its frames compressed (``capture.compression``) and
     ``about`` in its metadata and its ``build.json``."""
-    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
+    # the env that collects and evaluates, made in-process by recover_environment(), and refusing a
+    # game to reach if a copy's spec were given one
+    spec = replace(gym.spec(ENV_ID), entry_point=DATASET_ENTRY_POINT, kwargs=config.to_dict())
     outcomes = [bool(b.terminations[-1]) for b in buffers]
     try:
         with hdf5_failures_held(), staged(root, dataset_id) as staging:
@@ -708,7 +711,8 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
         f"and both animation ids{', the flask charges left' if config.observe_flasks else ''}. The env it was built for (see the env spec) adds {stack} and "
         f"{history}; elden_il.data rebuilds them from each episode. "
         f"Load it: minari.load_dataset({dataset_id!r}) with MINARI_DATASETS_PATH pointing at the "
-        f"datasets root; dataset.recover_environment() makes that env. For d3rlpy or TorchRL use "
+        f"datasets root; dataset.recover_environment() makes that env, in-process (on a dataset from anyone else, call "
+        f"elden_il.data.check_env_spec(dataset) first: it refuses a spec naming other code or a game to reach). For d3rlpy or TorchRL use "
         f"elden_il.interop. Built by python -m capture.build_dataset from recorded episodes."
     )
 

@@ -74,6 +74,7 @@ from conftest import TINY_NETWORK, main_here, save_untrained, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.observations import FrameSpec
 from env.sim.launcher import SimServer
@@ -1204,16 +1205,49 @@ def test_a_dataset_whose_env_spec_chooses_the_game_is_refused(
 
     root = tmp_path / "minari"
     build_dataset(raw_episodes, "test/shared-v0", root=root)
-    path = root / "test/shared-v0/data/metadata.json"
+    with_spec_arguments(root, "test/shared-v0", kwargs)
+    with pytest.raises(DatasetError) as refused:
+        check_env_spec(open_dataset("test/shared-v0", root))
+    line = str(refused.value)
+    assert "\n" not in line and message in line and "never which game to reach" in line, line
+
+
+def with_spec_arguments(root: Path, dataset_id: str, kwargs: dict) -> None:
+    """The dataset's env spec given ``kwargs`` besides its env config, as a shared copy may be."""
+    path = root / dataset_id / "data/metadata.json"
     metadata = json.loads(path.read_text())
     spec = json.loads(metadata["env_spec"])
     spec["kwargs"].update(kwargs)
     metadata["env_spec"] = json.dumps(spec)
     path.write_text(json.dumps(metadata))
-    with pytest.raises(DatasetError) as refused:
-        check_env_spec(open_dataset("test/shared-v0", root))
+
+
+@pytest.mark.parametrize("backend", ["siphon", "sim_server"])
+def test_recover_environment_on_a_dataset_whose_env_spec_chooses_the_game_connects_nowhere(
+    raw_episodes: Path, tmp_path: Path, backend: str
+):
+    """minari's own ``recover_environment()`` on a shared dataset whose env spec named ``backend:
+    siphon`` and a host connected to that host and configured it (``check_env_spec`` refuses it,
+    but the description the builder wrote said only "recover_environment() makes that env"). The
+    spec's entry point is the project's own: it now makes the env a dataset describes, in-process,
+    and refuses a backend, a host or a server's flags in one line, before anything is made; the
+    description names ``check_env_spec`` for a dataset from anyone else."""
+    from elden_il.data import open_dataset
+
+    root = tmp_path / "minari"
+    dataset = build_dataset(raw_episodes, "test/shared-v0", root=root)
+    assert "check_env_spec" in dataset.storage.metadata["description"]
+    recovered = open_dataset("test/shared-v0", root).recover_environment()  # as built: the env, in-process
+    recovered.close()
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server:
+        with_spec_arguments(root, "test/shared-v0", {"backend": backend, "host": server.host})
+        with pytest.raises(ConfigError) as refused:
+            open_dataset("test/shared-v0", root).recover_environment()
+        with grpc.insecure_channel(server.host) as channel:
+            status = pb2_grpc.SiphonServiceStub(channel).GetServerStatus(pb2.GetServerStatusRequest(), timeout=5)
     line = str(refused.value)
-    assert "\n" not in line and message in line and "never which game to reach" in line, line
+    assert "\n" not in line and f"backend {backend!r}" in line and "never which game to reach" in line, line
+    assert not status.config_set  # nobody connected and configured it
 
 
 @pytest.mark.parametrize("where", ["entry_point", "additional_wrappers"])

@@ -54,7 +54,6 @@ from env.common.fields import STEP_MS, FieldError
 from env.common.lock import is_being_written
 from env.common.staging import NAMESPACE_METADATA, staged
 from env.config import EnvConfig
-from env.factory import DATASET_ENTRY_POINT
 from env.observations import FrameSpec, ObservationBuilder, observation_space
 from env.profile import load_profile
 from env.rewards import BaseReward
@@ -71,6 +70,9 @@ from capture.provenance import REPOSITORY, code_digest
 log = logging.getLogger(__name__)
 
 ENV_ID = "EldenIL/Margit-v0"
+DATASET_ENTRY_POINT = "env.factory:make_dataset_env"
+"""The entry point a dataset's env spec names, which ``dataset.recover_environment()`` calls with
+the spec's arguments: the env the dataset was built for, in-process, refusing a game to reach."""
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
 source episodes, the raw folder, the frame compression and the digest of the code that built it."""

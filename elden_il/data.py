@@ -135,9 +135,7 @@ def check_env_spec(dataset: Any) -> None:
     else before ``recover_environment()``."""
     from gymnasium.envs.registration import EnvSpec
 
-    from env.factory import DATASET_ENTRY_POINT
-
-    from capture.build_dataset import ENV_ID
+    from capture.build_dataset import DATASET_ENTRY_POINT, ENV_ID
 
     ours = gym.spec(ENV_ID)
     entry_points = (DATASET_ENTRY_POINT, ours.entry_point)  # a dataset's, or one built before it had its own

@@ -89,15 +89,13 @@ def make_env(
         raise
 
 
-DATASET_ENTRY_POINT = "env.factory:make_dataset_env"
-"""The entry point a dataset's env spec names (``capture.build_dataset``), which
-``dataset.recover_environment()`` calls with the spec's arguments."""
 GAME_CHOICES = frozenset({"backend", "host", "server_args"})
 """``make_env``'s arguments that choose which game to reach and how: never a dataset's to give."""
 
 
 def make_dataset_env(**options: Any) -> EldenRingEnv:
-    """The env a dataset was built for, in-process (``DATASET_ENTRY_POINT``). Minari's
+    """The env a dataset was built for, in-process: the entry point a dataset's env spec names
+    (``capture.build_dataset.DATASET_ENTRY_POINT``). Minari's
     ``recover_environment()`` calls this with whatever its env spec's arguments are, and a shared
     dataset's spec could name any host: a backend, a host or a server's flags are refused in one
     line, before anything is made, so that such a spec makes no env that connects anywhere."""

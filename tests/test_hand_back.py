@@ -91,8 +91,34 @@ def test_what_a_killed_client_left_is_taken_back_and_said(
     time back to it, in one warning line; the steps run at the env's own speed, the hero stands,
     and the game is left at real time."""
     killed_client_leaving(sim_server.host, "S", speed)
+    said = the_next_env_at_1x_plays_at_its_speed_with_the_hero_still(sim_server, stub, caplog)
+    assert len(said) == int(speed is not None), said
+
+
+def test_the_env_after_a_3x_env_killed_by_sigkill_plays_at_its_own_speed_with_the_hero_still(
+    sim_server: SimServer, player: None, stub, caplog
+):
+    """A script driving an env at 3x, holding move_back, killed by SIGKILL (paused between its
+    steps or at 3x within one, as the kill falls: the case left at 3x, which the next env did not
+    notice, is the parametrized test above's, made certain): the next env at 1x is told in one
+    line, plays at its own speed, and the hero stands."""
+    process = start_script(sim_server.host, "with")
+    try:
+        assert process.stdout.readline() == "stepping\n"
+        time.sleep(0.5)  # some steps in
+        process.kill()
+        process.communicate(timeout=60)
+    finally:
+        process.kill()
+    said = the_next_env_at_1x_plays_at_its_speed_with_the_hero_still(sim_server, stub, caplog)
+    assert len(said) == 1, said
+
+
+def the_next_env_at_1x_plays_at_its_speed_with_the_hero_still(server: SimServer, stub, caplog) -> list[str]:
+    """An env at 1x over ``server`` plays five idle steps: the hero stands, the game runs at 1x,
+    and the game is left at real time; what it said of taking the game back."""
     with caplog.at_level(logging.WARNING, logger="env.siphon.game"):
-        env = env_over(sim_server)
+        env = env_over(server)
     try:
         env.reset(seed=0)
         start = np.array([env.state["HeroLocalPosX"], env.state["HeroLocalPosY"]])
@@ -107,10 +133,9 @@ def test_what_a_killed_client_left_is_taken_back_and_said(
     # the game ran at 1x: five steps of about 12 ticks (3x: about 180); a loaded machine's late
     # steps are let run up to twice their length
     assert 5 * TICKS_PER_STEP * 2 / 3 < ran < 5 * TICKS_PER_STEP * 2, ran
-    said = [r.getMessage() for r in caplog.records if "taking it back to real time" in r.getMessage()]
-    assert len(said) == int(speed is not None), said
     flag, value = speed_of(stub)
     assert not flag or value == 1.0
+    return [r.getMessage() for r in caplog.records if "taking it back to real time" in r.getMessage()]
 
 
 LIVE_GAME_ARGS = (
@@ -202,6 +227,13 @@ SCRIPTS = {
 }
 
 
+def start_script(host: str, script: str) -> subprocess.Popen:
+    """One of ``SCRIPTS`` in a process of its own, playing against ``host``; it prints "stepping"
+    once its env steps."""
+    code = f"HOST = {host!r}\nfrom env.factory import make_env\n" + textwrap.dedent(SCRIPTS[script])
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def hero_walks(host: str, ticks: int = 30) -> float:
     """How far the hero goes in ``ticks`` of game time with nobody at the keys (a key left down
     walks it at 1.6 m/s or more)."""
@@ -231,8 +263,7 @@ def test_a_script_stopped_by_ctrl_c_or_sigterm_hands_the_game_back(
     at 3x or paused, with ``move_back`` held. Now SIGTERM, where the script left it at its default,
     is raised as Ctrl-C is while a live game is open, so the ``with`` or ``finally`` runs: the
     game is back at real time, and the hero stands."""
-    code = f"HOST = {sim_server.host!r}\nfrom env.factory import make_env\n" + textwrap.dedent(SCRIPTS[script])
-    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = start_script(sim_server.host, script)
     try:
         assert process.stdout.readline() == "stepping\n"
         time.sleep(0.5)  # some steps in

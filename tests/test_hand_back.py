@@ -275,3 +275,28 @@ def test_a_script_stopped_by_ctrl_c_or_sigterm_hands_the_game_back(
     flag, value = speed_of(stub)
     assert not flag or value == 1.0, (flag, value)
     assert hero_walks(sim_server.host) < 0.05
+
+
+def test_the_recorder_takes_back_a_game_a_3x_client_left(sim_server: SimServer, player: None, stub, caplog, tmp_path):
+    """The recorder connecting to a game a killed client left at 3x recorded it at 3x and said
+    nothing (only an env took a paused game back). Now it takes it back to real time in one line,
+    as every client that connects does, and leaves it there."""
+    from capture.record import RecordSettings, record
+
+    killed_client_leaving(sim_server.host, "S", 3.0)
+    settings = RecordSettings(
+        env=EnvConfig(profile="sim_margit"),
+        backend="siphon",
+        host=sim_server.host,
+        autopilot=True,
+        max_episodes=1,
+        max_episode_seconds=1.0,
+        out=tmp_path / "raw",
+    )
+    with caplog.at_level(logging.WARNING, logger="env.siphon.game"):
+        (saved,) = record(settings)
+    said = [r.getMessage() for r in caplog.records if "taking it back to real time" in r.getMessage()]
+    assert len(said) == 1 and "was left at 3x" in said[0], said
+    flag, value = speed_of(stub)
+    assert not flag or value == 1.0
+    assert saved.exists()

@@ -154,6 +154,7 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
     interrupted run leaves the demonstrations of the last finished one."""
     demos = params.demos
     if demos.source == "raw":  # nothing to record, so nothing is replaced: not the expert's, not yours
+        ws.demos.mkdir(parents=True, exist_ok=True)  # the stage's output (DVC's) exists, as it was or empty
         log.info(
             "demos.source is 'raw': nothing recorded; the dataset is built from your recordings in %s", demos.raw_dir
         )

@@ -2558,6 +2558,8 @@ def test_demos_source_raw_records_nothing_and_touches_no_folder(
     assert status == 0, err
     assert snapshot_files(tmp_path / "datasets") == before
     assert f"the dataset is built from your recordings in {raw_dir}" in caplog.text
+    shutil.rmtree(tmp_path / "datasets/demos")  # a fresh clone: the stage's output, for DVC, is still made
+    assert main_here("elden_il.pipeline", "demos", capsys=capsys)[0] == 0 and demos.is_dir()
 
 
 def test_the_demos_stage_never_replaces_a_folder_holding_a_persons_recordings(tmp_path: Path, monkeypatch, capsys):

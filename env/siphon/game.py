@@ -6,12 +6,12 @@ interpreter exit, and before a fight restarts: nothing on the server releases ke
 client dies, and a key left down keeps the character running into a wall.
 
 Connecting does what a first evening with the game needs done before any episode: the config is
-sent and memory initialised; the game taken back from whatever the last client left (real time, every
-bound key up: ``_take_back_speed``, ``_let_go_of_every_key``), before anything waits on it; input and capture initialised;
-Siphon's NPC hook is put in place by one read
-with a long deadline (the real server blocks every other call until the player locks on, so the
-user is told to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes
-until the window has presented one). A frame that stays the same while the game runs (a
+sent and memory initialised; the game taken back from whatever the last client left (real time,
+every bound key up: ``_take_back_speed``, ``_let_go_of_every_key``) before anything waits on it;
+input and capture initialised; Siphon's NPC hook is put in place by one read with a long
+deadline (the real server blocks every other call until the player locks on, so the user is told
+to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes until the
+window has presented one). A frame that stays the same while the game runs (a
 minimised window: Siphon returns its last frame forever) is an error, not an observation.
 Restarting a fight recovers from what memory writes cannot undo (``env.siphon.arena``).
 

@@ -29,12 +29,17 @@ and its ``elden_il`` metadata holds the digest of the code that built it
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import sys
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import gymnasium as gym
@@ -64,6 +69,9 @@ from capture.provenance import REPOSITORY, code_digest
 log = logging.getLogger(__name__)
 
 ENV_ID = "EldenIL/Margit-v0"
+DATASET_ENTRY_POINT = "env.factory:make_dataset_env"
+"""The entry point a dataset's env spec names, which ``dataset.recover_environment()`` calls with
+the spec's arguments: the env the dataset was built for, in-process, refusing a game to reach."""
 METADATA_KEY = "elden_il"
 """The dataset metadata key holding the project's own description (JSON): the env config, the
 source episodes, the raw folder, the frame compression and the digest of the code that built it."""
@@ -273,12 +281,20 @@ def check_timestep(config: EnvConfig) -> None:
 def common_prefix(episode: Episode) -> Episode:
     """The samples every per-sample dataset holds. A file whose datasets disagree in length (a
     copy or a tool cut one short) keeps its common prefix, said in one warning line: the samples
-    past it lack their state, keys or frame, and cannot be stepped."""
+    past it lack their state, keys or frame, and cannot be stepped. A file where one of them holds
+    no row has no sample to use: a ``BuildError`` naming it (the viewer's too)."""
     lengths = {name: len(getattr(episode, name)) for name in PER_SAMPLE_FIELDS if getattr(episode, name) is not None}
     n = min(lengths.values())
     if n == len(episode.t) == max(lengths.values()):
         return episode
     shown = ", ".join(f"{name} {length}" for name, length in lengths.items())
+    if n == 0:  # nothing to step or show: said as the file's fault, not as an index past its end
+        empty = [name for name, length in lengths.items() if length == 0]
+        raise BuildError(
+            f"{episode.path}: its {' and '.join(empty)} {'has' if len(empty) == 1 else 'have'} 0 rows ({shown} rows), "
+            "so no sample of it can be used: a tool or a copy cut it short; record the fight again, or move the "
+            "file out of the folder"
+        )
     log.warning(
         "%s: its per-sample datasets differ in length (%s rows): only the first %d samples, which all of them "
         "hold, are used",
@@ -541,10 +557,12 @@ def write_dataset(
     """Write ``buffers`` as ``dataset_id`` in a staging folder beside ``root / dataset_id`` and
     swap it in whole (``env.common.staging``), its frames compressed (``capture.compression``) and
     ``about`` in its metadata and its ``build.json``."""
-    spec = replace(gym.spec(ENV_ID), kwargs=config.to_dict())  # the env that collects and evaluates
+    # the env that collects and evaluates, made in-process by recover_environment(), and refusing a
+    # game to reach if a copy's spec were given one
+    spec = replace(gym.spec(ENV_ID), entry_point=DATASET_ENTRY_POINT, kwargs=config.to_dict())
     outcomes = [bool(b.terminations[-1]) for b in buffers]
     try:
-        with staged(root, dataset_id) as staging:
+        with hdf5_failures_held(), staged(root, dataset_id) as staging:
             storage = create_minari_dataset(
                 staging,
                 dataset_id,
@@ -559,11 +577,61 @@ def write_dataset(
             compress_frames(storage.data_path / "main_data.hdf5", compression)
             storage.update_metadata({METADATA_KEY: json.dumps(about), "dataset_size": storage.get_size()})
             (staging / dataset_id / "build.json").write_text(json.dumps(about, indent=2))
-    except OSError as e:
-        raise BuildError(
-            f"writing dataset {dataset_id!r} in {root} failed ({e}); "
-            "the previous dataset with this id, if any, is unchanged"
+    except (OSError, RuntimeError) as e:  # h5py says a failed write as either
+        if not _disk_full(e):
+            if not isinstance(e, OSError):
+                raise
+            raise BuildError(
+                f"writing dataset {dataset_id!r} in {root} failed ({e}); "
+                "the previous dataset with this id, if any, is unchanged"
+            ) from None
+        raise DiskFull(
+            f"the disk is full: writing dataset {dataset_id!r} in {root} failed (No space left on device); the "
+            "dataset being built is removed and the previous dataset with this id, if any, is unchanged: free some "
+            "space and build it again"
         ) from None
+
+
+class DiskFull(BuildError):
+    """The disk filled up while a dataset was written. HDF5 holds the file it could not flush and
+    retries the writes as Python exits, where it crashed (a segmentation fault): the command says
+    this one line and ends at once (``exit_at_once``), the staging folder already removed."""
+
+    exit_at_once = True
+
+
+def _disk_full(error: BaseException) -> bool:
+    """Whether ``error`` is a write the disk refused for want of space: an ``OSError`` with that
+    errno, or h5py's ``RuntimeError`` that quotes HDF5's own (``errno = 28``)."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return f"errno = {errno.ENOSPC}," in str(error) or f"errno = {errno.EDQUOT}," in str(error)
+
+
+@contextmanager
+def hdf5_failures_held() -> Iterator[None]:
+    """h5py's failures to let go of an object of a file whose writes fail (a full disk) while the
+    ``with`` body runs, which Python can only print (two tracebacks each, two dozen a build), left
+    unsaid: the write's own error, raised from the body, says it once. Any other such failure is
+    printed as before."""
+    excepthook, unraisablehook = sys.excepthook, sys.unraisablehook
+
+    def said_by_the_write(error: BaseException | None) -> bool:
+        return isinstance(error, (OSError, RuntimeError)) and _disk_full(error)
+
+    def except_hook(kind: type[BaseException], error: BaseException, tb: TracebackType | None) -> None:
+        if not said_by_the_write(error):
+            excepthook(kind, error, tb)
+
+    def unraisable_hook(info: Any) -> None:
+        if not said_by_the_write(info.exc_value):
+            unraisablehook(info)
+
+    sys.excepthook, sys.unraisablehook = except_hook, unraisable_hook
+    try:
+        yield
+    finally:
+        sys.excepthook, sys.unraisablehook = excepthook, unraisablehook
 
 
 def create_minari_dataset(
@@ -644,7 +712,8 @@ def describe(dataset_id: str, config: EnvConfig, decided: list[bool], compressio
         f"and both animation ids{', the flask charges left' if config.observe_flasks else ''}. The env it was built for (see the env spec) adds {stack} and "
         f"{history}; elden_il.data rebuilds them from each episode. "
         f"Load it: minari.load_dataset({dataset_id!r}) with MINARI_DATASETS_PATH pointing at the "
-        f"datasets root; dataset.recover_environment() makes that env. For d3rlpy or TorchRL use "
+        f"datasets root; dataset.recover_environment() makes that env, in-process (on a dataset from anyone else, call "
+        f"elden_il.data.check_env_spec(dataset) first: it refuses a spec naming other code or a game to reach). For d3rlpy or TorchRL use "
         f"elden_il.interop. Built by python -m capture.build_dataset from recorded episodes."
     )
 

@@ -147,10 +147,11 @@ MakeDriver = Callable[[Game, InputLog, Hotkeys], Driver]
 """Makes a driver once the game is up: the game, the recorder's input log, its hotkeys."""
 
 
-def need_display(what: str) -> None:
-    """pynput needs an X display on Linux: say so before anything waits on it."""
+def need_display(what: str, instead: str = "") -> None:
+    """pynput needs an X display on Linux: say so before anything waits on it, with ``instead``,
+    what the command the person ran can do without one (each command says its own)."""
     if sys.platform.startswith("linux") and not os.environ.get("DISPLAY"):
-        raise SetupError(f"capture.record needs an X display to {what} (set DISPLAY), or use --autopilot")
+        raise SetupError(f"{what} needs an X display (set DISPLAY){instead}")
 
 
 class Listening:
@@ -160,7 +161,7 @@ class Listening:
     game plainly moves says so once (``InputSilence``)."""
 
     def __init__(self, sink: KeySink, hotkeys: Hotkeys, controller: bool = True) -> None:
-        need_display("hear your keyboard")
+        need_display("hearing your keyboard")
         from capture.listener import PynputListener  # needs DISPLAY: imported only when listening
 
         self.silence = InputSilence()

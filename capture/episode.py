@@ -14,7 +14,7 @@ from env.common.files import plain_file_problem
 from env.observations import FrameSpec
 
 from capture.bounds import check_columns, check_rows
-from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, video_path
+from capture.episode_format import MARKS, PAD, PARTIAL, PER_SAMPLE, EpisodeError, partial_video_path, video_path
 from capture.footage import VideoOf, frames_at
 from capture.video import VideoError
 
@@ -115,6 +115,25 @@ def check_master(path: Path, master: tuple[int, int], spec: FrameSpec) -> None:
         )
 
 
+def check_finished(path: Path, f: h5py.File) -> None:
+    """Refuse a file that is no finished episode, with advice that works: an HDF5 file of another
+    program (every episode carries ``format_version``) is to be moved out of the folder, and an
+    episode never finished but named as a finished one (a partial renamed by hand) renamed back
+    and recovered: ``capture.recover`` takes partials only."""
+    if "format_version" not in f.attrs:
+        raise EpisodeError(
+            f"{path} is an HDF5 file but no episode of this project's (it carries no format_version): it is not "
+            "read; move it out of the recordings folder"
+        )
+    if not f.attrs.get("finished", False):
+        partial = path.with_name(path.name + ".partial")
+        raise EpisodeError(
+            f"{path} is an unfinished episode named as a finished one (a recorder stopped while writing it, and "
+            f"it was renamed): rename it to {partial.name} and its video to {partial_video_path(partial).name}, "
+            f"then run `python -m capture.recover {partial}`"
+        )
+
+
 def read_episode(path: str | Path, frames: bool = True) -> Episode:
     """A finished episode, whole, less its picture: ``Episode.frames_at`` decodes the frames
     asked for from the video (format 2). Format 1 files hold their frames, read here unless
@@ -128,8 +147,7 @@ def read_episode(path: str | Path, frames: bool = True) -> Episode:
         raise EpisodeError(f"{path} is {problem}: it is not read; move it out of the folder")
     try:
         with h5py.File(path, "r") as f:
-            if not f.attrs.get("finished", False):
-                raise EpisodeError(f"{path} is unfinished: run `python -m capture.recover {path}`")
+            check_finished(path, f)
             attrs = {k: (v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v) for k, v in f.attrs.items()}
             names = {key: json.loads(attrs[key]) for key in ("attribute_names", "key_names")}
             check_columns(path, f, len(names["attribute_names"]), len(names["key_names"]))

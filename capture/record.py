@@ -44,7 +44,7 @@ from env.profile import Profile, load_profile
 from env.sim.players import PLAYERS
 
 from capture.autopilot import Autopilot
-from capture.drivers import MakeDriver, PersonDriver, RecordError
+from capture.drivers import MakeDriver, PersonDriver, RecordError, need_display
 from capture.episode_cuts import FightTracker
 from capture.episode_writer import DiskError, EpisodeMeta, EpisodeWriter, Sample, empty_discarded, set_aside
 from capture.inputs import InputLog
@@ -283,9 +283,12 @@ class Recorder:
                 "--backend sim runs lock-step with no human at the keys: add --autopilot, or play the "
                 "simulator in its window (python -m env.sim --window) and record that"
             )
+        env_config = recorded_env(settings)
+        if make_driver is None and not settings.autopilot:  # before the game is connected to
+            need_display("capture.record, hearing your keyboard,", ", or use --autopilot")
         self.codec = codec(settings.video_codec)  # before the game starts: an FFmpeg build without it says so
         make_driver = make_driver or driver_maker(settings)
-        self.game = make_game(recorded_env(settings), settings.backend, settings.host, seed=settings.seed)
+        self.game = make_game(env_config, settings.backend, settings.host, seed=settings.seed)
         self.profile = self.game.profile
         self.restart = self.profile.restart_when_recording if settings.restart is None else settings.restart
         self.key_names = self.profile.bound_keys

@@ -130,13 +130,15 @@ def check_env_spec(dataset: Any) -> None:
     anything is made: ``dataset.recover_environment()`` imports and calls whatever its spec's
     entry point names (``os:system`` in a shared dataset ran its maker's command) and applies
     the wrappers it lists the same way. A dataset ``capture.build_dataset`` built names the
-    project's own entry point and no wrapper. Call this on a dataset from anyone else before
-    ``recover_environment()``."""
+    project's own entry point (``env.factory.make_dataset_env``, which refuses a game to reach
+    itself; ``make_env`` in one built before) and no wrapper. Call this on a dataset from anyone
+    else before ``recover_environment()``."""
     from gymnasium.envs.registration import EnvSpec
 
-    from capture.build_dataset import ENV_ID
+    from capture.build_dataset import DATASET_ENTRY_POINT, ENV_ID
 
     ours = gym.spec(ENV_ID)
+    entry_points = (DATASET_ENTRY_POINT, ours.entry_point)  # a dataset's, or one built before it had its own
     for key in ("env_spec", "eval_env_spec"):
         text = dataset.storage.metadata.get(key)
         if text is None:
@@ -147,17 +149,17 @@ def check_env_spec(dataset: Any) -> None:
             raise DatasetError(f"dataset {dataset.id!r}: its {key} is not an env spec ({e}): {REBUILD}") from None
         found = [
             f"{what} {value!r}"
-            for what, value, wanted in (
-                ("entry point", spec.entry_point, ours.entry_point),
-                ("vector entry point", spec.vector_entry_point, ours.vector_entry_point),
-                ("wrappers", [w.entry_point for w in spec.additional_wrappers], []),
+            for what, value, allowed in (
+                ("entry point", spec.entry_point, entry_points),
+                ("vector entry point", spec.vector_entry_point, (ours.vector_entry_point,)),
+                ("wrappers", [w.entry_point for w in spec.additional_wrappers], ([],)),
             )
-            if value != wanted
+            if value not in allowed
         ]
         if found:
             raise DatasetError(
                 f"dataset {dataset.id!r}: its {key} names {'; '.join(found)}, not this project's env "
-                f"({ours.entry_point}): recover_environment() would import and run that; build the env from "
+                f"({DATASET_ENTRY_POINT}): recover_environment() would import and run that; build the env from "
                 "the dataset's EnvConfig instead (elden_il.data.dataset_config and env.factory.make_env)"
             )
         problem = spec_arguments_problem(spec.kwargs)

@@ -538,22 +538,40 @@ MAX_PARAMS_BYTES = 256_000
 """params.yaml is a few kilobytes; a larger file is not read."""
 
 
+MAX_PARAMS_DEPTH = 32
+"""params.yaml nests a handful of levels (a section, a setting, a list or a mapping in it): far
+deeper is no setting, and PyYAML reads each level by recursion (lists 500 deep, a 10 KB file,
+were a ``RecursionError``)."""
+
+
 class PlainYaml(yaml.SafeLoader):
-    """YAML's safe loader, without aliases: params.yaml holds plain values, and an alias of an
-    alias of a list (a few hundred bytes: "billion laughs") expands to gigabytes as it is read."""
+    """YAML's safe loader, without aliases and within ``MAX_PARAMS_DEPTH`` levels: params.yaml
+    holds plain values, and an alias of an alias of a list (a few hundred bytes: "billion
+    laughs") expands to gigabytes as it is read."""
 
     def __init__(self, stream: str, name: str = "params.yaml") -> None:
         super().__init__(stream)
         self.name = name  # what its errors' marks name, where PyYAML says <unicode string>
+        self.depth = 0
 
     def compose_node(self, parent, index):  # noqa: ANN001, ANN201 - PyYAML's own signature
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
             raise ParamsError(
                 f"{self.name}, line {event.start_mark.line + 1}: *{event.anchor} is a YAML alias: params.yaml takes "
                 "plain values only; write the value out"
             )
-        return super().compose_node(parent, index)
+        if self.depth >= MAX_PARAMS_DEPTH:
+            raise ParamsError(
+                f"{self.name}, line {event.start_mark.line + 1}: nested deeper than any setting ({MAX_PARAMS_DEPTH} "
+                "levels at most): params.yaml takes a section, its settings and their lists or mappings; write "
+                "the value as the setting takes it"
+            )
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def load_params(path: Path = Path("params.yaml")) -> PipelineParams:

@@ -172,7 +172,7 @@ class PolicyDriver(Driver):
         if lock_step:
             keyboard = KeyDriver(game, self.takeover, self.config.tap_ms)
         else:
-            need_display("press the scripted human's keys")
+            need_display("pressing the scripted human's keys")
             keyboard = PynputKeyboard()
         return ScriptedHuman(keyboard, self.actions, self.config.timestep_ms / 1000.0)
 

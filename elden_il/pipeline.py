@@ -34,7 +34,8 @@ from typing import Any
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from env.common.cli import flag, parse_settings, run_command
-from env.common.errors import EldenILError, Interrupted
+from env.common.errors import DataError, EldenILError, Interrupted
+from env.common.files import UnreadableFile, read_json
 from env.common.staging import staged_folder, staged_paths
 from env.config import EnvConfig
 
@@ -152,10 +153,14 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
     """Record the demonstrations into ``ws.demos``, swapped in whole once all are recorded: an
     interrupted run leaves the demonstrations of the last finished one."""
     demos = params.demos
+    if demos.source == "raw":  # nothing to record, so nothing is replaced: not the expert's, not yours
+        ws.demos.mkdir(parents=True, exist_ok=True)  # the stage's output (DVC's) exists, as it was or empty
+        log.info(
+            "demos.source is 'raw': nothing recorded; the dataset is built from your recordings in %s", demos.raw_dir
+        )
+        return
+    check_only_the_experts(ws.demos)
     with staged_folder(ws.demos) as folder:
-        if demos.source == "raw":
-            log.info("demos.source is 'raw': the dataset is built from your recordings in %s", demos.raw_dir)
-            return
         from env.common.progress import progress
 
         from capture.record import record
@@ -176,6 +181,25 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
                 "again (`dvc repro`) to record them all",
                 e.signum,
             ) from None
+
+
+EXPERTS_FILES = ("_autopilot.h5", "_autopilot.mkv")
+"""What the demos stage writes: the scripted expert's episodes and their videos."""
+
+
+def check_only_the_experts(folder: Path) -> None:
+    """Refuse to replace ``folder`` (the demos stage's output, replaced whole) where it holds
+    anything the stage will not write again: a person's fights kept beside the demos cannot be
+    recorded again, and would go with the folder."""
+    if not folder.is_dir() or folder.is_symlink():  # a link is refused by the swap itself, naming it
+        return
+    others = sorted(p.name for p in folder.iterdir() if not (p.is_file() and p.name.endswith(EXPERTS_FILES)))
+    if others:
+        raise DataError(
+            f"{folder} holds {len(others)} file(s) the demos stage does not write ({', '.join(others[:3])}"
+            f"{', ...' if len(others) > 3 else ''}), and it replaces the folder whole with the expert's new "
+            f"recordings: move your recordings to {USER_RAW_DIR} (demos.raw_dir) and run it again"
+        )
 
 
 def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
@@ -443,17 +467,16 @@ RESULT_NUMBERS = ("win_rate", "boss_damage_dealt", "player_damage_taken", "episo
 
 
 def load_report(path: Path) -> dict:
-    """An evaluation's ``eval.json``, or one line saying the file is none."""
+    """An evaluation's ``eval.json``, or one line saying the file is none: read within bounds
+    (``read_json``), so a FIFO or a device given for it is refused, not waited on for ever."""
+    if not (path.exists() or path.is_symlink()):
+        raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`")
     try:
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            raise EldenILError(f"{path} is larger than an evaluation's eval.json ({MAX_REPORT_BYTES} bytes at most)")
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise EldenILError(f"no evaluation yet ({path}): run `dvc repro`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        report = read_json(path, MAX_REPORT_BYTES)
+    except UnreadableFile as e:
         raise EldenILError(
-            f"{path} is not an evaluation's eval.json ({e}): give the datasets/reports/eval.json an evaluation "
-            "wrote (a truncated copy cannot be read: copy it again)"
+            f"{path} is not an evaluation's eval.json (it {e.reason}): give the datasets/reports/eval.json an "
+            "evaluation wrote (a truncated copy cannot be read: copy it again)"
         ) from None
     problem = report_problem(report)
     if problem is not None:

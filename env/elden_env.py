@@ -158,7 +158,6 @@ class EldenRingEnv(gym.Env):
         self._start_frame = 0
         self._damage_taken = 0.0
         self._shared: SharedKeys | None = None
-        game.take_control()  # from whatever state the last client left it in
 
     @property
     def action_mode(self) -> str:

@@ -89,6 +89,27 @@ def make_env(
         raise
 
 
+GAME_CHOICES = frozenset({"backend", "host", "server_args"})
+"""``make_env``'s arguments that choose which game to reach and how: never a dataset's to give."""
+
+
+def make_dataset_env(**options: Any) -> EldenRingEnv:
+    """The env a dataset was built for, in-process: the entry point a dataset's env spec names
+    (``capture.build_dataset.DATASET_ENTRY_POINT``). Minari's
+    ``recover_environment()`` calls this with whatever its env spec's arguments are, and a shared
+    dataset's spec could name any host: a backend, a host or a server's flags are refused in one
+    line, before anything is made, so that such a spec makes no env that connects anywhere."""
+    chosen = sorted(GAME_CHOICES & options.keys())
+    if chosen:
+        given = ", ".join(f"{name} {options[name]!r}" for name in chosen)
+        raise ConfigError(
+            f"this dataset's env spec passes {given}: a dataset says which env it was built for, never which game "
+            "to reach or how; make the env with env.factory.make_env(elden_il.data.dataset_config(dataset), "
+            "backend=...) and the backend you choose"
+        )
+    return make_env(**options)
+
+
 def _with_fields(config: EnvConfig | None, options: dict[str, Any]) -> EnvConfig:
     """``config`` (default: the default config) with the config fields found in ``options``,
     which are taken out of it: what is left is the env's own behaviour."""

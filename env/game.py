@@ -134,15 +134,10 @@ class Game(Protocol):
         """Restart the boss fight in place, verify that it restarted, and return the new state."""
         ...
 
-    def take_control(self) -> None:
-        """Called once by a player that will drive the game (an env): take it from whatever state
-        the last client left it in. A live game may have been left paused, or with keys down, by
-        a client that was killed before it could hand it back (Siphon releases nothing when a
-        client goes); ``close`` hands it back as it was found."""
-        ...
-
     def close(self) -> None:
-        """Release every key and free the connection. Safe to call twice."""
+        """Release every key, leave a live game at real time, and free the connection. Safe to
+        call twice. (A live game is taken back on connecting too, from whatever the last client
+        left: one killed before it could close, as SIGKILL kills, left its keys and speed.)"""
         ...
 
 

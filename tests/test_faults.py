@@ -74,6 +74,7 @@ from conftest import TINY_NETWORK, main_here, save_untrained, untrained_policy
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
+from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.observations import FrameSpec
 from env.sim.launcher import SimServer
@@ -187,6 +188,31 @@ def check_stopped_cleanly_and_recoverable(
     frames = episode.frames_at(np.arange(len(episode)), FrameSpec(episode.master_size))
     assert all(frame.any() for frame in frames), "every recovered frame has pixels"
     return episode, finished
+
+
+@pytest.mark.parametrize("small_disk", [8], indirect=True)
+@pytest.mark.parametrize("over", [False, True], ids=["a first build", "over an existing dataset"])
+def test_a_disk_filling_up_while_a_dataset_is_built_is_one_line_and_leaves_nothing_behind(
+    raw_episodes: Path, small_disk: SmallDisk, over: bool
+):
+    """The disk full while a dataset was written: a segmentation fault (exit 139), 24 h5py
+    tracebacks and no ``error:`` line, and a ``.building-*`` folder left that kept the disk full
+    (over an existing dataset the right line, then the same crash). Now one line, exit 2, the
+    folder being built removed, an existing dataset as it was."""
+    root = small_disk.path / "minari"
+    command = ("capture.build_dataset", "--raw", str(raw_episodes), "--id", "test/full-v0", "--root", str(root))
+    if over:
+        assert cli(*command).returncode == 0
+    before = snapshot_files(root) if over else {}
+    filler = small_disk.fill()
+    filler.write_bytes(bytes(filler.stat().st_size + 64 * 1024 - 300 * 1024))  # 300 KiB free: too little
+    result = cli(*command, "--force")
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = one_error_line(result.stderr)
+    assert line.startswith("error: the disk is full") and "test/full-v0" in line, line
+    assert "Exception ignored" not in result.stderr, result.stderr[-3000:]
+    assert not list(small_disk.path.rglob(".building-*"))
+    assert snapshot_files(root) == before
 
 
 def test_a_disk_full_before_an_episodes_first_flush_leaves_no_empty_partial(small_disk: SmallDisk):
@@ -1179,16 +1205,49 @@ def test_a_dataset_whose_env_spec_chooses_the_game_is_refused(
 
     root = tmp_path / "minari"
     build_dataset(raw_episodes, "test/shared-v0", root=root)
-    path = root / "test/shared-v0/data/metadata.json"
+    with_spec_arguments(root, "test/shared-v0", kwargs)
+    with pytest.raises(DatasetError) as refused:
+        check_env_spec(open_dataset("test/shared-v0", root))
+    line = str(refused.value)
+    assert "\n" not in line and message in line and "never which game to reach" in line, line
+
+
+def with_spec_arguments(root: Path, dataset_id: str, kwargs: dict) -> None:
+    """The dataset's env spec given ``kwargs`` besides its env config, as a shared copy may be."""
+    path = root / dataset_id / "data/metadata.json"
     metadata = json.loads(path.read_text())
     spec = json.loads(metadata["env_spec"])
     spec["kwargs"].update(kwargs)
     metadata["env_spec"] = json.dumps(spec)
     path.write_text(json.dumps(metadata))
-    with pytest.raises(DatasetError) as refused:
-        check_env_spec(open_dataset("test/shared-v0", root))
+
+
+@pytest.mark.parametrize("backend", ["siphon", "sim_server"])
+def test_recover_environment_on_a_dataset_whose_env_spec_chooses_the_game_connects_nowhere(
+    raw_episodes: Path, tmp_path: Path, backend: str
+):
+    """minari's own ``recover_environment()`` on a shared dataset whose env spec named ``backend:
+    siphon`` and a host connected to that host and configured it (``check_env_spec`` refuses it,
+    but the description the builder wrote said only "recover_environment() makes that env"). The
+    spec's entry point is the project's own: it now makes the env a dataset describes, in-process,
+    and refuses a backend, a host or a server's flags in one line, before anything is made; the
+    description names ``check_env_spec`` for a dataset from anyone else."""
+    from elden_il.data import open_dataset
+
+    root = tmp_path / "minari"
+    dataset = build_dataset(raw_episodes, "test/shared-v0", root=root)
+    assert "check_env_spec" in dataset.storage.metadata["description"]
+    recovered = open_dataset("test/shared-v0", root).recover_environment()  # as built: the env, in-process
+    recovered.close()
+    with SimServer(size=(84, 84), log_path=tmp_path / "server.log") as server:
+        with_spec_arguments(root, "test/shared-v0", {"backend": backend, "host": server.host})
+        with pytest.raises(ConfigError) as refused:
+            open_dataset("test/shared-v0", root).recover_environment()
+        with grpc.insecure_channel(server.host) as channel:
+            status = pb2_grpc.SiphonServiceStub(channel).GetServerStatus(pb2.GetServerStatusRequest(), timeout=5)
     line = str(refused.value)
-    assert "\n" not in line and message in line and "never which game to reach" in line, line
+    assert "\n" not in line and f"backend {backend!r}" in line and "never which game to reach" in line, line
+    assert not status.config_set  # nobody connected and configured it
 
 
 @pytest.mark.parametrize("where", ["entry_point", "additional_wrappers"])
@@ -1523,6 +1582,7 @@ EPISODE_SPOILS = {
     ),
     "a sample time days away": (spoil_times("t", -1, lambda t: t[-1] + 1e7), "its sample times (t) span 1e+07 s"),
     "a NaN input event time": (spoil_times("events", 0, lambda t: math.nan), "its input events' times hold no number"),
+    "keys_held with no rows": (lambda f: f["keys_held"].resize(0, axis=0), "its keys_held has 0 rows"),
     "pad_held of 32 columns": (lambda f: reshaped(f, "pad_held", 32), "its pad_held is ("),
     "pad_held of 2 columns": (lambda f: reshaped(f, "pad_held", 2), "its pad_held is ("),
     "a compressed state of 10^7 columns": (
@@ -1544,8 +1604,9 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
     3.5 GB; one NaN or far-off sample time: a traceback; the controller's buttons in 32 columns:
     built, then the viewer's IndexError (2 columns: the builder's); a compressed state of 10^7
     columns (check_rows skipped compressed data): 227 GiB allocation tracebacks, 100,000 columns
-    built at 2.8 GB. Now the builder and the viewer refuse the file in one line naming it, its
-    dataset and the limit, in seconds."""
+    built at 2.8 GB; keys_held of no rows: skipped by the builder, the viewer's ``IndexError``.
+    Now the builder and the viewer refuse the file in one line naming it, its dataset and the
+    limit, in seconds."""
     raw = copy_raw(raw_episodes, tmp_path)
     episode = list_episodes(raw)[-1]
     how, said = EPISODE_SPOILS[spoil]
@@ -1560,6 +1621,55 @@ def test_an_episode_asking_for_impossible_rows_or_times_is_one_line_before_anyth
         assert result.returncode == 2 and time.monotonic() - started < 30, result.stderr
         line = one_error_line(result.stderr)
         assert str(episode) in line and said in line, line
+
+
+def test_an_hdf5_file_of_another_program_among_the_recordings_is_one_line_that_says_so(
+    raw_episodes: Path, tmp_path: Path
+):
+    """An HDF5 file another program wrote, named ``*.h5``, in the recordings folder: the builder
+    and the viewer called it "unfinished: run `python -m capture.recover`", which then said it
+    was "not a partial episode": advice in a circle. Now both say it is no episode of this
+    project's and to move it out; the builder builds nothing."""
+    raw = copy_raw(raw_episodes, tmp_path)
+    foreign = raw / "measurements.h5"
+    with h5py.File(foreign, "w") as f:
+        f["x"] = np.arange(10)
+    for command in (
+        ("capture.build_dataset", "--raw", str(raw), "--id", "test/foreign-v0", "--root", str(tmp_path / "minari")),
+        ("elden_il.view", str(foreign), "--save", str(tmp_path / "fight.rrd")),
+    ):
+        result = cli(*command, timeout=60)
+        line = one_error_line(result.stderr)
+        assert result.returncode == 2 and f"{foreign} is an HDF5 file but no episode" in line, line
+        assert "move it out of the recordings folder" in line and "capture.recover" not in line, line
+    assert not (tmp_path / "minari/test/foreign-v0").exists() and foreign.exists()
+
+
+def test_an_unfinished_episode_named_as_a_finished_one_gets_advice_that_works(tmp_path: Path):
+    """A partial episode renamed by hand to ``.h5`` (and its video to ``.mkv``): the advice was
+    to run ``capture.recover`` on the ``.h5``, which refuses anything but a ``.h5.partial``. Now
+    the line says to rename both back and recover; done as it says, the episode is recovered."""
+    from test_recording import meta, sample
+
+    writer = EpisodeWriter(tmp_path / "raw", meta(), lock_step=True)
+    for i in range(40):
+        writer.append(sample(i))
+    writer.flush()
+    writer._video.close()
+    writer._abandon()  # as a kill after a flush leaves it
+    renamed = writer.path.with_name(writer.path.name.removesuffix(".partial"))
+    writer.path.rename(renamed)
+    writer.video_path.rename(renamed.with_suffix(".mkv"))
+    result = cli("elden_il.view", str(renamed), "--save", str(tmp_path / "fight.rrd"), timeout=60)
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and f"{renamed} is an unfinished episode named as a finished one" in line, line
+    renamed.rename(writer.path)  # as the line says
+    renamed.with_suffix(".mkv").rename(writer.video_path)
+    assert f"rename it to {writer.path.name} and its video to {writer.video_path.name}" in line, line
+    assert f"python -m capture.recover {writer.path}" in line, line
+    result = cli("capture.recover", str(writer.path), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert len(read_episode(renamed)) == 40
 
 
 def test_recover_refuses_a_partial_declaring_rows_it_never_held(tmp_path: Path):
@@ -2389,6 +2499,24 @@ def test_summary_given_a_file_that_is_no_evaluation_is_one_line(tmp_path: Path, 
     assert main_here("elden_il.pipeline", "summary", "--markdown", capsys=capsys)[0] == 0
 
 
+@pytest.mark.parametrize("flag", ["--experiment", "--live"])
+def test_summary_given_a_fifo_is_one_line_not_a_wait_for_ever(tmp_path: Path, flag: str):
+    """``summary --experiment x=FIFO`` (or ``--live FIFO``) waited for a writer for ever. Now the
+    file is checked before it is opened, as every small file the project reads is."""
+    reports = tmp_path / "datasets/reports"
+    reports.mkdir(parents=True)
+    (reports / "eval.json").write_text(json.dumps(EVAL_REPORT))
+    fifo = tmp_path / "eval.json.fifo"
+    os.mkfifo(fifo)
+    given = f"x={fifo}" if flag == "--experiment" else str(fifo)
+    try:
+        result = cli("elden_il.pipeline", "summary", flag, given, cwd=tmp_path, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"summary {flag} FIFO still waiting after 60 s")
+    line = one_error_line(result.stderr)
+    assert result.returncode == 2 and f"{fifo} is not an evaluation's eval.json" in line and "FIFO" in line, line
+
+
 def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alone(tmp_path: Path, monkeypatch, capsys):
     """A symlinked ``datasets/demos/sim``: an ``rmtree`` traceback (it refuses links), after which
     the stage would have replaced the link. Outputs are replaced whole, the link with them."""
@@ -2403,6 +2531,52 @@ def test_a_symlinked_output_folder_is_one_line_and_what_it_points_to_is_left_alo
     line = one_error_line(err)
     assert status == 2 and "datasets/demos/sim is a symbolic link" in line and str(elsewhere) in line, line
     assert (tmp_path / "datasets/demos/sim").is_symlink() and [p.name for p in elsewhere.iterdir()] == ["keep.txt"]
+
+
+@pytest.mark.parametrize("raw_dir", ["datasets/raw", "datasets/demos/sim"])
+def test_demos_source_raw_records_nothing_and_touches_no_folder(
+    tmp_path: Path, monkeypatch, capsys, caplog, raw_dir: str
+):
+    """``demos.source: raw``, the guide's own switch, emptied ``datasets/demos/sim`` (all 80 files
+    of the expert's recordings) and exited 0; with ``raw_dir`` naming that folder (a person who
+    kept their fights beside the demos), their recordings went too, and the next line said the
+    dataset would be built from the folder just emptied. Now the stage, which records nothing
+    then, leaves every folder as it was."""
+    demos = tmp_path / "datasets/demos/sim"
+    demos.mkdir(parents=True)
+    (demos / "20260101-000000-000000_autopilot.h5").write_bytes(b"the expert's fight")
+    (demos / "20260101-000000-000000_autopilot.mkv").write_bytes(b"its video")
+    mine = tmp_path / raw_dir
+    mine.mkdir(parents=True, exist_ok=True)
+    (mine / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
+    before = snapshot_files(tmp_path / "datasets")
+    params = {**TINY, "demos": {**TINY["demos"], "source": "raw", "raw_dir": raw_dir}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level(logging.INFO, logger="elden_il.pipeline"):
+        status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    assert status == 0, err
+    assert snapshot_files(tmp_path / "datasets") == before
+    assert f"the dataset is built from your recordings in {raw_dir}" in caplog.text
+    shutil.rmtree(tmp_path / "datasets/demos")  # a fresh clone: the stage's output, for DVC, is still made
+    assert main_here("elden_il.pipeline", "demos", capsys=capsys)[0] == 0 and demos.is_dir()
+
+
+def test_the_demos_stage_never_replaces_a_folder_holding_a_persons_recordings(tmp_path: Path, monkeypatch, capsys):
+    """The demos stage replaces ``datasets/demos/sim`` whole with the expert's new recordings: a
+    person's fights kept there would go with it. Now it replaces only a folder of the expert's
+    own files (what it will write again), and says which file stops it in one line."""
+    demos = tmp_path / "datasets/demos/sim"
+    demos.mkdir(parents=True)
+    (demos / "20260101-000000-000000_autopilot.h5").write_bytes(b"the expert's fight")
+    (demos / "20260102-000000-000000_human.h5").write_bytes(b"my fight")
+    before = snapshot_files(demos)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(TINY))
+    monkeypatch.chdir(tmp_path)
+    status, _, err = main_here("elden_il.pipeline", "demos", capsys=capsys)
+    line = one_error_line(err)
+    assert status == 2 and "20260102-000000-000000_human.h5" in line and "datasets/raw" in line, line
+    assert snapshot_files(demos) == before
 
 
 # ---------------------------------------------------------------------------- command lines

@@ -818,3 +818,46 @@ def test_fine_tuning_a_live_game_learns_from_the_steps_a_person_takes_over(awac_
     assert metrics["env_steps"] == 80 and len(rows) >= 3
     taken = sum(row["taken_over"] for row in rows)
     assert 0 < taken < sum(row["length"] for row in rows), rows  # theirs now and then, the policy's between
+
+
+def test_a_person_to_take_over_with_no_display_is_one_line_before_anything_is_loaded(tmp_path: Path, monkeypatch):
+    """``finetune.interventions: person`` with no display: after 8 s and 1.3 GB (the policy and
+    the demonstrations read), "capture.record needs an X display ... or use --autopilot", which
+    names another command and a flag fine-tuning lacks. Now the setting is checked first (the
+    dataset named here does not exist: reading it would fail otherwise), its line naming it."""
+    from env.common.errors import SetupError
+
+    monkeypatch.delenv("DISPLAY", raising=False)
+    settings = FinetuneConfig(method="awac", num_envs=1, backend="sim_server", interventions="person")
+    with pytest.raises(SetupError) as refused:
+        finetune(
+            save_untrained(tmp_path / "bc", CONFIG),
+            settings,
+            CONFIG,
+            tmp_path / "out",
+            dataset=("no/such-v0", tmp_path),
+        )
+    message = str(refused.value)
+    assert "finetune.interventions person" in message and "needs an X display (set DISPLAY)" in message, message
+    assert "capture.record" not in message and "--autopilot" not in message, message
+
+
+def test_an_unreachable_host_is_one_line_before_anything_is_loaded(tmp_path: Path):
+    """An unreachable host was reported only after 21 s (42 s with the default 2,000 critic
+    warm-up updates, which ran before the host was tried). Now each host is tried first (the
+    dataset named here does not exist: reading it would fail otherwise)."""
+    from env.sim.launcher import free_port
+    from env.siphon.client import SiphonError
+
+    host = f"127.0.0.1:{free_port()}"
+    settings = FinetuneConfig(method="awac", num_envs=1, backend="siphon", hosts=(host,))
+    with pytest.raises(SiphonError) as refused:
+        finetune(
+            save_untrained(tmp_path / "bc", CONFIG),
+            settings,
+            CONFIG,
+            tmp_path / "out",
+            dataset=("no/such-v0", tmp_path),
+        )
+    message = str(refused.value)
+    assert message.startswith(f"finetune.hosts: no Siphon server at {host}"), message

@@ -74,13 +74,18 @@ BILLION_LAUGHS = (
         ("bc:\n  epochs: 3  # \xe9poques\n".encode("latin-1"), "params.yaml is not UTF-8 text: byte 0xe9 on line 2"),
         ("bc:\n  epochs: " + "9" * 5000 + "\n", "params.yaml holds a number no setting takes"),
         ("bc:\n  epochs: " + "9" * 300_000 + "\n", "params.yaml is larger than any file of its kind"),
+        (
+            "bc:\n  action_weights: " + "[" * 500 + "]" * 500 + "\n",
+            "params.yaml, line 2: nested deeper than any setting (32 levels at most)",
+        ),
     ],
     ids=lambda v: v[:40] if isinstance(v, str) else None,
 )
 def test_a_malformed_params_file_is_one_line(tmp_path: Path, text: str | bytes, message: str):
     """Each one line, at once and in bounded memory: the 600-byte alias of aliases below took 26 s
-    and 2.9 GB before its MemoryError; Windows Notepad's "ANSI" comment and a number of thousands
-    of digits were tracebacks."""
+    and 2.9 GB before its MemoryError; Windows Notepad's "ANSI" comment, a number of thousands
+    of digits and lists nested 500 deep (a 10 KB file: a ``RecursionError`` of 2,994 lines) were
+    tracebacks."""
     path = tmp_path / "params.yaml"
     path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     with pytest.raises(ParamsError) as caught:

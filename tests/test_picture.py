@@ -20,12 +20,15 @@ from env.common.errors import ConfigError
 from env.config import EnvConfig
 from env.elden_env import EldenRingEnv
 from env.factory import make_env
+from env.game import Game
 from env.profile import load_profile
 from env.sim.launcher import SimServer
 from env.siphon.game import SiphonGame
 
 from capture.build_dataset import BuildError, build_dataset
-from capture.record import RecordSettings, record
+from capture.drivers import Driver, Hotkeys
+from capture.inputs import InputLog
+from capture.record import RecordSettings, driver_maker, record
 
 from elden_il.data import load_demonstrations
 from elden_il.policies.policy import load_policy
@@ -37,26 +40,26 @@ SEED = 7
 def recorded_while_paused(server: SimServer, out: Path) -> None:
     """The recorder, with the autopilot, against ``server`` with its game paused: the fight it
     restarts (fight ``SEED``) stays at its first tick, a game state the in-process env reaches
-    exactly by restarting the same fight."""
-    game = SiphonGame(server.host, "sim_margit")
-    try:  # paused as a person pauses it (pysiphon set gameSpeedVal float 0): no env of ours hands it back
-        game.client.write("gameSpeedFlag", True)
-        game.client.write("gameSpeedVal", 0.0)
-    finally:
-        game.close()
-    record(
-        RecordSettings(
-            env=EnvConfig(profile="sim_margit"),
-            backend="siphon",
-            host=server.host,
-            autopilot=True,
-            max_episodes=1,
-            max_episode_seconds=0.5,
-            seed=SEED,
-            out=out,
-            video_codec="lossless",
-        )
-    )  # the window's pixels, bit for bit
+    exactly by restarting the same fight. Paused as a person pauses it (pysiphon set gameSpeedVal
+    float 0) once the recorder has connected: connecting takes a paused game back to real time."""
+    settings = RecordSettings(
+        env=EnvConfig(profile="sim_margit"),
+        backend="siphon",
+        host=server.host,
+        autopilot=True,
+        max_episodes=1,
+        max_episode_seconds=0.5,
+        seed=SEED,
+        out=out,
+        video_codec="lossless",
+    )
+    autopilot = driver_maker(settings)
+
+    def paused_first(game: Game, inputs: InputLog, hotkeys: Hotkeys) -> Driver:
+        game.set_speed(0.0)
+        return autopilot(game, inputs, hotkeys)
+
+    record(settings, make_driver=paused_first)  # the window's pixels, bit for bit
 
 
 CLOCKS = ("SimTick", "gameSpeedVal", "gameSpeedFlag")

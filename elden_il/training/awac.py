@@ -307,7 +307,7 @@ def finetune_awac(
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     policy = copy.deepcopy(bc).train()
-    # released in reverse, however the run ends: a live game handed back as it was found, then the
+    # released in reverse, however the run ends: a live game handed back at real time, then the
     # thread an update's halves share
     with contextlib.ExitStack() as held:
         learner = Learner(policy, config)

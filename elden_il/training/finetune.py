@@ -38,8 +38,10 @@ from env.config import EnvConfig
 from env.factory import env_fns
 from env.rewards import HealReward
 from env.sim.expert import ScriptedExpert
+from env.siphon.client import SiphonClient, SiphonError
 from env.wrappers import RewardBonus
 
+from capture.drivers import need_display
 from capture.live_takeover import PersonAtTheKeys
 from capture.takeover import DEFAULT_QUIET_S
 
@@ -319,6 +321,7 @@ def finetune(
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's (PPO only).
     With ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
     (``elden_il.training.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
+    check_live_setup(config)
     if config.method == "ppo":
         check_rollout_fits(config, env_config)
     elif dataset is None:
@@ -328,6 +331,25 @@ def finetune(
     if config.runs == 1:
         return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks, dataset=dataset)
     return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode, dataset)
+
+
+def check_live_setup(config: FinetuneConfig) -> None:
+    """What a live run needs from this machine and the network, tried before the policy, the
+    demonstrations (a gigabyte and more) and the critics' warm-up: a display to hear the person
+    who takes over (``interventions: person``), and each host's Siphon server answering. Each one
+    line naming the setting in params.yaml."""
+    if config.interventions == "person":
+        need_display(
+            "finetune.interventions person (you at this machine's keys, heard through pynput)",
+            ": fine-tune on the machine where you sit at the game, or set finetune.interventions to scripted "
+            "(the simulator's scripted human) or none in params.yaml",
+        )
+    if config.backend == "siphon":
+        for host in config.hosts:
+            try:
+                SiphonClient(host).close()
+            except SiphonError as e:
+                raise SiphonError(f"finetune.hosts: {e}") from None
 
 
 MAX_ROLLOUT_BYTES = 8 * 2**30
@@ -507,7 +529,7 @@ def train(
         )
         raise
     finally:
-        vec.close()  # a live game handed back as it was found, however the run ended
+        vec.close()  # a live game handed back at real time, however the run ended
     return model, curve
 
 

@@ -23,7 +23,8 @@ The groups, and every class under them (``tests/test_cli.py`` holds this list eq
   ``env.common.files.UnreadableFile`` (a link, a FIFO, a folder, a file too large, not UTF-8),
   ``capture.episode_format.EpisodeError`` and its kinds ``capture.episode_writer.DiskError`` and
   ``capture.recover.Skipped``, ``capture.bounds.BoundsError`` (an episode asking for more than a
-  recording holds), ``capture.video.VideoError``, ``capture.build_dataset.BuildError``,
+  recording holds), ``capture.video.VideoError``, ``capture.build_dataset.BuildError`` and its kind
+  ``capture.build_dataset.DiskFull`` (the disk filled while a dataset was written),
   ``elden_il.data.DatasetError``, ``elden_il.policies.policy_json.PolicyFileError``.
 - ``SetupError``: something this machine lacks or cannot reach (install it, start it).
   ``env.sim.display.DisplayError`` (Xvfb), ``elden_il.fanout.FanoutError`` (a Ray cluster),

@@ -13,6 +13,10 @@ calls ``check()`` first, and the runner calls it again once the work returns: an
 whose exception was swallowed still stops the swap and still ends the command with the
 shell's 128 + signal. ``deferred()`` holds signals back for the few instructions that must not
 be cut in half (the two renames of a swap).
+
+Outside a command, in a user's own script, SIGTERM would still end the process on the spot, with
+a live game's keys down and its speed wherever the env left it; ``hold_sigterm()`` raises it as
+Ctrl-C is raised while such a game is open, so the script's ``with`` or ``finally`` hands it back.
 """
 
 from __future__ import annotations
@@ -124,3 +128,41 @@ def deferred() -> Iterator[None]:
             signal.signal(sig, handler)
         for signum in dict.fromkeys(held):
             signal.raise_signal(signum)
+
+
+_sigterm_holders = 0
+"""How many open things (live games) asked for SIGTERM to be raised (``hold_sigterm``)."""
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def hold_sigterm() -> bool:
+    """While something that must be handed back is open (a live game: its keys, its speed),
+    SIGTERM raised as ``KeyboardInterrupt``, as Ctrl-C is, where it would otherwise end the
+    process on the spot (its handler the default): a script's ``with`` block or ``finally`` then
+    runs on either. A handler of the program's own (a command's ``watched()``) is left alone, and
+    off the main thread (where Python allows no handler) nothing changes. Returns whether it held:
+    each hold is given back by ``release_sigterm()``, and the last one puts the default back."""
+    global _sigterm_holders
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    if _sigterm_holders == 0:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return False
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    _sigterm_holders += 1
+    return True
+
+
+def release_sigterm() -> None:
+    """Give back one ``hold_sigterm()`` that held; after the last, SIGTERM ends the process again."""
+    global _sigterm_holders
+    _sigterm_holders -= 1
+    if (
+        _sigterm_holders == 0
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is _raise_interrupt
+    ):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

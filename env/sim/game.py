@@ -147,9 +147,6 @@ class SimGame:
             raise GameError("the simulator did not restart the fight (HP not full after restart)")
         return state
 
-    def take_control(self) -> None:
-        """Nothing to take back: the in-process game has had no other client."""
-
     def close(self) -> None:
         self._latch.release_all()
         self._releases.clear()

@@ -177,7 +177,15 @@ class SiphonClient:
 
     # ------------------------------------------------------------------------------ lifecycle
     def configure(self, config: SiphonConfig, init_timeout: float = 30.0, packed_reads: bool = True) -> None:
-        """Send the attribute config and initialise memory, input and capture.
+        """Send the attribute config and initialise memory, input and capture: both halves,
+        ``configure_memory`` then ``initialize_io``."""
+        self.configure_memory(config, init_timeout, packed_reads)
+        self.initialize_io(config, init_timeout)
+
+    def configure_memory(self, config: SiphonConfig, init_timeout: float = 30.0, packed_reads: bool = True) -> None:
+        """Send the attribute config and initialise memory: attributes can be read and written
+        from here on, before input is taken (a client that finds the game paused takes it back to
+        real time first, so that the lock-on a person makes once input is taken can land).
 
         With ``packed_reads`` the config sent also holds one array attribute per group of
         neighbouring attributes (named ``First..Last``), which ``read`` then uses: turn it off for
@@ -194,13 +202,16 @@ class SiphonClient:
         )
         self._call("SetProcessConfig", request)
         self._call("InitializeMemory", pb2.InitializeMemoryRequest(), init_timeout)
-        self._call("InitializeInput", pb2.InitializeInputRequest(window_name=config.window_name), init_timeout)
-        self._call("InitializeCapture", pb2.InitializeCaptureRequest(window_name=config.window_name), init_timeout)
         self._types = {a.name: a.type for a in config.attributes.values()}
         self._hooked = frozenset(
             [a.name for a in config.attributes.values() if a.method == "dll"]
             + [b.name for b in self._blocks if b.spec.method == "dll"]
         )
+
+    def initialize_io(self, config: SiphonConfig, init_timeout: float = 30.0) -> None:
+        """Initialise input (key presses) and capture (frames) for the config's window."""
+        self._call("InitializeInput", pb2.InitializeInputRequest(window_name=config.window_name), init_timeout)
+        self._call("InitializeCapture", pb2.InitializeCaptureRequest(window_name=config.window_name), init_timeout)
 
     def status(self) -> pb2.GetServerStatusResponse:
         return self._call("GetServerStatus", pb2.GetServerStatusRequest())

@@ -6,10 +6,12 @@ interpreter exit, and before a fight restarts: nothing on the server releases ke
 client dies, and a key left down keeps the character running into a wall.
 
 Connecting does what a first evening with the game needs done before any episode: the config is
-sent and memory, input and capture initialised; Siphon's NPC hook is put in place by one read
-with a long deadline (the real server blocks every other call until the player locks on, so the
-user is told to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes
-until the window has presented one). A frame that stays the same while the game runs (a
+sent and memory initialised; the game taken back from whatever the last client left (real time,
+every bound key up: ``_take_back_speed``, ``_let_go_of_every_key``) before anything waits on it;
+input and capture initialised; Siphon's NPC hook is put in place by one read with a long
+deadline (the real server blocks every other call until the player locks on, so the user is told
+to, every few seconds); and the first frame is waited for (Siphon answers 0 bytes until the
+window has presented one). A frame that stays the same while the game runs (a
 minimised window: Siphon returns its last frame forever) is an error, not an observation.
 Restarting a fight recovers from what memory writes cannot undo (``env.siphon.arena``).
 
@@ -32,6 +34,7 @@ import grpc
 import numpy as np
 
 from env import fight_rules
+from env.common import interrupts
 from env.common.errors import GameError
 from env.game import TAP_WHILE_PAUSED, AttributeValue, Frame, GameState, PausedTap, scaled
 from env.keys import is_mouse_button, normalize_key
@@ -43,6 +46,7 @@ from env.siphon.stream import FrameStream, StreamedFrame
 log = logging.getLogger(__name__)
 
 FIRST_FRAME_TIMEOUT_S = 5.0
+SPEED_ATTRIBUTES = ("gameSpeedFlag", "gameSpeedVal")
 
 
 class SiphonGame:
@@ -64,22 +68,26 @@ class SiphonGame:
         self.hook_timeout = hook_timeout
         self.client = SiphonClient(host, timeout=timeout)
         self._stream: FrameStream | None = None
-        self._configure()
-        self._frames = FrameWatch(stale_after_s)
-        self.boss_seen_dead = False  # a read showed NpcHp 0: the boss may be gone from the save
-        self._names = self.profile.attribute_names
         self._held: set[str] = set()
         self._taps: list[grpc.Future] = []
         self._speed = 1.0
         self._speed_flag_set = False
-        self._found_speed: float | None = None  # what take_control found, handed back on close
+        self._configure()
+        self._holds_sigterm = interrupts.hold_sigterm()  # a script's ``with`` or ``finally`` hands it back
+        self._frames = FrameWatch(stale_after_s)
+        self.boss_seen_dead = False  # a read showed NpcHp 0: the boss may be gone from the save
+        self._names = self.profile.attribute_names
         self._frame_numbers = itertools.count(1)  # thread-safe: the recorder observes from several threads
         self._closed = False
         atexit.register(self.close)
 
     def _configure(self) -> None:
-        """Config, memory, input and capture; then the NPC hook and the first frame."""
-        self.client.configure(self.profile.siphon, packed_reads=self.profile.packed_reads)
+        """Config and memory; the game taken back; input and capture; then the NPC hook and the
+        first frame."""
+        self.client.configure_memory(self.profile.siphon, packed_reads=self.profile.packed_reads)
+        self._take_back_speed()
+        self.client.initialize_io(self.profile.siphon)
+        self._let_go_of_every_key()
         self.client.wait_for_hook(self.profile.siphon, self.hook_timeout)
         if self.profile.frame_source == "stream":
             if self._stream is not None:
@@ -188,7 +196,6 @@ class SiphonGame:
             return self._restart(seed)
         except NotConfigured:
             log.warning("Siphon at %s forgot this client's config (restarted?): configuring it again", self.client.host)
-            self._held.clear()  # a new server holds no keys
             self._configure()
             return self._restart(seed)
 
@@ -235,27 +242,35 @@ class SiphonGame:
             local, world = now[f"HeroLocalPos{axis}"], now[f"HeroGlobalPos{axis}"]
             self.client.write(f"HeroLocalPos{axis}", local + (goal - world))
 
-    def take_control(self) -> None:
-        """Let go of every key the profile binds (a client that died holding one left it down:
-        the hero walks on by itself), and take a game left paused back to real time, saying so.
-        The speed found is what ``close`` hands back."""
+    def _take_back_speed(self) -> None:
+        """A fresh game runs at real time: one left at another speed, by a client killed before
+        it handed the game back (paused between an env's steps, or at 3x within one), is taken
+        back to real time in one warning line, before anything waits on it (a paused game cannot
+        be locked on to, and a fast one would play a 1x env's steps at its own speed). An env at
+        another ``game_speed`` sets its own from there, step by step."""
+        if not set(SPEED_ATTRIBUTES) <= self.profile.siphon.attributes.keys():
+            return
+        found = self.client.read(SPEED_ATTRIBUTES)
+        self._speed_flag_set = bool(found["gameSpeedFlag"])
+        self._speed = float(found["gameSpeedVal"]) if self._speed_flag_set else 1.0
+        if self._speed != 1.0:
+            log.warning(
+                "the game at %s was left %s (gameSpeedVal %g) by a client that did not hand it back (killed?): "
+                "taking it back to real time",
+                self.client.host,
+                "paused" if self._speed <= 0 else f"at {self._speed:g}x",
+                self._speed,
+            )
+            self.set_speed(1.0)
+
+    def _let_go_of_every_key(self) -> None:
+        """Let go of every key the profile binds: a client that died holding one left it down, and
+        the hero walks on by itself. Siphon has no call that reads a key's state, so each is let
+        go blind (letting go of a key that is up does nothing) and nothing can be said of which."""
         for key in sorted({normalize_key(k) for binding in self.profile.keybinds.values() for k in binding}):
             if not is_mouse_button(key):  # Siphon only taps them: none is left down
                 self.client.toggle_key(key, False)
         self._held.clear()
-        if not {"gameSpeedFlag", "gameSpeedVal"} <= self.profile.siphon.attributes.keys():
-            return
-        found = self.client.read(["gameSpeedFlag", "gameSpeedVal"])
-        speed = float(found["gameSpeedVal"]) if found["gameSpeedFlag"] else 1.0
-        if speed <= 0:
-            log.warning(
-                "the game at %s was left paused (gameSpeedVal 0, by a client that did not hand it back): "
-                "taking it back to real time",
-                self.client.host,
-            )
-            self.set_speed(1.0)
-            speed = 1.0
-        self._found_speed = speed
 
     def close(self) -> None:
         if self._closed:
@@ -264,14 +279,16 @@ class SiphonGame:
         atexit.unregister(self.close)
         try:
             self.hold_keys(())
-            if self._speed_flag_set and self._speed != (self._found_speed or 1.0):
-                self.set_speed(self._found_speed or 1.0)  # handed back as found: never left paused
+            if self._speed_flag_set and self._speed != 1.0:
+                self.set_speed(1.0)  # handed back at real time: never left paused or fast
         except GameError as e:
             log.warning("could not release keys or restore the game's speed on close: %s", e)
         finally:
             if self._stream is not None:
                 self._stream.close()
             self.client.close()
+            if self._holds_sigterm:
+                interrupts.release_sigterm()
 
     def _finish_taps(self) -> None:
         taps, self._taps = self._taps, []

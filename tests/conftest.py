@@ -94,6 +94,18 @@ REAL_SERVER_TEST_ARGS = (
     "50",
 )
 """Real-server mode with every behaviour on and every wait short."""
+GAME_SERVER_ARGS = (
+    "--profile",
+    "eldenring_margit",
+    *REAL_SERVER_TEST_ARGS,
+    "--death-screen-s",
+    "0.5",
+    "--loading-s",
+    "1.0",
+)
+"""The simulator as unkind as the game, for the game's own profile: Siphon's mutex, scans, hook and
+capture, a world that starts at the Site of Grace with nothing targeted, real deaths and kills
+(short screens)."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 import pytest
-from conftest import REAL_SERVER_TEST_ARGS
+from conftest import GAME_SERVER_ARGS
 from pysiphon.generated import siphon_service_pb2 as pb2
 from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
@@ -138,19 +138,6 @@ def the_next_env_at_1x_plays_at_its_speed_with_the_hero_still(server: SimServer,
     return [r.getMessage() for r in caplog.records if "taking it back to real time" in r.getMessage()]
 
 
-LIVE_GAME_ARGS = (
-    *REAL_SERVER_TEST_ARGS,
-    "--profile",
-    "eldenring_margit",
-    "--death-screen-s",
-    "0.5",
-    "--loading-s",
-    "1.0",
-)
-"""The game as the gaming PC meets a client: Siphon's hook, a world at the Site of Grace with
-nothing targeted, real deaths with a loading screen (short screens)."""
-
-
 def phase_of(host: str) -> Phase:
     with grpc.insecure_channel(host) as channel:
         stub = pb2_grpc.SiphonServiceStub(channel)
@@ -183,7 +170,7 @@ def test_a_game_left_paused_before_anything_is_targeted_is_taken_back_and_fought
     Easy Anti-Cheat, and left the game paused. Now it takes the game back to real time before it
     waits for a target, says so in one line, and the person's lock-on, asked for, is heard: the
     env walks in and fights."""
-    with SimServer(size=(84, 84), extra_args=LIVE_GAME_ARGS, log_path=tmp_path / "server.log") as server:
+    with SimServer(size=(84, 84), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server:
         left_paused(server.host, where)
         started = time.monotonic()
         with caplog.at_level(logging.WARNING), ThreadPoolExecutor(1) as pool:

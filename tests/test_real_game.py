@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REAL_SERVER_TEST_ARGS
+from conftest import GAME_SERVER_ARGS
 
 from env.common import files
 from env.doctor import counts_game_time
@@ -254,19 +254,6 @@ def test_the_floors_a_character_needs_come_from_its_recorded_fights(tmp_path: Pa
     assert "620 HP of 1100" in printed and "340 HP of 4174" in printed
     assert floors.main([str(tmp_path / "nothing")]) == 2
     assert "no finished episodes" in capsys.readouterr().err
-
-
-GAME_SERVER_ARGS = (
-    "--profile",
-    "eldenring_margit",
-    *REAL_SERVER_TEST_ARGS,
-    "--death-screen-s",
-    "0.5",
-    "--loading-s",
-    "1.0",
-)
-"""The simulator as unkind as the game, for the game's own profile: Siphon's mutex, scans, hook and
-capture, a world that starts at the Site of Grace, real deaths and kills (short screens)."""
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import tomlkit
 from env.common.cli import flag, log_level_flag, parse_settings, run_command
 from env.common.errors import ConfigError
 from env.common.fields import check_fields, checked, number
+from env.common.staging import staged_folder
 from env.profile import PROFILES_DIR, Profile, load_profile
 from env.siphon.game import SiphonGame
 
@@ -124,10 +125,11 @@ def write_profile(folder: Path, base: Profile, args: ScoutArgs, visit: Visit) ->
         "lists are one visit's (python -m capture.vocab\n# over recorded fights gives fuller ones). Check it: "
         f"python -m env.doctor --profile {folder}\n\n"
     )
-    folder.mkdir(parents=True)
-    shutil.copy(base.siphon.path, folder / base.siphon.path.name)
-    (folder / "profile.toml").write_text(header + tomlkit.dumps(doc))
-    load_profile(folder)  # what was written loads, or this is a bug
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with staged_folder(folder) as built:  # whole or not at all, even when stopped half-way
+        shutil.copy(base.siphon.path, built / base.siphon.path.name)
+        (built / "profile.toml").write_text(header + tomlkit.dumps(doc))
+        load_profile(built)  # what was written loads, or this is a bug
 
 
 def run(args: ScoutArgs) -> None:

@@ -12,12 +12,15 @@ import pytest
 
 from env.common.errors import GameError
 from env.sim import memory
+from env.sim.boss import load_boss
 from env.sim.controls import Button
 from env.sim.game import SimGame
 from env.sim.geometry import ARENA_RADIUS, GATE, GRACE
 from env.sim.moves import PlayerAnim
 from env.sim.renderer import Renderer
-from env.sim.world import BOSS_NPC_ID, SENTRY_NPC_ID, Lifecycle, Phase, World
+from env.sim.world import SENTRY_NPC_ID, Lifecycle, Phase, World
+
+BOSS_NPC_ID = load_boss("margit").npc_id
 
 LIFE = Lifecycle()
 HERO = ("HeroHp", "HeroMaxHp", "HeroLocalPosX", "HeroLocalPosY", "HeroAnimId", "HeroFlaskCharges")

@@ -10,13 +10,14 @@ import pytest
 
 from env.config import EnvConfig
 from env.game import GameState
+from env.sim.boss import load_boss
 from env.sim.expert import ScriptedExpert
 from env.sim.person import MIN_TAP_S, HumanLimits, PersonLikeExpert
-from env.sim.world import MOVES_BY_PHASE
 
 from capture.episode import list_episodes, read_episode
 from capture.record import RecordSettings, record
 
+MOVES_BY_PHASE = load_boss("margit").moves_by_phase
 MOVE = MOVES_BY_PHASE[1][0]
 IDLE_ANIM = 0
 

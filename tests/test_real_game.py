@@ -137,8 +137,12 @@ def test_the_games_floors_are_above_the_hardest_blow_on_either_side():
     """A floor below a single blow is no floor: a fighter just above it is killed for real by the
     next blow (Margit's holy hammer takes 620 of the simulator's 1100 HP; the player's skill 340
     of Margit's 4174). The game's profile's defaults clear the simulator's hardest blows."""
-    from env.sim.moves import BOSS_MOVES, PLAYER_ATTACKS
-    from env.sim.world import BOSS_MAX_HP, PLAYER_MAX_HP
+    from env.sim.boss import load_boss
+    from env.sim.moves import PLAYER_ATTACKS
+    from env.sim.world import PLAYER_MAX_HP
+
+    margit = load_boss("margit")
+    BOSS_MOVES, BOSS_MAX_HP = margit.moves, margit.max_hp
 
     rules = load_profile("eldenring_margit").fight_rules
     boss_blow = max(s.damage * max(1, s.projectiles) for m in BOSS_MOVES for s in m.strikes)  # a volley may all hit

@@ -18,12 +18,13 @@ from pysiphon.generated import siphon_service_pb2_grpc as pb2_grpc
 
 from env.profile import PROFILES_DIR as PROFILES
 from env.profile import load_profile
+from env.sim.boss import load_boss
 from env.sim.geometry import GATE, GRACE
 from env.sim.launcher import SimServer
 from env.sim.moves import PlayerAnim
 from env.sim.real_server import STATUS_MARK
 from env.sim.server import serve as serve_in_process
-from env.sim.world import BOSS_NPC_ID, SENTRY_NPC_ID, Phase
+from env.sim.world import SENTRY_NPC_ID, Phase
 
 FAST = ("--real-server", "--hook-poll-s", "0.05", "--capture-init-ms", "10", "--first-frame-ms", "50")
 PROCESS = "elden-il-sim"
@@ -205,10 +206,10 @@ def test_the_npc_hook_blocks_the_server_until_a_lock_on_then_follows_the_last_ta
         time.sleep(0.05)
     assert siphon.value("NpcId") == SENTRY_NPC_ID
     assert siphon.tap("B").success
-    assert siphon.value("NpcId") == BOSS_NPC_ID and siphon.value("NpcHp") == 4174
+    assert siphon.value("NpcId") == load_boss("margit").npc_id and siphon.value("NpcHp") == 4174
 
 
-REAL_GAME_BOSSES = {"eldenring_margit": BOSS_NPC_ID}
+REAL_GAME_BOSSES = {"eldenring_margit": load_boss("margit").npc_id}
 """Each real-game profile, and the NpcId the simulator's real-server mode serves for its boss."""
 
 
@@ -240,7 +241,7 @@ def test_an_ideal_server_reads_the_boss_at_once(serve):
     siphon = serve("--start", "grace", "--hook-delay-s", "5")
     siphon.configure({**HERO, **NPC}, dll=tuple(NPC))
     started = time.monotonic()
-    assert siphon.value("NpcId") == BOSS_NPC_ID and time.monotonic() - started < 1
+    assert siphon.value("NpcId") == load_boss("margit").npc_id and time.monotonic() - started < 1
 
 
 def test_capture_is_empty_before_the_first_frame_stale_when_minimised_and_fixed_in_size(serve):

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from env.sim.moves import BOSS_MOVES_BY_NAME, PLAYER_ATTACKS, ROLL, PlayerAnim
+from env.sim.boss import load_boss
+from env.sim.moves import PLAYER_ATTACKS, ROLL, PlayerAnim
 from env.sim.renderer import (
     BOSS,
     BOSS_BAR,
@@ -30,6 +31,8 @@ from env.sim.renderer import (
     Renderer,
 )
 from env.sim.world import Dagger, World
+
+BOSS_MOVES_BY_NAME = {m.name: m for m in load_boss("margit").moves}
 
 SMALL, LARGE = (84, 84), (1280, 720)
 

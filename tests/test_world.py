@@ -7,9 +7,14 @@ import random
 
 import pytest
 
+from env.sim.boss import load_boss
 from env.sim.controls import Button
-from env.sim.moves import BOSS_MOVES_BY_NAME, PlayerAnim
-from env.sim.world import MOVES_BY_PHASE, World
+from env.sim.moves import PlayerAnim
+from env.sim.world import World
+
+MARGIT = load_boss("margit")
+BOSS_MOVES_BY_NAME = {m.name: m for m in MARGIT.moves}
+MOVES_BY_PHASE = MARGIT.moves_by_phase
 
 
 def snapshot(world: World) -> tuple:

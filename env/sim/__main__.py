@@ -81,7 +81,7 @@ class ServeOptions:
     real_server: bool | None = field(
         default=None,
         metadata=flag(
-            f"behave as the real Siphon server (default: on for {', '.join(REAL_BY_DEFAULT)}, off otherwise)",
+            f"behave as the real Siphon server (default: on for the game's profiles, {REAL_BY_DEFAULT}*, off otherwise)",
             action=argparse.BooleanOptionalAction,
         ),
     )

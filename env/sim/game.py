@@ -23,6 +23,7 @@ from env.keys import normalize_key
 from env.observations import FRAME_SIZE
 from env.profile import Profile, load_profile
 from env.sim import TICK_HZ, memory
+from env.sim.boss import load_boss
 from env.sim.buttons import InputLatch
 from env.sim.renderer import Renderer
 from env.sim.world import World
@@ -47,7 +48,7 @@ class SimGame:
             raise GameError(
                 f"profile {self.profile.name!r} asks for attributes the simulator does not have: {', '.join(unknown)}"
             )
-        self.world = World(seed)
+        self.world = World(seed, boss=load_boss(self.profile.boss))
         self._latch = InputLatch(self.profile.keybinds)
         self._renderer = Renderer(*window_size)
         self._picture_renderers: dict[tuple[int, int], Renderer] = {}

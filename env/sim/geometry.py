@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 ARENA_RADIUS = 10.0
-"""Margit's arena is a disc; fighters are kept inside it (the fog wall)."""
+"""A walled arena is a disc; fighters are kept inside it (the fog wall). A boss fought in the open
+(``Arena.walled`` false) keeps them within its own, larger field instead."""
 
 GATE = (0.0, -ARENA_RADIUS)
 """Where the way in meets the arena: the fog wall a player walks through to start the fight."""
@@ -22,13 +23,13 @@ GRACE = (0.0, -19.0)
 """The Site of Grace in the way in, where a dead player comes back."""
 
 PLAYER_RADIUS = 0.4
-BOSS_RADIUS = 0.9
 
 
 class Shape(Enum):
-    SECTOR = "sector"  # a pie slice in front: reach, half_angle
+    SECTOR = "sector"  # a pie slice in front: reach, half_angle (swept by `sweep` over the strike)
     CIRCLE = "circle"  # a disc centred `offset` ahead: radius = reach
     LINE = "line"  # a rectangle ahead: length = reach, half_width
+    RING = "ring"  # a shockwave: a band `half_width` either side of a circle growing at `speed` up to `reach`
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,14 +40,41 @@ class Hitbox:
     half_width: float = 0.0  # LINE
     offset: float = 0.0  # CIRCLE: centre distance ahead of the owner
     low: bool = False  # only hits a target on the ground (a jump clears it)
+    speed: float = 0.0  # RING: metres a second its circle grows from the owner
+    sweep: float = 0.0  # SECTOR: radians its middle turns through over the strike, right to left
 
-    def hits(self, ox: float, oy: float, facing: float, tx: float, ty: float, tz: float, radius: float) -> bool:
+    def travel_seconds(self, distance: float) -> float:
+        """When a ring reaches a target ``distance`` metres from its owner, from the strike's
+        start (0 for every other shape: they are there at once)."""
+        return distance / self.speed if self.shape is Shape.RING else 0.0
+
+    def facing_at(self, facing: float, progress: float) -> float:
+        """Where a sweeping sector points ``progress`` (0 to 1) through its strike."""
+        return facing + self.sweep * (progress - 0.5) if self.sweep else facing
+
+    def hits(
+        self,
+        ox: float,
+        oy: float,
+        facing: float,
+        tx: float,
+        ty: float,
+        tz: float,
+        radius: float,
+        age: float = 0.0,
+        progress: float = 0.0,
+    ) -> bool:
         """Does this hitbox, held by an owner at (ox, oy) facing ``facing``, touch a round target
-        of ``radius`` standing at (tx, ty) with feet at height ``tz``?"""
+        of ``radius`` standing at (tx, ty) with feet at height ``tz``, ``age`` seconds and
+        ``progress`` (0 to 1) into its strike (what a ring or a sweep depends on)?"""
         if self.low and tz > 0.3:
             return False
-        fx, fy = math.cos(facing), math.sin(facing)
         dx, dy = tx - ox, ty - oy
+        if self.shape is Shape.RING:
+            front = min(self.reach, self.speed * age)
+            return abs(math.hypot(dx, dy) - front) <= self.half_width + radius
+        facing = self.facing_at(facing, progress)
+        fx, fy = math.cos(facing), math.sin(facing)
         if self.shape is Shape.CIRCLE:
             cx, cy = dx - fx * self.offset, dy - fy * self.offset
             return cx * cx + cy * cy <= (self.reach + radius) ** 2
@@ -62,8 +90,8 @@ class Hitbox:
         return along >= dist * math.cos(self.half_angle)
 
 
-def clamp_to_arena(x: float, y: float, radius: float) -> tuple[float, float]:
-    limit = ARENA_RADIUS - radius
+def clamp_to_arena(x: float, y: float, radius: float, arena_radius: float = ARENA_RADIUS) -> tuple[float, float]:
+    limit = arena_radius - radius
     d2 = x * x + y * y
     if d2 <= limit * limit:
         return x, y

@@ -253,6 +253,7 @@ ATTRIBUTES: dict[str, Attribute] = {
     ),
     "gameSpeedVal": Attribute("float", lambda w: f32(w.game_speed_val), _write_game_speed, "game", GAME_SPEED),
     "NpcId": Attribute("int", lambda n: n.npc_id, kind="npc"),
+    "NpcParamId": Attribute("int", lambda n: n.npc_param_id, kind="npc"),
     "NpcHp": Attribute("int", lambda n: n.hp, _write_npc_hp, "npc", HP),
     "NpcMaxHp": Attribute("int", lambda n: n.max_hp, _set_npc_max_hp, "npc", MAX_HP),
     **_npc_pos_attrs("NpcGlobalPos", origin=True),

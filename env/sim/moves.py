@@ -1,13 +1,14 @@
-"""The boss's move set and the player's actions, as data.
+"""What a boss move is, and the player's own actions, as data.
 
 Every boss move is a telegraphed attack: a wind-up (the boss tracks the player and the hit area
 is drawn growing on the floor), one or more active windows (the strikes), then a recovery in
 which the boss neither turns nor moves: the window a player punishes. Each move has its own
 animation id, as in the game, so a policy (or the scripted expert) can read what is coming from
-``NpcAnimId`` and, from the frame, how far the wind-up has gone.
+``NpcAnimId`` and, from the frame, how far the wind-up has gone. Each boss's moves are in its
+own file (``env.sim.boss``); the player's, the same against every boss, are here.
 
-Times are in ticks of 1/60 s. Damage is in HP; the player has 1100, the boss 4174 (Margit's):
-like Margit, the boss kills in two or three blows, so every mistake counts.
+Times are in ticks of 1/60 s. Damage is in HP; the player has 1100: a boss kills in two or three
+blows, so every mistake counts.
 """
 
 from __future__ import annotations
@@ -54,135 +55,14 @@ class BossMove:
     track_stop: int = 6  # tracking stops this many ticks before the first strike
     travel_start: int = 0  # the boss closes in on the player from this tick ...
     travel_ticks: int = 0  # ... for this many ticks ...
-    travel_max: float = 0.0  # ... covering at most this many metres
+    travel_max: float = 0.0  # ... covering at most this many metres ...
+    overshoot: float = 0.0  # ... and running on this far past the player (a charge)
     airborne: bool = False  # drawn lifted while travelling (a leap)
+    pull: float = 0.0  # m/s the player is drawn towards the boss while it winds up (a whirlwind)
 
     @property
     def length(self) -> int:
         return self.strikes[-1].end + self.recovery
-
-
-def _strike(start: float, active: float, damage: int, hitbox: Hitbox, **kw: float) -> Strike:
-    return Strike(t(start), t(active), damage, hitbox, **kw)
-
-
-SWIPE = Hitbox(Shape.SECTOR, reach=3.3, half_angle=deg(75))
-WIDE_SWIPE = Hitbox(Shape.SECTOR, reach=3.6, half_angle=deg(95))
-
-BOSS_MOVES: tuple[BossMove, ...] = (
-    BossMove(
-        "cane_swipe",
-        3000,
-        windup=t(0.60),
-        strikes=(_strike(0.60, 0.15, 340, SWIPE),),
-        recovery=t(1.00),
-        min_range=0.0,
-        max_range=3.6,
-        weight=3.0,
-    ),
-    BossMove(
-        "overhead_smash",
-        3010,
-        windup=t(0.90),
-        strikes=(_strike(0.90, 0.15, 490, Hitbox(Shape.LINE, reach=4.4, half_width=0.9)),),
-        recovery=t(1.25),
-        min_range=0.0,
-        max_range=4.8,
-        weight=2.5,
-        travel_start=t(0.35),
-        travel_ticks=t(0.45),
-        travel_max=1.5,
-    ),
-    BossMove(
-        # The delayed attack: the cane is held high far longer than any other wind-up and the
-        # boss keeps turning until just before it falls, so a roll made on the usual rhythm is
-        # spent before the blow and the boss re-aims at where the player ended up.
-        "delayed_slam",
-        3020,
-        windup=t(1.55),
-        strikes=(_strike(1.55, 0.15, 560, Hitbox(Shape.CIRCLE, reach=2.1, offset=2.2)),),
-        recovery=t(1.35),
-        min_range=0.0,
-        max_range=5.0,
-        weight=2.0,
-        track_rate=deg(300),
-        track_stop=t(0.25),
-        travel_start=t(0.80),
-        travel_ticks=t(0.55),
-        travel_max=1.8,
-    ),
-    BossMove(
-        # A low sweep all around the boss: jump over it, or roll through it.
-        "low_sweep",
-        3030,
-        windup=t(0.75),
-        strikes=(_strike(0.75, 0.25, 310, Hitbox(Shape.CIRCLE, reach=3.6, low=True)),),
-        recovery=t(1.00),
-        min_range=0.0,
-        max_range=3.4,
-        weight=1.5,
-    ),
-    BossMove(
-        # Ranged: golden daggers thrown in a fan; roll through them or step out of the fan.
-        "dagger_volley",
-        3040,
-        windup=t(0.60),
-        strikes=(Strike(t(0.60), 1, 200, None, projectiles=3, spread=deg(9)),),
-        recovery=t(0.80),
-        min_range=4.5,
-        max_range=20.0,
-        weight=2.0,
-        track_rate=deg(360),
-    ),
-    BossMove(
-        # A leap at where the player stands as it takes off, landing with a shockwave.
-        "leaping_strike",
-        3050,
-        windup=t(1.20),
-        strikes=(_strike(1.20, 0.20, 520, Hitbox(Shape.CIRCLE, reach=2.2, offset=0.6)),),
-        recovery=t(1.30),
-        min_range=4.0,
-        max_range=12.0,
-        weight=2.5,
-        track_stop=t(0.55),
-        travel_start=t(0.70),
-        travel_ticks=t(0.50),
-        travel_max=9.0,
-        airborne=True,
-    ),
-    BossMove(
-        "swipe_combo",
-        3060,
-        windup=t(0.55),
-        strikes=(
-            _strike(0.55, 0.12, 300, SWIPE),
-            _strike(1.05, 0.12, 325, WIDE_SWIPE, step=0.8),
-        ),
-        recovery=t(1.10),
-        min_range=0.0,
-        max_range=3.6,
-        weight=3.0,
-        phases=(2,),
-        track_stop=t(0.05),
-    ),
-    BossMove(
-        # Phase two: a golden hammer conjured overhead and brought down in a wide blast.
-        "holy_hammer",
-        3070,
-        windup=t(1.20),
-        strikes=(_strike(1.20, 0.25, 620, Hitbox(Shape.CIRCLE, reach=2.6, offset=2.4)),),
-        recovery=t(1.60),
-        min_range=0.0,
-        max_range=6.0,
-        weight=2.0,
-        phases=(2,),
-        track_stop=t(0.25),
-    ),
-)
-BOSS_MOVES_BY_NAME = {m.name: m for m in BOSS_MOVES}
-
-PHASE_TWO_WINDUP_SCALE = 0.9
-"""Below half HP the boss winds up 10 % faster (its telegraphs shrink in time, not in space)."""
 
 
 class BossAnim(IntEnum):
@@ -191,12 +71,6 @@ class BossAnim(IntEnum):
     RUN = 7010
     PHASE_SHIFT = 20000
     DEATH = 18000
-
-
-PHASE_SHIFT_TICKS = t(2.0)
-DAGGER_SPEED = 15.0  # m/s
-DAGGER_RANGE = 22.0  # metres before a dagger vanishes
-DAGGER_RADIUS = 0.25
 
 
 class PlayerAnim(IntEnum):

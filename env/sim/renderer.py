@@ -31,7 +31,6 @@ import numpy as np
 
 from env.sim.geometry import (
     ARENA_RADIUS,
-    BOSS_RADIUS,
     CORRIDOR_END,
     CORRIDOR_HALF_WIDTH,
     GATE,
@@ -39,10 +38,9 @@ from env.sim.geometry import (
     PLAYER_RADIUS,
     Hitbox,
     Shape,
-    clamp_to_arena,
 )
 from env.sim.moves import JUMP_HEIGHT, PLAYER_ATTACKS, BossMove, Strike
-from env.sim.world import LUNGE_STOPS_SHORT, PLAYER_FLASKS, Boss, Phase, Player, World
+from env.sim.world import DT, PLAYER_FLASKS, Boss, Phase, Player, World
 
 Colour = tuple[int, int, int]  # BGR, as OpenCV draws
 
@@ -55,7 +53,6 @@ PLAYER: Colour = (225, 232, 238)
 PLAYER_IFRAMES: Colour = (255, 210, 120)
 PLAYER_HURT: Colour = (70, 70, 255)
 DEAD: Colour = (110, 110, 110)
-BOSS: Colour = (40, 40, 155)
 BOSS_HURT: Colour = (255, 255, 255)
 GOLD: Colour = (40, 200, 250)
 TELEGRAPH: Colour = (0, 140, 255)
@@ -67,7 +64,6 @@ LOCK_ON: Colour = (255, 255, 255)
 HP_BAR: Colour = (40, 40, 195)
 FP_BAR: Colour = (190, 85, 40)
 SP_BAR: Colour = (55, 155, 60)
-BOSS_BAR: Colour = (25, 25, 140)
 BAR_BACK: Colour = (18, 18, 18)
 BAR_EDGE: Colour = (70, 95, 110)
 FLASK: Colour = (50, 90, 220)
@@ -78,7 +74,6 @@ SENTRY: Colour = (90, 120, 150)
 YOU_DIED: Colour = (30, 30, 175)
 LOADING_TEXT: Colour = (120, 120, 120)
 
-BOSS_NAME = "Margit, the Fell Omen"
 PLAYER_ROW = 0.65  # the player's height in the frame, as a fraction from the top
 VIEW_AHEAD = 11.0  # metres of arena shown above the player ...
 MIN_VIEW_WIDTH = 12.0  # ... unless that would show fewer metres across (portrait frames)
@@ -179,7 +174,7 @@ class Renderer:
         self._boss_bar = ((width - length) // 2, bottom, length)
         self._name_style: tuple[tuple[int, int], float, int] | None = None  # origin, scale, width
         if width >= 320:
-            (_, text_height), _ = cv2.getTextSize(BOSS_NAME, cv2.FONT_HERSHEY_TRIPLEX, 1.0, 1)
+            (_, text_height), _ = cv2.getTextSize("M", cv2.FONT_HERSHEY_TRIPLEX, 1.0, 1)  # a capital: any name
             origin = (self._boss_bar[0], self._boss_bar[1] - 2 * gap - 1)
             scale = max(7, 0.022 * height) / text_height  # about 24 px tall at 1080p
             self._name_style = origin, scale, max(1, round(height / 700))
@@ -192,7 +187,8 @@ class Renderer:
         img = self._background.copy()
         cam = _Camera(world, self._anchor, self._ppm)
         lt = self._line_type
-        wall = self._arena_edge(cam)
+        wall = self._arena_edge(cam, world.spec.arena.radius)
+        walled = world.spec.arena.walled
         if world.outside:
             self._draw_way_in(img, cam, world)
             cv2.fillPoly(img, [wall], FOG, lt)  # the fog hides the arena and the boss in it
@@ -208,7 +204,8 @@ class Renderer:
         cv2.polylines(img, cam.points(SEAM_ENDS), False, FLOOR_SEAM, self._thin, lt)
         if world.boss.move is not None and not world.boss.dead:
             self._draw_telegraphs(img, cam, world)
-        cv2.polylines(img, [wall], True, ARENA_EDGE if cleared else FOG_WALL, self._thick, lt)
+        if walled:  # an open field has an edge the boss keeps to, and no wall to show it
+            cv2.polylines(img, [wall], True, ARENA_EDGE if cleared else FOG_WALL, self._thick, lt)
         for d in world.daggers:
             tail = cam.point(d.x - DAGGER_STREAK * d.vx, d.y - DAGGER_STREAK * d.vy)
             cv2.line(img, tail, cam.point(d.x, d.y), DAGGER, self._thick, lt)
@@ -265,10 +262,10 @@ class Renderer:
         return img
 
     @staticmethod
-    def _arena_edge(cam: _Camera) -> np.ndarray:
-        """The fog wall as a polygon within half a pixel of a circle: OpenCV's own anti-aliased
-        circles are 5-degree polygons, whose facets show on a wall this big at 4K."""
-        radius = cam.pixels(ARENA_RADIUS)
+    def _arena_edge(cam: _Camera, metres: float) -> np.ndarray:
+        """The fog wall (or an open field's edge) as a polygon within half a pixel of a circle:
+        OpenCV's own anti-aliased circles are 5-degree polygons, whose facets show at 4K."""
+        radius = cam.pixels(metres)
         step = max(1, min(5, int(2.0 * math.degrees(math.acos(1.0 - 0.5 / radius)))))
         return cv2.ellipse2Poly(cam.point(0.0, 0.0), (radius, radius), 0, 0, 360, step)
 
@@ -283,7 +280,7 @@ class Renderer:
         anchors = []
         for strike in move.strikes:  # a strike's step is taken as it begins: add those to come
             if strike.step and strike.start >= t:
-                x, y = clamp_to_arena(x + fx * strike.step, y + fy * strike.step, BOSS_RADIUS)
+                x, y = world.clamp(x + fx * strike.step, y + fy * strike.step, world.spec.radius)
             anchors.append((x, y))
         for i in reversed(range(len(move.strikes))):
             strike = move.strikes[i]
@@ -292,7 +289,14 @@ class Renderer:
             ax, ay = anchors[i]
             hitbox = strike.hitbox
             if hitbox is not None and t >= strike.start:
-                self._draw_hitbox(img, cam, ax, ay, facing, hitbox, 1.0, ACTIVE, -1)
+                age = t - strike.start
+                if hitbox.shape is Shape.RING:  # the shockwave where it has travelled to
+                    front = min(hitbox.reach, hitbox.speed * age * DT)
+                    width = max(self._thick, cam.pixels(2.0 * hitbox.half_width))
+                    cv2.circle(img, cam.point(ax, ay), cam.pixels(front), ACTIVE, width, self._line_type)
+                else:
+                    aim = hitbox.facing_at(facing, age / strike.active)
+                    self._draw_hitbox(img, cam, ax, ay, aim, hitbox, 1.0, ACTIVE, -1)
             elif hitbox is not None:
                 colour = TELEGRAPH_LOW if hitbox.low else TELEGRAPH
                 progress = _windup_progress(move, i, t)
@@ -305,7 +309,7 @@ class Renderer:
                 if strike.projectiles:
                     self._draw_volley_windup(img, cam, boss, strike, progress)
                 else:  # the phase-shift roar: a golden ring swelling around the boss
-                    r = cam.pixels(BOSS_RADIUS * (1.3 + 2.0 * progress))
+                    r = cam.pixels(world.spec.radius * (1.3 + 2.0 * progress))
                     centre = cam.point(boss.x, boss.y)
                     cv2.circle(img, centre, r, GOLD, self._thick, self._line_type)
 
@@ -325,7 +329,12 @@ class Renderer:
         its holder; ``thickness`` -1 fills it, as everywhere in OpenCV."""
         lt = self._line_type
         fx, fy = math.cos(facing), math.sin(facing)
-        if hitbox.shape is Shape.CIRCLE:
+        if hitbox.shape is Shape.RING:  # the ground the shockwave will cross, to its full reach
+            cv2.circle(img, cam.point(x, y), cam.pixels(hitbox.reach * extent), colour, thickness, lt)
+        elif hitbox.shape is Shape.SECTOR and hitbox.sweep and thickness < 0:  # all the ground it sweeps
+            swept = Hitbox(Shape.SECTOR, hitbox.reach, hitbox.half_angle + hitbox.sweep / 2)
+            self._draw_hitbox(img, cam, x, y, facing, swept, extent, colour, thickness)
+        elif hitbox.shape is Shape.CIRCLE:
             centre = cam.point(x + fx * hitbox.offset, y + fy * hitbox.offset)
             cv2.circle(img, centre, cam.pixels(hitbox.reach * extent), colour, thickness, lt)
         elif hitbox.shape is Shape.SECTOR:
@@ -358,8 +367,8 @@ class Renderer:
     def _draw_volley_windup(self, img: np.ndarray, cam: _Camera, boss: Boss, strike: Strike, progress: float) -> None:
         """Gold gathering in the boss's hand and the fan the daggers will fly along, lengthening
         and brightening as the throw nears."""
-        hx = boss.x + math.cos(boss.angle) * BOSS_RADIUS
-        hy = boss.y + math.sin(boss.angle) * BOSS_RADIUS
+        hx = boss.x + math.cos(boss.angle) * boss.spec.radius
+        hy = boss.y + math.sin(boss.angle) * boss.spec.radius
         hand = cam.point(hx, hy)
         colour = _mix(FLOOR, DAGGER, 0.35 + 0.65 * progress)
         length = 1.0 + 5.0 * progress
@@ -404,8 +413,9 @@ class Renderer:
         cv2.fillConvexPoly(img, point, colour, self._line_type)
 
     def _draw_boss(self, img: np.ndarray, cam: _Camera, boss: Boss, locked_on: bool) -> None:
+        radius = boss.spec.radius
         if boss.dead:
-            self._draw_body(img, cam, boss.x, boss.y, BOSS_RADIUS, boss.angle, DEAD, 0.0)
+            self._draw_body(img, cam, boss.x, boss.y, radius, boss.angle, DEAD, 0.0)
             return
         height = 0.0
         move = boss.move
@@ -415,10 +425,10 @@ class Renderer:
                 height = LEAP_HEIGHT * 4.0 * s * (1.0 - s)
         centre = cam.point(boss.x, boss.y)
         if boss.phase == 2:
-            aura = cam.pixels(BOSS_RADIUS * (1.3 + 0.25 * height))
+            aura = cam.pixels(radius * (1.3 + 0.25 * height))
             cv2.circle(img, centre, aura, GOLD, self._thick, self._line_type)
-        colour = BOSS_HURT if boss.hit_flash > 0 else BOSS
-        self._draw_body(img, cam, boss.x, boss.y, BOSS_RADIUS, boss.angle, colour, height)
+        colour = BOSS_HURT if boss.hit_flash > 0 else boss.spec.colour
+        self._draw_body(img, cam, boss.x, boss.y, radius, boss.angle, colour, height)
         if locked_on:
             cv2.circle(img, centre, cam.pixels(0.15), LOCK_ON, -1, self._line_type)
 
@@ -465,11 +475,11 @@ class Renderer:
             cv2.rectangle(img, (left, y), (left + w - 1, y + h - 1), colour, -1)
         if boss is None:
             return
-        self._draw_bar(img, self._boss_bar, boss.hp / max(1, boss.max_hp), BOSS_BAR)
+        self._draw_bar(img, self._boss_bar, boss.hp / max(1, boss.max_hp), boss.spec.bar_colour)
         if self._name_style is not None:
             origin, scale, thickness = self._name_style
             font, lt = cv2.FONT_HERSHEY_TRIPLEX, cv2.LINE_AA
-            cv2.putText(img, BOSS_NAME, origin, font, scale, TEXT, thickness, lt)
+            cv2.putText(img, boss.spec.name, origin, font, scale, TEXT, thickness, lt)
 
     def _draw_bar(self, img: np.ndarray, bar: tuple[int, int, int], fraction: float, colour: Colour) -> None:
         x, y, length = bar
@@ -486,6 +496,8 @@ def _windup_progress(move: BossMove, index: int, t: int) -> float:
     """How far strike ``index``'s wind-up has run, 0 to 1: from the start of the move for the
     first strike, from the end of the previous one for the rest of a combo."""
     begin = move.strikes[index - 1].end if index else 0
+    if begin > move.strikes[index].start:  # a strike that falls with the one before it
+        begin = 0
     length = max(1, move.strikes[index].start - begin)
     return min(1.0, max(0.0, (t - begin) / length))
 
@@ -493,13 +505,11 @@ def _windup_progress(move: BossMove, index: int, t: int) -> float:
 def _landing(world: World, move: BossMove, t: int) -> tuple[float, float]:
     """Where the boss will stand when the move's blows fall. Before a lunge or leap takes off it
     is aimed at the player's current spot, exactly as ``World`` aims it at take-off."""
-    b, p = world.boss, world.player
+    b, radius = world.boss, world.spec.radius
     if not move.travel_ticks or t >= move.travel_start + move.travel_ticks:
         return b.x, b.y
     if t >= move.travel_start:
         left = move.travel_start + move.travel_ticks - t
-        return clamp_to_arena(b.x + b.travel_dx * left, b.y + b.travel_dy * left, BOSS_RADIUS)
-    dx, dy = p.x - b.x, p.y - b.y
-    dist = math.hypot(dx, dy) or 1.0
-    reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT))
-    return clamp_to_arena(b.x + dx / dist * reach, b.y + dy / dist * reach, BOSS_RADIUS)
+        return world.clamp(b.x + b.travel_dx * left, b.y + b.travel_dy * left, radius)
+    dx, dy = world.travel(move)
+    return world.clamp(b.x + dx, b.y + dy, radius)

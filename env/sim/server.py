@@ -41,6 +41,7 @@ from env.common.errors import SetupError
 from env.keys import KEYBOARD_KEYS, MOUSE_BUTTONS, normalize_key
 from env.profile import load_profile
 from env.sim import memory, scancodes
+from env.sim.boss import load_boss
 from env.sim.broadcaster import FrameBroadcaster
 from env.sim.buttons import InputLatch
 from env.sim.clock import RealtimeClock
@@ -647,9 +648,9 @@ class RunningServer:
         self.process.latch.release_all()
 
 
-REAL_BY_DEFAULT = ("eldenring_margit",)
-"""Profiles served in real-server mode unless asked otherwise: the game's own, whose clients
-must survive the real server."""
+REAL_BY_DEFAULT = "eldenring_"
+"""Profiles named so (the game's own: eldenring_margit, eldenring_godrick, ...) are served in
+real-server mode unless asked otherwise: their clients must survive the real server."""
 
 
 def serve(
@@ -667,26 +668,27 @@ def serve(
     """Start the simulator and its Siphon service; returns at once (the server runs in threads).
 
     ``real``: behave as the real Siphon server, with ``timings`` (True), or as the ideal one
-    (False); by default real for a profile in ``REAL_BY_DEFAULT``, as ``python -m env.sim`` is.
+    (False); by default real for a profile named ``REAL_BY_DEFAULT...``, as ``python -m env.sim`` is.
     ``start_in_fight``: the world starts in a fight (as after a restart), or at the Site of
     Grace outside the fog wall, where a player arrives in the game; by default in a fight on
     an ideal server, at the grace on a real one."""
     if real is None:
-        real = profile in REAL_BY_DEFAULT
+        real = profile.startswith(REAL_BY_DEFAULT)
     if not is_loopback(host):
         log.warning(
             "listening on %s: anyone who can reach this address can drive the simulator (no "
             "authentication, like the real Siphon server). Use 127.0.0.1 unless you mean it.",
             host,
         )
-    world = World(seed, lifecycle)
+    game_profile = load_profile(profile)
+    world = World(seed, lifecycle, load_boss(game_profile.boss))
     if not (not real if start_in_fight is None else start_in_fight):
         world.respawn()
     if speed is not None:
         memory.write(world, "gameSpeedFlag", True)
         memory.write(world, "gameSpeedVal", speed)
     first_frame = timings.first_frame_ms / 1000 if real else None
-    process = SimProcess(world, InputLatch(load_profile(profile).keybinds), Renderer(*size), first_frame)
+    process = SimProcess(world, InputLatch(game_profile.keybinds), Renderer(*size), first_frame)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=PROMPT_WORKERS, thread_name_prefix="siphon"),
         options=[

@@ -1,4 +1,4 @@
-"""The duel itself: a fixed 60 Hz, seeded, deterministic Margit-like fight in a circular arena.
+"""The duel itself: a fixed 60 Hz, seeded, deterministic boss fight, the boss read from its data.
 
 ``World.tick`` takes the buttons held, pressed and released since the previous tick and advances
 exactly 1/60 s. Same seed and same inputs at the same ticks give the same fight, bit for bit: the
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import IntEnum
 
 from env.common.fields import check_fields, checked, number
 from env.sim import TICK_HZ, seconds_to_ticks
+from env.sim.boss import BossSpec, load_boss
 from env.sim.controls import Button
 from env.sim.geometry import (
-    BOSS_RADIUS,
     GATE,
     GRACE,
     PLAYER_RADIUS,
@@ -40,11 +40,7 @@ from env.sim.geometry import (
 )
 from env.sim.moves import (
     BACKSTEP,
-    BOSS_MOVES,
     BUFFER_TICKS,
-    DAGGER_RADIUS,
-    DAGGER_RANGE,
-    DAGGER_SPEED,
     DODGE_TAP_TICKS,
     HEAL_AMOUNT,
     HEAL_AT,
@@ -55,8 +51,6 @@ from env.sim.moves import (
     KNOCKDOWN_DAMAGE,
     KNOCKDOWN_IFRAMES,
     KNOCKDOWN_TICKS,
-    PHASE_SHIFT_TICKS,
-    PHASE_TWO_WINDUP_SCALE,
     PLAYER_ATTACKS,
     ROLL,
     BossAnim,
@@ -72,9 +66,7 @@ PLAYER_MAX_HP = 1100
 PLAYER_MAX_FP = 80
 PLAYER_MAX_SP = 120
 PLAYER_FLASKS = 3
-BOSS_MAX_HP = 4174
 PLAYER_START = (0.0, -6.0)
-BOSS_START = (0.0, 5.5)
 
 WALK_SPEED = 3.2
 SPRINT_SPEED = 5.6
@@ -86,22 +78,10 @@ STAMINA_REGEN_DELAY = 24  # ticks after spending stamina
 CAMERA_TURN = 10.0  # rad/s while locked on
 MOUSE_YAW_PER_PIXEL = 0.0025  # rad per mouse count while not locked on
 LOCK_ON_RANGE = 20.0
-BODY_GAP = PLAYER_RADIUS + BOSS_RADIUS  # fighters' bodies do not overlap
 LUNGE_STOPS_SHORT = 1.4  # metres: a lunge or leap ends this far from where the player stood
-
-BOSS_WALK = 2.4
-BOSS_RUN = 4.2
-BOSS_TURN = 4.0  # rad/s between moves
-BOSS_KEEP_DISTANCE = 2.8
-BOSS_DECIDE_TICKS = {1: (24, 60), 2: (12, 42)}  # pause between moves, per phase
+PULL_REACH = 8.0  # metres: a whirlwind draws in a player this close
 FREE_ANIMS = (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CROUCH)
 
-BOSS_NPC_ID = 213000
-"""What Siphon's ``NpcId`` reads with Margit targeted on the game: her character model, c2130,
-times 100 (read through Siphon in ProjectRanni's recorded Margit fights, beside NpcMaxHp 4174).
-Not 10000850, her map entity id and defeat flag, which no attribute Siphon reads shows. The
-real-game profile's ``fight.boss_npc_id`` names the boss by this number; a test holds the two
-equal."""
 SENTRY_NPC_ID = 43100010
 SENTRY_START = (1.6, -15.0)
 SENTRY_MAX_HP = 420
@@ -142,23 +122,6 @@ class Lifecycle:
 
     def ticks(self, name: str) -> int:
         return seconds_to_ticks(getattr(self, name))
-
-
-def _phase_two(move: BossMove) -> BossMove:
-    """The same move with its wind-up shortened: everything after the wind-up moves earlier."""
-    cut = move.windup - round(move.windup * PHASE_TWO_WINDUP_SCALE)
-    return replace(
-        move,
-        windup=move.windup - cut,
-        strikes=tuple(replace(s, start=s.start - cut) for s in move.strikes),
-        travel_start=max(0, move.travel_start - cut),
-    )
-
-
-MOVES_BY_PHASE = {
-    1: tuple(m for m in BOSS_MOVES if 1 in m.phases),
-    2: tuple(_phase_two(m) for m in BOSS_MOVES if 2 in m.phases),
-}
 
 
 class Player:
@@ -249,8 +212,10 @@ class Player:
 
 
 class Boss:
-    npc_id = BOSS_NPC_ID
+    """The boss of ``spec``: its ids, HP, body and moves are the spec's (``env.sim.boss``)."""
+
     __slots__ = (
+        "spec",
         "x",
         "y",
         "angle",
@@ -270,13 +235,22 @@ class Boss:
         "moving",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, spec: BossSpec) -> None:
+        self.spec = spec
         self.restore()
 
+    @property
+    def npc_id(self) -> int:
+        return self.spec.npc_id
+
+    @property
+    def npc_param_id(self) -> int:
+        return self.spec.npc_param_id
+
     def restore(self) -> None:
-        self.x, self.y = BOSS_START
+        self.x, self.y = self.spec.start
         self.angle = -math.pi / 2
-        self.hp = self.max_hp = BOSS_MAX_HP
+        self.hp = self.max_hp = self.spec.max_hp
         self.phase = 1
         self.move: BossMove | None = None
         self.move_t = 0
@@ -309,7 +283,7 @@ class Sentry:
     it is there because Siphon's NPC attributes follow whatever the player targeted last, and in
     the game that is not always the boss."""
 
-    npc_id = SENTRY_NPC_ID
+    npc_id = npc_param_id = SENTRY_NPC_ID
     __slots__ = ("x", "y", "angle", "hp", "max_hp", "anim", "anim_len")
 
     def __init__(self) -> None:
@@ -346,9 +320,11 @@ class Dagger:
 class World:
     """The whole game state plus ``tick``. Attribute reads and writes go through ``memory``."""
 
-    def __init__(self, seed: int = 0, lifecycle: Lifecycle = Lifecycle()) -> None:
+    def __init__(self, seed: int = 0, lifecycle: Lifecycle = Lifecycle(), boss: BossSpec | None = None) -> None:
+        self.spec = boss or load_boss("margit")
+        self.body_gap = PLAYER_RADIUS + self.spec.radius  # the fighters' bodies do not overlap
         self.player = Player()
-        self.boss = Boss()
+        self.boss = Boss(self.spec)
         self.sentry = Sentry()
         self.daggers: list[Dagger] = []
         self.tick_count = 0
@@ -391,7 +367,7 @@ class World:
         """Come back at the Site of Grace outside the fog wall, as after a death: full HP, FP,
         stamina and flasks, nothing targeted, the boss restored behind the fog and waiting. The
         boss's random stream goes on where it was (only ``restart`` reseeds it)."""
-        self._restore_everyone(Phase.OUTSIDE)
+        self._restore_everyone(Phase.OUTSIDE if self.spec.arena.walled else Phase.FIGHT)
         p = self.player
         p.x, p.y = GRACE
         p.locked_on = False
@@ -517,9 +493,13 @@ class World:
         """Keep the player where the fog walls allow: the arena, the way in, or both once open."""
         if self.outside:
             return clamp_to_corridor(x, y, PLAYER_RADIUS)
-        if self.phase is Phase.CLEARED:
+        if self.phase is Phase.CLEARED and self.spec.arena.walled:
             return clamp_to_open_arena(x, y, PLAYER_RADIUS)
-        return clamp_to_arena(x, y, PLAYER_RADIUS)
+        return self.clamp(x, y, PLAYER_RADIUS)
+
+    def clamp(self, x: float, y: float, radius: float) -> tuple[float, float]:
+        """Keep a body of ``radius`` within the fight's ground: the arena's wall, or the field's edge."""
+        return clamp_to_arena(x, y, radius, self.spec.arena.radius)
 
     # ---------------------------------------------------------------------------------- camera
     def _update_camera(self, mouse_dx: float) -> None:
@@ -694,7 +674,7 @@ class World:
             if (
                 not p.hit_done
                 and attack.hit_start <= t < attack.hit_start + attack.hit_ticks
-                and attack.hitbox.hits(p.x, p.y, p.angle, self.boss.x, self.boss.y, 0.0, BOSS_RADIUS)
+                and attack.hitbox.hits(p.x, p.y, p.angle, self.boss.x, self.boss.y, 0.0, self.spec.radius)
                 and not self.boss.dead
             ):
                 p.hit_done = True
@@ -736,9 +716,10 @@ class World:
         b = self.boss
         ox, oy = x - b.x, y - b.y
         d2 = ox * ox + oy * oy
-        if d2 < BODY_GAP * BODY_GAP and not b.dead:
+        gap = self.body_gap
+        if d2 < gap * gap and not b.dead:
             d = math.sqrt(d2) or 1e-6
-            x, y = self._confine(b.x + ox / d * BODY_GAP, b.y + oy / d * BODY_GAP)
+            x, y = self._confine(b.x + ox / d * gap, b.y + oy / d * gap)
         p.x, p.y = x, y
 
     def _spend_stamina(self, amount: float) -> None:
@@ -796,20 +777,23 @@ class World:
         first = move.strikes[0].start
         if t < first - move.track_stop:
             b.angle = turn_towards(b.angle, self._angle_to_player(), move.track_rate * DT)
+        if move.pull and t < first and p.free and not p.dead:
+            self._pull(move.pull)
         if move.travel_ticks and move.travel_start <= t < move.travel_start + move.travel_ticks:
             if t == move.travel_start:
-                dx, dy = p.x - b.x, p.y - b.y
-                dist = math.hypot(dx, dy) or 1.0
-                reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT))
-                b.travel_dx = dx / dist * reach / move.travel_ticks
-                b.travel_dy = dy / dist * reach / move.travel_ticks
-            b.x, b.y = clamp_to_arena(b.x + b.travel_dx, b.y + b.travel_dy, BOSS_RADIUS)
+                dx, dy = self.travel(move)
+                b.travel_dx = dx / move.travel_ticks
+                b.travel_dy = dy / move.travel_ticks
+            b.x, b.y = self.clamp(b.x + b.travel_dx, b.y + b.travel_dy, self.spec.radius)
         for i, strike in enumerate(move.strikes):
             if strike.start <= t < strike.end:
                 if t == strike.start:
                     self._begin_strike(strike)
                 if not b.strikes_hit & (1 << i) and strike.hitbox is not None and not p.dead:
-                    if not p.invulnerable and strike.hitbox.hits(b.x, b.y, b.angle, p.x, p.y, p.z, PLAYER_RADIUS):
+                    age = t - strike.start
+                    if not p.invulnerable and strike.hitbox.hits(
+                        b.x, b.y, b.angle, p.x, p.y, p.z, PLAYER_RADIUS, age * DT, age / strike.active
+                    ):
                         b.strikes_hit |= 1 << i
                         self._hurt_player(strike.damage, b.x, b.y)
         b.move_t += 1
@@ -818,47 +802,70 @@ class World:
             b.move = None
             b.anim = BossAnim.IDLE
             b.anim_len = TICK_HZ
-            b.decide_in = self.rng.randint(*BOSS_DECIDE_TICKS[b.phase])
+            b.decide_in = self.rng.randint(*self.spec.decide_ticks[b.phase])
+
+    def travel(self, move: BossMove) -> tuple[float, float]:
+        """How far a lunge, leap or charge taking off now carries the boss (x, y): towards the
+        player's spot, stopping short of it (a charge runs on past it), never beyond its reach.
+        The ground's edge stops it on the way (``clamp``)."""
+        b, p = self.boss, self.player
+        dx, dy = p.x - b.x, p.y - b.y
+        dist = math.hypot(dx, dy) or 1.0
+        reach = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT + move.overshoot))
+        return dx / dist * reach, dy / dist * reach
+
+    def _pull(self, speed: float) -> None:
+        """Draw a player within reach towards the boss (a whirlwind's wind-up): walking away
+        only holds the ground, a roll breaks free."""
+        p, b = self.player, self.boss
+        dx, dy = b.x - p.x, b.y - p.y
+        dist = math.hypot(dx, dy)
+        if self.body_gap < dist <= PULL_REACH:
+            step = min(speed * DT, dist - self.body_gap)
+            self._slide(p, dx / dist * step, dy / dist * step)
 
     def _begin_strike(self, strike: Strike) -> None:
         b = self.boss
         fx, fy = math.cos(b.angle), math.sin(b.angle)
         if strike.step:
             ahead = (self.player.x - b.x) * fx + (self.player.y - b.y) * fy
-            step = strike.step if ahead <= 0 else min(strike.step, max(0.0, self.distance() - BODY_GAP))
-            b.x, b.y = clamp_to_arena(b.x + fx * step, b.y + fy * step, BOSS_RADIUS)
+            step = strike.step if ahead <= 0 else min(strike.step, max(0.0, self.distance() - self.body_gap))
+            b.x, b.y = self.clamp(b.x + fx * step, b.y + fy * step, self.spec.radius)
         for k in range(strike.projectiles):
             a = b.angle + (k - (strike.projectiles - 1) / 2) * strike.spread
-            vx, vy = math.cos(a) * DAGGER_SPEED * DT, math.sin(a) * DAGGER_SPEED * DT
-            self.daggers.append(Dagger(b.x + fx * BOSS_RADIUS, b.y + fy * BOSS_RADIUS, vx, vy, 0.0, strike.damage))
+            speed = self.spec.projectiles.speed
+            vx, vy = math.cos(a) * speed * DT, math.sin(a) * speed * DT
+            r = self.spec.radius
+            self.daggers.append(Dagger(b.x + fx * r, b.y + fy * r, vx, vy, 0.0, strike.damage))
 
     def _angle_to_player(self) -> float:
         return math.atan2(self.player.y - self.boss.y, self.player.x - self.boss.x)
 
     def _boss_between_moves(self) -> None:
         b, p = self.boss, self.player
-        if b.phase == 1 and b.hp * 2 <= b.max_hp:
+        spec = self.spec
+        if b.phase == 1 and b.hp <= spec.phase_two_below * b.max_hp:
             b.phase = 2
-            b.move = PHASE_SHIFT
+            b.move = spec.phase_shift
             b.move_t = 0
             b.anim = BossAnim.PHASE_SHIFT
-            b.anim_len = PHASE_SHIFT.length
+            b.anim_len = spec.phase_shift.length
             b.strikes_hit = 0
             return
-        b.angle = turn_towards(b.angle, self._angle_to_player(), BOSS_TURN * DT)
+        b.angle = turn_towards(b.angle, self._angle_to_player(), spec.turn * DT)
         dist = self.distance()
-        b.moving = dist > BOSS_KEEP_DISTANCE and not p.dead
+        b.moving = dist > spec.keep_distance and not p.dead
+        running = dist > spec.run_beyond
         if b.moving:
-            speed = BOSS_RUN if dist > 8.0 else BOSS_WALK
-            step = min(speed * DT, dist - BOSS_KEEP_DISTANCE)
-            b.x, b.y = clamp_to_arena(b.x + math.cos(b.angle) * step, b.y + math.sin(b.angle) * step, BOSS_RADIUS)
-        b.anim = (BossAnim.RUN if dist > 8.0 else BossAnim.WALK) if b.moving else BossAnim.IDLE
+            step = min((spec.run if running else spec.walk) * DT, dist - spec.keep_distance)
+            b.x, b.y = self.clamp(b.x + math.cos(b.angle) * step, b.y + math.sin(b.angle) * step, spec.radius)
+        b.anim = (BossAnim.RUN if running else BossAnim.WALK) if b.moving else BossAnim.IDLE
         if b.decide_in > 0:
             b.decide_in -= 1
             return
         if p.dead:
             return
-        choices = [m for m in MOVES_BY_PHASE[b.phase] if m.min_range <= dist <= m.max_range]
+        choices = [m for m in spec.moves_by_phase[b.phase] if m.min_range <= dist <= m.max_range]
         if not choices:
             return
         weights = [m.weight * (0.35 if m.name == b.last_move else 1.0) for m in choices]
@@ -876,29 +883,16 @@ class World:
             return
         p = self.player
         keep = []
-        reach = (PLAYER_RADIUS + DAGGER_RADIUS) ** 2
+        projectiles = self.spec.projectiles
+        reach = (PLAYER_RADIUS + projectiles.radius) ** 2
         for d in self.daggers:
             d.x += d.vx
             d.y += d.vy
-            d.travelled += DAGGER_SPEED * DT
+            d.travelled += projectiles.speed * DT
             if not p.dead and (d.x - p.x) ** 2 + (d.y - p.y) ** 2 <= reach:
                 if not p.invulnerable:
                     self._hurt_player(d.damage, d.x - d.vx, d.y - d.vy)
                     continue
-            if d.travelled < DAGGER_RANGE:
+            if d.travelled < projectiles.range:
                 keep.append(d)
         self.daggers = keep
-
-
-PHASE_SHIFT = BossMove(
-    "phase_shift",
-    BossAnim.PHASE_SHIFT,
-    windup=PHASE_SHIFT_TICKS,
-    strikes=(Strike(PHASE_SHIFT_TICKS, 1, 0, None),),
-    recovery=0,
-    min_range=0.0,
-    max_range=0.0,
-    weight=0.0,
-    track_rate=0.0,
-)
-"""Below half HP the boss stops to roar for two seconds before its second phase."""

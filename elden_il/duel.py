@@ -29,6 +29,7 @@ from env.common.cli import command_parser, flag, from_flags, run_command
 from env.common.fields import FIGHTS, MAX_FIGHTS, MAX_SEED, SEED, Rule, check_fields, checked, one_of
 from env.config import EnvConfig
 from env.factory import make_env
+from env.sim.boss import available_bosses
 from env.sim.expert import ScriptedExpert
 from env.sim.players import PLAYERS
 
@@ -113,6 +114,12 @@ class DuelArgs:
         "every sample, as the recorder's autopilot asks it while it records demonstrations (not random)",
         choices=CLOCKS,
     )
+    boss: str = checked(
+        "margit",
+        one_of(*available_bosses()),
+        "the simulator's boss they fight (its profile sim_<boss>)",
+        choices=available_bosses(),
+    )
     fights: int = checked(10, FIGHTS, f"fights per policy, 1 to {MAX_FIGHTS}")
     first_seed: int = checked(0, SEED, "seed of the first fight")
     quiet: bool = field(default=False, metadata=flag("print only the summary per policy"))
@@ -134,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         DuelArgs,
         epilog="examples:\n"
         "  python -m elden_il.duel --policy expert random --fights 20\n"
+        "  python -m elden_il.duel --policy expert person --boss godrick --fights 40   the expert and the person-like "
+        "player against Godrick\n"
         "  python -m elden_il.duel --policy person --clock sample --first-seed 1000000 --fights 100   "
         "the person-like player's own rate on the held-out seeds\n"
         "on a Ray cluster (the same fights, spread over its CPUs): RAY_ADDRESS=127.0.0.1:6379 python -m elden_il.duel ...",
@@ -143,15 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--first-seed {args.first_seed} with --fights {args.fights}: the last seed would pass {MAX_SEED}")
     if args.clock == "sample" and "random" in args.policy:
         parser.error("--clock sample plays the simulator's players as the recorder's autopilot does; random is none")
-    return run_command(lambda: show_duels(list(args.policy), args.seeds, args.quiet, args.clock))
+    config = EnvConfig(profile=f"sim_{args.boss}")
+    return run_command(lambda: show_duels(list(args.policy), args.seeds, args.quiet, args.clock, config))
 
 
-def show_duels(policies: list[str], seeds: list[int], quiet: bool, clock: str = "step") -> None:
-    """Each policy's fights on ``seeds``, printed as they end (``quiet``: the summaries alone)."""
+def show_duels(
+    policies: list[str], seeds: list[int], quiet: bool, clock: str = "step", config: EnvConfig = EnvConfig()
+) -> None:
+    """Each policy's fights on ``seeds`` in ``config``'s env, printed as they end (``quiet``: the
+    summaries alone)."""
     from rich.console import Console
 
     console = Console()
-    config = EnvConfig()
     for name in policies:
         started = time.perf_counter()
         records = duel(name, seeds, config, clock=clock)

@@ -6,6 +6,11 @@ table it knows when each blow falls, so it rolls to put its invincibility frames
 attacks only in the boss's recovery, and drinks a flask when low and safe. Its knowledge of when
 a move began is only as fine as its decision step, which is why it wins most fights but not all.
 
+It knows every boss the simulator has (``env.sim.boss``) and tells which one it faces by its
+``NpcId``, as a person knows a boss by sight: the same expert plays Margit, Godrick or the Tree
+Sentinel from that boss's own move table, times a shockwave by when its ring reaches it and a
+sweeping breath by when the cone comes round to it.
+
 It answers with names from the profile's discrete action table (``"roll_left"``, ``"attack"``),
 so the same expert drives the env (evaluation's reference policy) and, through key presses, the
 game itself (the recorder's autopilot).
@@ -17,8 +22,10 @@ import math
 from collections.abc import Mapping
 
 from env import fight_rules
+from env.sim.boss import BossSpec, boss_by_npc_id, load_boss
+from env.sim.geometry import PLAYER_RADIUS, Hitbox, Shape
 from env.sim.moves import ROLL, BossMove, Strike
-from env.sim.world import MOVES_BY_PHASE
+from env.sim.world import LUNGE_STOPS_SHORT
 
 ROLL_START = ROLL.iframe_start / 60
 """From the roll's start to its first invincible frame."""
@@ -42,11 +49,14 @@ class ScriptedExpert:
         "NpcLocalPosX",
         "NpcLocalPosY",
         "HeroFlaskCharges",
+        "NpcId",
     )
-    """What it reads (``HeroFlaskCharges`` only where the game has it; else it counts flasks)."""
+    """What it reads (``HeroFlaskCharges`` only where the game has it; else it counts flasks;
+    ``NpcId``, which boss it faces, where the state has it; else the last it knew)."""
 
-    def __init__(self, step_seconds: float = 0.2, tap_seconds: float = 0.05) -> None:
+    def __init__(self, step_seconds: float = 0.2, tap_seconds: float = 0.05, boss: BossSpec | None = None) -> None:
         self.step = step_seconds
+        self.boss = boss or load_boss("margit")
         self.roll_delay = tap_seconds + ROLL_START
         """From the decision to the first invincible frame: the dodge tap's hold, then the roll's start."""
         self.reset()
@@ -78,10 +88,10 @@ class ScriptedExpert:
             self._anim, self._anim_start = anim, self._onset(now)
         if fight_rules.AT_DEATH.is_over(state):
             return "idle"
-        phase = 1 if state["NpcHp"] * 2 > state["NpcMaxHp"] else 2
-        move = next((m for m in MOVES_BY_PHASE[phase] if m.anim_id == anim), None)
-        if move is None and phase == 2:  # the phase-one move still running as HP crossed half
-            move = next((m for m in MOVES_BY_PHASE[1] if m.anim_id == anim), None)
+        if "NpcId" in state:
+            self.boss = boss_by_npc_id(int(state["NpcId"])) or self.boss
+        phase = 1 if state["NpcHp"] > self.boss.phase_two_below * state["NpcMaxHp"] else 2
+        move = self.boss.move_by_anim(anim, phase)
         elapsed = now - self._anim_start
         dist = math.hypot(
             state["NpcLocalPosX"] - state["HeroLocalPosX"], state["NpcLocalPosY"] - state["HeroLocalPosY"]
@@ -119,9 +129,7 @@ class ScriptedExpert:
         """The move's next blow still to land, and in how many seconds; None when none is left
         or the player is out of its reach."""
         for strike in move.strikes:
-            hit_at = strike.start / 60
-            if strike.hitbox is None:  # daggers: they take time to fly to the player
-                hit_at += max(0.0, dist - 1.0) / 15.0
+            hit_at = strike.start / 60 + self._arrival(move, strike, dist)
             until = hit_at - elapsed
             if until < -0.05:
                 continue
@@ -129,6 +137,25 @@ class ScriptedExpert:
                 return None
             return strike, until
         return None
+
+    def _arrival(self, move: BossMove, strike: Strike, dist: float) -> float:
+        """Seconds from a strike's start to when it reaches the player ``dist`` metres away:
+        projectiles fly, a ring travels, a sweep comes round (to a player straight ahead), a
+        charge's hitbox is carried in as the boss runs."""
+        hitbox = strike.hitbox
+        if hitbox is None:
+            return max(0.0, dist - 1.0) / self.boss.projectiles.speed
+        if hitbox.shape is Shape.RING:
+            return max(0.0, hitbox.travel_seconds(dist - hitbox.half_width - PLAYER_RADIUS))
+        if hitbox.sweep:
+            return strike.active / 60 * max(0.0, 0.5 - hitbox.half_angle / hitbox.sweep)
+        travel_end = move.travel_start + move.travel_ticks
+        if move.overshoot and strike.start < travel_end and strike.end > move.travel_start:
+            covered = min(move.travel_max, max(0.0, dist - LUNGE_STOPS_SHORT + move.overshoot))
+            to_go = max(0.0, dist - _reach(hitbox) - PLAYER_RADIUS)
+            run_from = max(0, move.travel_start - strike.start) / 60
+            return run_from + move.travel_ticks / 60 * min(1.0, to_go / max(covered, 1e-6))
+        return 0.0
 
     def _dodge(self, move: BossMove, coming: tuple[Strike, float] | None, state: Mapping[str, float]) -> str | None:
         if coming is None:
@@ -145,12 +172,17 @@ class ScriptedExpert:
         return None
 
     def _threat_range(self, move: BossMove) -> float:
-        reach = max((s.hitbox.reach + s.hitbox.offset for s in move.strikes if s.hitbox is not None), default=0.0)
-        return reach + move.travel_max + max((s.step for s in move.strikes), default=0.0)
+        reach = max((_reach(s.hitbox) for s in move.strikes if s.hitbox is not None), default=0.0)
+        pulled = move.pull * move.windup / 60  # a whirlwind draws the player in after the decision
+        return reach + move.travel_max + move.overshoot + pulled + max((s.step for s in move.strikes), default=0.0)
 
     def _roll_direction(self, move: BossMove, hitbox) -> str:
-        if hitbox is not None and hitbox.low:
-            return "roll_back"
+        if hitbox is not None and hitbox.shape is Shape.RING:
+            return "roll_forward"  # through the wave, towards the boss: out of its band at once
+        if hitbox is not None and hitbox.sweep:
+            return "roll_left"  # into the sweep, which comes from the player's left: it passes at once
+        if hitbox is not None and (hitbox.low or hitbox.shape is Shape.CIRCLE and not hitbox.offset):
+            return "roll_back"  # out of a blow all around the boss
         # Sideways out of frontal blows; alternate sides so the boss's tracking is not predictable.
         return "roll_left" if int(self._anim_start * 10) % 2 else "roll_right"
 
@@ -173,3 +205,9 @@ class ScriptedExpert:
     def _heal(self) -> str:
         self._flasks_used += 1
         return "heal"
+
+
+def _reach(hitbox: Hitbox) -> float:
+    """How far from the boss a hitbox can touch: a ring's band reaches past its circle."""
+    band = hitbox.half_width if hitbox.shape is Shape.RING else 0.0
+    return hitbox.reach + hitbox.offset + band

@@ -45,6 +45,7 @@ from env.common.fields import (
 from env.common.files import UnreadableFile, read_text
 from env.config import FIELD_NAMES, MAX_GAME_SPEED, EnvConfig
 from env.factory import BACKENDS
+from env.sim.boss import available_bosses
 
 from capture.dataset_id import DATASET_ID
 from capture.record import RecordSettings
@@ -66,6 +67,10 @@ class DemosParams:
 
     source: str = checked("sim", one_of("sim", "raw"))
     """sim: the autopilot recorded against the in-process simulator; raw: your own recordings."""
+    boss: str = checked("margit", one_of(*available_bosses()))
+    """sim only: the simulator's boss the demonstrations fight (a file of ``env/sim/bosses/``,
+    played through its profile ``sim_<boss>``); the dataset, training and evaluation follow the
+    recordings' profile, so this one key moves the whole pipeline to another boss."""
     raw_dir: str | None = checked("datasets/raw", optional(TEXT))
     """raw only: the folder of your recordings (``python -m capture.record``)."""
     record: RecordSettings = field(default_factory=lambda: DEMO_RECORDING)

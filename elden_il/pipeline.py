@@ -166,7 +166,7 @@ def stage_demos(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) ->
         from capture.record import record
 
         # the recording session params.yaml asks for, in the env it describes, into the staging folder
-        session = replace(demos.record, env=params.env.replace(profile="sim_margit"), out=folder)
+        session = replace(demos.record, env=params.env.replace(profile=f"sim_{demos.boss}"), out=folder)
         wanted = session.max_episodes
         try:
             with progress(total=wanted, desc="demonstrations", unit="fight") as bar:

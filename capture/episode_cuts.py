@@ -8,6 +8,7 @@ import logging
 from collections.abc import Mapping
 
 from env import fight_rules
+from env.profile import NotTheBoss, not_the_boss
 
 log = logging.getLogger(__name__)
 
@@ -16,15 +17,19 @@ class FightTracker:
     """Feed every sampled state to ``update``; it answers ``"start"``, ``"win"``, ``"death"`` or
     ``None``. Recording may begin mid-fight: the first state with both alive starts one. With
     ``boss_npc_id``, only a fight against that NPC starts one (Siphon's NPC attributes follow
-    whatever the player targeted last: on the game, a soldier on the way back to the boss). A
-    fresh fight against another NPC starts none, and says so once per NPC: a profile that names
-    the boss by a number the game does not show would otherwise record nothing, silently.
-    ``profile``: where ``fight.boss_npc_id`` is set, for that line."""
+    whatever the player targeted last: on the game, a soldier on the way back to the boss); with
+    ``boss_npc_param_id`` too, only one whose ``NpcParamId`` (where the state has it) is that
+    (Morgott has Margit's model, so her NpcId). A fresh fight against another NPC starts none,
+    and says so once per NPC: a profile that names the boss by a number the game does not show
+    would otherwise record nothing, silently. ``profile``: where ``[fight]`` is, for that line."""
 
-    def __init__(self, boss_npc_id: int | None = None, profile: str = "the profile") -> None:
+    def __init__(
+        self, boss_npc_id: int | None = None, profile: str = "the profile", boss_npc_param_id: int | None = None
+    ) -> None:
         self.boss_npc_id = boss_npc_id
+        self.boss_npc_param_id = boss_npc_param_id
         self.profile = profile
-        self._not_the_boss: set[float] = set()  # the other NPCs already named
+        self._not_the_boss: set[tuple[str, object]] = set()  # the other NPCs already named, by what told them
         self.fighting = False
         self._seen_any = False
         self._until_new_fight = False
@@ -36,7 +41,8 @@ class FightTracker:
                 self.fighting = False
             return ended
         fresh = fight_rules.fresh(state)
-        the_boss = self.boss_npc_id is None or state.get("NpcId") == self.boss_npc_id
+        other = not_the_boss(state, self.boss_npc_id, self.boss_npc_param_id)
+        the_boss = other is None
         if self._until_new_fight:
             self._until_new_fight = the_boss and fresh  # the stopped fight, still untouched
             return None
@@ -44,23 +50,25 @@ class FightTracker:
             self._seen_any = True
             self.fighting = True
             return "start"
-        if not the_boss and fresh:
-            self._name_the_other_target(state.get("NpcId"))
+        if other is not None and fresh:
+            self._name_the_other_target(other)
         self._seen_any = True
         return None
 
-    def _name_the_other_target(self, npc_id: float | None) -> None:
-        if npc_id is None or npc_id in self._not_the_boss:
+    def _name_the_other_target(self, other: NotTheBoss) -> None:
+        if other.read is None or (other.attribute, other.read) in self._not_the_boss:
             return
-        self._not_the_boss.add(npc_id)
+        self._not_the_boss.add((other.attribute, other.read))
         log.warning(
-            "the targeted NPC is %d, not %s's fight.boss_npc_id %d: no episode starts until the boss is "
-            "targeted (lock on to it); if this is the boss, set fight.boss_npc_id = %d there "
+            "the targeted NPC is %d, not %s's fight.%s %d: no episode starts until the boss is "
+            "targeted (lock on to it); if this is the boss, set fight.%s = %d there "
             "(python -m env.doctor reads it too)",
-            npc_id,
+            other.read,
             self.profile,
-            self.boss_npc_id,
-            npc_id,
+            other.key,
+            other.wanted,
+            other.key,
+            other.read,
         )
 
     def stop(self, until_new_fight: bool = False) -> None:

@@ -294,7 +294,11 @@ class Recorder:
         self.key_names = self.profile.bound_keys
         self.inputs = InputLog(self.key_names, clock=self.game.now, layout=self.profile.controller)
         self.sampler = Sampler(self.game, self.inputs, settings.rate)
-        self.tracker = FightTracker(self.profile.boss_npc_id, profile=str(self.profile.directory / "profile.toml"))
+        self.tracker = FightTracker(
+            self.profile.boss_npc_id,
+            profile=str(self.profile.directory / "profile.toml"),
+            boss_npc_param_id=self.profile.boss_npc_param_id,
+        )
         self.requests = Requests(threading.Event(), threading.Event(), threading.Event())
         self.writer: EpisodeWriter | None = None
         self._episode_t0 = 0.0

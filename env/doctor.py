@@ -28,7 +28,7 @@ from env.common.cli import flag, parse_settings, run_command
 from env.common.errors import EldenILError, GameError
 from env.common.fields import check_fields, checked, number
 from env.factory import DEFAULT_HOST
-from env.profile import Profile, load_profile
+from env.profile import BOSS_IDS, Profile, load_profile
 from env.siphon.client import ReadRefused
 from env.siphon.game import SiphonGame
 
@@ -144,22 +144,27 @@ class Doctor:
 
     def memory(self) -> None:
         state = self.game.read_state()
-        npc_id = state.get("NpcId")
-        wanted = self.profile.boss_npc_id
+        ids = ", ".join(f"{name} {state[name]}" for name in ("NpcId", "NpcParamId") if name in state)
         self.say(
             "memory",
             True,
             f"all {len(state)} attributes read: HeroHp {state['HeroHp']}/{state['HeroMaxHp']}, "
-            f"NpcHp {state['NpcHp']}/{state['NpcMaxHp']}, NpcId {npc_id}",
+            f"NpcHp {state['NpcHp']}/{state['NpcMaxHp']}, {ids or 'no NpcId'}",
         )
-        if wanted is not None and npc_id == wanted:
-            self.say("boss", True, f"{self.profile.boss_name} targeted (NpcId {npc_id}, the profile's boss_npc_id)")
-        elif wanted is not None:
+        checked = [(name, key) for name, key in BOSS_IDS if name in self.profile.boss_id_attributes]
+        if not checked:
+            return
+        other = self.profile.not_the_boss(state)
+        if other is None:
+            read = " and ".join(f"{name} {state[name]}" for name, _ in checked)
+            keys = " and ".join(key for _, key in checked)
+            self.say("boss", True, f"{self.profile.boss_name} targeted ({read}, the profile's {keys})")
+        else:
             self.say(
                 "boss",
                 False,
-                f"the targeted NPC is {npc_id}, not the profile's boss_npc_id {wanted}: lock on to "
-                "the boss (or, if this is the boss, set fight.boss_npc_id to it)",
+                f"the targeted NPC is {other.read}, not the profile's {other.key} {other.wanted}: lock on to "
+                f"the boss (or, if this is the boss, set fight.{other.key} = {other.read})",
             )
 
     def capture(self) -> None:

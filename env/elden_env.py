@@ -92,7 +92,7 @@ class EldenRingEnv(gym.Env):
         game: Game,
         config: EnvConfig = EnvConfig(),
         *,
-        boss_name: str = "margit",
+        boss_name: str | None = None,
         reward_fn: RewardFn | None = None,
         pause_between_steps: bool = False,
         state_attributes: tuple[str, ...] = (),
@@ -108,9 +108,10 @@ class EldenRingEnv(gym.Env):
                 "build both from one config (env.factory.make_env)"
             )
         self.config = config.replace(profile=self.profile.ref)
-        if boss_name.lower() not in self.profile.boss_name.lower():
+        if boss_name is not None and not self._fights(boss_name):
             raise ConfigError(
-                f"boss_name {boss_name!r} does not match profile {self.profile.name!r} ({self.profile.boss_name})"
+                f"boss_name {boss_name!r} does not match profile {self.profile.name!r} ({self.profile.boss_name}, "
+                f"boss key {self.profile.boss!r}): give the profile of that boss, or leave boss_name out"
             )
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
@@ -158,6 +159,12 @@ class EldenRingEnv(gym.Env):
         self._start_frame = 0
         self._damage_taken = 0.0
         self._shared: SharedKeys | None = None
+
+    def _fights(self, boss_name: str) -> bool:
+        """Whether the profile's boss is ``boss_name``: its key (``"tree_sentinel"``) or a part of
+        its name (``"margit"`` of "Margit, the Fell Omen")."""
+        wanted = boss_name.strip().lower()
+        return wanted.replace(" ", "_") == self.profile.boss or wanted in self.profile.boss_name.lower()
 
     @property
     def action_mode(self) -> str:

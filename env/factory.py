@@ -27,10 +27,30 @@ from env.common.errors import ConfigError
 from env.config import FIELD_NAMES, EnvConfig
 from env.elden_env import EldenRingEnv
 from env.game import Game
+from env.profile import DEFAULT_BOSS, available_profiles
 
 BACKENDS = ("sim", "sim_server", "siphon")
-DEFAULT_PROFILES = {"sim": "sim_margit", "sim_server": "sim_margit", "siphon": "eldenring_margit"}
+GAMES = {"sim": "sim", "sim_server": "sim", "siphon": "eldenring"}
+"""Each backend's game: a config that names no profile plays that game's ``f"{game}_{boss}"``."""
 DEFAULT_HOST = "127.0.0.1:50051"
+
+
+def default_profile(backend: str, boss: str | None = None) -> str:
+    """The bundled profile a config without one plays on ``backend`` against ``boss`` (a key,
+    ``"tree_sentinel"``, or a name, ``"Tree Sentinel"``; default Margit): ``sim_godrick``,
+    ``eldenring_godrick``..."""
+    _check_backend(backend)
+    key = (boss or DEFAULT_BOSS).strip().lower().replace(" ", "_")
+    game = GAMES[backend]
+    name = f"{game}_{key}"
+    bundled = available_profiles()
+    if name not in bundled:
+        bosses = [p.removeprefix(f"{game}_") for p in bundled if p.startswith(f"{game}_")]
+        raise ConfigError(
+            f"backend {backend!r} has no profile for boss {boss!r} (no bundled {name}); the bosses with one: "
+            f"{', '.join(bosses)}. Give one of those, or a profile of your own (profile=<its folder>)"
+        )
+    return name
 
 
 def make_game(
@@ -38,14 +58,16 @@ def make_game(
     backend: str = "sim",
     host: str = DEFAULT_HOST,
     seed: int = 0,
+    boss_name: str | None = None,
     **server_options: Any,
 ) -> Game:
     """The game behind an env. ``seed`` is the simulator's first seed (``sim``, ``sim_server``);
+    ``boss_name`` chooses the profile where the config names none (``default_profile``);
     ``server_options`` go to the simulator server (``sim_server``), e.g. ``size``. A simulator
     renders the config's picture (``EnvConfig.picture_size``: the recordings' window, or the
     frame size), which the env then crops and resizes as the recorder did."""
     _check_backend(backend)
-    profile = config.profile or DEFAULT_PROFILES[backend]
+    profile = config.profile or default_profile(backend, boss_name)
     if backend == "sim":
         from env.sim.game import SimGame
 
@@ -78,10 +100,18 @@ def make_env(
 ) -> EldenRingEnv:
     """An env for ``config`` over ``backend``. ``options`` may set config fields one by one
     (``frame_size=(64, 48)``, as ``gymnasium.make`` passes them) and the env's own behaviour
-    (``reward_fn``, ``pause_between_steps``, ``state_attributes``, ``render_mode``, ``boss_name``);
+    (``reward_fn``, ``pause_between_steps``, ``state_attributes``, ``render_mode``, ``boss_name``: which
+    boss, and so which profile where the config names none);
     ``server_args``: the ``sim_server`` backend's server's flags (``("--real-server",)``)."""
     config = _with_fields(config, options)
-    game = make_game(config, backend, host, seed, **({"extra_args": server_args} if server_args else {}))
+    game = make_game(
+        config,
+        backend,
+        host,
+        seed,
+        boss_name=options.get("boss_name"),
+        **({"extra_args": server_args} if server_args else {}),
+    )
     try:
         return EldenRingEnv(game, config, **options)
     except BaseException:

@@ -4,13 +4,19 @@ A profile folder holds ``siphon.toml`` (the Siphon attribute config, sent to the
 ``profile.toml`` (keybinds, the discrete action table, animation vocabularies, and how to restart
 the fight). Loading validates it all up front, so a typo in a key name fails here with the file
 and the name, not silently in the game (the real server turns unknown keys into scancode 0).
+
+A profile may be laid over another (``extends = "eldenring_margit"``): a second boss of the same
+game build shares its parent's attributes, keybinds and action table, so its file holds only what
+is that boss's, and a fix to the shared part is made once.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from env.attribute_config import SiphonConfig, line_of, load_siphon_config, read_toml
 from env.common.errors import ConfigError
@@ -22,6 +28,17 @@ PROFILES_DIR = Path(__file__).parent / "profiles"
 Binding = tuple[str, ...]
 """The Siphon keys one action is bound to, pressed in this order: one key, or a chord whose
 first keys are held as modifiers while the last is pressed (``("LEFT_SHIFT", "LEFT")``)."""
+DEFAULT_BOSS = "margit"
+"""The boss a profile that names none fights: the one boss every profile fought before ``boss``."""
+BOSS_KEY = re.compile(r"[a-z0-9_]{1,64}")
+"""A boss key (``tree_sentinel``): the tail of its profiles' names (``eldenring_tree_sentinel``)."""
+NOT_INHERITED = ("name", "extends")
+"""Top-level keys a profile never takes from the one it extends: its own name is its folder's."""
+NO_PLACE = "none"
+"""``reset.fog_wall = "none"``: this boss has no such place (an open field), whatever the parent says."""
+UNMEASURED = "unmeasured"
+"""``reset.fog_wall = "unmeasured"``: the place exists in the game but nobody has measured it yet;
+a live reset, which would teleport there, is refused (``Profile.check_reset_measured``)."""
 FRAME_SOURCES = ("capture", "stream")
 """``capture``: one unary CaptureFrame per frame (raw BGRA, exact pixels, a round trip each);
 ``stream``: Siphon's StreamFrames, JPEG pushed by the server at its own rate, newest kept."""
@@ -52,6 +69,35 @@ class GameClock:
         return float(state[self.attribute]) / self.per_second
 
 
+class NotTheBoss(NamedTuple):
+    """A target that is not the profile's boss: which attribute says so, what it read, and the
+    profile key (in ``[fight]``) that names the boss by it."""
+
+    attribute: str
+    read: object
+    key: str
+    wanted: int
+
+
+BOSS_IDS = (("NpcId", "boss_npc_id"), ("NpcParamId", "boss_npc_param_id"))
+"""The attributes that tell which NPC is targeted, and the ``[fight]`` key naming the boss by each."""
+
+
+def not_the_boss(
+    state: Mapping[str, object], boss_npc_id: int | None, boss_npc_param_id: int | None = None
+) -> NotTheBoss | None:
+    """Why the targeted NPC in ``state`` is not the boss, or ``None`` if nothing says so. ``NpcId``
+    is needed where ``boss_npc_id`` is set (a state without it is no fight against the boss);
+    ``NpcParamId`` is checked where read (an older config has no such attribute): it tells apart
+    bosses that share a model, and so an ``NpcId`` (Margit and Morgott)."""
+    for (attribute, key), wanted in zip(BOSS_IDS, (boss_npc_id, boss_npc_param_id)):
+        if wanted is None or (attribute == "NpcParamId" and attribute not in state):
+            continue
+        if state.get(attribute) != wanted:
+            return NotTheBoss(attribute, state.get(attribute), key, wanted)
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class Profile:
     name: str
@@ -72,6 +118,9 @@ class Profile:
     stream_quality: int = 85  # the JPEG quality asked of StreamFrames (frame_source = "stream")
     fight_rules: FightRules = FightRules()  # when a fighter is down: the [fight] HP floors
     boss_npc_id: int | None = None  # the boss's NpcId: NPC reads follow whatever was targeted last
+    boss_npc_param_id: int | None = None  # its NpcParamId: tells apart bosses sharing a model (NpcId)
+    boss: str = DEFAULT_BOSS  # which boss this profile fights, by key ("godrick"): the simulator's boss data
+    unmeasured: tuple[str, ...] = ()  # reset keys ("fog_wall") whose place is known to exist, not measured
     fog_entry_s: float = 3.0  # how long walking through the fog wall takes, before locking on
     restart_when_recording: bool = True  # capture.record's --restart default (writes HP, teleports)
     controller: ControllerLayout | None = None  # the game's controller layout ([controller]), if it has one
@@ -82,6 +131,39 @@ class Profile:
         """What ``load_profile`` takes to load this profile again: the bundled name, or the folder."""
         bundled = PROFILES_DIR / self.name
         return self.name if bundled.resolve() == self.directory.resolve() else str(self.directory)
+
+    def check_reset_measured(self) -> None:
+        """Refuse, saying how to measure it, a live reset that would teleport the player to a place
+        this profile has not measured: a guess (another boss's fog wall) would put the player in
+        the wrong arena, or in a wall, with nothing to tell why."""
+        if not self.unmeasured:
+            return
+        keys = " and ".join(f"reset.{key}" for key in self.unmeasured)
+        boss = self.boss_name or self.boss
+        where, flags = (
+            (f"at {boss}'s fog wall", "")
+            if "fog_wall" in self.unmeasured
+            else (f"where a fight against {boss} should start", " --no-fog-wall")
+        )
+        raise ConfigError(
+            f"profile {self.name!r} has not measured {keys}, which a live reset teleports to: stand {where} "
+            f"and run `python -m capture.scout {self.name}_measured --base {self.ref}{flags}`: "
+            "it writes a profile that extends this one with the places measured; use that one"
+        )
+
+    @property
+    def boss_id_attributes(self) -> tuple[str, ...]:
+        """What to read to tell the boss from another target: ``NpcId`` where ``boss_npc_id`` is
+        set, ``NpcParamId`` where ``boss_npc_param_id`` is and the Siphon config reads it."""
+        return tuple(
+            attribute
+            for (attribute, _), wanted in zip(BOSS_IDS, (self.boss_npc_id, self.boss_npc_param_id))
+            if wanted is not None and (attribute == "NpcId" or attribute in self.siphon.attributes)
+        )
+
+    def not_the_boss(self, state: Mapping[str, object]) -> NotTheBoss | None:
+        """Why the NPC targeted in ``state`` is not this profile's boss, or ``None`` (``not_the_boss``)."""
+        return not_the_boss(state, self.boss_npc_id, self.boss_npc_param_id)
 
     @property
     def attribute_names(self) -> tuple[str, ...]:
@@ -112,19 +194,26 @@ def available_profiles() -> list[str]:
     return sorted(p.name for p in PROFILES_DIR.iterdir() if (p / "profile.toml").is_file())
 
 
+def _profile_folder(name_or_path: str | Path, beside: Path = Path()) -> Path | None:
+    """The folder ``name_or_path`` names: a folder holding profile.toml (relative to ``beside``)
+    or a bundled profile's name; ``None`` if neither."""
+    for directory in (beside / name_or_path, PROFILES_DIR / str(name_or_path)):
+        if (directory / "profile.toml").is_file():
+            return directory
+    return None
+
+
 def load_profile(name_or_path: str | Path) -> Profile:
     """Load a bundled profile by name (``"sim_margit"``) or any profile folder by path."""
-    directory = Path(name_or_path)
-    if not (directory / "profile.toml").is_file():
-        directory = PROFILES_DIR / str(name_or_path)
-    path = directory / "profile.toml"
-    if not path.is_file():
+    directory = _profile_folder(name_or_path)
+    if directory is None:
         raise ConfigError(
             f"no profile {str(name_or_path)!r}: give a folder holding profile.toml or one of "
             f"{', '.join(available_profiles())}"
         )
-    data = read_toml(path)
-    siphon = load_siphon_config(directory / str(data.get("siphon_config", "siphon.toml")))
+    path = directory / "profile.toml"
+    data = _layered(path)
+    siphon = load_siphon_config(data["siphon_config"])
 
     keybinds = _keybinds(path, data.get("keybinds"))
 
@@ -155,6 +244,7 @@ def load_profile(name_or_path: str | Path) -> Profile:
             )
         writes.append((write[0], write[1]))
     start, fog_wall = (_position(path, reset, key) for key in ("start_position", "fog_wall"))
+    unmeasured = tuple(key for key in ("fog_wall", "start_position") if reset.get(key) == UNMEASURED)
     fog_entry_s = reset.get("fog_entry_s", 3.0)
     if isinstance(fog_entry_s, bool) or not isinstance(fog_entry_s, (int, float)) or not 0 < fog_entry_s <= 30:
         raise ConfigError(f"{path}: reset.fog_entry_s = {fog_entry_s!r} must be seconds, from above 0 to 30")
@@ -188,9 +278,12 @@ def load_profile(name_or_path: str | Path) -> Profile:
                 f"{path}: fight.{key} = {value!r} must be a fraction of max HP from 0 (a real death) to below 1"
             )
         floors[key] = float(value)
-    boss_npc_id = fight.get("boss_npc_id")
-    if boss_npc_id is not None and (isinstance(boss_npc_id, bool) or not isinstance(boss_npc_id, int)):
-        raise ConfigError(f"{path}: fight.boss_npc_id = {boss_npc_id!r} must be the boss's NpcId (an integer)")
+    boss = data.get("boss", DEFAULT_BOSS)
+    if not isinstance(boss, str) or not BOSS_KEY.fullmatch(boss):
+        raise ConfigError(
+            f'{path}: boss = {boss!r} must be a boss key of lower-case letters, digits and _ ("godrick", '
+            '"tree_sentinel"): the tail of its profiles\' names, and what the simulator knows the boss by'
+        )
 
     anims = data.get("animations", {})
     return Profile(
@@ -211,12 +304,63 @@ def load_profile(name_or_path: str | Path) -> Profile:
         frame_source=frame_source,
         stream_quality=quality,
         fight_rules=FightRules(floors["player_hp_floor"], floors["boss_hp_floor"]),
-        boss_npc_id=boss_npc_id,
+        boss_npc_id=_npc_number(path, fight, "boss_npc_id", "NpcId"),
+        boss_npc_param_id=_npc_number(path, fight, "boss_npc_param_id", "NpcParamId"),
+        boss=boss,
+        unmeasured=unmeasured,
         fog_entry_s=float(fog_entry_s),
         restart_when_recording=restart_when_recording,
         controller=load_controller_layout(path, data.get("controller"), tuple(keybinds)),
         game_clock=_game_clock(path, data.get("clock"), siphon),
     )
+
+
+def _layered(path: Path, below: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """``path``'s profile data laid over the profile it ``extends``, if any (over its parent's,
+    and so on): a table it gives replaces the parent's key by key, anything else whole (an array
+    such as ``discrete_actions`` too). ``siphon_config`` comes back as a path, resolved against the
+    folder of the file that names it: a child that names none uses its parent's config where it is.
+    ``below``: the children already read, to tell a cycle."""
+    data = read_toml(path)
+    own_siphon = data.get("siphon_config")
+    parent_ref = data.get("extends")
+    if parent_ref is None:
+        merged = {key: value for key, value in data.items() if key != "siphon_config"}
+        merged["siphon_config"] = path.parent / str(own_siphon or "siphon.toml")
+        return merged
+    if not isinstance(parent_ref, str) or not parent_ref:
+        raise ConfigError(
+            f"{path}: extends = {parent_ref!r} must name the profile this one is laid over: a bundled profile "
+            f'("eldenring_margit") or its folder'
+        )
+    parent = _profile_folder(parent_ref, beside=path.parent)
+    if parent is None:
+        raise ConfigError(
+            f"{path}: extends = {parent_ref!r}: no such profile; give a folder holding profile.toml (relative to "
+            f"{path.parent}) or one of {', '.join(available_profiles())}"
+        )
+    parent_path = parent.resolve() / "profile.toml"  # named plainly in messages, not "child/../parent"
+    chain = (*below, path)
+    if any(parent_path.resolve() == child.resolve() for child in chain):
+        circle = " -> ".join(str(p) for p in (*chain, parent_path))
+        raise ConfigError(f"{path}: extends = {parent_ref!r} goes round in a circle ({circle}): break it")
+    merged = {key: value for key, value in _layered(parent_path, chain).items() if key not in NOT_INHERITED}
+    for key, value in data.items():
+        if key in ("extends", "siphon_config"):
+            continue
+        inherited = merged.get(key)
+        merged[key] = {**inherited, **value} if isinstance(value, dict) and isinstance(inherited, dict) else value
+    if own_siphon is not None:
+        merged["siphon_config"] = path.parent / str(own_siphon)
+    return merged
+
+
+def _npc_number(path: Path, fight: dict, key: str, attribute: str) -> int | None:
+    """``fight.<key>``: the number Siphon's ``attribute`` reads with the boss targeted, if set."""
+    value = fight.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ConfigError(f"{path}: fight.{key} = {value!r} must be the boss's {attribute} (an integer)")
+    return value
 
 
 def _game_clock(path: Path, clock: object, siphon: SiphonConfig) -> GameClock | None:
@@ -277,11 +421,20 @@ def _keybinds(path: Path, table: object) -> dict[str, Binding]:
 
 
 def _position(path: Path, table: dict, key: str) -> tuple[float, float, float] | None:
+    """``reset.<key>``: a place, or ``None`` where there is none (``"none"``, or the key absent) or
+    it is not measured yet (``"unmeasured"``, which the loader notes in ``Profile.unmeasured``)."""
     value = table.get(key)
-    if value is None:
+    if value is None or value in (NO_PLACE, UNMEASURED):
         return None
-    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(c, (int, float)) for c in value)):
-        raise ConfigError(f"{path}: reset.{key} must be [x, y, z] (global, Z up), not {value!r}")
+    if not (
+        isinstance(value, list)
+        and len(value) == 3
+        and all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in value)
+    ):
+        raise ConfigError(
+            f'{path}: reset.{key} must be [x, y, z] (global, Z up), "{NO_PLACE}" (the boss has no such place) or '
+            f'"{UNMEASURED}" (not measured yet: a live reset is refused), not {value!r}'
+        )
     return tuple(float(c) for c in value)
 
 

@@ -150,8 +150,10 @@ def test_invalid_actions_are_refused_clearly():
 def test_bad_constructor_arguments_are_refused_clearly():
     with pytest.raises(ConfigError, match="action_mode = 'continuous': must be one of discrete, multi_binary"):
         make_env(action_mode="continuous")
-    with pytest.raises(ConfigError, match="boss_name 'malenia' does not match"):
+    with pytest.raises(ConfigError, match="backend 'sim' has no profile for boss 'malenia'"):
         make_env(boss_name="malenia")
+    with pytest.raises(ConfigError, match="boss_name 'malenia' does not match"):
+        make_env(profile="sim_margit", boss_name="malenia")
     with pytest.raises(ConfigError, match="unknown backend 'xbox'"):
         make_env(backend="xbox")
     with pytest.raises(ConfigError, match="max_steps = True"):

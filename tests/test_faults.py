@@ -2273,7 +2273,7 @@ def edited_profile(tmp_path: Path, old: str, new: str, encoding: str = "utf-8", 
             "boss = [1000, 7000",
             'boss = [1000, "slam"',
             "utf-8",
-            "profile.toml, line 63: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)",
+            "profile.toml, line 64: animations.boss holds 'slam', not an animation id: write the game's number (NpcAnimId)",
         ),
         (
             'boss_name = "Margit, the Fell Omen"',

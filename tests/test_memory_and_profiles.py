@@ -11,7 +11,8 @@ import pytest
 
 from env.attribute_config import load_siphon_config
 from env.common.errors import ConfigError
-from env.profile import load_profile
+from env.factory import default_profile, make_env
+from env.profile import available_profiles, load_profile
 from env.sim import memory
 from env.sim.world import World
 
@@ -21,7 +22,7 @@ ER_CONFIG = Path(__file__).parents[1] / "env/profiles/eldenring_margit/siphon.to
 def test_the_simulator_serves_every_attribute_of_the_games_config_with_its_type():
     config = load_siphon_config(ER_CONFIG)
     assert config.process_name == "eldenring.exe"
-    assert len(config.attributes) == 33
+    assert len(config.attributes) == 34
     world = World()
     for name, spec in config.attributes.items():
         assert memory.ATTRIBUTES[name].type == spec.type, name
@@ -233,3 +234,141 @@ def test_every_command_line_refuses_a_broken_profile_in_one_line(
     assert "Traceback" not in result.stderr and "keybinds.attack" in result.stderr and "PP" in result.stderr, (
         result.stderr
     )
+
+
+def write_profile(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "profile.toml").write_text(text)
+    return folder
+
+
+def test_a_profile_extends_another_holding_only_what_is_its_own(tmp_path: Path):
+    """A table given replaces the parent's key by key (one level deep), an array replaces whole,
+    the name is the child's own, and the Siphon config is the parent's, where the parent keeps it."""
+    child = write_profile(
+        tmp_path / "eldenring_other",
+        'extends = "eldenring_margit"\nboss = "other"\n'
+        '[fight]\nboss_npc_id = 475000\n[[discrete_actions]]\nname = "idle"\n',
+    )
+    margit, profile = load_profile("eldenring_margit"), load_profile(child)
+    assert profile.name == "eldenring_other" and profile.boss == "other"
+    assert profile.boss_npc_id == 475000 and profile.boss_npc_param_id == margit.boss_npc_param_id
+    assert profile.fight_rules == margit.fight_rules  # the floors kept
+    assert [a.name for a in profile.discrete_actions] == ["idle"]  # the array replaced whole
+    assert (profile.keybinds, profile.controller, profile.reset_writes, profile.fog_wall) == (
+        margit.keybinds,
+        margit.controller,
+        margit.reset_writes,
+        margit.fog_wall,
+    )
+    assert profile.siphon.path == margit.siphon.path and not (child / "siphon.toml").exists()
+
+
+def test_extends_chains_and_a_child_may_name_its_own_siphon_config(tmp_path: Path):
+    """A grandchild takes from both; a parent's siphon_config resolves against the parent's
+    folder, a child's own against the child's; a relative folder is found from the child's."""
+    sim = Path(__file__).parents[1] / "env/profiles/sim_margit"
+    parent = write_profile(tmp_path / "parent", f'extends = "{sim}"\nsiphon_config = "mine.toml"\nboss = "godrick"\n')
+    shutil.copy(sim / "siphon.toml", parent / "mine.toml")
+    child = write_profile(tmp_path / "child", 'extends = "../parent"\nboss_name = "Godrick the Grafted"\n')
+    profile = load_profile(child)
+    assert (profile.name, profile.boss, profile.boss_name) == ("child", "godrick", "Godrick the Grafted")
+    assert profile.siphon.path == (parent / "mine.toml").resolve()
+    assert profile.game_clock == load_profile("sim_margit").game_clock  # from the grandparent
+
+
+@pytest.mark.parametrize(
+    ("extends", "refusal"),
+    [
+        ('"no_such_profile"', r"child/profile.toml: extends = 'no_such_profile': no such profile; .*eldenring_margit"),
+        ('"../child"', r"child/profile.toml: extends = '../child' goes round in a circle"),
+        ('"../other"', r"extends = '../child' goes round in a circle \(.*child/profile.toml -> .*other/profile.toml"),
+        ("3", r"child/profile.toml: extends = 3 must name the profile this one is laid over"),
+    ],
+)
+def test_a_missing_parent_or_a_cycle_is_refused_naming_the_file_and_key(tmp_path: Path, extends: str, refusal: str):
+    write_profile(tmp_path / "other", 'extends = "../child"\n')
+    child = write_profile(tmp_path / "child", f"extends = {extends}\n")
+    with pytest.raises(ConfigError, match=refusal):
+        load_profile(child)
+
+
+def test_every_bundled_game_profile_loads_with_its_boss_and_the_games_config():
+    """Each real-game profile names its boss by key, NpcId and NpcParamId, and plays on the one
+    Siphon config of the game build (eldenring_margit's, which the others extend)."""
+    config = load_profile("eldenring_margit").siphon.path
+    bosses = {}
+    for name in available_profiles():
+        profile = load_profile(name)
+        if name.startswith("eldenring_"):
+            assert profile.siphon.path == config, name
+            assert "NpcParamId" in profile.boss_id_attributes, name
+            assert (profile.player_animations, profile.boss_animations) == ((), ()), name  # capture.vocab's job
+            bosses[profile.boss] = (profile.boss_npc_id, profile.boss_npc_param_id)
+        assert name.endswith(f"_{profile.boss}"), name
+    assert bosses == {
+        "margit": (213000, 21300014),
+        "godrick": (475000, 47500014),
+        "tree_sentinel": (325100, 32510010),
+    }
+    assert load_profile("sim_margit").boss == "margit" and load_profile("sim_margit").boss_npc_param_id is None
+
+
+def test_a_place_not_measured_refuses_a_live_reset_with_the_command_that_measures_it():
+    """Godrick's fog wall and the Tree Sentinel's starting place are not known: their profiles say
+    so ("unmeasured"), inherit no other boss's place, and a live reset is refused saying what to run."""
+    godrick, sentinel = load_profile("eldenring_godrick"), load_profile("eldenring_tree_sentinel")
+    assert (godrick.fog_wall, godrick.start_position, godrick.unmeasured) == (
+        None,
+        None,
+        ("fog_wall", "start_position"),
+    )
+    assert (sentinel.fog_wall, sentinel.start_position, sentinel.unmeasured) == (None, None, ("start_position",))
+    with pytest.raises(ConfigError, match=r"has not measured reset.fog_wall and reset.start_position") as refused:
+        godrick.check_reset_measured()
+    assert "python -m capture.scout eldenring_godrick_measured --base eldenring_godrick`" in str(refused.value)
+    with pytest.raises(ConfigError, match=r"--base eldenring_tree_sentinel --no-fog-wall`"):
+        sentinel.check_reset_measured()
+    load_profile("eldenring_margit").check_reset_measured()  # measured: nothing to say
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ('boss = "Tree Sentinel"', r"boss = 'Tree Sentinel' must be a boss key of lower-case letters"),
+        ("[fight]\nboss_npc_param_id = 2.5", r"fight.boss_npc_param_id = 2.5 must be the boss's NpcParamId"),
+        ('[reset]\nfog_wall = "unknown"', r'reset.fog_wall must be \[x, y, z\].*"none".*"unmeasured"'),
+    ],
+)
+def test_a_bad_boss_key_param_id_or_place_is_refused_naming_it(tmp_path: Path, change: str, refusal: str):
+    child = write_profile(tmp_path / "child", f'extends = "eldenring_margit"\n{change}\n')
+    with pytest.raises(ConfigError, match=refusal):
+        load_profile(child)
+
+
+def test_the_default_profile_follows_the_boss_asked_for():
+    """A config naming no profile plays the backend's game against the boss asked for; a boss
+    with no profile there is refused listing those that have one."""
+    assert default_profile("sim") == "sim_margit"
+    assert default_profile("siphon", "godrick") == "eldenring_godrick"
+    assert default_profile("siphon", "Tree Sentinel") == "eldenring_tree_sentinel"
+    with pytest.raises(
+        ConfigError, match=r"backend 'siphon' has no profile for boss 'malenia'.*godrick, margit, tree_sentinel"
+    ):
+        default_profile("siphon", "malenia")
+    with pytest.raises(ConfigError, match=r"backend 'sim_server' has no profile for boss 'malenia'.*margit"):
+        default_profile("sim_server", "malenia")
+
+
+def test_the_env_takes_the_boss_by_its_key_or_its_name(tmp_path: Path):
+    """``boss_name`` matches the profile's boss key ('tree_sentinel') or a part of its name."""
+    sentinel = write_profile(
+        tmp_path / "sim_sentinel", 'extends = "sim_margit"\nboss = "tree_sentinel"\nboss_name = "Tree Sentinel"\n'
+    )
+    for boss_name in ("tree_sentinel", "Tree Sentinel", "sentinel", None):
+        make_env(profile=str(sentinel), boss_name=boss_name).close()
+    with pytest.raises(
+        ConfigError,
+        match=r"boss_name 'margit' does not match profile 'sim_sentinel' \(Tree Sentinel, boss key 'tree_sentinel'\)",
+    ):
+        make_env(profile=str(sentinel), boss_name="margit")

@@ -48,7 +48,7 @@ def test_the_games_config_packs_into_its_objects():
     ]
     assert not any("NoGravity" in name for name in blocks)
     assert blocks["NpcHp..NpcMaxHp"].spec.method == "dll"  # a dll attribute's array reads the same NPC
-    # the observation needs 10 attributes: 6 reads; a full snapshot of 33: 12 reads
+    # the observation needs 10 attributes: 6 reads; a full snapshot of 34: 13 (NpcParamId alone in its object)
     plan = ReadPlan.for_names(observed_attributes(profile), blocks.values())
     assert sorted(plan.requests) == sorted(
         [
@@ -60,7 +60,7 @@ def test_the_games_config_packs_into_its_objects():
             "NpcAnimId",
         ]
     )
-    assert len(ReadPlan.for_names(profile.attribute_names, blocks.values()).requests) == 12
+    assert len(ReadPlan.for_names(profile.attribute_names, blocks.values()).requests) == 13
 
 
 def test_only_neighbours_of_one_object_are_packed():

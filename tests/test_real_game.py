@@ -105,6 +105,27 @@ def test_a_fresh_fight_against_another_npc_is_named_once_with_the_key_to_set(cap
     assert not caplog.records
 
 
+def test_a_boss_sharing_the_bosss_model_is_told_apart_by_its_npc_param_id_and_named_once(caplog):
+    """Morgott has Margit's model, so her NpcId: with the profile's boss_npc_param_id, a fresh
+    fight against him starts no episode and is named once, with the number read and the key to
+    set; the boss, both numbers right, starts one; a state without NpcParamId (an older config)
+    is told by NpcId alone."""
+    profile = load_profile("eldenring_margit")
+    tracker = FightTracker(profile.boss_npc_id, profile="p.toml", boss_npc_param_id=profile.boss_npc_param_id)
+    margit = {"HeroHp": 1100, "HeroMaxHp": 1100, "NpcHp": 4174, "NpcMaxHp": 4174, "NpcId": 213000}
+    morgott = {**margit, "NpcParamId": 21300534}
+    with caplog.at_level(logging.WARNING, logger="capture.episode_cuts"):
+        for state in (morgott, morgott, morgott):
+            assert tracker.update(state) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "the targeted NPC is 21300534, not p.toml's fight.boss_npc_param_id 21300014: no episode starts until the "
+        "boss is targeted (lock on to it); if this is the boss, set fight.boss_npc_param_id = 21300534 there "
+        "(python -m env.doctor reads it too)"
+    ]
+    assert tracker.update({**margit, "NpcParamId": 21300014}) == "start"
+    assert FightTracker(213000, boss_npc_param_id=21300014).update(margit) == "start"
+
+
 def test_the_next_episode_starts_only_when_both_fighters_are_back_at_full_hp():
     """After a death (or a stop) the next episode starts at a fresh fight: the boss targeted and
     both fighters at full HP. A player who walks back in hurt (the soldier on the way) has not
@@ -270,6 +291,24 @@ def game_server(tmp_path: Path):
     with SimServer(size=(84, 84), extra_args=GAME_SERVER_ARGS, log_path=tmp_path / "server.log") as server:
         with someone_locks_on(server.host, server.lock_on_keys):
             yield server
+
+
+def test_a_live_reset_to_a_place_not_measured_is_refused_before_anything_is_written(game_server):
+    """Godrick's fog wall is not known: a live reset on his profile (the game's config, over
+    eldenring_margit's) says so and how to measure it, and writes nothing: it neither teleports
+    the player to Margit's fog wall nor waits out a fight that cannot restart."""
+    from env.common.errors import ConfigError
+    from env.siphon.game import SiphonGame
+
+    game = SiphonGame(game_server.host, load_profile("eldenring_godrick"), hook_timeout=20)
+    try:
+        before = game.client.read(["HeroGlobalPosX", "HeroGlobalPosY", "HeroHp"])
+        with pytest.raises(ConfigError, match=r"'eldenring_godrick' has not measured reset.fog_wall") as refused:
+            game.reset_fight(seed=0)
+        assert "python -m capture.scout eldenring_godrick_measured --base eldenring_godrick" in str(refused.value)
+        assert game.client.read(["HeroGlobalPosX", "HeroGlobalPosY", "HeroHp"]) == before
+    finally:
+        game.close()
 
 
 @pytest.mark.slow
@@ -444,7 +483,7 @@ def test_a_profile_from_one_visit_names_the_boss_as_the_game_shows_it_and_the_do
                 capture_output=True, text=True, timeout=120,
             )  # fmt: skip
             assert scouted.returncode == 0, scouted.stdout + scouted.stderr
-            assert f"wrote {folder}: boss NpcId 213000, max HP 4174" in scouted.stdout
+            assert f"wrote {folder}: boss NpcId 213000, NpcParamId 21300014, max HP 4174" in scouted.stdout
             assert "capture.floors" in scouted.stdout  # what is left to fill in
             doctor = Doctor(server.host, load_profile(folder), hook_timeout=20)
             try:
@@ -456,12 +495,23 @@ def test_a_profile_from_one_visit_names_the_boss_as_the_game_shows_it_and_the_do
                     doctor.game.close()
     profile, margit = load_profile(folder), load_profile("eldenring_margit")
     assert (profile.name, profile.boss_name, profile.boss_npc_id) == ("eldenring_scouted", "Margit, scouted", 213000)
+    assert (profile.boss, profile.boss_npc_param_id) == ("scouted", 21300014)
+    assert 'extends = "eldenring_margit"' in (folder / "profile.toml").read_text()  # not a copy of it
+    assert not (folder / "siphon.toml").exists()
     assert profile.fog_wall == profile.start_position and profile.fog_wall is not None
     assert profile.boss_animations and profile.player_animations  # what the fighters played
     assert (profile.keybinds, profile.discrete_actions) == (margit.keybinds, margit.discrete_actions)
     assert profile.siphon.attributes == margit.siphon.attributes
     assert all(c.ok for c in doctor.checks), doctor.checks
-    assert Check("boss", True, "Margit, scouted targeted (NpcId 213000, the profile's boss_npc_id)") in doctor.checks
+    assert (
+        Check(
+            "boss",
+            True,
+            "Margit, scouted targeted (NpcId 213000 and NpcParamId 21300014, the profile's boss_npc_id and "
+            "boss_npc_param_id)",
+        )
+        in doctor.checks
+    )
     again = subprocess.run(
         [sys.executable, "-m", "capture.scout", "eldenring_scouted", "--out", str(folder)],
         capture_output=True,
@@ -474,7 +524,8 @@ def test_a_profile_from_one_visit_names_the_boss_as_the_game_shows_it_and_the_do
 
 def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_path: Path):
     """With the boss targeted, the doctor says in one line which boss it found: the profile's
-    boss_npc_id is the NpcId the game serves for it (the real-server mode serves the game's)."""
+    boss_npc_id and boss_npc_param_id are the NpcId and NpcParamId the game serves for it (the
+    real-server mode serves the game's)."""
     from env.doctor import Check, Doctor
     from env.sim.launcher import SimServer, someone_locks_on
 
@@ -489,7 +540,12 @@ def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_pat
                 if doctor.game is not None:
                     doctor.game.close()
     assert [c for c in doctor.checks if c.name == "boss"] == [
-        Check("boss", True, "Margit, the Fell Omen targeted (NpcId 213000, the profile's boss_npc_id)")
+        Check(
+            "boss",
+            True,
+            "Margit, the Fell Omen targeted (NpcId 213000 and NpcParamId 21300014, the profile's boss_npc_id and "
+            "boss_npc_param_id)",
+        )
     ]
 
 

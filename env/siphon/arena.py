@@ -101,7 +101,7 @@ def _walk_back(game: SiphonHost, deadline: float) -> None:
     raise GameError(
         "walked through the fog wall but could not lock on to the boss: if it was killed, "
         + KILLED_MESSAGE
-        + " Otherwise check reset.fog_wall and fight.boss_npc_id in profile "
+        + " Otherwise check reset.fog_wall, fight.boss_npc_id and fight.boss_npc_param_id in profile "
         f"{profile.name!r} (python -m env.doctor prints what the game reports)"
     )
 
@@ -129,14 +129,14 @@ def _wait_out_loading(game: SiphonHost, deadline: float) -> None:
 
 
 def _boss_targeted(game: SiphonHost) -> bool:
-    """Whether NPC reads follow the boss, alive. Raises ``BossKilled`` if it is at 0 HP."""
-    wanted = game.profile.boss_npc_id
-    names = ["NpcHp", "NpcMaxHp", *(["NpcId"] if wanted is not None else [])]
+    """Whether NPC reads follow the boss, alive: the profile's boss ids (``NpcId``, and
+    ``NpcParamId`` where the config reads it) match. Raises ``BossKilled`` if it is at 0 HP."""
+    profile = game.profile
     try:
-        npc = game.client.read(names)
+        npc = game.client.read(["NpcHp", "NpcMaxHp", *profile.boss_id_attributes])
     except ReadRefused:  # nothing targeted since the last loading screen, or the boss gone
         return False
-    if wanted is not None and npc["NpcId"] != wanted:
+    if profile.not_the_boss(npc) is not None:
         return False
     if AT_DEATH.boss_down(npc):
         raise BossKilled(KILLED_MESSAGE)

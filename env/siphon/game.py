@@ -191,7 +191,9 @@ class SiphonGame:
         """Restart the fight with the profile's reset writes, then read memory until the fight is
         back at full HP on both sides, or fail with what was read. On a profile that names a
         fog wall (the real game), first get back into the fight from a real death (``env.siphon.arena``);
-        a server that restarted since (it forgot the config) is configured again."""
+        a server that restarted since (it forgot the config) is configured again. A profile that has
+        not measured a place the reset teleports to is refused first, saying how to measure it."""
+        self.profile.check_reset_measured()
         try:
             return self._restart(seed)
         except NotConfigured:

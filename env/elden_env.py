@@ -66,7 +66,7 @@ class SharedKeys(Protocol):
 
 
 class EldenRingEnv(gym.Env):
-    """The env over ``game``, for the env ``config`` describes, with the env's own behaviour.
+    """The env over ``game_interface``, for the env ``config`` describes, with the env's own behaviour.
 
     Which game (the in-process simulator, a simulator server, the real game) is the caller's
     choice: ``env.factory.make_env`` builds both from one ``EnvConfig`` and a backend name, and
@@ -89,7 +89,7 @@ class EldenRingEnv(gym.Env):
 
     def __init__(
         self,
-        game: Game,
+        game_interface: Game,
         config: EnvConfig = EnvConfig(),
         *,
         boss_name: str | None = None,
@@ -100,7 +100,7 @@ class EldenRingEnv(gym.Env):
         render_size: tuple[int, int] = DEFAULT_RENDER_SIZE,
     ) -> None:
         super().__init__()
-        self.game = game
+        game = self.game = game_interface  # the PRD's name for it: EldenRingEnv(game_interface=game, boss_name=...)
         self.profile = game.profile
         if config.profile is not None and load_profile(config.profile).name != self.profile.name:
             raise ConfigError(

@@ -209,32 +209,36 @@ def test_the_npc_hook_blocks_the_server_until_a_lock_on_then_follows_the_last_ta
     assert siphon.value("NpcId") == load_boss("margit").npc_id and siphon.value("NpcHp") == 4174
 
 
-REAL_GAME_BOSSES = {"eldenring_margit": load_boss("margit").npc_id}
-"""Each real-game profile, and the NpcId the simulator's real-server mode serves for its boss."""
-
-
 def test_every_real_game_profile_names_its_boss_as_the_real_server_mode_serves_it(serve):
-    """A profile's ``fight.boss_npc_id`` is what the game shows, and the simulator serves what the
-    game would: with the boss targeted after walking through the fog, ``NpcId`` reads the profile's
-    number, so an episode is cut against the boss on the game as on the simulator (a profile
+    """A profile's ``fight.boss_npc_id`` (and ``boss_npc_param_id``) is what the game shows, and the
+    simulator serves what the game would: with the boss targeted after walking in (through the fog
+    wall, or into an open field's boss's notice), ``NpcId`` and ``NpcParamId`` read the profile's
+    numbers, so an episode is cut against the boss on the game as on the simulator (a profile
     naming the map entity id instead, 10000850 for Margit, cut none on the game)."""
     real_game = sorted(p.name for p in PROFILES.iterdir() if p.name.startswith("eldenring_"))
-    assert real_game == sorted(REAL_GAME_BOSSES), "a real-game profile whose boss the simulator does not serve"
+    assert len(real_game) == 3, real_game
     for name in real_game:
+        profile = load_profile(name)
+        boss = load_boss(profile.boss)
+        assert (profile.boss_npc_id, profile.boss_npc_param_id) == (boss.npc_id, boss.npc_param_id), name
         siphon = serve(*FAST, "--hook-delay-s", "0.4", "--profile", name, "--start", "grace")
-        siphon.configure({**HERO, **NPC, "SimPhase": "int"}, dll=tuple(NPC))
-        assert siphon.set("HeroLocalPosY", float_value=GATE[1] - 0.8).success
-        keys = load_profile(name).keybinds
-        assert siphon.tap(*keys["event_action"]).success  # through the fog wall
+        siphon.configure({**HERO, **NPC, "NpcParamId": "int", "SimPhase": "int"}, dll=(*NPC, "NpcParamId"))
+        keys = profile.keybinds
+        if boss.arena.walled:
+            assert siphon.set("HeroLocalPosY", float_value=GATE[1] - 0.8).success
+            assert siphon.tap(*keys["event_action"]).success  # through the fog wall
+        else:
+            assert siphon.set("HeroLocalPosY", float_value=boss.start[1] - 10.0).success  # into its notice
         deadline = time.monotonic() + 10
         while siphon.value("SimPhase") != Phase.FIGHT:
-            assert time.monotonic() < deadline, "never walked through the fog"
+            assert time.monotonic() < deadline, f"{name}: never walked into the fight"
             time.sleep(0.05)
         # the first NPC read injects the hook, which answers at the next lock-on, as on the game
         npc = siphon.stub.GetAttribute.future(pb2.GetSiphonRequest(attributeName="NpcId"), timeout=20)
         time.sleep(0.6)  # past the injection delay
         assert siphon.tap(*keys["lock_on"]).success  # lock on to the boss, by the profile's own key
-        assert npc.result().int_value == REAL_GAME_BOSSES[name] == load_profile(name).boss_npc_id
+        assert npc.result().int_value == profile.boss_npc_id, name
+        assert siphon.value("NpcParamId") == profile.boss_npc_param_id, name
 
 
 def test_an_ideal_server_reads_the_boss_at_once(serve):

@@ -12,8 +12,6 @@ import pytest
 from env.sim.boss import load_boss
 from env.sim.moves import PLAYER_ATTACKS, ROLL, PlayerAnim
 from env.sim.renderer import (
-    BOSS,
-    BOSS_BAR,
     BOSS_HURT,
     DEAD,
     FLASK,
@@ -32,7 +30,9 @@ from env.sim.renderer import (
 )
 from env.sim.world import Dagger, World
 
-BOSS_MOVES_BY_NAME = {m.name: m for m in load_boss("margit").moves}
+MARGIT = load_boss("margit")
+BOSS_MOVES_BY_NAME = {m.name: m for m in MARGIT.moves}
+BOSS, BOSS_BAR = MARGIT.colour, MARGIT.bar_colour
 
 SMALL, LARGE = (84, 84), (1280, 720)
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from env.attribute_config import read_toml
 from env.common.errors import ConfigError
 from env.sim import seconds_to_ticks as ticks
-from env.sim.geometry import ARENA_RADIUS, Hitbox, Shape
+from env.sim.geometry import ARENA_RADIUS, GRACE, Hitbox, Shape
 from env.sim.moves import BossAnim, BossMove, Strike
 
 BOSSES_DIR = Path(__file__).parent / "bosses"
@@ -32,10 +32,12 @@ Colour = tuple[int, int, int]
 class Arena:
     """Where the boss is fought: a disc behind a fog wall with the way in to its south (the
     life cycle of ``env.sim.world``: a grace, a fog wall to walk through), or an open field of
-    ``radius`` metres with neither, where a dead player comes back in sight of the boss."""
+    ``radius`` metres with neither, where a dead player comes back at ``grace``, in sight of the
+    boss (within lock-on range) and not yet noticed by it."""
 
     walled: bool = True
     radius: float = ARENA_RADIUS
+    grace: tuple[float, float] = GRACE
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +173,14 @@ class _Table:
 def _parse(key: str, path: Path, top: _Table) -> BossSpec:
     arena_t, move_t, phase_t, projectile_t = (top.table(k) for k in ("arena", "movement", "phase_two", "projectiles"))
     walled = bool(arena_t.get("walled", bool, True, "true or false"))
-    arena = Arena(walled, ARENA_RADIUS if walled else arena_t.number("radius", low=ARENA_RADIUS))
-    if walled and "radius" in arena_t.data:
-        raise ConfigError(f"{arena_t.where}: a walled arena is the simulator's own ({ARENA_RADIUS} m): drop radius")
+    if walled and {"radius", "grace"} & set(arena_t.data):
+        raise ConfigError(
+            f"{arena_t.where}: a walled arena is the simulator's own ({ARENA_RADIUS} m, its grace in the way in): "
+            "drop radius and grace"
+        )
+    arena = (
+        Arena() if walled else Arena(False, arena_t.number("radius", low=ARENA_RADIUS), arena_t.pair("grace", GRACE))
+    )
     arena_t.done()
     windup_scale = phase_t.number("windup_scale", 1.0)
     moves = tuple(_move(_Table(m, f"{path} moves[{i}]")) for i, m in enumerate(top.get("moves", list, what="moves")))

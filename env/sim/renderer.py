@@ -189,7 +189,7 @@ class Renderer:
         lt = self._line_type
         wall = self._arena_edge(cam, world.spec.arena.radius)
         walled = world.spec.arena.walled
-        if world.outside:
+        if world.outside and walled:
             self._draw_way_in(img, cam, world)
             cv2.fillPoly(img, [wall], FOG, lt)  # the fog hides the arena and the boss in it
             cv2.polylines(img, [wall], True, FOG_WALL, self._thick, lt)
@@ -197,7 +197,7 @@ class Renderer:
             self._draw_hud(img, world.player, None)
             return img
         cleared = phase is Phase.CLEARED
-        if cleared:
+        if cleared and walled:
             self._draw_way_in(img, cam, world)
         cv2.fillPoly(img, [wall], FLOOR, lt)
         cv2.circle(img, cam.point(0.0, 0.0), cam.pixels(SEAM_RING), FLOOR_SEAM, self._thin, lt)
@@ -212,7 +212,7 @@ class Renderer:
         if not cleared:
             self._draw_boss(img, cam, world.boss, world.player.locked_on)
         self._draw_player(img, cam, world.player)
-        self._draw_hud(img, world.player, None if cleared else world.boss)
+        self._draw_hud(img, world.player, None if cleared or world.outside else world.boss)
         timings = world.lifecycle
         if phase is Phase.DYING and world.phase_t >= timings.ticks("you_died"):
             self._draw_banner(img, "YOU DIED", YOU_DIED)

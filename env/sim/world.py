@@ -30,7 +30,6 @@ from env.sim.boss import BossSpec, load_boss
 from env.sim.controls import Button
 from env.sim.geometry import (
     GATE,
-    GRACE,
     PLAYER_RADIUS,
     clamp_to_arena,
     clamp_to_corridor,
@@ -85,6 +84,7 @@ FREE_ANIMS = (PlayerAnim.IDLE, PlayerAnim.WALK, PlayerAnim.SPRINT, PlayerAnim.CR
 SENTRY_NPC_ID = 43100010
 SENTRY_START = (1.6, -15.0)
 SENTRY_MAX_HP = 420
+NOTICE_RANGE = 15.0  # metres: in an open field, a boss notices a player this close, and the fight begins
 FOG_REACH = 1.5  # metres from the gate within which the event action walks through the fog
 FOG_INSIDE = (0.0, -8.8)  # where walking through the fog wall ends, inside the arena
 
@@ -95,7 +95,7 @@ class Phase(IntEnum):
     FIGHT = 0  # behind the fog wall with the boss, both alive (or the blow that ends it just fell)
     DYING = 1  # the player's HP reached 0: the death animation, then "YOU DIED"
     LOADING = 2  # the loading screen after a death (or a restored save): no pointer chain resolves
-    OUTSIDE = 3  # at the Site of Grace outside the fog wall; the boss waits, out of reach
+    OUTSIDE = 3  # at the Site of Grace outside the fog wall (or, in an open field, beyond the boss's notice); it waits
     ENTERING = 4  # walking through the fog wall after the event action
     FELLED = 5  # the boss's HP reached 0: it dissolves
     CLEARED = 6  # the boss is gone from this save for good; the fog wall is gone
@@ -365,11 +365,12 @@ class World:
 
     def respawn(self) -> None:
         """Come back at the Site of Grace outside the fog wall, as after a death: full HP, FP,
-        stamina and flasks, nothing targeted, the boss restored behind the fog and waiting. The
-        boss's random stream goes on where it was (only ``restart`` reseeds it)."""
-        self._restore_everyone(Phase.OUTSIDE if self.spec.arena.walled else Phase.FIGHT)
+        stamina and flasks, nothing targeted, the boss restored behind the fog and waiting (in
+        an open field, in sight, until the player comes within ``NOTICE_RANGE``). The boss's
+        random stream goes on where it was (only ``restart`` reseeds it)."""
+        self._restore_everyone(Phase.OUTSIDE)
         p = self.player
-        p.x, p.y = GRACE
+        p.x, p.y = self.spec.arena.grace
         p.locked_on = False
         self.last_targeted = None
 
@@ -445,7 +446,9 @@ class World:
         phase = self.phase
         self.phase_t += 1
         timings = self.lifecycle
-        if phase in (Phase.FIGHT, Phase.OUTSIDE, Phase.ENTERING):
+        if phase is Phase.OUTSIDE and not self.spec.arena.walled and self.distance() <= NOTICE_RANGE:
+            self._set_phase(Phase.FIGHT)  # no fog wall to walk through: the boss has seen the player
+        elif phase in (Phase.FIGHT, Phase.OUTSIDE, Phase.ENTERING):
             if self.player.dead:
                 self._set_phase(Phase.DYING)
             elif self.boss.dead:
@@ -482,6 +485,8 @@ class World:
         outside from within."""
         if self.phase is Phase.LOADING:
             return None
+        if not self.spec.arena.walled:  # nothing hides anything in an open field
+            return None if self.phase is Phase.CLEARED else self.boss
         if self.outside or (self.phase is Phase.CLEARED and self.player.y < GATE[1]):
             return self.sentry
         return None if self.phase is Phase.CLEARED else self.boss
@@ -491,9 +496,11 @@ class World:
 
     def _confine(self, x: float, y: float) -> tuple[float, float]:
         """Keep the player where the fog walls allow: the arena, the way in, or both once open."""
+        if not self.spec.arena.walled:
+            return self.clamp(x, y, PLAYER_RADIUS)
         if self.outside:
             return clamp_to_corridor(x, y, PLAYER_RADIUS)
-        if self.phase is Phase.CLEARED and self.spec.arena.walled:
+        if self.phase is Phase.CLEARED:
             return clamp_to_open_arena(x, y, PLAYER_RADIUS)
         return self.clamp(x, y, PLAYER_RADIUS)
 
@@ -524,7 +531,13 @@ class World:
             return
         if pressed & Button.LOCK_ON:
             self._toggle_lock_on()
-        if self.phase is Phase.OUTSIDE and pressed & Button.EVENT_ACTION and p.free and self._at_gate():
+        if (
+            self.phase is Phase.OUTSIDE
+            and pressed & Button.EVENT_ACTION
+            and p.free
+            and self._at_gate()
+            and self.spec.arena.walled
+        ):
             self._entry_from = (p.x, p.y)
             p.start(PlayerAnim.FOG_ENTRY, self.lifecycle.ticks("entry"))
             p.locked_on = False

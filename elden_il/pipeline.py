@@ -677,6 +677,14 @@ class PipelineArgs:
     )
     params: Path = field(default=Path("params.yaml"), metadata=flag("the pipeline's params", type=Path))
     markdown: bool = field(default=False, metadata=flag("summary: as the Markdown table the README shows"))
+    report: Path = field(
+        default=EVAL_REPORT,
+        metadata=flag(
+            "summary: the evaluation to show (another boss's run, kept as datasets/studies/bosses/<boss>/eval.json)",
+            type=Path,
+            metavar="EVAL_JSON",
+        ),
+    )
     experiment: tuple[tuple[str, Path], ...] = field(
         default=(),
         metadata=flag(
@@ -702,7 +710,7 @@ def main(argv: list[str] | None = None) -> int:
     (args,) = parse_settings("python -m elden_il.pipeline", __doc__, PipelineArgs, argv=argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
-        return run_command(lambda: show_summary(args.markdown, dict(args.experiment), live=args.live))
+        return run_command(lambda: show_summary(args.markdown, dict(args.experiment), args.report, args.live))
     # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
     # machine whose cores other work keeps busy, spinning threads made a training step several
     # times slower than one thread (BENCHMARKS.md, the default pipeline's time)

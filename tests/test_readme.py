@@ -53,6 +53,20 @@ def test_the_readmes_results_table_is_the_last_evaluations(tmp_path: Path):
     )
 
 
+BOSS_REPORTS = {boss: Path(f"datasets/studies/bosses/{boss}/eval.json") for boss in ("godrick", "tree_sentinel")}
+"""Each other boss's run of the default recipe (``dvc repro`` with ``demos.boss`` its key): its
+``datasets/reports/eval.json``, kept in git, whose table the README shows under the boss's name."""
+
+
+@pytest.mark.parametrize("boss", sorted(BOSS_REPORTS))
+def test_the_readmes_table_per_boss_is_that_bosss_evaluation(tmp_path: Path, boss: str):
+    table = markdown_summary(committed_copy(BOSS_REPORTS[boss], tmp_path))
+    assert table in (ROOT / "README.md").read_text(), (
+        f"README.md's table for {boss} differs from its evaluation: paste the output of `python -m "
+        f"elden_il.pipeline summary --markdown --report {BOSS_REPORTS[boss]}` under its name\n" + table
+    )
+
+
 def test_an_experiment_is_shown_only_beside_an_evaluation_of_the_same_fights(tmp_path: Path, capsys):
     report = json.loads((ROOT / "datasets/reports/eval.json").read_text())
     shorter = tmp_path / "eval.json"

@@ -59,7 +59,7 @@ MAX_MESSAGE = 100 * 1024 * 1024
 MAX_REQUEST = 4 * 1024 * 1024
 """The largest request it takes: a config of ``MAX_CONFIG_ATTRIBUTES`` long names fits ten times over."""
 MAX_CONFIG_ATTRIBUTES = 10_000
-"""Attributes one SetProcessConfig may name (the game's TOML has 33)."""
+"""Attributes one SetProcessConfig may name (the game's TOML has 34)."""
 MAX_ARRAY_BYTES = 4096
 """The longest array attribute served: every read of it allocates its length, and more again in
 the reply that carries it, so a config may not choose it freely. The client's packed reads ask
@@ -226,7 +226,7 @@ class SimSiphonService(pb2_grpc.SiphonServiceServicer):
             return pb2.SetProcessConfigResponse(
                 success=False,
                 message=f"the config has {len(request.attributes)} attributes: the simulator takes at most "
-                f"{MAX_CONFIG_ATTRIBUTES} (the game's own has 33)",
+                f"{MAX_CONFIG_ATTRIBUTES} (the game's own has 34)",
             )
         problems = []
         scalars = [_spec(a) for a in request.attributes if a.type != "array"]

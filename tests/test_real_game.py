@@ -522,17 +522,19 @@ def test_a_profile_from_one_visit_names_the_boss_as_the_game_shows_it_and_the_do
     )  # a folder is never written over, and nothing is asked of the game first
 
 
-def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_path: Path):
-    """With the boss targeted, the doctor says in one line which boss it found: the profile's
-    boss_npc_id and boss_npc_param_id are the NpcId and NpcParamId the game serves for it (the
-    real-server mode serves the game's)."""
+@pytest.mark.parametrize("name", ["eldenring_margit", "eldenring_godrick", "eldenring_tree_sentinel"])
+def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_path: Path, name: str):
+    """With the boss targeted, the doctor says in one line which boss it found: each real-game
+    profile's boss_npc_id and boss_npc_param_id are the NpcId and NpcParamId the game serves for
+    its boss (the real-server mode serves the game's, the boss the profile names)."""
     from env.doctor import Check, Doctor
     from env.sim.launcher import SimServer, someone_locks_on
 
-    args = (*GAME_SERVER_ARGS, "--start", "fight")  # in the arena, the boss in sight
+    profile = load_profile(name)
+    args = (*GAME_SERVER_ARGS, "--profile", name, "--start", "fight")  # in the arena, the boss in sight
     with SimServer(size=(84, 84), extra_args=args, log_path=tmp_path / "server.log") as server:
         with someone_locks_on(server.host, server.lock_on_keys):
-            doctor = Doctor(server.host, load_profile("eldenring_margit"), hook_timeout=20)
+            doctor = Doctor(server.host, profile, hook_timeout=20)
             try:
                 doctor.connect()
                 doctor.memory()
@@ -543,8 +545,8 @@ def test_the_doctor_names_the_boss_it_finds_by_the_number_the_game_shows(tmp_pat
         Check(
             "boss",
             True,
-            "Margit, the Fell Omen targeted (NpcId 213000 and NpcParamId 21300014, the profile's boss_npc_id and "
-            "boss_npc_param_id)",
+            f"{profile.boss_name} targeted (NpcId {profile.boss_npc_id} and NpcParamId {profile.boss_npc_param_id}, "
+            "the profile's boss_npc_id and boss_npc_param_id)",
         )
     ]
 

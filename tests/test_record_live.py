@@ -3,6 +3,7 @@ xdotool, pynput) into the simulator's play window, and a server that dies mid-re
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import GAME_SERVER_ARGS
 
 from env.sim.display import focus_window
 from env.sim.launcher import SimServer
@@ -163,6 +165,34 @@ def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Pat
     assert len(episodes) == 2 and all(e.attrs["source"] == "autopilot" for e in episodes)
     assert all(100 <= len(e) <= 130 for e in episodes)  # 4 s at 30 Hz each
     assert all(e.keys_pressed.any() for e in episodes)  # the expert's keys were logged
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("boss", ["margit", "godrick", "tree_sentinel"])
+def test_the_recorder_cuts_a_fight_against_each_boss_of_the_game_and_names_a_wrong_one_once(tmp_path: Path, boss: str):
+    """Against the real-server mode serving each boss as the game shows it, the recorder on that
+    boss's real-game profile cuts the fight; on another boss's profile it cuts none and says so in
+    one line, naming the number it read and the profile key to set."""
+    other = "godrick" if boss == "margit" else "margit"
+    args = (*GAME_SERVER_ARGS, "--profile", f"eldenring_{boss}", "--start", "fight")
+    for profile, log in ((boss, tmp_path / "right.log"), (other, tmp_path / "wrong.log")):
+        # a fresh fight for each: a recorder cuts a fight that starts with both fighters at full HP
+        with SimServer(size=(84, 84), extra_args=args, log_path=tmp_path / f"{profile}.server.log") as server:
+            with server.player():
+                rec = recorder(
+                    server.host, tmp_path / profile, "--profile", f"eldenring_{profile}", "--autopilot",
+                    "--max-episodes", "1", "--max-episode-seconds", "3", log=log,
+                )  # fmt: skip
+                if profile == other:  # it never cuts one: stopped, as a person stops it, once it has said why
+                    wait_for(lambda log=log: "the targeted NPC is" in log.read_text(), 30, "the wrong target named")
+                    time.sleep(1.0)
+                    rec.send_signal(signal.SIGINT)
+                assert rec.wait(timeout=60) == (130 if profile == other else 0), log.read_text()  # 130: by Ctrl-C
+    right, wrong = (tmp_path / "right.log").read_text(), (tmp_path / "wrong.log").read_text()
+    assert len(list_episodes(tmp_path / boss)) == 1 and "is not" not in right, right
+    assert not list_episodes(tmp_path / other)
+    named = [line for line in wrong.splitlines() if "the targeted NPC is" in line]
+    assert len(named) == 1 and "boss_npc_id" in named[0], wrong
 
 
 def test_a_held_hotkey_fires_once_per_press(repeating_xvfb: str):

@@ -172,7 +172,9 @@ class SimServerGame(SiphonGame):
     The ``sim_server`` backend: the live gRPC path, with nothing to start by hand. Nobody sits at
     a game the env started itself, so on a real-server-mode server started at the grace it also
     plays the person's one part in connecting (``SimServer.player``: lock on once when the hook
-    asks); every later lock-on is the client's own (its resets walk in and lock on)."""
+    asks); every later lock-on is the client's own (its resets walk in and lock on). Its server
+    plays the client's profile (``--profile``): its keys, and its boss (``sim_godrick``'s Godrick);
+    a ``--profile`` among ``extra_args`` says otherwise."""
 
     def __init__(
         self,
@@ -181,7 +183,9 @@ class SimServerGame(SiphonGame):
         size: tuple[int, int] = FRAME_SIZE,
         **server_options: object,
     ) -> None:
-        self.server = SimServer(seed=seed, size=size, **server_options)
+        name = profile.ref if isinstance(profile, Profile) else profile
+        extra_args = ("--profile", name, *server_options.pop("extra_args", ()))
+        self.server = SimServer(seed=seed, size=size, extra_args=extra_args, **server_options)
         try:
             with self.server.player():
                 super().__init__(self.server.host, profile)

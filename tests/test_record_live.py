@@ -167,7 +167,7 @@ def test_one_command_records_autopilot_episodes_against_the_server(tmp_path: Pat
     assert all(e.keys_pressed.any() for e in episodes)  # the expert's keys were logged
 
 
-@pytest.mark.slow
+@pytest.mark.realtime  # the server's fight runs in real time while the recorder starts: alone, not beside three workers
 @pytest.mark.parametrize("boss", ["margit", "godrick", "tree_sentinel"])
 def test_the_recorder_cuts_a_fight_against_each_boss_of_the_game_and_names_a_wrong_one_once(tmp_path: Path, boss: str):
     """Against the real-server mode serving each boss as the game shows it, the recorder on that

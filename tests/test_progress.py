@@ -40,3 +40,23 @@ def test_off_a_terminal_a_slow_bar_never_logs_a_count_it_already_logged(caplog, 
     counts = [record.getMessage().split("|")[2].split()[0] for record in caplog.records]
     drawn = counts[:-1]  # the last line is the bar's close, which draws its end once more
     assert len(drawn) >= 3 and len(set(drawn)) == len(drawn) and counts[-1] == "12/12", counts
+
+
+def test_off_a_terminal_a_bar_beside_another_open_bar_logs_only_its_counts(caplog):
+    """tqdm places a second bar of a process one row down and draws cursor moves around it; a log
+    line has no rows, and those moves came out as lines of their own ("[A")."""
+    from tqdm import tqdm
+
+    with tqdm(total=1, disable=False, file=_Discard()), caplog.at_level(logging.INFO, logger="env.common.progress"):
+        for _ in progress(range(3), desc="evaluation", unit="fight", every_s=0):
+            pass
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines and all(line.startswith("evaluation:") for line in lines), lines
+
+
+class _Discard:
+    def write(self, text: str) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass

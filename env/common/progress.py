@@ -40,5 +40,7 @@ def progress(
     if sys.stderr.isatty():
         return tqdm(iterable, **options)
     # miniters 1: the clock is looked at every step, so tqdm's monitor thread never redraws the
-    # bar, which over an iterable holds the count it last drew and would log it again
-    return tqdm(iterable, file=_LogLines(), mininterval=every_s, miniters=1, ascii=True, **options)
+    # bar, which over an iterable holds the count it last drew and would log it again.
+    # position 0: a log has no rows, and a bar tqdm placed below another open one would draw the
+    # cursor moves that reach its row as lines of their own
+    return tqdm(iterable, file=_LogLines(), mininterval=every_s, miniters=1, ascii=True, position=0, **options)

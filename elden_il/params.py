@@ -275,8 +275,9 @@ class FinetuneConfig:
 
     method: str = checked("ppo", one_of(*FINETUNE_METHODS))
     """ppo: PPO with a KL penalty to the BC policy, over num_envs envs (``elden_il.training.finetune``);
-    awac: off-policy from one env, every step reused, the demonstrations in every batch and the
-    image features BC learnt frozen (``elden_il.training.awac``)."""
+    awac: off-policy from one env or several (a lab's gaming PCs), every step reused, the
+    demonstrations in every batch and the image features BC learnt frozen
+    (``elden_il.training.awac``)."""
     total_steps: int = checked(30_000, whole(1))
     backend: str = checked("sim", one_of(*BACKENDS))
     """sim: num_envs in-process simulators; sim_server: num_envs simulator servers over gRPC;
@@ -373,9 +374,13 @@ class FinetuneConfig:
                 "needs a live game (backend sim_server or siphon): the in-process simulator runs lock-step, "
                 "where nobody can press a key; interventions scripted stands in for you there",
             )
-        if self.method == "awac" and self.num_envs != 1:
+        envs = len(self.hosts) if self.backend == "siphon" else self.num_envs
+        if self.interventions == "person" and envs != 1:
             raise FieldError(
-                "num_envs", self.num_envs, "must be 1 with method awac: it learns from one env's every step"
+                "interventions",
+                self.interventions,
+                f"takes over one live game, at the machine you sit at, and this run plays {envs}: fine-tune with one "
+                "env (one host) to take over, or set interventions to none",
             )
         if self.runs != 1 and self.backend != "sim":
             raise FieldError(

@@ -619,14 +619,14 @@ def test_an_awac_updates_halves_run_side_by_side_and_learn_the_same_floats(awac_
     assert took < 0.09, f"{took * 1000:.0f} ms an update: the actor's step (50 ms) waited for the critics' (50 ms)"
 
 
-def test_awac_is_refused_without_demonstrations_or_with_more_than_one_env(awac_start, tmp_path: Path):
+def test_awac_is_refused_without_demonstrations_or_a_person_at_several_games(awac_start, tmp_path: Path):
     from env.common.errors import ConfigError
     from env.common.fields import FieldError
 
     with pytest.raises(ConfigError, match="learns from the demonstrations too"):
         finetune(awac_start[0], AWAC_RUN, CONFIG, tmp_path / "x")
-    with pytest.raises(FieldError, match="must be 1 with method awac"):
-        replace(AWAC_RUN, num_envs=2)
+    with pytest.raises(FieldError, match="takes over one live game, at the machine you sit at, and this run plays 2"):
+        replace(AWAC_RUN, backend="siphon", hosts=("pc1:50051", "pc2:50051"), interventions="person")
     assert not (tmp_path / "x").exists()
 
 
@@ -746,6 +746,130 @@ def test_an_awac_run_with_no_game_at_its_host_says_so_in_one_line_and_keeps_noth
         finetune(bc_path, live, CONFIG, tmp_path / "out", dataset=dataset)
     assert "\n" not in str(lost.value) and "fine-tuning stopped" not in str(lost.value)
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------------------ AWAC, several envs
+def test_several_envs_fill_one_replay_each_at_its_own_pace_the_budget_theirs_together(awac_start, tmp_path: Path):
+    """Two in-process simulators, the second slowed: the first takes steps while the second
+    waits (neither waits for the other), their steps add up to the budget, and every fight's row
+    names the env it was played in."""
+    bc_path, dataset = awac_start
+    rows: list[dict] = []
+
+    def slow_second(_: int) -> None:  # told after each env step, on that env's actor's thread
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.2)
+
+    several = replace(AWAC_RUN, num_envs=2, total_steps=80)
+    metrics = finetune_once(
+        bc_path, several, CONFIG, tmp_path / "awac", rows.append, on_steps=slow_second, dataset=dataset
+    )
+    by_env = {env["env"]: env for env in metrics["by_env"]}
+    assert (metrics["env_steps"], metrics["envs"], set(by_env)) == (80, 2, {"sim 0", "sim 1"}), metrics
+    assert sum(env["env_steps"] for env in by_env.values()) == 80
+    assert by_env["sim 0"]["env_steps"] > by_env["sim 1"]["env_steps"] > 0, by_env
+    assert {row["env"] for row in rows} <= set(by_env) and [row["timesteps"] for row in rows] == sorted(
+        row["timesteps"] for row in rows
+    )
+    bc, tuned = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "awac").policy.state_dict()
+    assert any(not torch.equal(bc[name], tuned[name]) for name in bc if name.startswith("action_net"))
+
+
+def test_fights_interleaved_in_one_replay_sum_their_rewards_apart():
+    """Two envs' steps arrive interleaved; each row's n-step sum is its own fight's rewards alone,
+    and a fight whose game was lost keeps the sums it had."""
+    from elden_il.training.awac import Replay
+
+    def played(order: list[tuple[int, float, bool]]) -> list[float]:
+        """Each step's n-step sum, after steps (env, reward, the fight's last) in this order."""
+        replay, rows = Replay.empty(20, 1, 3, 0.5), {}
+        for stream, reward, last in order:
+            rows.setdefault(stream, replay.add(torch.zeros(1)))
+            landed = replay.add(torch.zeros(1))
+            replay.step(rows[stream], 0, reward, False, landed, last, stream=stream)
+            rows[stream] = landed
+        return sorted(replay.reward[replay.stepped[: replay.taken]].tolist())
+
+    fights = {0: [1.0, 2.0, 4.0, 8.0], 1: [100.0, 200.0, 400.0, 800.0]}
+    apart = [(stream, reward, i == 3) for stream, rewards in fights.items() for i, reward in enumerate(rewards)]
+    together = [(stream, fights[stream][i], i == 3) for i in range(4) for stream in fights]
+    assert played(apart) == played(together) and 1 + 2 * 0.5 + 4 * 0.25 in played(together)
+    lost = Replay.empty(8, 1, 3, 0.5)
+    first = lost.add(torch.zeros(1))
+    lost.step(first, 0, 1.0, False, second := lost.add(torch.zeros(1)), False)
+    lost.close_stream(0)  # its game gone: the next fight's rewards are not this one's
+    lost.step(second, 0, 100.0, False, lost.add(torch.zeros(1)), False)
+    assert float(lost.reward[first]) == 1.0
+
+
+def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the_run_ends_with_its_policy(
+    awac_start, tmp_path: Path, monkeypatch, caplog
+):
+    """Two simulator servers as two gaming PCs. The second is stopped once it has finished a
+    fight: one line names it, the first plays on. Started again on its port, it rejoins and
+    fights again; the run spends its budget across both and saves its policy. (The first PC's
+    steps wait for the second's return, so that the budget outlasts it on any machine.)"""
+    import logging
+
+    from env.sim.launcher import SimServer
+
+    from elden_il.training import awac
+
+    monkeypatch.setattr(awac, "REJOIN_EVERY_S", 0.2)
+    bc_path, dataset = awac_start
+    first = SimServer(size=(84, 84))
+    second = SimServer(size=(84, 84))
+    servers = {first.host: first, second.host: second}
+    players = {host: server.player() for host, server in servers.items()}
+    for player in players.values():
+        player.__enter__()
+    back = threading.Event()
+    fights: dict[str, int] = {}
+
+    def on_episode(row: dict) -> None:
+        fights[row["env"]] = fights.get(row["env"], 0) + 1
+        if row["env"] == second.host and fights[second.host] == 1:
+            players.pop(second.host).__exit__(None, None, None)
+            second.stop()
+            threading.Thread(target=restart, daemon=True).start()
+        elif row["env"] == second.host:
+            back.set()
+
+    def restart() -> None:
+        time.sleep(1.0)
+        servers[second.host] = again = SimServer(size=(84, 84), port=second.port)
+        players[second.host] = again.player()
+        players[second.host].__enter__()
+
+    def first_waits_for_the_second(_: int) -> None:
+        if threading.current_thread() is threading.main_thread() and fights.get(second.host):
+            back.wait(120)
+
+    live = replace(AWAC_RUN, total_steps=150, backend="siphon", hosts=tuple(servers), game_speed=4)
+    try:
+        with caplog.at_level(logging.WARNING, logger="elden_il.training.awac"):
+            metrics = finetune_once(
+                bc_path,
+                live,
+                CONFIG,
+                tmp_path / "out",
+                on_episode,
+                on_steps=first_waits_for_the_second,
+                dataset=dataset,
+            )
+    finally:
+        for player in players.values():
+            player.__exit__(None, None, None)
+        for server in servers.values():
+            server.stop()
+    assert back.is_set(), fights
+    by_env = {env["env"]: env for env in metrics["by_env"]}
+    assert by_env[second.host]["lost"] == 1 and by_env[first.host]["lost"] == 0, by_env
+    assert sum(env["env_steps"] for env in by_env.values()) == 150 == metrics["env_steps"]
+    lines = [record.getMessage() for record in caplog.records]
+    assert any(line.startswith(f"{second.host} stopped answering") for line in lines), lines
+    assert any(line.startswith(f"{second.host} answers again") for line in lines), lines
+    assert load_policy(tmp_path / "out").policy is not None and not (tmp_path / "out" / "partial").exists()
 
 
 def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):

@@ -23,7 +23,8 @@ import contextlib
 import copy
 import logging
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Protocol
@@ -81,7 +82,8 @@ class Replay:
         self.discount = torch.zeros(capacity)
         self.stepped = np.zeros(capacity, dtype=np.int64)
         self.marked_steps = np.zeros(capacity, dtype=np.int64)
-        self._open: list[list[int]] = []  # [row, rewards summed so far] while its sum grows
+        # each stream's (one env's) [row, rewards summed so far] while its sum grows
+        self._open: dict[int, list[list[int]]] = {}
 
     @classmethod
     def empty(cls, capacity: int, width: int, n_step: int, gamma: float) -> Replay:
@@ -95,25 +97,40 @@ class Replay:
         return row
 
     def step(
-        self, row: int, action: int, reward: float, terminated: bool, next_row: int, over: bool, marked: bool = False
+        self,
+        row: int,
+        action: int,
+        reward: float,
+        terminated: bool,
+        next_row: int,
+        over: bool,
+        marked: bool = False,
+        stream: int = 0,
     ) -> None:
-        """``row`` took ``action`` and landed on ``next_row``; the rows whose n-step sums are still
-        open (this one included) take the reward. ``over``: the episode ended here; ``marked``: a
-        person played this step."""
+        """``row`` took ``action`` and landed on ``next_row``; the rows of ``stream`` (the env that
+        stepped: several envs' fights interleave) whose n-step sums are still open, this one
+        included, take the reward. ``over``: the episode ended here; ``marked``: a person played
+        this step."""
         self.action[row], self.reward[row], self.discount[row] = action, 0.0, 1.0
         self.stepped[self.taken] = row
         self.taken += 1
         if marked:
             self.marked_steps[self.marked] = row
             self.marked += 1
-        self._open.append([row, 0])
-        for item in self._open:
+        open_rows = self._open.setdefault(stream, [])
+        open_rows.append([row, 0])
+        for item in open_rows:
             i = item[0]
             self.reward[i] += self.discount[i] * reward
             self.discount[i] = 0.0 if terminated else self.discount[i] * self.gamma
             self.next_row[i] = next_row
             item[1] += 1
-        self._open = [] if over else [item for item in self._open if item[1] < self.n_step]
+        self._open[stream] = [] if over else [item for item in open_rows if item[1] < self.n_step]
+
+    def close_stream(self, stream: int) -> None:
+        """``stream``'s fight ends unfinished (its game was lost): its open sums stay as they
+        stand, each counting the value of the last observation it reached."""
+        self._open.pop(stream, None)
 
     def sample(self, count: int, rng: np.random.Generator, marked: bool = False) -> tuple[torch.Tensor, ...]:
         """``count`` transitions drawn alike from every step taken (``marked``: from those a
@@ -184,6 +201,9 @@ class Learner:
         # torch thread as before (the same floats, in the same order): the targets' values beside
         # the critics' forward pass, the actor's step beside the critics' backward pass
         self._beside = ThreadPoolExecutor(1, thread_name_prefix="awac-beside")
+        # the weights an action is drawn from are whole: never half way through an update (several
+        # envs' actors act while the learner learns)
+        self.lock = threading.Lock()
 
     def close(self) -> None:
         """Lets the thread an update's halves share go (an update in flight finishes first)."""
@@ -197,7 +217,7 @@ class Learner:
     def act(self, features: torch.Tensor, rng: np.random.Generator) -> int:
         """An action drawn from the actor's distribution at one observation's features, or BC's
         where it proposes one the critics rate higher."""
-        with torch.no_grad():
+        with torch.no_grad(), self.lock:
             p = F.softmax(self.actor(features[None]), -1)[0].double().numpy()
             action = int(rng.choice(len(p), p=p / p.sum()))
             if self.proposer is None:
@@ -221,6 +241,10 @@ class Learner:
             return torch.maximum(value, q.gather(1, proposed)[:, 0])
 
     def update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool = True) -> dict[str, float]:
+        with self.lock:
+            return self._update(batch, actor_learns)
+
+    def _update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool) -> dict[str, float]:
         features, action, reward, next_features, discount = batch
         next_value = self._beside.submit(self.next_value, next_features)
         values = [rated(features) for rated in self.critics]
@@ -269,12 +293,61 @@ class Intervene(Protocol):
 
 
 class LostGame(Exception):
-    """The env's game was lost mid-run (its ``GameError`` is the cause), with what was trained
-    until then, for the caller to keep."""
+    """Every env's game was lost mid-run (the last one's ``GameError`` is the cause), with what
+    was trained until then, for the caller to keep."""
 
     def __init__(self, policy: ActorCriticPolicy, rows: list[dict], updates: list[dict], step: int) -> None:
         super().__init__(f"the game was lost at step {step}")
         self.policy, self.rows, self.updates, self.step = policy, rows, updates, step
+
+
+REJOIN_EVERY_S = 5.0
+"""How often an env whose game stopped answering tries it again, while the other envs play on."""
+
+
+@dataclass(frozen=True)
+class GameSeat:
+    """One env the run plays: a name for its lines (a gaming PC's ``host:port``), how to make it
+    (connected, reset once with its seed) and who may take over its steps."""
+
+    name: str
+    make: Callable[[], object]
+    intervene: Intervene | None = None
+
+
+@dataclass
+class _Seated:
+    """A seat's env as the run goes: its game, its fight's row and tallies, what it gave."""
+
+    seat: GameSeat
+    stream: int
+    env: object
+    row: int = 0
+    steps: int = 0
+    episodes: int = 0
+    lost: int = 0
+    learning: Future | None = None
+
+    def summary(self) -> dict:
+        return {"env": self.seat.name, "env_steps": self.steps, "episodes": self.episodes, "lost": self.lost}
+
+
+class _Run:
+    """What the envs' actors share: the learner and its thread, the replays, the draws, the budget
+    of steps they spend together, the curves, and whether the run is over. ``lock`` guards all
+    but the learner (which guards itself) and the envs (each its actor's own)."""
+
+    def __init__(self, learner: Learner, demo: Replay, online: Replay, config: FinetuneConfig, rng, thread, bar):
+        self.learner, self.demo, self.online, self.config, self.rng = learner, demo, online, config, rng
+        self.thread, self.bar = thread, bar
+        self.lock = threading.Lock()
+        self.claimed = 0
+        self.rows: list[dict] = []
+        self.updates: list[dict] = []
+        self.playing = 0
+        self.over = threading.Event()
+        self.lost: GameError | None = None
+        self.counts_takeovers = False
 
 
 # one observation a step, small batches an update: threads only contend (elden_il.policies.torch_threads)
@@ -283,104 +356,218 @@ def finetune_awac(
     bc: ActorCriticPolicy,
     demos: Demonstrations,
     config: FinetuneConfig,
-    make_env: Callable[[], object],
+    seats: Sequence[GameSeat],
     on_episode: Callable[[dict], None] | None = None,
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
-    intervene: Intervene | None = None,
     person: SharedKeys | None = None,
-) -> tuple[ActorCriticPolicy, list[dict], list[dict]]:
-    """``config.total_steps`` steps of the env ``make_env`` makes (one env, already seeded), each
-    followed by ``updates_per_step`` updates from demonstrations and the env's own steps (run
-    while the env plays the next step); the
-    policy (``bc``, a copy, its actor trained), the learning-curve rows (as PPO's: timesteps,
-    return, length, win; with ``intervene`` or ``person``, the steps taken over) and the updates' losses every
-    thousand steps. ``on_steps`` is told of each env step. ``intervene`` is shown each step's
-    state and the actor's choice first, and the action it returns is played instead; ``person``
-    shares the env's keys (``EldenRingEnv.share_keys``: a live game), and the steps they take
-    are played as they played them. Both kinds of step count as demonstrations too."""
+) -> tuple[ActorCriticPolicy, list[dict], list[dict], list[dict]]:
+    """``config.total_steps`` steps of the envs ``seats`` make, all of them together, each step
+    followed by ``updates_per_step`` updates from demonstrations and the envs' own steps (run
+    while the envs play their next steps); the policy (``bc``, a copy, its actor trained), the
+    learning-curve rows (as PPO's: timesteps, return, length, win; with interventions or
+    ``person``, the steps taken over; with several envs, which env), the updates' losses every
+    thousand steps, and what each env gave.
+
+    Each env has an actor of its own that plays at its game's pace, none waiting for the slowest:
+    one live game each, every step into the one replay, every action from the learner's latest
+    weights. An env whose game stops answering is one line; the steps it gave stay, the others
+    play on, and it rejoins when its game answers again. The run stops (``LostGame``, with what
+    it trained) only when every env has lost its game. One env plays exactly as it always did.
+
+    ``on_steps`` is told of each env step. A seat's ``intervene`` is shown each step's state and
+    the actor's choice first, and the action it returns is played instead; ``person`` shares the
+    one env's keys (``EldenRingEnv.share_keys``: a live game), and the steps they take are played
+    as they played them. Both kinds of step count as demonstrations too."""
     if not isinstance(bc.action_space, spaces.Discrete):
         raise ConfigError(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
             "use env.action_mode: discrete, or finetune.method: ppo"
         )
+    if person is not None and len(seats) != 1:
+        raise ConfigError("a person takes over the one live game at the machine they sit at: fine-tune with one env")
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     policy = copy.deepcopy(bc).train()
-    # released in reverse, however the run ends: a live game handed back at real time, then the
-    # thread an update's halves share
+    # released in reverse, however the run ends: the live games handed back at real time, then
+    # the thread an update's halves share
     with contextlib.ExitStack() as held:
         learner = Learner(policy, config)
         held.callback(learner.close)
         demo = demonstration_replay(demos, learner.features, config.n_step, config.gamma)
         for _ in range(config.critic_warmup_updates):
             learner.update(demo.sample(config.replay_batch, rng), actor_learns=False)
-        rows_kept, width = 2 * config.total_steps + 2, demo.features.shape[1]  # a step's row, and a reset's
+        # a step's row and a reset's, and each env's first
+        rows_kept, width = 2 * config.total_steps + 2 * len(seats), demo.features.shape[1]
         if rows_kept * width * 4 > MAX_REPLAY_BYTES:
             raise ConfigError(
                 f"finetune.total_steps = {config.total_steps}: awac would keep {rows_kept * width * 4 / 2**30:.1f} GiB of "
                 f"features ({width} floats a step), more than {MAX_REPLAY_BYTES / 2**30:g} GiB: take fewer steps"
             )
         online = Replay.empty(rows_kept, width, config.n_step, config.gamma)
-        env = make_env()
-        held.callback(env.close)
+        seated = []
+        for stream, seat in enumerate(seats):  # every game answers before the first step
+            seated.append(_Seated(seat, stream, seat.make()))
+            held.callback(lambda one=seated[-1]: one.env.close())
         if person is not None:
-            env.unwrapped.share_keys(person)
-        rows: list[dict] = []
-        updates: list[dict] = []
-        # The updates from the steps taken so far run on a thread of their own while the env plays the
-        # next step (torch lets go of the GIL while it computes): a step costs the longer of the two,
-        # not their sum, and a live game plays on while the learner learns. Each step's action waits
-        # for those updates: it is always the actor's latest.
-        learning: Future | None = None
+            seated[0].env.unwrapped.share_keys(person)
+        bar = held.enter_context(
+            progress(total=config.total_steps, shown=progress_bar, desc="fine-tuning", unit="step")
+        )
+        # The updates from the steps taken so far run on a thread of their own while the envs play
+        # their next steps (torch lets go of the GIL while it computes): a step costs the longer of
+        # the two, not their sum, and a live game plays on while the learner learns. Each step's
+        # action waits for the updates its env's previous step asked for: it is the actor's latest.
+        # Leaving the block waits for an update in flight: the policy is handed on whole.
+        with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
+            run = _Run(learner, demo, online, config, rng, learner_thread, bar)
+            run.playing = len(seated)
+            run.counts_takeovers = person is not None or any(seat.intervene is not None for seat in seats)
+            actors = ThreadPoolExecutor(max(1, len(seated) - 1), thread_name_prefix="awac-actor")
+            try:  # the first env's actor on this thread, where Ctrl-C lands; the others beside it
+                others = [actors.submit(_act, run, one, on_episode, on_steps, len(seated) > 1) for one in seated[1:]]
+                _act(run, seated[0], on_episode, on_steps, len(seated) > 1)
+                for other in others:
+                    other.result()
+            finally:  # however it ends, the other actors stop at their next step
+                run.over.set()
+                actors.shutdown()
+            if run.lost is not None:
+                raise LostGame(trained(policy), run.rows, run.updates, online.taken) from run.lost
+            _learnt(_learn(learner_thread, learner, demo, online, config, rng), run.updates)  # the last step's
+    return trained(policy), run.rows, run.updates, [one.summary() for one in seated]
+
+
+def _act(
+    run: _Run,
+    seated: _Seated,
+    on_episode: Callable[[dict], None] | None,
+    on_steps: Callable[[int], None] | None,
+    named: bool,
+) -> None:
+    """One env's actor: fights until the run's budget is spent, its game lost and found again
+    as often as it goes; returns when the run is over."""
+    while True:
         try:
-            # leaving the block waits for an update in flight: the policy is handed on whole
-            with ThreadPoolExecutor(1, thread_name_prefix="awac-learner") as learner_thread:
-                obs, _ = env.reset()
-                row = online.add(learner.features(_one(obs))[0])
-                episode_return, length, played = 0.0, 0, 0
-                if intervene is not None:
-                    intervene.new_fight()
-                for step in progress(range(config.total_steps), shown=progress_bar, desc="fine-tuning", unit="step"):
-                    _learnt(learning, updates)
-                    action = learner.act(online.features[row], rng)
-                    learning = _learn(learner_thread, learner, demo, online, config, rng)
-                    replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
-                    action = action if replaced is None else replaced
-                    obs, reward, terminated, truncated, info = env.step(action)
-                    person_played = bool(info.get("taken_over"))
-                    if person_played:  # the step was theirs: what they pressed is its action
-                        action = int(info["action"])
-                    taken_over = replaced is not None or person_played
-                    over = terminated or truncated
-                    next_row = online.add(learner.features(_one(obs))[0])
-                    online.step(row, action, float(reward), bool(terminated), next_row, over, marked=taken_over)
-                    if on_steps is not None:
-                        on_steps(1)
-                    row, episode_return, length = next_row, episode_return + float(reward), length + 1
-                    played += taken_over
-                    if over:
-                        rows.append(
-                            {
-                                "timesteps": step + 1,
-                                "return": episode_return,
-                                "length": length,
-                                "win": bool(info.get("win")),
-                            }
-                            | ({"taken_over": played} if intervene is not None or person is not None else {})
-                        )
-                        if on_episode is not None:
-                            on_episode(rows[-1])
-                        obs, _ = env.reset()
-                        row = online.add(learner.features(_one(obs))[0])
-                        episode_return, length, played = 0.0, 0, 0
-                        if intervene is not None:
-                            intervene.new_fight()
-                _learnt(learning, updates)  # the last step's updates: one set after every step, as ever
-                _learnt(_learn(learner_thread, learner, demo, online, config, rng), updates)
-        except GameError as e:
-            raise LostGame(trained(policy), rows, updates, online.taken) from e
-    return trained(policy), rows, updates
+            _fight(run, seated, on_episode, on_steps, named)
+            return
+        except GameError as error:
+            if not _lose(run, seated, error) or not _rejoin(run, seated):
+                return
+
+
+def _fight(
+    run: _Run,
+    seated: _Seated,
+    on_episode: Callable[[dict], None] | None,
+    on_steps: Callable[[int], None] | None,
+    named: bool,
+) -> None:
+    """Fights in ``seated``'s env from a reset, each step's action the learner's latest, until the
+    budget is spent; a ``GameError`` from its game goes to the caller."""
+    learner, online, env, intervene = run.learner, run.online, seated.env, seated.seat.intervene
+    obs, _ = env.reset()
+    features = learner.features(_one(obs))[0]
+    with run.lock:
+        seated.row = online.add(features)
+    episode_return, length, played = 0.0, 0, 0
+    if intervene is not None:
+        intervene.new_fight()
+    while True:
+        _learnt(seated.learning, run.updates)
+        seated.learning = None
+        with run.lock:
+            if run.claimed >= run.config.total_steps or run.over.is_set():
+                return
+            run.claimed += 1
+            action = learner.act(online.features[seated.row], run.rng)
+            seated.learning = _learn(run.thread, learner, run.demo, online, run.config, run.rng)
+        try:
+            replaced = intervene(env.unwrapped.state, action) if intervene is not None else None
+            action = action if replaced is None else replaced
+            obs, reward, terminated, truncated, info = env.step(action)
+        except GameError:
+            with run.lock:  # the step was never taken: it goes back to the budget
+                run.claimed -= 1
+            raise
+        person_played = bool(info.get("taken_over"))
+        if person_played:  # the step was theirs: what they pressed is its action
+            action = int(info["action"])
+        taken_over = replaced is not None or person_played
+        over = terminated or truncated
+        features = learner.features(_one(obs))[0]
+        with run.lock:
+            next_row = online.add(features)
+            online.step(seated.row, action, float(reward), bool(terminated), next_row, over, taken_over, seated.stream)
+            seated.steps += 1
+            timesteps = online.taken
+            run.bar.update(1)
+        if on_steps is not None:
+            on_steps(1)
+        seated.row, episode_return, length = next_row, episode_return + float(reward), length + 1
+        played += taken_over
+        if over:
+            row = {"timesteps": timesteps, "return": episode_return, "length": length, "win": bool(info.get("win"))}
+            if run.counts_takeovers:
+                row["taken_over"] = played
+            if named:
+                row["env"] = seated.seat.name
+            with run.lock:
+                seated.episodes += 1
+                run.rows.append(row)
+                if on_episode is not None:
+                    on_episode(row)
+            obs, _ = env.reset()
+            features = learner.features(_one(obs))[0]
+            with run.lock:
+                seated.row = online.add(features)
+            episode_return, length, played = 0.0, 0, 0
+            if intervene is not None:
+                intervene.new_fight()
+
+
+def _lose(run: _Run, seated: _Seated, error: GameError) -> bool:
+    """``seated``'s game stopped answering: its fight's open sums close where they stand, and
+    unless it was the last env playing (the run is then over, lost), one line says so and it
+    will try to rejoin (True)."""
+    _learnt(seated.learning, run.updates)
+    seated.learning = None
+    with run.lock:
+        run.online.close_stream(seated.stream)
+        seated.lost += 1
+        run.playing -= 1
+        last = run.playing == 0
+        if last:
+            run.lost = error
+            run.over.set()
+    if not last:
+        log.warning(
+            "%s stopped answering at step %d (%s): its %d steps stay in the replay, the others play on, and it "
+            "rejoins when it answers",
+            seated.seat.name,
+            run.online.taken,
+            error,
+            seated.steps,
+        )
+    with contextlib.suppress(GameError):
+        seated.env.close()
+    return not last
+
+
+def _rejoin(run: _Run, seated: _Seated) -> bool:
+    """Tries ``seated``'s game every ``REJOIN_EVERY_S`` until it answers (True) or the run is over."""
+    while not run.over.wait(REJOIN_EVERY_S):
+        try:
+            env = seated.seat.make()
+        except GameError as error:
+            log.debug("%s still does not answer: %s", seated.seat.name, error)
+            continue
+        with run.lock:
+            seated.env = env
+            run.playing += 1
+        log.warning("%s answers again: it rejoins the run at step %d", seated.seat.name, run.online.taken)
+        return True
+    return False
 
 
 def _learn(
@@ -406,7 +593,8 @@ def _learnt(learning: Future | None, updates: list[dict]) -> None:
     if learning is None:
         return
     seen, losses = learning.result()
-    if losses and seen % 1000 == 0:
+    # several envs may ask at the same count of steps: its thousandth is logged once
+    if losses and seen % 1000 == 0 and all(logged["timesteps"] != seen for logged in updates):
         updates.append({"timesteps": seen, **losses[-1]})
 
 

@@ -392,15 +392,17 @@ def finetune_once(
     start = member(load_policy(bc_policy_path), run)
     if config.method == "awac":
         from elden_il.data import demonstrations, open_dataset
-        from elden_il.training.awac import LostGame, finetune_awac
+        from elden_il.training.awac import GameSeat, LostGame, finetune_awac
 
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
-        make = seeded_env_fns(config, env_config)[0]
-        intervene = scripted_interventions(env_config) if config.interventions == "scripted" else None
+        seats = [
+            GameSeat(name, make, scripted_interventions(env_config) if config.interventions == "scripted" else None)
+            for name, make in zip(env_names(config), seeded_env_fns(config, env_config), strict=True)
+        ]
         person = person_at_the_keys(env_config) if config.interventions == "person" else None
         try:
-            policy, rows, updates = finetune_awac(
-                start, demos, config, make, on_episode, progress_bar, on_steps, intervene, person
+            policy, rows, updates, by_env = finetune_awac(
+                start, demos, config, seats, on_episode, progress_bar, on_steps, person
             )
         except LostGame as lost:
             kept = keep_partial_run(lost.policy, lost.rows, lost.updates, env_config, out)
@@ -418,6 +420,7 @@ def finetune_once(
         counting = [StepCount(on_steps)] if on_steps is not None else []
         model, curve = train(start, config, env_config, out, on_episode, [*callbacks, *counting], progress_bar)
         policy, rows, updates, steps = model.policy, curve.rows, curve.updates, model.num_timesteps
+        by_env = []
     seconds = time.perf_counter() - started
     save_run(policy, rows, updates, env_config, out)
     wins = [r["win"] for r in rows]
@@ -425,12 +428,21 @@ def finetune_once(
         "method": config.method,
         "timesteps": steps,
         "env_steps": steps,
-        "envs": config.num_envs,
+        "envs": len(env_names(config)),
         "env_steps_per_second": steps / seconds,
         "episodes": len(rows),
         "train_win_rate_last_50": float(np.mean(wins[-50:])) if wins else 0.0,
+        **({"by_env": by_env} if len(by_env) > 1 else {}),
         "config": asdict(config),
     }
+
+
+def env_names(config: FinetuneConfig) -> list[str]:
+    """What the run's lines call each env: a gaming PC by its ``host:port``, a simulator by its
+    backend and number."""
+    if config.backend == "siphon":
+        return list(config.hosts)
+    return [f"{config.backend} {i}" for i in range(config.num_envs)]
 
 
 def scripted_interventions(env_config: EnvConfig) -> ScriptedInterventions:

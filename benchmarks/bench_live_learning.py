@@ -1,7 +1,9 @@
-"""Does the one-env learner keep pace with a live game? Wall time per 1,000 live env steps of
-``finetune.method: awac`` against a simulator server (the real-server mode unless told
-otherwise), at each game speed, with learning on (``updates_per_step`` as params.yaml says) and
-off (0: the same run, playing only), side by side in one run.
+"""Does the learner keep pace with live games? Wall time per 1,000 live env steps of
+``finetune.method: awac`` against simulator servers (the real-server mode unless told
+otherwise) standing in for gaming PCs, one or several at once (``--pcs``), at each game speed,
+with learning on (``updates_per_step`` as params.yaml says) and off (0: the same run, playing
+only), side by side in one run; the env steps an hour that gives, and the CPU and memory of the
+learner (this process, every actor in it) and of the servers.
 
 A live step lasts its game time divided by the game speed (200 ms at 1x, 50 ms at 4x) plus what
 the wire and the pause cost; the learner's updates run on a thread of their own while the env
@@ -10,6 +12,7 @@ time. ``--in-process`` times the same runs against the in-process simulator inst
 pipeline's fine-tuning: no game to wait on, so the step and the updates share the CPU).
 
   python -m benchmarks.bench_live_learning --speeds 1 4 --steps 1000 --json /tmp/live_learning.json
+  python -m benchmarks.bench_live_learning --speeds 4 --pcs 1 2 3 --steps 1500 --json /tmp/pcs.json
   python -m benchmarks.bench_live_learning --in-process --steps 2000
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -54,10 +58,12 @@ def timed_run(
     speed: float | None,
     steps: int,
     updates: int,
+    pcs: int = 1,
 ) -> dict:
-    """One AWAC run of ``steps`` env steps at game ``speed`` (None: in-process); its env steps'
-    wall time, from the first to the last (the critic's warm-up and the server's start left out)
-    and this process's CPU over them."""
+    """One AWAC run of ``steps`` env steps, all ``pcs`` servers' together, at game ``speed``
+    (None: in-process); its env steps' wall time, from the first to the last (the critic's
+    warm-up and the servers' start left out) and this process's CPU over them; the servers' CPU
+    over their whole lives, and the most memory this process and any one server held."""
     from env.config import EnvConfig
 
     from elden_il.training.finetune import finetune_once
@@ -66,15 +72,16 @@ def timed_run(
         settings,
         method="awac",
         backend="sim" if speed is None else "sim_server",
-        num_envs=1,
+        num_envs=pcs,
         runs=1,
         game_speed=speed or 1,
         total_steps=steps,
         updates_per_step=updates,
     )
     marks: list[tuple[float, float]] = []
+    servers_cpu = _children_cpu()
     with tempfile.TemporaryDirectory() as tmp:
-        finetune_once(
+        metrics = finetune_once(
             policy,
             config,
             EnvConfig.load(policy),
@@ -87,12 +94,24 @@ def timed_run(
     per_step = 1000 / (len(marks) - 1)
     return {
         "speed": speed,
+        "pcs": pcs,
         "updates_per_step": updates,
         "steps": len(marks),
+        "steps_by_pc": [env["env_steps"] for env in metrics.get("by_env", [{"env_steps": len(marks)}])],
         "wall_s_per_1000_steps": (wall1 - wall0) * per_step,
+        "env_steps_per_hour": 3600 / ((wall1 - wall0) * per_step / 1000),
         "learner_cpu_s_per_1000_steps": (cpu1 - cpu0) * per_step,
-        "nominal_wall_s_per_1000_steps": None if speed is None else 1000 * 0.2 / speed,
+        "servers_cpu_s_per_1000_steps": (_children_cpu() - servers_cpu) * 1000 / len(marks),
+        "learner_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "server_max_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "nominal_wall_s_per_1000_steps": None if speed is None else 1000 * 0.2 / speed / pcs,
     }
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's ended children (the servers, once stopped)."""
+    times = os.times()
+    return times.children_user + times.children_system
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +130,11 @@ class LiveLearningArgs:
     speeds: tuple[float, ...] = dataclasses.field(
         default=(1.0, 4.0), metadata=flag("game speeds (default: 1 4)", type=ruled(float, GAME_SPEED), nargs="+")
     )
-    steps: int = checked(1000, whole(2, 1_000_000), "live env steps per run")
+    steps: int = checked(1000, whole(2, 1_000_000), "live env steps per run, all its PCs' together")
+    pcs: tuple[int, ...] = dataclasses.field(
+        default=(1,),
+        metadata=flag("simulator servers playing at once, as a lab's gaming PCs (default: 1)", type=int, nargs="+"),
+    )
     ideal: bool = dataclasses.field(
         default=False, metadata=flag("the simulator server's ideal mode, not its real-server mode")
     )
@@ -131,18 +154,23 @@ def benchmark(args: LiveLearningArgs, out: JsonOut) -> None:
     dataset = (params.dataset.id, args.minari)
     server = "in-process" if args.in_process else "ideal" if args.ideal else "real-server"
     results = {"machine": describe(), "server": server, "runs": []}
-    print(f"{'speed':>10} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'learner CPU s/1000':>19}")
+    print(
+        f"{'speed':>10} {'PCs':>4} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'steps/hour':>11} "
+        f"{'learner CPU s/1000':>19} {'servers CPU s/1000':>19}"
+    )
     for speed in (None,) if args.in_process else args.speeds:
-        for updates in (0, learning):
-            row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates)
-            results["runs"].append(row)
-            nominal = row["nominal_wall_s_per_1000_steps"]
-            print(
-                f"{'in-process' if speed is None else f'{speed:g}':>10} {updates:>12} "
-                f"{row['wall_s_per_1000_steps']:>12.1f} {'-' if nominal is None else f'{nominal:.0f}':>8} "
-                f"{row['learner_cpu_s_per_1000_steps']:>19.1f}",
-                flush=True,
-            )
+        for pcs in (1,) if args.in_process else args.pcs:
+            for updates in (0, learning):
+                row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates, pcs)
+                results["runs"].append(row)
+                nominal = row["nominal_wall_s_per_1000_steps"]
+                print(
+                    f"{'in-process' if speed is None else f'{speed:g}':>10} {pcs:>4} {updates:>12} "
+                    f"{row['wall_s_per_1000_steps']:>12.1f} {'-' if nominal is None else f'{nominal:.0f}':>8} "
+                    f"{row['env_steps_per_hour']:>11,.0f} {row['learner_cpu_s_per_1000_steps']:>19.1f} "
+                    f"{row['servers_cpu_s_per_1000_steps']:>19.1f}",
+                    flush=True,
+                )
     if out.json:
         out.json.write_text(json.dumps(results, indent=1))
 

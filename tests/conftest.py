@@ -80,6 +80,25 @@ def save_untrained(folder: Path, config: EnvConfig, saved_for: EnvConfig | None 
     return folder
 
 
+SHORT_FIGHTS = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
+"""An env of short fights (20 steps), where a few dozen steps of fine-tuning hold several."""
+
+
+@pytest.fixture(scope="module")
+def awac_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, Path]]:
+    """What AWAC starts from in ``SHORT_FIGHTS``: an untrained policy, and a dataset of one short
+    expert fight (its id, its Minari root)."""
+    from capture.build_dataset import build_dataset
+    from capture.record import RecordSettings, record
+
+    root = tmp_path_factory.mktemp("awac")
+    record(
+        RecordSettings(env=SHORT_FIGHTS, backend="sim", autopilot=True, max_episodes=1, max_episode_seconds=6, out=root)
+    )
+    build_dataset(root, "test/awac-v0", SHORT_FIGHTS, root=root / "minari")
+    return save_untrained(root / "bc", SHORT_FIGHTS), ("test/awac-v0", root / "minari")
+
+
 REAL_SERVER_TEST_ARGS = (
     "--real-server",
     "--scan-ms",

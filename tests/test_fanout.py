@@ -617,3 +617,40 @@ def test_ppo_trains_on_the_ray_vector_env_with_the_local_rollouts(on_cluster: st
     ray_actions, ray_rewards = buffer(RayVecEnv(env_fns(VEC_CONFIG, "sim", 2)))
     np.testing.assert_array_equal(ray_actions, actions)
     np.testing.assert_array_equal(ray_rewards, rewards)
+
+
+@pytest.mark.slow
+def test_awac_plays_each_of_its_envs_in_a_ray_actor_on_the_cluster(
+    on_cluster: str, awac_start, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With ``RAY_ADDRESS`` set, each env AWAC plays is made and stepped in a Ray actor (next to
+    its game, wherever that is), the scripted human reading the game's state from there; the
+    learner and the replay stay here, and the envs' steps add up to the budget."""
+    from conftest import SHORT_FIGHTS
+
+    from elden_il.params import FinetuneConfig
+    from elden_il.training import finetune as finetuning
+    from elden_il.training.ray_vec_env import RayEnv
+
+    made: list[RayEnv] = []
+
+    class Counted(RayEnv):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(finetuning, "RayEnv", Counted)
+    bc_path, dataset = awac_start
+    run = FinetuneConfig(
+        method="awac",
+        total_steps=40,
+        num_envs=2,
+        critic_warmup_updates=5,
+        replay_batch=16,
+        critic_hidden=16,
+        interventions="scripted",
+    )
+    rows: list[dict] = []
+    metrics = finetuning.finetune_once(bc_path, run, SHORT_FIGHTS, tmp_path / "out", rows.append, dataset=dataset)
+    assert len(made) == 2 and sum(env["env_steps"] for env in metrics["by_env"]) == 40 == metrics["env_steps"]
+    assert rows and all("taken_over" in row for row in rows)

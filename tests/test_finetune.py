@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TINY_NETWORK, save_untrained, untrained_policy
+from conftest import SHORT_FIGHTS, TINY_NETWORK, save_untrained, untrained_policy
 from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -43,8 +43,8 @@ from elden_il.training.finetune import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIG = EnvConfig(profile="sim_margit", action_history=4, max_steps=20)
-"""The env every tiny run here fine-tunes in: short fights, so a few dozen steps hold several."""
+CONFIG = SHORT_FIGHTS
+"""The env every tiny run here fine-tunes in."""
 
 
 TINY_RUN = FinetuneConfig(total_steps=96, num_envs=1, n_steps=32, batch_size=32, n_epochs=1, value_warmup_steps=0)
@@ -492,18 +492,6 @@ AWAC_RUN = FinetuneConfig(
     method="awac", total_steps=60, num_envs=1, critic_warmup_updates=5, replay_batch=16, critic_hidden=16
 )
 """A few dozen env steps of AWAC, each with its update, after five on the demonstrations alone."""
-
-
-@pytest.fixture(scope="module")
-def awac_start(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple[str, Path]]:
-    """An untrained policy for ``CONFIG`` and a dataset of one short expert fight in that env."""
-    from capture.build_dataset import build_dataset
-    from capture.record import RecordSettings, record
-
-    root = tmp_path_factory.mktemp("awac")
-    record(RecordSettings(env=CONFIG, backend="sim", autopilot=True, max_episodes=1, max_episode_seconds=6, out=root))
-    build_dataset(root, "test/awac-v0", CONFIG, root=root / "minari")
-    return untrained_bc(root / "bc"), ("test/awac-v0", root / "minari")
 
 
 def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_features_bc_learnt(

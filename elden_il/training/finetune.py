@@ -21,6 +21,7 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,7 @@ from elden_il.params import FinetuneConfig
 from elden_il.policies.policy import load_policy, member, network_size, policy_kwargs, save_policy
 from elden_il.training.finetune_runs import finetune_runs
 from elden_il.training.interventions import ScriptedInterventions
+from elden_il.training.ray_vec_env import RayEnv, RayVecEnv
 
 log = logging.getLogger(__name__)
 
@@ -294,8 +296,6 @@ def local_or_ray_vec_env(fns: list, subprocesses: bool) -> VecEnv:
     """The sub-envs in Ray actors on the cluster when ``RAY_ADDRESS`` is set (the same rollouts,
     ``elden_il.training.ray_vec_env``), else in sub-processes or in this process as ``subprocesses`` says."""
     if cluster_address() is not None:
-        from elden_il.training.ray_vec_env import RayVecEnv
-
         return RayVecEnv(fns)
     return SubprocVecEnv(fns) if subprocesses and len(fns) > 1 else DummyVecEnv(fns)
 
@@ -338,6 +338,11 @@ def check_live_setup(config: FinetuneConfig) -> None:
     demonstrations (a gigabyte and more) and the critics' warm-up: a display to hear the person
     who takes over (``interventions: person``), and each host's Siphon server answering. Each one
     line naming the setting in params.yaml."""
+    if config.interventions == "person" and cluster_address() is not None:
+        raise ConfigError(
+            f"finetune.interventions person hears you at this machine's keys, and RAY_ADDRESS={cluster_address()} "
+            "plays the game in a Ray actor: unset RAY_ADDRESS to take over, or set finetune.interventions to none"
+        )
     if config.interventions == "person":
         need_display(
             "finetune.interventions person (you at this machine's keys, heard through pynput)",
@@ -396,7 +401,11 @@ def finetune_once(
 
         demos = demonstrations(open_dataset(*dataset), final_observations=True)
         seats = [
-            GameSeat(name, make, scripted_interventions(env_config) if config.interventions == "scripted" else None)
+            GameSeat(
+                name,
+                make if cluster_address() is None else partial(RayEnv, make),
+                scripted_interventions(env_config) if config.interventions == "scripted" else None,
+            )
             for name, make in zip(env_names(config), seeded_env_fns(config, env_config), strict=True)
         ]
         person = person_at_the_keys(env_config) if config.interventions == "person" else None

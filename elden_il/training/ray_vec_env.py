@@ -1,6 +1,7 @@
-"""A Stable-Baselines3 vector env whose sub-envs live in Ray actors, anywhere on the cluster
-``RAY_ADDRESS`` names: in-process simulators, simulator servers, or clients of Siphon hosts.
-PPO takes it as any ``VecEnv``.
+"""Envs that live in Ray actors, anywhere on the cluster ``RAY_ADDRESS`` names: in-process
+simulators, simulator servers, or clients of Siphon hosts. ``RayVecEnv`` is a Stable-Baselines3
+vector env of them, which PPO takes as any ``VecEnv``; ``RayEnv`` is one of them as a Gymnasium
+env, which AWAC's actor for one gaming PC steps (``elden_il.training.awac``).
 
 Each actor runs SB3's own sub-process worker loop (``SubprocVecEnv``'s ``_worker``) on a pipe
 inside the actor, and this class is ``SubprocVecEnv`` with the pipes replaced by actor calls:
@@ -19,6 +20,8 @@ import gymnasium as gym
 from stable_baselines3.common.vec_env import SubprocVecEnv
 from stable_baselines3.common.vec_env.base_vec_env import CloudpickleWrapper, VecEnv
 from stable_baselines3.common.vec_env.subproc_vec_env import _worker
+
+from env.common.errors import GameError
 
 from elden_il.fanout import connect
 
@@ -81,3 +84,62 @@ class RayVecEnv(SubprocVecEnv):
         self.remotes[0].send(("get_spaces", None))
         observation_space, action_space = self.remotes[0].recv()
         VecEnv.__init__(self, len(env_fns), observation_space, action_space)
+
+
+class _OneEnv:
+    """One env in a Ray actor, as Gymnasium calls it."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env]) -> None:
+        self.env = env_fn()
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        return self.env.observation_space, self.env.action_space
+
+    def reset(self, seed: int | None, options: dict | None) -> tuple:
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple:
+        return self.env.step(action)
+
+    def state(self) -> Any:
+        return self.env.unwrapped.state
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class RayEnv(gym.Env):
+    """The env ``env_fn`` makes, made and stepped in a Ray actor of ``cpus`` CPUs on the cluster
+    ``RAY_ADDRESS`` names (``elden_il.fanout.connect``): next to the game it plays, wherever that
+    is. Its game's state (``state``, which the scripted interventions read) comes from there too.
+    What the env raises there is raised here as itself, and an actor gone with its node is a
+    ``GameError``: a lost game reads the same either way."""
+
+    def __init__(self, env_fn: Callable[[], gym.Env], cpus: float = 1.0) -> None:
+        self._ray = connect()
+        self._actor = self._ray.remote(num_cpus=cpus)(_OneEnv).remote(env_fn)
+        self.observation_space, self.action_space = self._call("spaces")
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return self._ray.get(getattr(self._actor, method).remote(*args))
+        except self._ray.exceptions.RayTaskError as e:
+            raise e.cause from None
+        except self._ray.exceptions.RayActorError as e:
+            raise GameError(f"the Ray actor that played this env is gone ({type(e).__name__})") from None
+
+    @property
+    def state(self) -> Any:
+        return self._call("state")
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple:
+        return self._call("reset", seed, options)
+
+    def step(self, action: Any) -> tuple:
+        return self._call("step", action)
+
+    def close(self) -> None:
+        try:
+            self._call("close")
+        finally:
+            self._ray.kill(self._actor)

@@ -19,8 +19,9 @@ class FightTracker:
     ``boss_npc_id``, only a fight against that NPC starts one (Siphon's NPC attributes follow
     whatever the player targeted last: on the game, a soldier on the way back to the boss); with
     ``boss_npc_param_id`` too, only one whose ``NpcParamId`` (where the state has it) is that
-    (Morgott has Margit's model, so her NpcId). A fresh fight against another NPC starts none,
-    and says so once per NPC: a profile that names the boss by a number the game does not show
+    (Morgott has Margit's model, so her NpcId). A fight against another NPC starts none, and
+    where the boss would have started one (a fresh fight, or the first state seen) says so once
+    per NPC: a profile that names the boss by a number the game does not show
     would otherwise record nothing, silently. ``profile``: where ``[fight]`` is, for that line."""
 
     def __init__(
@@ -50,7 +51,7 @@ class FightTracker:
             self._seen_any = True
             self.fighting = True
             return "start"
-        if other is not None and fresh:
+        if other is not None and (fresh or not self._seen_any):  # as the boss would have started one
             self._name_the_other_target(other)
         self._seen_any = True
         return None

@@ -105,6 +105,19 @@ def test_a_fresh_fight_against_another_npc_is_named_once_with_the_key_to_set(cap
     assert not caplog.records
 
 
+def test_a_recording_begun_mid_fight_against_another_npc_names_it_at_once(caplog):
+    """Recording may begin mid-fight, where the boss starts an episode on the first state seen:
+    another NPC seen there is named at once too, not only at the next fresh fight (a recording
+    begun against the wrong boss said nothing until the player died)."""
+    tracker = FightTracker(boss_npc_id=213000, profile="p.toml")
+    godrick = {"HeroHp": 700, "HeroMaxHp": 1100, "NpcHp": 3000, "NpcMaxHp": 6080, "NpcId": 215000}
+    with caplog.at_level(logging.WARNING, logger="capture.episode_cuts"):
+        assert tracker.update(godrick) is None and tracker.update(godrick) is None
+    assert [r.getMessage()[:58] for r in caplog.records] == [
+        "the targeted NPC is 215000, not p.toml's fight.boss_npc_id"
+    ]
+
+
 def test_a_boss_sharing_the_bosss_model_is_told_apart_by_its_npc_param_id_and_named_once(caplog):
     """Morgott has Margit's model, so her NpcId: with the profile's boss_npc_param_id, a fresh
     fight against him starts no episode and is named once, with the number read and the key to

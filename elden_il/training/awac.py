@@ -188,7 +188,10 @@ class Learner:
         self.actor = nn.Sequential(policy.mlp_extractor.policy_net, policy.action_net)
         actions = int(policy.action_space.n)
         width = policy.features_extractor.features_dim
-        self.critics = nn.ModuleList([critic(width, config.critic_hidden, actions) for _ in range(2)])
+        # on the policy's device (a GPU where load_policy found one); the replays stay in memory,
+        # each batch moved there
+        self.device = policy.device
+        self.critics = nn.ModuleList([critic(width, config.critic_hidden, actions) for _ in range(2)]).to(self.device)
         self.targets = copy.deepcopy(self.critics).requires_grad_(False)
         # BC's own head as BC left it, where it proposes actions beside the actor's (IBRL's way)
         self.proposer = copy.deepcopy(self.actor).requires_grad_(False) if config.bc_proposals else None
@@ -217,8 +220,9 @@ class Learner:
     def act(self, features: torch.Tensor, rng: np.random.Generator) -> int:
         """An action drawn from the actor's distribution at one observation's features, or BC's
         where it proposes one the critics rate higher."""
+        features = features.to(self.device)
         with torch.no_grad(), self.lock:
-            p = F.softmax(self.actor(features[None]), -1)[0].double().numpy()
+            p = F.softmax(self.actor(features[None]), -1)[0].double().cpu().numpy()
             action = int(rng.choice(len(p), p=p / p.sum()))
             if self.proposer is None:
                 return action
@@ -245,7 +249,7 @@ class Learner:
             return self._update(batch, actor_learns)
 
     def _update(self, batch: tuple[torch.Tensor, ...], actor_learns: bool) -> dict[str, float]:
-        features, action, reward, next_features, discount = batch
+        features, action, reward, next_features, discount = (part.to(self.device) for part in batch)
         next_value = self._beside.submit(self.next_value, next_features)
         values = [rated(features) for rated in self.critics]
         target = reward + discount * next_value.result()

@@ -2,8 +2,8 @@
 ``finetune.method: awac`` against simulator servers (the real-server mode unless told
 otherwise) standing in for gaming PCs, one or several at once (``--pcs``), at each game speed,
 with learning on (``updates_per_step`` as params.yaml says) and off (0: the same run, playing
-only), side by side in one run; the env steps an hour that gives, and the CPU and memory of the
-learner (this process, every actor in it) and of the servers.
+only), side by side in one run; the env steps an hour that gives, the CPU of the learner (this
+process, every actor in it) and of the servers, and the learner's memory.
 
 A live step lasts its game time divided by the game speed (200 ms at 1x, 50 ms at 4x) plus what
 the wire and the pause cost; the learner's updates run on a thread of their own while the env
@@ -63,7 +63,7 @@ def timed_run(
     """One AWAC run of ``steps`` env steps, all ``pcs`` servers' together, at game ``speed``
     (None: in-process); its env steps' wall time, from the first to the last (the critic's
     warm-up and the servers' start left out) and this process's CPU over them; the servers' CPU
-    over their whole lives, and the most memory this process and any one server held."""
+    over their whole lives, and the most memory this process has held so far."""
     from env.config import EnvConfig
 
     from elden_il.training.finetune import finetune_once
@@ -103,7 +103,6 @@ def timed_run(
         "learner_cpu_s_per_1000_steps": (cpu1 - cpu0) * per_step,
         "servers_cpu_s_per_1000_steps": (_children_cpu() - servers_cpu) * 1000 / len(marks),
         "learner_max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "server_max_rss_mib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "nominal_wall_s_per_1000_steps": None if speed is None else 1000 * 0.2 / speed / pcs,
     }
 

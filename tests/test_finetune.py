@@ -860,6 +860,38 @@ def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the
     assert load_policy(tmp_path / "out").policy is not None and not (tmp_path / "out" / "partial").exists()
 
 
+@pytest.mark.timeout(180)
+def test_a_pc_lost_for_good_is_named_and_the_others_spend_the_budget(awac_start, tmp_path: Path, monkeypatch, caplog):
+    """The first PC (its actor on the run's own thread) stopped after its first fight, for good:
+    the second spends the budget, and the run ends with its policy rather than waiting on."""
+    import logging
+
+    from env.sim.launcher import SimServer
+
+    from elden_il.training import awac
+
+    monkeypatch.setattr(awac, "REJOIN_EVERY_S", 0.2)
+    bc_path, dataset = awac_start
+    with (
+        SimServer(size=(84, 84)) as first,
+        SimServer(size=(84, 84)) as second,
+        first.player(),
+        second.player(),
+        caplog.at_level(logging.WARNING, logger="elden_il.training.awac"),
+    ):
+
+        def on_episode(row: dict) -> None:
+            if row["env"] == first.host:
+                first.stop()
+
+        live = replace(AWAC_RUN, total_steps=120, backend="siphon", hosts=(first.host, second.host), game_speed=4)
+        metrics = finetune_once(bc_path, live, CONFIG, tmp_path / "out", on_episode, dataset=dataset)
+    by_env = {env["env"]: env for env in metrics["by_env"]}
+    assert by_env[first.host]["lost"] == 1 and by_env[second.host]["env_steps"] > 0, by_env
+    assert any(record.getMessage().startswith(f"{first.host} stopped answering") for record in caplog.records)
+    assert load_policy(tmp_path / "out").policy is not None
+
+
 def test_the_steps_a_person_took_over_are_drawn_as_demonstrations(awac_start):
     """``demo_fraction`` of every batch (here half) is demonstrations: the recorded ones and the
     steps a person played, in proportion to how many there are of each; the rest the env's own

@@ -481,7 +481,9 @@ def _fight(
         _learnt(seated.learning, run.updates)
         seated.learning = None
         with run.lock:
-            if run.claimed >= run.config.total_steps or run.over.is_set():
+            if run.claimed >= run.config.total_steps:
+                run.over.set()  # an env still waiting for its game stops waiting
+            if run.over.is_set():
                 return
             run.claimed += 1
             action = learner.act(online.features[seated.row], run.rng)

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from gymnasium import spaces
 from stable_baselines3.common.policies import ActorCriticPolicy
 from torch import nn
+from tqdm import tqdm
 
 from env.common.errors import ConfigError, GameError
 from env.common.progress import progress
@@ -341,7 +342,16 @@ class _Run:
     of steps they spend together, the curves, and whether the run is over. ``lock`` guards all
     but the learner (which guards itself) and the envs (each its actor's own)."""
 
-    def __init__(self, learner: Learner, demo: Replay, online: Replay, config: FinetuneConfig, rng, thread, bar):
+    def __init__(
+        self,
+        learner: Learner,
+        demo: Replay,
+        online: Replay,
+        config: FinetuneConfig,
+        rng: np.random.Generator,
+        thread: ThreadPoolExecutor,
+        bar: tqdm,
+    ) -> None:
         self.learner, self.demo, self.online, self.config, self.rng = learner, demo, online, config, rng
         self.thread, self.bar = thread, bar
         self.lock = threading.Lock()
@@ -352,6 +362,11 @@ class _Run:
         self.over = threading.Event()
         self.lost: GameError | None = None
         self.counts_takeovers = False
+        """Whether each fight's row counts the steps taken over (interventions, or a person)."""
+        self.named = False
+        """Whether each fight's row names its env (several envs)."""
+        self.on_episode: Callable[[dict], None] | None = None
+        self.on_steps: Callable[[int], None] | None = None
 
 
 # one observation a step, small batches an update: threads only contend (elden_il.policies.torch_threads)
@@ -427,10 +442,11 @@ def finetune_awac(
             run = _Run(learner, demo, online, config, rng, learner_thread, bar)
             run.playing = len(seated)
             run.counts_takeovers = person is not None or any(seat.intervene is not None for seat in seats)
+            run.named, run.on_episode, run.on_steps = len(seated) > 1, on_episode, on_steps
             actors = ThreadPoolExecutor(max(1, len(seated) - 1), thread_name_prefix="awac-actor")
             try:  # the first env's actor on this thread, where Ctrl-C lands; the others beside it
-                others = [actors.submit(_act, run, one, on_episode, on_steps, len(seated) > 1) for one in seated[1:]]
-                _act(run, seated[0], on_episode, on_steps, len(seated) > 1)
+                others = [actors.submit(_act, run, one) for one in seated[1:]]
+                _act(run, seated[0])
                 for other in others:
                     other.result()
             finally:  # however it ends, the other actors stop at their next step
@@ -442,41 +458,24 @@ def finetune_awac(
     return trained(policy), run.rows, run.updates, [one.summary() for one in seated]
 
 
-def _act(
-    run: _Run,
-    seated: _Seated,
-    on_episode: Callable[[dict], None] | None,
-    on_steps: Callable[[int], None] | None,
-    named: bool,
-) -> None:
+def _act(run: _Run, seated: _Seated) -> None:
     """One env's actor: fights until the run's budget is spent, its game lost and found again
     as often as it goes; returns when the run is over."""
     while True:
         try:
-            _fight(run, seated, on_episode, on_steps, named)
+            _fight(run, seated)
             return
         except GameError as error:
             if not _lose(run, seated, error) or not _rejoin(run, seated):
                 return
 
 
-def _fight(
-    run: _Run,
-    seated: _Seated,
-    on_episode: Callable[[dict], None] | None,
-    on_steps: Callable[[int], None] | None,
-    named: bool,
-) -> None:
+def _fight(run: _Run, seated: _Seated) -> None:
     """Fights in ``seated``'s env from a reset, each step's action the learner's latest, until the
     budget is spent; a ``GameError`` from its game goes to the caller."""
     learner, online, env, intervene = run.learner, run.online, seated.env, seated.seat.intervene
-    obs, _ = env.reset()
-    features = learner.features(_one(obs))[0]
-    with run.lock:
-        seated.row = online.add(features)
+    _new_fight(run, seated)
     episode_return, length, played = 0.0, 0, 0
-    if intervene is not None:
-        intervene.new_fight()
     while True:
         _learnt(seated.learning, run.updates)
         seated.learning = None
@@ -508,28 +507,34 @@ def _fight(
             seated.steps += 1
             timesteps = online.taken
             run.bar.update(1)
-        if on_steps is not None:
-            on_steps(1)
+        if run.on_steps is not None:
+            run.on_steps(1)
         seated.row, episode_return, length = next_row, episode_return + float(reward), length + 1
         played += taken_over
         if over:
             row = {"timesteps": timesteps, "return": episode_return, "length": length, "win": bool(info.get("win"))}
             if run.counts_takeovers:
                 row["taken_over"] = played
-            if named:
+            if run.named:
                 row["env"] = seated.seat.name
             with run.lock:
                 seated.episodes += 1
                 run.rows.append(row)
-                if on_episode is not None:
-                    on_episode(row)
-            obs, _ = env.reset()
-            features = learner.features(_one(obs))[0]
-            with run.lock:
-                seated.row = online.add(features)
+                if run.on_episode is not None:
+                    run.on_episode(row)
+            _new_fight(run, seated)
             episode_return, length, played = 0.0, 0, 0
-            if intervene is not None:
-                intervene.new_fight()
+
+
+def _new_fight(run: _Run, seated: _Seated) -> None:
+    """``seated``'s env reset: its first observation a row of the replay, whoever may take over
+    told of the new fight."""
+    obs, _ = seated.env.reset()
+    features = run.learner.features(_one(obs))[0]
+    with run.lock:
+        seated.row = run.online.add(features)
+    if seated.seat.intervene is not None:
+        seated.seat.intervene.new_fight()
 
 
 def _lose(run: _Run, seated: _Seated, error: GameError) -> bool:

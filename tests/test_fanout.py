@@ -628,6 +628,9 @@ def test_awac_plays_each_of_its_envs_in_a_ray_actor_on_the_cluster(
     learner and the replay stay here, and the envs' steps add up to the budget."""
     from conftest import SHORT_FIGHTS
 
+    from env.common.errors import GameError
+    from env.sim.launcher import free_port
+
     from elden_il.params import FinetuneConfig
     from elden_il.training import finetune as finetuning
     from elden_il.training.ray_vec_env import RayEnv
@@ -654,3 +657,6 @@ def test_awac_plays_each_of_its_envs_in_a_ray_actor_on_the_cluster(
     metrics = finetuning.finetune_once(bc_path, run, SHORT_FIGHTS, tmp_path / "out", rows.append, dataset=dataset)
     assert len(made) == 2 and sum(env["env_steps"] for env in metrics["by_env"]) == 40 == metrics["env_steps"]
     assert rows and all("taken_over" in row for row in rows)
+    nobody = f"127.0.0.1:{free_port()}"  # a PC whose game is down: Siphon's own line, through the actor
+    with pytest.raises(GameError, match=f"no Siphon server at {nobody}"):
+        RayEnv(partial(make_env, SHORT_FIGHTS, backend="siphon", host=nobody))

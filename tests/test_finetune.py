@@ -763,9 +763,9 @@ def test_several_envs_fill_one_replay_each_at_its_own_pace_the_budget_theirs_tog
     assert any(not torch.equal(bc[name], tuned[name]) for name in bc if name.startswith("action_net"))
 
 
-def test_fights_interleaved_in_one_replay_sum_their_rewards_apart():
+def test_fights_interleaved_in_one_replay_sum_their_rewards_apart_and_a_full_one_grows():
     """Two envs' steps arrive interleaved; each row's n-step sum is its own fight's rewards alone,
-    and a fight whose game was lost keeps the sums it had."""
+    a replay with no room left grows, and a fight whose game was lost keeps the sums it had."""
     from elden_il.training.awac import Replay
 
     def played(order: list[tuple[int, float, bool]]) -> list[float]:
@@ -782,6 +782,11 @@ def test_fights_interleaved_in_one_replay_sum_their_rewards_apart():
     apart = [(stream, reward, i == 3) for stream, rewards in fights.items() for i, reward in enumerate(rewards)]
     together = [(stream, fights[stream][i], i == 3) for i in range(4) for stream in fights]
     assert played(apart) == played(together) and 1 + 2 * 0.5 + 4 * 0.25 in played(together)
+    full = Replay.empty(2, 1, 3, 0.5)  # an env back again and again adds rows with no step: it grows
+    rows = [full.add(torch.full((1,), float(i))) for i in range(5)]
+    full.step(rows[3], 2, 1.0, True, rows[4], True)
+    assert rows == [0, 1, 2, 3, 4] and full.features[:5, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert full.taken == 1 and int(full.action[3]) == 2 and int(full.next_row[3]) == 4
     lost = Replay.empty(8, 1, 3, 0.5)
     first = lost.add(torch.zeros(1))
     lost.step(first, 0, 1.0, False, second := lost.add(torch.zeros(1)), False)

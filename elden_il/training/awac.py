@@ -91,11 +91,23 @@ class Replay:
         return cls(torch.zeros(capacity, width), n_step, gamma)
 
     def add(self, features: torch.Tensor) -> int:
-        """A new observation's row."""
+        """A new observation's row (the replay grows when full: a game that drops out again and
+        again adds a first row at each return, with no step)."""
+        if self.rows == len(self.features):
+            self._grow(max(1024, len(self.features) // 8))
         row = self.rows
         self.features[row] = features
         self.rows += 1
         return row
+
+    def _grow(self, more: int) -> None:
+        self.features = torch.cat([self.features, self.features.new_zeros(more, *self.features.shape[1:])])
+        for name in ("action", "reward", "next_row", "discount"):
+            held = getattr(self, name)
+            setattr(self, name, torch.cat([held, held.new_zeros(more)]))
+        for name in ("stepped", "marked_steps"):
+            held = getattr(self, name)
+            setattr(self, name, np.concatenate([held, np.zeros(more, held.dtype)]))
 
     def step(
         self,
@@ -460,14 +472,19 @@ def finetune_awac(
 
 def _act(run: _Run, seated: _Seated) -> None:
     """One env's actor: fights until the run's budget is spent, its game lost and found again
-    as often as it goes; returns when the run is over."""
-    while True:
-        try:
-            _fight(run, seated)
-            return
-        except GameError as error:
-            if not _lose(run, seated, error) or not _rejoin(run, seated):
+    as often as it goes; returns when the run is over. Anything else it raises ends the run for
+    every actor."""
+    try:
+        while True:
+            try:
+                _fight(run, seated)
                 return
+            except GameError as error:
+                if not _lose(run, seated, error) or not _rejoin(run, seated):
+                    return
+    except BaseException:
+        run.over.set()
+        raise
 
 
 def _fight(run: _Run, seated: _Seated) -> None:

@@ -3,8 +3,9 @@ simulators, simulator servers, or clients of Siphon hosts. ``RayVecEnv`` is a St
 vector env of them, which PPO takes as any ``VecEnv``; ``RayEnv`` is one of them as a Gymnasium
 env, which AWAC's actor for one gaming PC steps (``elden_il.training.awac``).
 
-Each actor runs SB3's own sub-process worker loop (``SubprocVecEnv``'s ``_worker``) on a pipe
-inside the actor, and this class is ``SubprocVecEnv`` with the pipes replaced by actor calls:
+Each of ``RayVecEnv``'s actors runs SB3's own sub-process worker loop (``SubprocVecEnv``'s
+``_worker``) on a pipe inside the actor, and ``RayVecEnv`` is ``SubprocVecEnv`` with the pipes
+replaced by actor calls:
 stepping, auto-reset, terminal observations, seeds and attribute access are SB3's code, so the
 rollouts are those of the local vector envs for the same seeds.
 """
@@ -87,12 +88,14 @@ class RayVecEnv(SubprocVecEnv):
 
 
 class _OneEnv:
-    """One env in a Ray actor, as Gymnasium calls it."""
+    """One env in a Ray actor, as Gymnasium calls it. Made by ``open``, not with the actor: what
+    making it raises (no game at the host) then comes back as a task's error, the exception itself."""
 
     def __init__(self, env_fn: Callable[[], gym.Env]) -> None:
-        self.env = env_fn()
+        self.env_fn = env_fn
 
-    def spaces(self) -> tuple[gym.Space, gym.Space]:
+    def open(self) -> tuple[gym.Space, gym.Space]:
+        self.env = self.env_fn()
         return self.env.observation_space, self.env.action_space
 
     def reset(self, seed: int | None, options: dict | None) -> tuple:
@@ -118,7 +121,11 @@ class RayEnv(gym.Env):
     def __init__(self, env_fn: Callable[[], gym.Env], cpus: float = 1.0) -> None:
         self._ray = connect()
         self._actor = self._ray.remote(num_cpus=cpus)(_OneEnv).remote(env_fn)
-        self.observation_space, self.action_space = self._call("spaces")
+        try:
+            self.observation_space, self.action_space = self._call("open")
+        except BaseException:
+            self._ray.kill(self._actor)  # its CPU back to the cluster
+            raise
 
     def _call(self, method: str, *args: Any) -> Any:
         try:

@@ -217,7 +217,9 @@ import multiprocessing as mp
 from env.common import interrupts
 from elden_il.fanout import _born_deaf_to_ctrl_c
 
-SAYS_ITS_MASK = "import signal; print('born', 'deaf' if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()) else 'hearing', flush=True)"
+# each line one write(2): the two processes share the pipe, and print() with PYTHONUNBUFFERED (as CI
+# runs) writes a line's words and its newline apart, so that they interleave ("bornheard")
+SAYS_ITS_MASK = "import os, signal; os.write(1, b'born deaf\\\\n' if signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, set()) else b'born hearing\\\\n')"
 with interrupts.watched():
     try:
         with _born_deaf_to_ctrl_c():
@@ -225,9 +227,9 @@ with interrupts.watched():
             worker.start()
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the workers are being spawned
             time.sleep(0.2)
-        print("ran on", flush=True)
+        os.write(1, b"ran on\\n")
     except KeyboardInterrupt:
-        print("heard", flush=True)
+        os.write(1, b"heard\\n")
 worker.join()
 """
 

@@ -10,10 +10,13 @@ the wire and the pause cost; the learner's updates run on a thread of their own 
 plays the next step. If they take less than a step, an hour of play is about an hour of wall
 time. ``--in-process`` times the same runs against the in-process simulator instead (the
 pipeline's fine-tuning: no game to wait on, so the step and the updates share the CPU).
+``--watched`` adds, beside each learning run, the same run recording its live view
+(``elden_il.view.live_run``: each PC's state and pace, the learner's, the win rate), to show
+what watching a run costs it.
 
   python -m benchmarks.bench_live_learning --speeds 1 4 --steps 1000 --json /tmp/live_learning.json
   python -m benchmarks.bench_live_learning --speeds 4 --pcs 1 2 3 --steps 1500 --json /tmp/pcs.json
-  python -m benchmarks.bench_live_learning --in-process --steps 2000
+  python -m benchmarks.bench_live_learning --in-process --steps 2000 --watched
 """
 
 from __future__ import annotations
@@ -59,14 +62,19 @@ def timed_run(
     steps: int,
     updates: int,
     pcs: int = 1,
+    watched: bool = False,
 ) -> dict:
     """One AWAC run of ``steps`` env steps, all ``pcs`` servers' together, at game ``speed``
     (None: in-process); its env steps' wall time, from the first to the last (the critic's
     warm-up and the servers' start left out) and this process's CPU over them; the servers' CPU
-    over their whole lives, and the most memory this process has held so far."""
+    over their whole lives, and the most memory this process has held so far. ``watched``: the
+    run records its live view to a file as it goes."""
+    from contextlib import nullcontext
+
     from env.config import EnvConfig
 
-    from elden_il.training.finetune import finetune_once
+    from elden_il.training.finetune import env_names, finetune_once
+    from elden_il.view.live_run import watched_run
 
     config = dataclasses.replace(
         settings,
@@ -80,7 +88,10 @@ def timed_run(
     )
     marks: list[tuple[float, float]] = []
     servers_cpu = _children_cpu()
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        watched_run(Path(tmp) / "run.rrd", env_names(config)) if watched else nullcontext() as watch,
+    ):
         metrics = finetune_once(
             policy,
             config,
@@ -89,6 +100,7 @@ def timed_run(
             progress_bar=False,
             on_steps=lambda _: marks.append((time.perf_counter(), time.process_time())),
             dataset=dataset,
+            watch=watch,
         )
     (wall0, cpu0), (wall1, cpu1) = marks[0], marks[-1]
     per_step = 1000 / (len(marks) - 1)
@@ -96,6 +108,7 @@ def timed_run(
         "speed": speed,
         "pcs": pcs,
         "updates_per_step": updates,
+        "watched": watched,
         "steps": len(marks),
         "steps_by_pc": [env["env_steps"] for env in metrics.get("by_env", [{"env_steps": len(marks)}])],
         "wall_s_per_1000_steps": (wall1 - wall0) * per_step,
@@ -140,6 +153,9 @@ class LiveLearningArgs:
     in_process: bool = dataclasses.field(
         default=False, metadata=flag("the in-process simulator, as the pipeline fine-tunes (--speeds is unused)")
     )
+    watched: bool = dataclasses.field(
+        default=False, metadata=flag("beside each learning run, the same run recording its live view")
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -154,17 +170,19 @@ def benchmark(args: LiveLearningArgs, out: JsonOut) -> None:
     server = "in-process" if args.in_process else "ideal" if args.ideal else "real-server"
     results = {"machine": describe(), "server": server, "runs": []}
     print(
-        f"{'speed':>10} {'PCs':>4} {'updates/step':>12} {'wall s/1000':>12} {'nominal':>8} {'steps/hour':>11} "
+        f"{'speed':>10} {'PCs':>4} {'updates/step':>12} {'watched':>8} {'wall s/1000':>12} {'nominal':>8} {'steps/hour':>11} "
         f"{'learner CPU s/1000':>19} {'servers CPU s/1000':>19}"
     )
     for speed in (None,) if args.in_process else args.speeds:
         for pcs in (1,) if args.in_process else args.pcs:
-            for updates in (0, learning):
-                row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates, pcs)
+            plans = [(0, False), (learning, False)] + ([(learning, True)] if args.watched else [])
+            for updates, watched in plans:
+                row = timed_run(args.policy, dataset, params.finetune, speed, args.steps, updates, pcs, watched)
                 results["runs"].append(row)
                 nominal = row["nominal_wall_s_per_1000_steps"]
                 print(
                     f"{'in-process' if speed is None else f'{speed:g}':>10} {pcs:>4} {updates:>12} "
+                    f"{'yes' if watched else 'no':>8} "
                     f"{row['wall_s_per_1000_steps']:>12.1f} {'-' if nominal is None else f'{nominal:.0f}':>8} "
                     f"{row['env_steps_per_hour']:>11,.0f} {row['learner_cpu_s_per_1000_steps']:>19.1f} "
                     f"{row['servers_cpu_s_per_1000_steps']:>19.1f}",

@@ -15,8 +15,9 @@ Outputs, all under ``datasets/``: ``demos/``, ``minari/``, ``models/`` (DVC-cach
 training curves in ``reports/live/``, ``reports/eval_policies.csv``), these committed to git;
 plots as PNG and a GIF per policy (DVC-cached); and, git-ignored and not DVC outputs, per stage
 a ``<stage>.run.json`` with how that run went on this machine (timings, device, the config it
-ran with), and ``reports/recordings/``, a Rerun recording per policy (never the same bytes twice,
-``elden_il.evaluation.evaluate``: DVC would see a new output on every run).
+ran with), ``reports/recordings/``, a Rerun recording per policy (never the same bytes twice,
+``elden_il.evaluation.evaluate``: DVC would see a new output on every run), and
+``reports/finetune.rrd``, the fine-tuning run as it went, PC by PC (``elden_il.view.live_run``).
 """
 
 from __future__ import annotations
@@ -260,6 +261,7 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
             ws.models / "finetuned",
             on_episode=live.rl_episode,
             dataset=(params.dataset.id, ws.minari),
+            watch_file=ws.reports / "finetune.rrd",
         )
     write_report(metrics, ws.report("finetune"))
 

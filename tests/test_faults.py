@@ -794,10 +794,17 @@ MID_WAY = {
 """When each stage is part way through writing its output."""
 
 
-def longer_params(project: Path, stage: str) -> str:
+SEVERAL_ENVS = {("finetune", signal.SIGINT): {"finetune": {"num_envs": 2}}}
+"""Ctrl-C reaches fine-tuning from two envs at once (an actor each, as a lab's gaming PCs play:
+the first on the stage's own thread, where the signal lands, the other beside it); SIGTERM
+one env's."""
+
+
+def longer_params(project: Path, stage: str, signum: int | None = None) -> str:
     params = yaml.safe_load((project / "params.yaml").read_text())
-    for section, values in LONGER.get(stage, {}).items():
-        params[section].update(values)
+    for changes in (LONGER.get(stage, {}), SEVERAL_ENVS.get((stage, signum), {})):
+        for section, values in changes.items():
+            params[section].update(values)
     (project / "longer.yaml").write_text(yaml.safe_dump(params))
     return "longer.yaml"
 
@@ -824,7 +831,7 @@ def test_every_stage_interrupted_says_so_in_one_line_and_leaves_its_output_as_it
     project = reproduced_stages
     folder, leave_out = OUTPUTS[stage]
     before = snapshot_files(project / folder, leave_out)
-    process = stage_process(project, stage, longer_params(project, stage))
+    process = stage_process(project, stage, longer_params(project, stage, signum))
     deadline = time.monotonic() + 300
     while not MID_WAY[stage](project):
         assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]

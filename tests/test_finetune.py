@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -12,6 +13,8 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -499,13 +502,25 @@ def test_awac_learns_the_actor_from_one_env_and_the_demonstrations_with_the_feat
 ):
     bc_path, dataset = awac_start
     rows: list[dict] = []
-    metrics = finetune(bc_path, AWAC_RUN, CONFIG, tmp_path / "awac", on_episode=rows.append, dataset=dataset)
+    metrics = finetune(
+        bc_path,
+        AWAC_RUN,
+        CONFIG,
+        tmp_path / "awac",
+        on_episode=rows.append,
+        dataset=dataset,
+        watch_file=tmp_path / "w.rrd",
+    )
     assert (metrics["env_steps"], metrics["envs"]) == (60, 1)
+    states, table, _ = watched(tmp_path / "w.rrd")  # the run as it went, as the pipeline's stage records it
+    assert states == {"sim 0": ["its game answers: playing", "the run's budget is spent"]}
+    assert "| sim 0 | done | 60 |" in table, table
     assert rows and rows[-1]["timesteps"] <= 60 and {"return", "length", "win"} <= set(rows[-1])
     bc, tuned = load_policy(bc_path).policy.state_dict(), load_policy(tmp_path / "awac").policy.state_dict()
     moved = {name for name in bc if not torch.equal(bc[name], tuned[name])}
     assert moved and all(name.startswith(("mlp_extractor.policy_net", "action_net")) for name in moved), moved
-    # the updates run beside the env's steps: a slower env changes which finishes first, not the run
+    # the updates run beside the env's steps: a slower env changes which finishes first, not the
+    # run; and being watched changes nothing either
     slower = finetune_once(
         bc_path, AWAC_RUN, CONFIG, tmp_path / "again", on_steps=lambda _: time.sleep(0.003), dataset=dataset
     )
@@ -795,18 +810,71 @@ def test_fights_interleaved_in_one_replay_sum_their_rewards_apart_and_a_full_one
     assert float(lost.reward[first]) == 1.0
 
 
+@contextlib.contextmanager
+def rerun_receiver(path: Path) -> Iterator[str]:
+    """Rerun's own gRPC server on loopback, as a viewer listens, saving what it receives to
+    ``path`` rather than drawing it; its address."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    command = [sys.executable, "-m", "rerun_cli", "--bind", "127.0.0.1", "--port", str(port), "--save", str(path)]
+    receiver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            time.sleep(0.1)
+        yield f"rerun+http://127.0.0.1:{port}/proxy"
+    finally:
+        receiver.send_signal(signal.SIGINT)
+        receiver.wait(30)
+
+
+def watched(path: Path) -> tuple[dict[str, list[str]], str, dict[str, int]]:
+    """What a run's Rerun recording says: each env's state lines in order, the last table of
+    PCs, and how many values each plotted series has."""
+    from rerun.chunk import RrdReader
+
+    with warnings.catch_warnings():  # a file a receiver streamed to has no index at its end: it is read through
+        warnings.filterwarnings("ignore", "RRD file has no footer")
+        table = RrdReader(path).stream().collect().reader(index="wall").to_arrow_table()
+    states: dict[str, list[str]] = {}
+    for cell in (
+        cell
+        for name in table.column_names
+        if name.endswith("/state:TextLog:text")
+        for cell in table.column(name).to_pylist()
+    ):
+        if cell:
+            env, line = cell[0].split(": ", 1)
+            states.setdefault(env, []).append(line)
+    texts = [cell[0] for cell in table.column("/pcs/table:TextDocument:text").to_pylist() if cell]
+    series = {
+        name.rsplit(":", 2)[0]: sum(cell is not None for cell in table.column(name).to_pylist())
+        for name in table.column_names
+        if name.endswith(":Scalars:scalars")
+    }
+    return states, texts[-1], series
+
+
 def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the_run_ends_with_its_policy(
     awac_start, tmp_path: Path, monkeypatch, caplog
 ):
     """Two simulator servers as two gaming PCs. The second is stopped once it has finished a
     fight: one line names it, the first plays on. Started again on its port, it rejoins and
     fights again; the run spends its budget across both and saves its policy. (The first PC's
-    steps wait for the second's return, so that the budget outlasts it on any machine.)"""
+    steps wait for the second's return, so that the budget outlasts it on any machine.) The run
+    streams its live view to a listening Rerun server as it goes, and records it to a file: each
+    PC playing, lost, rejoined and done, its steps an hour, the learner's pace, the win rate."""
     import logging
 
     from env.sim.launcher import SimServer
 
     from elden_il.training import awac
+    from elden_il.view.live_run import WATCH_VARIABLE, watched_run
 
     monkeypatch.setattr(awac, "REJOIN_EVERY_S", 0.2)
     bc_path, dataset = awac_start
@@ -839,17 +907,21 @@ def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the
             back.wait(120)
 
     live = replace(AWAC_RUN, total_steps=150, backend="siphon", hosts=tuple(servers), game_speed=4)
+    streamed, recorded = tmp_path / "streamed.rrd", tmp_path / "finetune.rrd"
     try:
-        with caplog.at_level(logging.WARNING, logger="elden_il.training.awac"):
-            metrics = finetune_once(
-                bc_path,
-                live,
-                CONFIG,
-                tmp_path / "out",
-                on_episode,
-                on_steps=first_waits_for_the_second,
-                dataset=dataset,
-            )
+        with caplog.at_level(logging.WARNING, logger="elden_il.training.awac"), rerun_receiver(streamed) as viewer:
+            monkeypatch.setenv(WATCH_VARIABLE, viewer)
+            with watched_run(recorded, list(servers)) as watch:
+                metrics = finetune_once(
+                    bc_path,
+                    live,
+                    CONFIG,
+                    tmp_path / "out",
+                    on_episode,
+                    on_steps=first_waits_for_the_second,
+                    dataset=dataset,
+                    watch=watch,
+                )
     finally:
         for player in players.values():
             player.__exit__(None, None, None)
@@ -863,6 +935,26 @@ def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the
     assert any(line.startswith(f"{second.host} stopped answering") for line in lines), lines
     assert any(line.startswith(f"{second.host} answers again") for line in lines), lines
     assert load_policy(tmp_path / "out").policy is not None and not (tmp_path / "out" / "partial").exists()
+    states, table, series = watched(recorded)
+    assert watched(streamed) == (states, table, series)
+    spent = "the run's budget is spent"
+    assert states[first.host] == ["its game answers: playing", spent], states
+    assert [line.split(" (")[0] for line in states[second.host]] == [
+        "its game answers: playing",
+        "stopped answering",
+        "answers again: rejoined the run",
+        spent,
+    ], states
+    last = {row.split(" | ")[0].strip("| "): row.split(" | ") for row in table.splitlines()[2:]}
+    assert {host: (row[1], int(row[2]), int(row[5])) for host, row in last.items()} == {
+        host: ("done", by_env[host]["env_steps"], by_env[host]["episodes"]) for host in servers
+    }, table
+    for path in (
+        *(f"/pcs/{host.replace(':', chr(92) + ':')}/steps_an_hour" for host in servers),
+        "/learner/updates_a_second",
+        "/fights/win_rate",
+    ):
+        assert series.get(path, 0) > 0, (path, series)
 
 
 @pytest.mark.timeout(180)

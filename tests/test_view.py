@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -248,6 +249,7 @@ def test_bad_input_is_one_line_naming_what_to_do(
             "was made for another env \\(capture_size: \\(1280, 720\\) vs \\(160, 90\\).*recorded with its profile and picture",
         ),
         ([str(fight)], "no display here .*--save FILE.rrd"),
+        (["--listen"], "no display here .*on your own machine .*ssh -R"),
     ]
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
@@ -257,3 +259,46 @@ def test_bad_input_is_one_line_naming_what_to_do(
         assert len(err.splitlines()) == 1 and err.startswith("error: "), err
         assert re.search(message, err), (message, err)
     assert not (tmp_path / "x.rrd").exists()
+
+
+def test_a_viewer_listens_on_loopback_for_a_run_and_a_watch_address_that_is_none_is_one_line(
+    xvfb: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch, caplog
+):
+    """``--listen`` on a display opens Rerun's viewer bound to 127.0.0.1 and prints the line a
+    fine-tuning run needs; the run accepts that address, and refuses, in one line, one that is no
+    viewer's or that nothing listens at."""
+    import logging
+    import os
+    import signal
+
+    from env.common.errors import ConfigError
+
+    from elden_il.view.live_run import WATCH_VARIABLE, watched_address
+
+    monkeypatch.setenv("DISPLAY", xvfb)
+    with caplog.at_level(logging.INFO, logger="elden_il.view.viewer"):
+        assert main(["--listen"]) == 0
+    (pid,) = {int(m) for r in caplog.records for m in re.findall(r"Rerun viewer started \(pid (\d+)", r.getMessage())}
+    try:
+        (address,) = re.findall(rf"export {WATCH_VARIABLE}=(\S+)", capsys.readouterr().out)
+        assert address.startswith("rerun+http://127.0.0.1:")
+        monkeypatch.setenv(WATCH_VARIABLE, address)
+        assert watched_address() == address
+    finally:
+        os.killpg(pid, signal.SIGTERM)
+    for wrong, message in (
+        ("127.0.0.1:9876", "is not a Rerun viewer's address: give the one `python -m elden_il.view --listen` prints"),
+        (address, "no viewer listens there .*open one with `python -m elden_il.view --listen`"),
+    ):
+        monkeypatch.setenv(WATCH_VARIABLE, wrong)
+        for _ in range(50):  # the viewer's port closes as it ends
+            try:
+                watched_address()
+            except ConfigError as error:
+                assert re.search(message, str(error)) and "\n" not in str(error), error
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"{wrong} was taken for a listening viewer")
+    monkeypatch.delenv(WATCH_VARIABLE)
+    assert watched_address() is None

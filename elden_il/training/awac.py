@@ -24,10 +24,11 @@ import copy
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -45,6 +46,9 @@ from env.game import GameState
 from elden_il.data import Demonstrations
 from elden_il.params import FinetuneConfig
 from elden_il.policies.torch_threads import one_torch_thread
+
+if TYPE_CHECKING:
+    from elden_il.view.live_run import RunWatch
 
 log = logging.getLogger(__name__)
 
@@ -379,6 +383,7 @@ class _Run:
         """Whether each fight's row names its env (several envs)."""
         self.on_episode: Callable[[dict], None] | None = None
         self.on_steps: Callable[[int], None] | None = None
+        self.watch: RunWatch | None = None
 
 
 # one observation a step, small batches an update: threads only contend (elden_il.policies.torch_threads)
@@ -392,6 +397,7 @@ def finetune_awac(
     progress_bar: bool = True,
     on_steps: Callable[[int], None] | None = None,
     person: SharedKeys | None = None,
+    watch: RunWatch | None = None,
 ) -> tuple[ActorCriticPolicy, list[dict], list[dict], list[dict]]:
     """``config.total_steps`` steps of the envs ``seats`` make, all of them together, each step
     followed by ``updates_per_step`` updates from demonstrations and the envs' own steps (run
@@ -409,7 +415,8 @@ def finetune_awac(
     ``on_steps`` is told of each env step. A seat's ``intervene`` is shown each step's state and
     the actor's choice first, and the action it returns is played instead; ``person`` shares the
     one env's keys (``EldenRingEnv.share_keys``: a live game), and the steps they take are played
-    as they played them. Both kinds of step count as demonstrations too."""
+    as they played them. Both kinds of step count as demonstrations too. ``watch`` is told how
+    each env and the learner fare as the run goes (``elden_il.view.live_run``)."""
     if not isinstance(bc.action_space, spaces.Discrete):
         raise ConfigError(
             f"finetune.method awac learns discrete actions; this policy's are {bc.action_space}: "
@@ -454,7 +461,10 @@ def finetune_awac(
             run = _Run(learner, demo, online, config, rng, learner_thread, bar)
             run.playing = len(seated)
             run.counts_takeovers = person is not None or any(seat.intervene is not None for seat in seats)
-            run.named, run.on_episode, run.on_steps = len(seated) > 1, on_episode, on_steps
+            run.named, run.on_episode, run.on_steps, run.watch = len(seated) > 1, on_episode, on_steps, watch
+            if watch is not None:
+                for one in seated:
+                    watch.playing(one.seat.name)
             actors = ThreadPoolExecutor(max(1, len(seated) - 1), thread_name_prefix="awac-actor")
             try:  # the first env's actor on this thread, where Ctrl-C lands; the others beside it
                 others = [actors.submit(_act, run, one) for one in seated[1:]]
@@ -466,7 +476,9 @@ def finetune_awac(
                 actors.shutdown()
             if run.lost is not None:
                 raise LostGame(trained(policy), run.rows, run.updates, online.taken) from run.lost
-            _learnt(_learn(learner_thread, learner, demo, online, config, rng), run.updates)  # the last step's
+            _learnt(_learn(learner_thread, learner, demo, online, config, rng), run)  # the last step's
+            if watch is not None:
+                watch.done()
     return trained(policy), run.rows, run.updates, [one.summary() for one in seated]
 
 
@@ -494,7 +506,9 @@ def _fight(run: _Run, seated: _Seated) -> None:
     _new_fight(run, seated)
     episode_return, length, played = 0.0, 0, 0
     while True:
-        _learnt(seated.learning, run.updates)
+        waiting = time.perf_counter()  # the game sits paused while the learner finishes
+        _learnt(seated.learning, run)
+        paused_s = time.perf_counter() - waiting
         seated.learning = None
         with run.lock:
             if run.claimed >= run.config.total_steps:
@@ -526,6 +540,8 @@ def _fight(run: _Run, seated: _Seated) -> None:
             run.bar.update(1)
         if run.on_steps is not None:
             run.on_steps(1)
+        if run.watch is not None:
+            run.watch.stepped(seated.seat.name, paused_s)
         seated.row, episode_return, length = next_row, episode_return + float(reward), length + 1
         played += taken_over
         if over:
@@ -539,6 +555,8 @@ def _fight(run: _Run, seated: _Seated) -> None:
                 run.rows.append(row)
                 if run.on_episode is not None:
                     run.on_episode(row)
+            if run.watch is not None:
+                run.watch.fought(seated.seat.name, row["win"])
             _new_fight(run, seated)
             episode_return, length, played = 0.0, 0, 0
 
@@ -558,8 +576,10 @@ def _lose(run: _Run, seated: _Seated, error: GameError) -> bool:
     """``seated``'s game stopped answering: its fight's open sums close where they stand, and
     unless it was the last env playing (the run is then over, lost), one line says so and it
     will try to rejoin (True)."""
-    _learnt(seated.learning, run.updates)
+    _learnt(seated.learning, run)
     seated.learning = None
+    if run.watch is not None:
+        run.watch.lost(seated.seat.name, error)
     with run.lock:
         run.online.close_stream(seated.stream)
         seated.lost += 1
@@ -594,6 +614,8 @@ def _rejoin(run: _Run, seated: _Seated) -> bool:
             seated.env = env
             run.playing += 1
         log.warning("%s answers again: it rejoins the run at step %d", seated.seat.name, run.online.taken)
+        if run.watch is not None:
+            run.watch.rejoined(seated.seat.name)
         return True
     return False
 
@@ -616,14 +638,17 @@ def _learn(
     return thread.submit(lambda seen=online.taken: (seen, [learner.update(batch) for batch in batches]))
 
 
-def _learnt(learning: Future | None, updates: list[dict]) -> None:
-    """Waits for ``learning``'s updates; every thousandth step's last losses go into ``updates``."""
+def _learnt(learning: Future | None, run: _Run) -> None:
+    """Waits for ``learning``'s updates; every thousandth step's last losses go into the run's
+    ``updates``, and the count made to its watch."""
     if learning is None:
         return
     seen, losses = learning.result()
     # several envs may ask at the same count of steps: its thousandth is logged once
-    if losses and seen % 1000 == 0 and all(logged["timesteps"] != seen for logged in updates):
-        updates.append({"timesteps": seen, **losses[-1]})
+    if losses and seen % 1000 == 0 and all(logged["timesteps"] != seen for logged in run.updates):
+        run.updates.append({"timesteps": seen, **losses[-1]})
+    if run.watch is not None:
+        run.watch.learned(len(losses))
 
 
 def drawn_batch(demo: Replay, online: Replay, config: FinetuneConfig, rng: np.random.Generator) -> tuple:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -52,6 +53,9 @@ from elden_il.policies.policy import load_policy, member, network_size, policy_k
 from elden_il.training.finetune_runs import finetune_runs
 from elden_il.training.interventions import ScriptedInterventions
 from elden_il.training.ray_vec_env import RayEnv, RayVecEnv
+
+if TYPE_CHECKING:
+    from elden_il.view.live_run import RunWatch
 
 log = logging.getLogger(__name__)
 
@@ -312,6 +316,7 @@ def finetune(
     on_episode: Callable[[dict], None] | None = None,
     callbacks: Sequence[BaseCallback] = (),
     dataset: Dataset | None = None,
+    watch_file: Path | None = None,
 ) -> dict:
     """Fine-tune the BC policy saved at ``bc_policy_path`` (``load_policy``) as ``config.method``
     says, in the env ``env_config`` describes (the one the BC policy was trained for): PPO with a
@@ -320,7 +325,9 @@ def finetune(
     ends leaves the previous one) with its curves. ``on_episode`` gets each training episode's
     learning-curve row as it ends; ``callbacks``, SB3's own, run after this module's (PPO only).
     With ``config.runs`` above 1, that many runs, the policies they end with saved as one ensemble
-    (``elden_il.training.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there)."""
+    (``elden_il.training.finetune_runs``; ``callbacks`` belong to one run's own policy and are refused there).
+    One AWAC run is recorded as it goes to ``watch_file`` (``elden_il.view.live_run``), and
+    streamed to the viewer ``ELDEN_IL_WATCH`` names."""
     check_live_setup(config)
     if config.method == "ppo":
         check_rollout_fits(config, env_config)
@@ -328,6 +335,11 @@ def finetune(
         raise ConfigError("finetune.method awac learns from the demonstrations too: give the dataset to fine-tune from")
     if callbacks and (config.runs != 1 or config.method != "ppo"):
         raise ValueError("callbacks watch the SB3 model of one PPO run: give them with runs=1 and method ppo")
+    if config.runs == 1 and config.method == "awac" and watch_file is not None:
+        from elden_il.view.live_run import watched_run
+
+        with watched_run(watch_file, env_names(config)) as watch:
+            return finetune_once(bc_policy_path, config, env_config, out, on_episode, dataset=dataset, watch=watch)
     if config.runs == 1:
         return finetune_once(bc_policy_path, config, env_config, out, on_episode, callbacks, dataset=dataset)
     return finetune_runs(finetune_once, bc_policy_path, config, env_config, out, on_episode, dataset)
@@ -389,10 +401,12 @@ def finetune_once(
     on_steps: Callable[[int], None] | None = None,
     dataset: Dataset | None = None,
     run: int = 0,
+    watch: RunWatch | None = None,
 ) -> dict:
     """``finetune`` for one run, the training seed ``config.seed``, whatever ``config.runs`` says,
     continuing the BC policy's network for ``run`` (``elden_il.policies.policy.member``: its own, or an
-    ensemble's in turn). ``on_steps`` gets the count of each batch of env steps as they are taken."""
+    ensemble's in turn). ``on_steps`` gets the count of each batch of env steps as they are taken;
+    ``watch``, an AWAC run's progress (``elden_il.view.live_run``)."""
     started = time.perf_counter()
     start = member(load_policy(bc_policy_path), run)
     if config.method == "awac":
@@ -411,7 +425,7 @@ def finetune_once(
         person = person_at_the_keys(env_config) if config.interventions == "person" else None
         try:
             policy, rows, updates, by_env = finetune_awac(
-                start, demos, config, seats, on_episode, progress_bar, on_steps, person
+                start, demos, config, seats, on_episode, progress_bar, on_steps, person, watch
             )
         except LostGame as lost:
             kept = keep_partial_run(lost.policy, lost.rows, lost.updates, env_config, out)

@@ -7,7 +7,8 @@ probabilities stand at every step next to the action taken, and the steps where 
 done otherwise are marked and counted per action. The viewer opens on this machine (bound to
 127.0.0.1, Rerun's analytics off: ``elden_il.view.viewer``); with ``--save`` the recording goes to an
 ``.rrd`` file instead, to open wherever there is a display. A saved ``.rrd`` (the evaluation's
-too) opens with ``python -m elden_il.view FILE.rrd``.
+too) opens with ``python -m elden_il.view FILE.rrd``. ``--listen`` opens a viewer that waits for a
+fine-tuning run to stream to it as it goes (``elden_il.view.live_run``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -31,8 +33,18 @@ from capture.episode import Episode, read_episode
 from capture.episode_format import PARTIAL
 
 from elden_il.view.episode import log_samples, step_view
+from elden_il.view.live_run import WATCH_VARIABLE
 from elden_il.view.steps import Disagreements, StepView, log_policy, log_steps
-from elden_il.view.viewer import open_file, recording, rerun, view_command
+from elden_il.view.viewer import (
+    ViewError,
+    has_display,
+    open_file,
+    recording,
+    rerun,
+    start_viewer,
+    turn_off_analytics,
+    view_command,
+)
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +226,10 @@ EPILOG = """examples:
       no display here (a training box): write the recording, then open it on your own machine
   python -m elden_il.view datasets/reports/recordings/bc.rrd
       open a saved recording, such as the evaluation's first held-out fight of each policy
+  python -m elden_il.view --listen
+      a viewer that waits for a fine-tuning run: set the line it prints, then `dvc repro finetune`
+      shows each gaming PC's state, steps an hour and fights, the learner's pace and the win rate
+      as they go (every run is also recorded to datasets/reports/finetune.rrd)
 
 The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are turned off
 (`rerun analytics disable`) before it starts."""
@@ -249,6 +265,12 @@ class ViewArgs:
             metavar="FILE.rrd",
         ),
     )
+    listen: bool = field(
+        default=False,
+        metadata=flag(
+            f"open a viewer that waits for a fine-tuning run's live view, and print the {WATCH_VARIABLE} to set"
+        ),
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -272,7 +294,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     flags = parser.parse_args(argv)
     args = from_flags(ViewArgs, flags)
-    if (args.source is None) == (args.dataset is None):
+    if args.listen and (args.source, args.dataset, args.save) != (None, None, None):
+        parser.error("--listen opens an empty viewer for a run to stream to: give it nothing else")
+    if not args.listen and (args.source is None) == (args.dataset is None):
         parser.error("give a raw episode (.h5), a recording (.rrd) or --dataset ID, one of them")
     if args.save is not None and args.save.suffix != ".rrd":
         parser.error(f"--save {args.save}: name a .rrd file (Rerun's recording format)")
@@ -282,7 +306,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def view(args: ViewArgs, config: EnvConfig) -> None:
     """Open (or with ``--save``, write) what ``args`` name; a raw episode in the env ``config``."""
-    if args.dataset is not None:
+    if args.listen:
+        listen()
+    elif args.dataset is not None:
         show_dataset(args.dataset, args.episode, args.root, args.save, args.policy)
     elif args.source.suffix == ".rrd":
         open_file(args.source)
@@ -290,6 +316,25 @@ def view(args: ViewArgs, config: EnvConfig) -> None:
         show_episode(args.source, args.save, args.policy, config)
     if args.save is not None:
         print(f"saved {args.save}; to view it on a machine with a display: {view_command(args.save)}")
+
+
+def listen() -> None:
+    """A viewer on this machine, bound to loopback, for a fine-tuning run to stream to."""
+    rerun()
+    if not has_display():
+        raise ViewError(
+            "no display here (DISPLAY is not set): run `python -m elden_il.view --listen` on your own machine and "
+            "reach it from this one with ssh -R, as it then says; every run is also recorded to "
+            "datasets/reports/finetune.rrd, to open afterwards"
+        )
+    turn_off_analytics().wait()
+    address = start_viewer()
+    port = urlsplit(address).port
+    print(
+        f"a viewer listens at {address}. In the shell that fine-tunes, set\n  export {WATCH_VARIABLE}={address}\n"
+        f"then run `dvc repro finetune`. A learner on another machine reaches this viewer through\n"
+        f"  ssh -R {port}:127.0.0.1:{port} LEARNER\nwith the same line set there."
+    )
 
 
 if __name__ == "__main__":

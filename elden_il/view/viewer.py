@@ -144,25 +144,26 @@ def open_file(path: Path) -> None:
 
 
 @contextmanager
-def recording(name: str, save: Path | None = None, blueprint: Any = None) -> Iterator[Any]:
+def recording(name: str, save: Path | None = None, blueprint: Any = None, live: str | None = None) -> Iterator[Any]:
     """A Rerun ``RecordingStream`` named ``name``: written to ``save`` (an ``.rrd``), or else
-    streamed to a new viewer on this machine as it is logged. Whole when the block ends: a
-    ``save`` file is put in place only then (``env.common.staging``), so a failure or an interrupt
-    half-way leaves none, or the one there before."""
+    streamed to a new viewer on this machine as it is logged; with ``live`` (a listening viewer's
+    address), streamed there as well. Whole when the block ends: a ``save`` file is put in place
+    only then (``env.common.staging``), so a failure or an interrupt half-way leaves none, or the
+    one there before."""
     if save is None:
-        with _recording(name, None, blueprint) as stream:
+        with _recording(name, None, blueprint, live) as stream:
             yield stream
         return
     if save.exists() or save.is_symlink():  # a recording replaces a file: never a folder, a FIFO, a device
         problem = regular_file_problem(save)
         if problem is not None:
             raise ConfigError(f"{save} {problem}: a recording replaces a file; give --save a file's name (FIGHT.rrd)")
-    with staged_paths(save) as (built,), _recording(name, built, blueprint) as stream:
+    with staged_paths(save) as (built,), _recording(name, built, blueprint, live) as stream:
         yield stream
 
 
 @contextmanager
-def _recording(name: str, save: Path | None, blueprint: Any) -> Iterator[Any]:
+def _recording(name: str, save: Path | None, blueprint: Any, live: str | None) -> Iterator[Any]:
     rr = rerun()
     analytics = turn_off_analytics()
     stream = rr.RecordingStream(APPLICATION_ID)
@@ -170,15 +171,24 @@ def _recording(name: str, save: Path | None, blueprint: Any) -> Iterator[Any]:
     # one, the wall clock at each log call, says only when the file was made
     stream.set_log_time_enabled(False)
     try:
+        sinks = []
         if save is not None:
             save.parent.mkdir(parents=True, exist_ok=True)
-            stream.save(save, default_blueprint=blueprint)
+            sinks.append(rr.FileSink(str(save)))
         else:
             analytics.wait()
-            stream.connect_grpc(start_viewer(), default_blueprint=blueprint)
+            sinks.append(rr.GrpcSink(start_viewer()))
+        if live is not None:
+            sinks.append(rr.GrpcSink(live))
+        stream.set_sinks(*sinks, default_blueprint=blueprint)
         stream.send_recording_name(name)
         yield stream
-        stream.flush()
+        try:
+            stream.flush()
+        except RuntimeError as error:  # only a viewer can go away half-way: a file is written here
+            if live is None:
+                raise
+            log.warning("the viewer at %s went away (%s); the recording is whole in %s", live, error, save)
     finally:
         stream.disconnect()
         analytics.wait()

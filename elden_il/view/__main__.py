@@ -229,7 +229,7 @@ EPILOG = """examples:
   python -m elden_il.view --listen
       a viewer that waits for a fine-tuning run: set the line it prints, then `dvc repro finetune`
       shows each gaming PC's state, steps an hour and fights, the learner's pace and the win rate
-      as they go (every run is also recorded to datasets/reports/finetune.rrd)
+      as they go (the finetune stage also records its AWAC run to datasets/reports/finetune.rrd)
 
 The viewer's server listens on 127.0.0.1 only, and Rerun's usage analytics are turned off
 (`rerun analytics disable`) before it starts."""
@@ -324,7 +324,7 @@ def listen() -> None:
     if not has_display():
         raise ViewError(
             "no display here (DISPLAY is not set): run `python -m elden_il.view --listen` on your own machine and "
-            "reach it from this one with ssh -R, as it then says; every run is also recorded to "
+            "reach it from this one with ssh -R, as it then says; the finetune stage also records its run to "
             "datasets/reports/finetune.rrd, to open afterwards"
         )
     turn_off_analytics().wait()

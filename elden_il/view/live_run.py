@@ -132,9 +132,8 @@ class RunWatch:
             self._updates.count += updates
 
     def done(self) -> None:
-        """The run's budget is spent: every env's last pace, and its state ``done``."""
-        with self._lock:
-            self._tick()
+        """The run's budget is spent: every env still playing ``done``, with the last pace of all
+        (the run ends only with one env playing)."""
         for name, env in self._envs.items():
             if env.state != "lost":
                 self._state(name, "done", "the run's budget is spent")

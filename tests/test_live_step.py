@@ -201,6 +201,17 @@ def test_in_process_steps_are_drawn_as_live_ones_fall_and_repeat_with_their_figh
     assert set(drawn_steps("exact", 7)) == {(12, 0, 3)}
 
 
+def test_a_draw_is_numpys_weighted_choice_draw_for_draw():
+    """The shares are prepared once, not at every draw; the draws stay ``rng.choice``'s, so every
+    seeded fight (the README's table, the committed results) plays as it did."""
+    for share in (LIVE.tap_delay, LIVE.tap_hold, LIVE.length):
+        ticks, weights = np.array(list(share.counts), float), np.array(list(share.counts.values()), float)
+        ours, numpys = np.random.default_rng(11), np.random.default_rng(11)
+        drawn = [share.draw_ms(ours) for _ in range(20_000)]
+        assert drawn == [float(numpys.choice(ticks, p=weights / weights.sum())) * TICK_MS for _ in range(20_000)]
+        assert ours.random() == numpys.random()  # one uniform a draw, as numpy takes
+
+
 def test_a_drawn_step_reports_the_game_time_it_ran():
     env = EldenRingEnv(SimGame(), EnvConfig())
     env.reset(seed=0)

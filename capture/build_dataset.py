@@ -33,6 +33,7 @@ import errno
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -63,6 +64,7 @@ from capture.compression import FrameCompression, compress_frames
 from capture.dataset_id import check_dataset_id
 from capture.episode import Episode, list_episodes, read_episode
 from capture.episode_format import PARTIAL, EpisodeError
+from capture.episode_writer import RESERVE_BYTES
 from capture.labels import EVENT_TOLERANCE_S, HeardActions, StepLabeler, press_phase
 from capture.provenance import REPOSITORY, code_digest
 
@@ -561,6 +563,7 @@ def write_dataset(
     # game to reach if a copy's spec were given one
     spec = replace(gym.spec(ENV_ID), entry_point=DATASET_ENTRY_POINT, kwargs=config.to_dict())
     outcomes = [bool(b.terminations[-1]) for b in buffers]
+    require_room(root, dataset_id, buffers, compression)
     try:
         with hdf5_failures_held(), staged(root, dataset_id) as staging:
             storage = create_minari_dataset(
@@ -590,6 +593,34 @@ def write_dataset(
             "dataset being built is removed and the previous dataset with this id, if any, is unchanged: free some "
             "space and build it again"
         ) from None
+
+
+def require_room(root: Path, dataset_id: str, buffers: list[Any], compression: FrameCompression) -> None:
+    """Refuse, before a byte is written, a dataset the disk holding ``root`` has no room for: its
+    arrays as Minari writes them, and as much again for the compressed copy made beside them.
+    HDF5 cannot always be stopped once a write has found the disk full: closing the file it could
+    not flush sometimes crashes the process (a segmentation fault) before any line is said."""
+    arrays = sum(_bytes_held([b.observations, b.actions, b.rewards, b.infos]) for b in buffers)
+    needed = arrays * (1 if compression.filter is None else 2) + RESERVE_BYTES
+    disk = next(folder for folder in (root, *root.parents) if folder.exists())
+    free = shutil.disk_usage(disk).free
+    if free < needed:
+        raise DiskFull(
+            f"the disk is full: dataset {dataset_id!r} needs about {needed / 2**20:.1f} MiB in {root} while it is "
+            f"built and its disk has {free / 2**20:.1f} MiB free; nothing was written and the previous dataset "
+            "with this id, if any, is unchanged: free some space and build it again"
+        )
+
+
+def _bytes_held(tree: Any) -> int:
+    """The bytes of the arrays and numbers in ``tree`` (an episode's steps: arrays, dicts and lists of them)."""
+    if isinstance(tree, np.ndarray):
+        return tree.nbytes
+    if isinstance(tree, dict):
+        return sum(_bytes_held(value) for value in tree.values())
+    if isinstance(tree, list | tuple):
+        return sum(_bytes_held(value) for value in tree)
+    return 8
 
 
 class DiskFull(BuildError):

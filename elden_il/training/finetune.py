@@ -19,6 +19,7 @@ import logging
 import multiprocessing
 import signal
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from functools import partial
@@ -33,6 +34,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.policies import ActorCriticPolicy
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecMonitor
+from tqdm import TqdmExperimentalWarning
 
 from env.common.errors import ConfigError, GameError
 from env.common.staging import staged_folder
@@ -554,7 +556,9 @@ def train(
         *callbacks,
     ]
     try:
-        model.learn(config.total_steps, callback=hooks, progress_bar=progress_bar)
+        with warnings.catch_warnings():  # SB3's bar is tqdm's rich one, "experimental" at every run: nothing to act on
+            warnings.filterwarnings("ignore", category=TqdmExperimentalWarning)
+            model.learn(config.total_steps, callback=hooks, progress_bar=progress_bar)
     except GameError as e:
         kept = keep_partial_run(model.policy, curve.rows, curve.updates, env_config, out)
         e.args = (

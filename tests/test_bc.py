@@ -36,6 +36,8 @@ from elden_il.policies.policy import (
 )
 from elden_il.training.bc import device, log_likelihood, random_shift, train_bc
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 CONFIG = EnvConfig(profile="sim_margit", frame_stack=2, action_history=2)
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 STUDIES = ROOT / "elden_il" / "studies" / "STUDIES.md"

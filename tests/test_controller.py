@@ -31,6 +31,8 @@ from capture.labels import HeardActions, StepLabeler
 from capture.pad_listener import PadListener
 from capture.video import codec
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 PROFILE = load_profile("sim_margit")
 TABLE = ActionTable(PROFILE, "discrete")
 STATE = np.array([100.0 if name.endswith("Hp") else 0.0 for name in PROFILE.attribute_names])

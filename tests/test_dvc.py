@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import h5py
+import pytest
 import yaml
 from conftest import main_here
 from test_pipeline import TINY, run
@@ -27,6 +28,7 @@ def md5s(root: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_the_demos_stage_records_the_same_files_byte_for_byte(tmp_path: Path, monkeypatch, capsys):
     """Twice in this process (the fresh clone's ``dvc repro`` in test_pipeline.py records them
     again in other processes, in another folder, and must leave ``dvc.lock`` as it was)."""

@@ -101,6 +101,7 @@ def test_evaluate_ships_a_saved_policy_and_plays_it_the_same(
         }
 
 
+@pytest.mark.slow
 def test_evaluate_over_processes_of_this_machine_plays_the_same_fights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """Without Ray, ``workers`` processes of this machine play every actor's fights, the env
     factory a closure as the pipeline's is: the same records, fight for fight, and the same first

@@ -98,7 +98,7 @@ def test_the_kl_term_is_the_kl_to_bc_from_one_pass_with_the_prior_computed_once_
         KLToPriorPolicy,
         vec,
         n_steps=20,
-        batch_size=16,
+        batch_size=20,  # a factor of the buffer's 40 (SB3 warns of a truncated minibatch otherwise)
         rollout_buffer_class=PriorLogitsBuffer,
         policy_kwargs=policy_kwargs(TINY_NETWORK),
         seed=0,
@@ -225,6 +225,7 @@ def test_a_fall_counts_only_where_a_windows_whole_interval_lies_below_the_start(
     assert verdict(curve, rows, start=None).startswith("training fights won: 6 of 31 (19%); lowest window 6% (1%-28%)")
 
 
+@pytest.mark.slow
 def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_path: Path):
     """DVC tracks the fine-tuned policy: a rerun of the same run, also in a fresh clone elsewhere,
     must leave ``dvc.lock`` as it was. SB3's own zip carried the wall clock, memory addresses and
@@ -275,6 +276,7 @@ def test_the_same_fine_tuning_run_saves_the_same_bytes_from_any_checkout(tmp_pat
         assert loaded.policy.predict(observation, deterministic=True)[0] in range(13)
 
 
+@pytest.mark.slow
 def test_several_runs_act_as_one_policy_each_the_run_of_its_seed(tmp_path: Path):
     """Two real runs from one BC policy, side by side in processes of their own, saved as one
     ensemble whose members are, weight for weight, what each seed's run alone ends with; the
@@ -392,6 +394,7 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process table from /proc")
+@pytest.mark.slow
 def test_runs_end_with_the_process_that_started_them_and_the_next_choice_clears_what_they_left(tmp_path: Path):
     """A pool's worker outlives a main process killed outright and would train on, holding a core:
     SIGKILL the main process while its two runs train and both end within seconds; the staging
@@ -860,6 +863,7 @@ def watched(path: Path) -> tuple[dict[str, list[str]], str, dict[str, int]]:
     return states, texts[-1], series
 
 
+@pytest.mark.slow
 def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the_run_ends_with_its_policy(
     awac_start, tmp_path: Path, monkeypatch, caplog
 ):
@@ -958,6 +962,7 @@ def test_a_pc_that_drops_out_mid_run_is_one_line_rejoins_when_it_answers_and_the
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.slow
 def test_a_pc_lost_for_good_is_named_and_the_others_spend_the_budget(awac_start, tmp_path: Path, monkeypatch, caplog):
     """The first PC (its actor on the run's own thread) stopped after its first fight, for good:
     the second spends the budget, and the run ends with its policy rather than waiting on."""

@@ -16,6 +16,8 @@ import env  # noqa: F401 - registers EldenIL/Margit-v0
 from env.config import EnvConfig
 from env.factory import make_env
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 ENV_ID = "EldenIL/Margit-v0"
 
 

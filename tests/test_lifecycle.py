@@ -20,6 +20,8 @@ from env.sim.moves import PlayerAnim
 from env.sim.renderer import Renderer
 from env.sim.world import SENTRY_NPC_ID, Lifecycle, Phase, World
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 BOSS_NPC_ID = load_boss("margit").npc_id
 
 LIFE = Lifecycle()

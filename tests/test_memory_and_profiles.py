@@ -16,6 +16,8 @@ from env.profile import available_profiles, load_profile
 from env.sim import memory
 from env.sim.world import World
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 ER_CONFIG = Path(__file__).parents[1] / "env/profiles/eldenring_margit/siphon.toml"
 
 

@@ -105,6 +105,7 @@ def test_the_notebook_is_saved_without_outputs():
     assert "parameters" in code[0].metadata.get("tags", [])
 
 
+@pytest.mark.slow
 def test_the_notebook_shows_recordings_dataset_and_evaluation(data: dict[str, Path], monkeypatch: pytest.MonkeyPatch):
     notebook = execute(
         monkeypatch,

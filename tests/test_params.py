@@ -10,6 +10,8 @@ import yaml
 
 from elden_il.params import FROM_ELSEWHERE, RECORD_KEYS, SECTIONS, ParamsError, PipelineParams, load_params
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 DIFFERENT_FROM_THE_DEFAULTS: dict[str, dict] = {}
 """Keys params.yaml sets to something else than the dataclass default, each with a reason: none."""

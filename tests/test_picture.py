@@ -33,6 +33,8 @@ from capture.record import RecordSettings, driver_maker, record
 from elden_il.data import load_demonstrations
 from elden_il.policies.policy import load_policy
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 WINDOW = (1280, 720)
 SEED = 7
 

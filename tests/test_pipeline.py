@@ -462,6 +462,7 @@ def test_missing_empty_and_incompatible_datasets_are_refused(tmp_path: Path, mon
     assert "dvc repro dataset" in err
 
 
+@pytest.mark.slow
 def test_your_recordings_picture_goes_from_the_dataset_to_the_policy_and_its_env(tmp_path: Path, monkeypatch, capsys):
     """Recordings of a 1280x720 window (here lock-step, the simulator drawing at that size): the
     dataset stage writes their window into the dataset, bc accepts it (params.yaml leaves the

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from env.common.progress import progress
+
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
 
 
 def test_off_a_terminal_a_bar_is_logged_from_its_start_to_its_end(caplog):

@@ -12,6 +12,8 @@ from env.common.errors import EldenILError
 
 from elden_il.pipeline import main, markdown_summary
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 ROOT = Path(__file__).parents[1]
 EXPERIMENTS = {"128x128 frames": Path("datasets/studies/frame_size_128/eval.json")}
 """The experiments the README's table shows beside the pipeline's run: a label and the

@@ -207,6 +207,7 @@ def test_a_blow_harder_than_a_floor_is_named_once_with_the_floor_that_catches_it
     assert not quiet.warned
 
 
+@pytest.mark.slow
 def test_full_length_fights_on_the_games_profile_kill_nobody_for_real(caplog: pytest.LogCaptureFixture):
     """The scripted expert's full-length fights on the game's profile, against the simulator
     (in-process, lock-step: the world the real-server mode serves, without its timing noise):

@@ -400,6 +400,7 @@ def test_the_recorder_tells_its_one_driver_what_happens_and_records_what_it_play
     assert all(e.keys_pressed.any() and e.intervention.any() and not e.intervention.all() for e in episodes)
 
 
+@pytest.mark.slow
 def test_the_dataset_matches_the_env_and_the_actions_taken(tmp_path: Path):
     raw = tmp_path / "raw"
     decisions = record_in_process(raw, episodes=2, max_seconds=300)  # whole fights: a win or a death

@@ -30,6 +30,8 @@ from env.sim.renderer import (
 )
 from env.sim.world import Dagger, World
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 MARGIT = load_boss("margit")
 BOSS_MOVES_BY_NAME = {m.name: m for m in MARGIT.moves}
 BOSS, BOSS_BAR = MARGIT.colour, MARGIT.bar_colour

@@ -42,6 +42,8 @@ from capture.record import RecordSettings, record
 
 from elden_il.data import load_demonstrations
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 IDLE = '[[discrete_actions]]\nname = "idle"\n'
 
 

@@ -20,6 +20,8 @@ from elden_il.evaluation.teacher import teacher_record, warn_if_far_below
 from elden_il.evaluation.win_rate import wilson_interval
 from elden_il.pipeline import markdown_summary
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -12,6 +12,8 @@ from env.sim.controls import Button
 from env.sim.moves import PlayerAnim
 from env.sim.world import World
 
+pytestmark = pytest.mark.quick  # scripts/test.sh --quick: a contributor's first check, in seconds
+
 MARGIT = load_boss("margit")
 BOSS_MOVES_BY_NAME = {m.name: m for m in MARGIT.moves}
 MOVES_BY_PHASE = MARGIT.moves_by_phase

@@ -112,11 +112,17 @@ class EpisodeMeta:
     controller: str = ""  # the controller heard when the episode started ("" for none)
 
 
+RECORDED_PACKAGES = ("numpy", "h5py", "av", "elden-il", "pysiphon")
+"""The packages whose versions every episode records. The demos stage's recordings are committed
+outputs (dvc.lock holds their hash), so pyproject.toml pins each of these exactly: a new release
+installed by a fresh clone would otherwise change those bytes and nothing else."""
+
+
 def software_versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     versions = {"python": platform.python_version()}
-    for package in ("numpy", "h5py", "av", "elden-il", "pysiphon"):
+    for package in RECORDED_PACKAGES:
         try:
             versions[package] = version(package)
         except PackageNotFoundError:

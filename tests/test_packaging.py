@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -71,3 +72,15 @@ def test_without_a_shadow_the_gymnasium_id_is_registered_by_importing_elden_il(t
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "900"
+
+
+def test_the_packages_an_episode_records_are_pinned_so_the_committed_demos_stay_the_same_bytes():
+    """A fresh clone installs what pyproject.toml allows; an episode records those versions, and
+    the demos stage's recordings are committed (dvc.lock). A PyAV patch release changed them on
+    CI with the code unchanged: each recorded package is pinned."""
+    from capture.episode_writer import RECORDED_PACKAGES
+
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    requirements = {re.split(r"[\[=<>~! ]", r, maxsplit=1)[0]: r for r in pyproject["project"]["dependencies"]}
+    for package in set(RECORDED_PACKAGES) - {"elden-il"}:
+        assert re.fullmatch(rf"{package}==[\d.]+", requirements[package]), requirements[package]

@@ -62,7 +62,8 @@ def stage_seconds(project: Path, stage: str, settings: dict[str, str]) -> float:
         [sys.executable, "-m", "elden_il.pipeline", stage], cwd=project, env=env, capture_output=True, text=True
     )
     if result.returncode != 0:
-        raise DataError(f"the {stage} stage failed: {result.stderr.strip().splitlines()[-1:]}")
+        last = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        raise DataError(f"the {stage} stage failed: {last}")
     return time.perf_counter() - started
 
 

@@ -21,7 +21,7 @@ lane="not slow"
 case "${1:-}" in
   --slow) lane="slow"; shift ;;
   --all) lane=""; shift ;;
-  --quick) .venv/bin/python -m pytest -m "quick and not slow" "$@"; exit ;;  # none of them is realtime
+  --quick) shift; .venv/bin/python -m pytest -m "quick and not slow" "$@"; exit ;;  # none of them is realtime
 esac
 with() { if [ -n "$lane" ]; then echo "($lane) and $1"; else echo "$1"; fi; }
 .venv/bin/python -m pytest -m "$(with "not realtime")" "$@"

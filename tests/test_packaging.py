@@ -84,3 +84,20 @@ def test_the_packages_an_episode_records_are_pinned_so_the_committed_demos_stay_
     requirements = {re.split(r"[\[=<>~! ]", r, maxsplit=1)[0]: r for r in pyproject["project"]["dependencies"]}
     for package in set(RECORDED_PACKAGES) - {"elden-il"}:
         assert re.fullmatch(rf"{package}==[\d.]+", requirements[package]), requirements[package]
+
+
+
+def test_the_quick_lane_hands_pytest_its_marker_and_the_arguments_given():
+    """`scripts/test.sh --quick ARGS` runs pytest on the `quick` tests with ARGS, never with the
+    lane's own flag (which pytest refuses)."""
+    listed = subprocess.run(
+        ["bash", "scripts/test.sh", "--quick", "-n", "0", "-p", "no:cacheprovider", "--collect-only", "-q"]
+        + ["tests/test_reproduced.py", "tests/test_packaging.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    collected = {line.split("::")[0] for line in listed.stdout.splitlines() if "::" in line}
+    assert collected == {"tests/test_reproduced.py"}, listed.stdout[-2000:]  # test_packaging is not quick

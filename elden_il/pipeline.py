@@ -9,6 +9,8 @@
                                            real time, about an hour): a simulator server in Siphon's
                                            real-server mode, paused between steps at evaluate_live.game_speed
     python -m elden_il.pipeline summary    the last evaluation, as a table
+    python -m elden_il.pipeline compare    whether this run reproduced the committed one: the same
+                                           bytes, a changed CPU (its kernels), or a changed result
 
 Outputs, all under ``datasets/``: ``demos/``, ``minari/``, ``models/`` (DVC-cached, git-ignored);
 ``reports/``: metrics as JSON for ``dvc metrics show``, the data of ``dvc plots`` (DVCLive's
@@ -229,6 +231,7 @@ def stage_dataset(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) 
 
 def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
     from elden_il.data import check_config, load_demonstrations
+    from elden_il.policies.cpu_kernels import cpu_kernels
     from elden_il.training.bc import train_bc
     from elden_il.training.tracking import TrainingLog
 
@@ -244,10 +247,12 @@ def stage_bc(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> No
     )
     with TrainingLog(ws.live / "bc") as live:
         metrics = train_bc(demos, params.bc, ws.models / "bc", on_epoch=live.bc_epoch, size=params.network)
-    write_report(metrics, ws.report("bc"))
+    # the kernels that decided the floats (`compare`: a changed CPU, or a changed result)
+    write_report({**metrics, "cpu_kernels": cpu_kernels()}, ws.report("bc"))
 
 
 def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
+    from elden_il.policies.cpu_kernels import cpu_kernels
     from elden_il.policies.policy import load_policy
     from elden_il.training.finetune import finetune
     from elden_il.training.tracking import TrainingLog
@@ -263,7 +268,7 @@ def stage_finetune(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE)
             dataset=(params.dataset.id, ws.minari),
             watch_file=ws.reports / "finetune.rrd",
         )
-    write_report(metrics, ws.report("finetune"))
+    write_report({**metrics, "cpu_kernels": cpu_kernels()}, ws.report("finetune"))
 
 
 def stage_evaluate(params: PipelineParams, ws: Workspace = REPOSITORY_WORKSPACE) -> None:
@@ -646,6 +651,16 @@ def show_summary(
     Console().print(table)
 
 
+def show_comparison(revision: str) -> int:
+    """The verdict of ``elden_il.evaluation.reproduced.compare`` in one line: 0 where the run
+    reproduced the committed one (its bytes, or only a changed CPU's), 1 where a result changed."""
+    from elden_il.evaluation.reproduced import compare
+
+    comparison = compare(revision)
+    print(comparison.verdict())
+    return 0 if comparison.reproduced else 1
+
+
 def experiment(text: str) -> tuple[str, Path]:
     """``--experiment LABEL=PATH``."""
     label, separator, path = text.partition("=")
@@ -674,7 +689,10 @@ class PipelineArgs:
 
     stage: str = field(
         metadata=flag(
-            "a stage, or summary: the last evaluation as a table", positional=True, choices=(*STAGES, "summary")
+            "a stage; summary: the last evaluation as a table; compare: whether the run in this checkout "
+            "reproduced the committed one (the same bytes, a changed CPU, or a changed result: exit 1)",
+            positional=True,
+            choices=(*STAGES, "summary", "compare"),
         )
     )
     params: Path = field(default=Path("params.yaml"), metadata=flag("the pipeline's params", type=Path))
@@ -706,6 +724,10 @@ class PipelineArgs:
             metavar="EVAL_JSON",
         ),
     )
+    against: str = field(
+        default="HEAD",
+        metadata=flag("compare: the git revision whose committed run this one is compared with", metavar="REV"),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -713,6 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.stage == "summary":
         return run_command(lambda: show_summary(args.markdown, dict(args.experiment), args.report, args.live))
+    if args.stage == "compare":
+        return run_command(lambda: show_comparison(args.against))
     # torch's threads wait for work asleep, not spinning, set before a stage imports torch: on a
     # machine whose cores other work keeps busy, spinning threads made a training step several
     # times slower than one thread (BENCHMARKS.md, the default pipeline's time)

@@ -86,7 +86,6 @@ def test_the_packages_an_episode_records_are_pinned_so_the_committed_demos_stay_
         assert re.fullmatch(rf"{package}==[\d.]+", requirements[package]), requirements[package]
 
 
-
 def test_the_quick_lane_hands_pytest_its_marker_and_the_arguments_given():
     """`scripts/test.sh --quick ARGS` runs pytest on the `quick` tests with ARGS, never with the
     lane's own flag (which pytest refuses)."""

@@ -22,10 +22,14 @@ EXPERIMENTS = {"128x128 frames": Path("datasets/studies/frame_size_128/eval.json
 
 REPORT = Path("datasets/reports/eval.json")
 """The pipeline's evaluation, kept in git."""
-LIVE: Path | None = Path("datasets/studies/live_path/eval.json")
-"""The last ``evaluate_live`` report of the same policies over the live path, kept in git
-(``datasets/studies/live_path/eval.json``), where the README shows it: None while the
-evaluation's policies have not been played live (the summary refuses live columns of others)."""
+LIVE: Path | None = None
+"""The last ``evaluate_live`` report of the same policies over the live path, kept in git, where
+the README shows it beside them: None while the evaluation's policies have not been played live
+(the summary refuses live columns of others)."""
+LIVE_STUDY = (Path("datasets/studies/live_path/in_process.json"), Path("datasets/studies/live_path/eval.json"))
+"""The policies last played over the live path: their in-process evaluation (the pipeline's
+``eval.json`` of the run they came from) and their ``evaluate_live`` report, kept together in git;
+the README shows them as one table, in-process and live side by side."""
 
 
 def committed_copy(relative: Path, folder: Path) -> Path:
@@ -52,6 +56,15 @@ def test_the_readmes_results_table_is_the_last_evaluations(tmp_path: Path):
         f"README.md's results table differs from the evaluations git holds: paste the output of `{command}` "
         f"into its Results section, and `git add` the evaluations with it ({REPORT}{f', {LIVE}' if LIVE else ''})\n"
         + table
+    )
+
+
+def test_the_readmes_live_table_is_the_live_studys_policies_in_process_and_live(tmp_path: Path):
+    in_process, live = (committed_copy(path, tmp_path) for path in LIVE_STUDY)
+    table = markdown_summary(in_process, live=live)
+    assert table in (ROOT / "README.md").read_text(), (
+        "README.md's live table differs from the live study git holds: paste the output of `python -m "
+        f"elden_il.pipeline summary --markdown --report {LIVE_STUDY[0]} --live {LIVE_STUDY[1]}`\n" + table
     )
 
 

@@ -7,15 +7,25 @@ import platform
 import sys
 
 
-def cpu_model() -> str:
+def _cpuinfo(field: str) -> str | None:
+    """The first value of ``field`` in /proc/cpuinfo (Linux), or None."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo("model name") or platform.processor() or "unknown CPU"
+
+
+def cpu_vendor() -> str:
+    """'AuthenticAMD', 'GenuineIntel', ... (Linux), else the platform's processor name."""
+    return _cpuinfo("vendor_id") or platform.processor() or "unknown vendor"
 
 
 def describe() -> str:

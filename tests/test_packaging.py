@@ -86,6 +86,16 @@ def test_the_packages_an_episode_records_are_pinned_so_the_committed_demos_stay_
         assert re.fullmatch(rf"{package}==[\d.]+", requirements[package]), requirements[package]
 
 
+def test_the_setup_installs_with_the_uv_the_test_extra_pins():
+    """setup.sh installs uv with pip before the rest, and the rest (the test extra) pins uv too:
+    one version, or the install would swap the tool that is running it for another."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (pinned,) = [
+        r.split("#")[0].strip() for r in pyproject["project"]["optional-dependencies"]["test"] if r.startswith("uv")
+    ]
+    assert re.search(rf"pip install -q torch==[\d.]+ {re.escape(pinned)}\n", (ROOT / "scripts/setup.sh").read_text())
+
+
 def test_the_quick_lane_hands_pytest_its_marker_and_the_arguments_given():
     """`scripts/test.sh --quick ARGS` runs pytest on the `quick` tests with ARGS, never with the
     lane's own flag (which pytest refuses)."""

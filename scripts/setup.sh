@@ -29,14 +29,16 @@ if [ ! -x .venv/bin/python ]; then
   $python -m venv .venv
 fi
 # torch first, pinned: the CPU build is on disk here, while an unpinned torch pulls GBs of CUDA.
-# pip, as the machine's pip config says (its wheel folders and constraints), with uv at the test extra's pin.
+# pip installs it, as the machine's pip config says (its wheel folders and constraints), and uv at
+# the test extra's pin.
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q torch==2.13.0 uv==0.13.9
 # pipeline: dvc; video: RecordVideo; the offline-RL extras too: tests/test_interop.py trains
 # d3rlpy and fills a TorchRL buffer; ray: fan-out over a cluster (tests/test_fanout.py starts one);
 # view: the Rerun viewer and the evaluation's recordings (tests/test_view.py reads them back).
-# uv installs them (torch already there stays; two packages resolve otherwise than pip's: BENCHMARKS.md), downloaded and
-# unpacked side by side, minutes sooner on a fresh machine (BENCHMARKS.md, the first command)
+# uv installs them, downloaded and unpacked side by side: minutes sooner than pip on a fresh machine
+# (torch, already there, stays; two packages resolve otherwise than pip's: BENCHMARKS.md, the
+# default pipeline's time)
 .venv/bin/uv pip install -q --python .venv/bin/python -e ".[test,pipeline,video,d3rlpy,torchrl,ray,view]"
 # Rerun's viewer sends usage analytics unless told not to: its documented switch, per user
 .venv/bin/python -m rerun_cli analytics disable >/dev/null

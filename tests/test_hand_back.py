@@ -217,7 +217,10 @@ SCRIPTS = {
 def start_script(host: str, script: str) -> subprocess.Popen:
     """One of ``SCRIPTS`` in a process of its own, playing against ``host``; it prints "stepping"
     once its env steps."""
-    code = f"HOST = {host!r}\nfrom env.factory import make_env\n" + textwrap.dedent(SCRIPTS[script])
+    # Ctrl-C as Python takes it in a terminal: under a shell without job control (a suite started
+    # in the background) a child inherits SIGINT ignored, and Python then leaves it ignored
+    ctrl_c = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    code = f"{ctrl_c}HOST = {host!r}\nfrom env.factory import make_env\n" + textwrap.dedent(SCRIPTS[script])
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -47,14 +47,21 @@ def test_pysiphons_own_cli_drives_the_simulator(sim_server: SimServer, tmp_path:
     assert pysiphon(host, "set", "gameSpeedVal", "float", "0").returncode == 0
     assert pysiphon(host, "set", "HeroHp", "int", "100").returncode == 0
     assert "HeroHp = 100 (int)" in pysiphon(host, "get", "HeroHp").stdout
-    y0 = float(pysiphon(host, "get", "HeroLocalPosY").stdout.split("=")[1].split()[0])
+
+    def value(name: str) -> float:
+        return float(pysiphon(host, "get", name).stdout.split("=")[1].split()[0])
+
+    y0, tick0 = value("HeroLocalPosY"), value("SimTick")
     pysiphon(host, "toggle", "w", "1")
     pysiphon(host, "set", "gameSpeedVal", "float", "1")
-    time.sleep(0.3)
+    # half a second of game time walking, counted on the game's clock: a loaded machine's CLI
+    # calls and server lag behind the wall clock
+    deadline = time.monotonic() + 60
+    while value("SimTick") < tick0 + 30:
+        assert time.monotonic() < deadline, "the game's clock did not advance"
     pysiphon(host, "set", "gameSpeedVal", "float", "0")
     pysiphon(host, "toggle", "w", "0")
-    y1 = float(pysiphon(host, "get", "HeroLocalPosY").stdout.split("=")[1].split()[0])
-    assert y1 > y0 + 0.5  # W walks towards the boss (+Y at the start)
+    assert value("HeroLocalPosY") > y0 + 0.5  # W walks towards the boss (+Y at the start)
     assert pysiphon(host, "input", "w", "200", "0").returncode == 0
     out = tmp_path / "arena.png"
     assert pysiphon(host, "capture", str(out)).returncode == 0
